@@ -25,6 +25,7 @@ packages = [p for prefix, root in MAPPED.items() for p in subpackages(root, pref
 setup(
     packages=packages,
     package_dir=MAPPED,
-    package_data={"": ["*.metal", "*.cu", "*.h", "*.cpp"]},
+    package_data={"": ["*.metal", "*.cu", "*.h", "*.cpp"],
+                  "mlxsci.backends.sim": ["runtime/*", "runtime/include/*"]},
     include_package_data=True,
 )

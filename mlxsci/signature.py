@@ -1,0 +1,209 @@
+"""The kernel source text MLX hands to the compiler, reproduced exactly.
+
+`mx.fast.metal_kernel` wraps a body in a generated signature whose shape
+depends on the input names, dtypes, sizes, the text of the body and the
+template arguments (spec/mlx-custom-kernels.md section 1.3). The simulator
+compiles this same text, so a candidate sees the same parameters, types and
+address spaces on every backend. `tests/test_signature.py` checks the output
+against what the installed MLX prints with `verbose=True`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Thread attributes MLX detects by substring search in the body, in the order
+# it emits them, with the type it declares.
+METAL_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("dispatch_quadgroups_per_threadgroup", "uint"),
+    ("dispatch_simdgroups_per_threadgroup", "uint"),
+    ("dispatch_threads_per_threadgroup", "uint3"),
+    ("grid_origin", "uint3"),
+    ("grid_size", "uint3"),
+    ("quadgroup_index_in_threadgroup", "uint"),
+    ("quadgroups_per_threadgroup", "uint"),
+    ("simdgroup_index_in_threadgroup", "uint"),
+    ("simdgroups_per_threadgroup", "uint"),
+    ("thread_execution_width", "uint"),
+    ("thread_index_in_quadgroup", "uint"),
+    ("thread_index_in_simdgroup", "uint"),
+    ("thread_index_in_threadgroup", "uint"),
+    ("thread_position_in_grid", "uint3"),
+    ("thread_position_in_threadgroup", "uint3"),
+    ("threadgroup_position_in_grid", "uint3"),
+    ("threadgroups_per_grid", "uint3"),
+    ("threads_per_grid", "uint3"),
+    ("threads_per_simdgroup", "uint"),
+    ("threads_per_threadgroup", "uint3"),
+)
+
+# MLX dtype name -> Metal type string (get_type_string in MLX).
+METAL_TYPES = {
+    "float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t",
+    "float64": "double", "complex64": "complex64_t", "bool": "bool",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+}
+
+# Arrays with fewer elements than this are bound in the constant address space.
+MAX_CONSTANT_ARRAY_SIZE = 8
+
+
+def dtype_name(dtype) -> str:
+    """'float32' for mx.float32, np.float32, np.dtype('float32') or 'float32'."""
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        name = str(dtype)
+        if name.startswith("mlx.core."):
+            name = name[len("mlx.core."):]
+        else:
+            name = np.dtype(dtype).name
+    if name not in METAL_TYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    """What the generator needs to know of one bound input array."""
+    dtype: str          # MLX dtype name, e.g. "float32"
+    shape: tuple[int, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @classmethod
+    def of(cls, array) -> "ArgInfo":
+        return cls(dtype_name(array.dtype), tuple(int(d) for d in array.shape))
+
+
+def _template_value(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    return METAL_TYPES[dtype_name(value)]
+
+
+def _template_kind(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    return "typename"
+
+
+def metal_kernel_name(name: str, inputs: list[ArgInfo], output_dtypes: list[str],
+                      template: list[tuple[str, object]] | None = None) -> str:
+    """The host name MLX gives a metal_kernel variant."""
+    kname = "custom_kernel_" + name
+    if template:
+        args = "<" + ", ".join(_template_value(v) for _, v in template) + ">"
+        thash = args.replace("<", "_").replace(">", "_").replace(", ", "_").replace("-", "_")
+        if thash.endswith("_"):
+            thash = thash[:-1]
+        kname += "_" + thash
+    for info in inputs:
+        suffix = "s" if info.ndim == 0 else ("c" if info.size < MAX_CONSTANT_ARRAY_SIZE else "")
+        kname += "_" + METAL_TYPES[info.dtype] + suffix
+    for dt in output_dtypes:
+        kname += "_" + METAL_TYPES[dtype_name(dt)]
+    return kname
+
+
+def metal_attributes_used(source: str) -> list[tuple[str, str]]:
+    """Thread attributes MLX will declare for this body (substring match, as MLX does)."""
+    return [(attr, typ) for attr, typ in METAL_ATTRIBUTES if attr in source]
+
+
+@dataclass(frozen=True)
+class MetalSource:
+    """The generated Metal text plus where the user's header and body sit in it."""
+    text: str
+    kernel_name: str
+    header_first_line: int   # 1-based line of the header's first line in `text`
+    body_first_line: int     # 1-based line of the body's first line in `text`
+    params: tuple[tuple[str, str], ...]  # (parameter name, role) in signature order;
+    # role is "input", "shape", "strides", "ndim", "output" or "attr:<type>"
+
+
+def metal_source(name: str, input_names: list[str], output_names: list[str], source: str,
+                 header: str, inputs: list[ArgInfo], output_dtypes: list,
+                 template: list[tuple[str, object]] | None = None,
+                 atomic_outputs: bool = False) -> MetalSource:
+    """Reproduce MLX 0.32's write_signature output, byte for byte.
+
+    Includes its known quirk: with no thread attribute, any *_shape/_strides/
+    _ndim parameter and two or more outputs, the closing `) {` is emitted too
+    early, and the text does not compile, exactly as on a Mac.
+    """
+    if len(inputs) != len(input_names):
+        raise ValueError(f"expected {len(input_names)} inputs, got {len(inputs)}")
+    out_types = [METAL_TYPES[dtype_name(d)] for d in output_dtypes]
+    kname = metal_kernel_name(name, inputs, output_dtypes, template)
+    attrs = metal_attributes_used(source)
+    params: list[tuple[str, str]] = []
+
+    parts = [header]
+    if template:
+        parts.append("template <" + ", ".join(f"{_template_kind(v)} {k}" for k, v in template) + ">\n")
+    parts.append(f"[[kernel]] void {kname}(\n")
+    index = 0
+    for n, info in zip(input_names, inputs):
+        t = METAL_TYPES[info.dtype]
+        if info.ndim == 0:
+            parts.append(f"  const constant {t}& {n} [[buffer({index})]],\n")
+        elif info.size < MAX_CONSTANT_ARRAY_SIZE:
+            parts.append(f"  const constant {t}* {n} [[buffer({index})]],\n")
+        else:
+            parts.append(f"  const device {t}* {n} [[buffer({index})]],\n")
+        params.append((n, "input"))
+        index += 1
+        if info.ndim > 0:
+            if n + "_shape" in source:
+                parts.append(f"  const constant int* {n}_shape [[buffer({index})]],\n")
+                params.append((n + "_shape", "shape"))
+                index += 1
+            if n + "_strides" in source:
+                parts.append(f"  const constant int64_t* {n}_strides [[buffer({index})]],\n")
+                params.append((n + "_strides", "strides"))
+                index += 1
+            if n + "_ndim" in source:
+                parts.append(f"  const constant int& {n}_ndim [[buffer({index})]],\n")
+                params.append((n + "_ndim", "ndim"))
+                index += 1
+    n_args = len(inputs) + len(output_names)
+    for n, t in zip(output_names, out_types):
+        qual = f"device atomic<{t}>*" if atomic_outputs else f"device {t}*"
+        parts.append(f"  {qual} {n} [[buffer({index})]]")
+        params.append((n, "output"))
+        # MLX compares the buffer index (which counts shape/stride/ndim slots)
+        # with the number of inputs plus outputs: reproduced on purpose.
+        parts.append(",\n" if (index < n_args - 1 or attrs) else ") {\n")
+        index += 1
+    for i, (attr, typ) in enumerate(attrs):
+        parts.append(f"  {typ} {attr} [[{attr}]]")
+        params.append((attr, "attr:" + typ))
+        parts.append(",\n" if i < len(attrs) - 1 else ") {\n")
+    body_start = "".join(parts)
+    parts.append(source)
+    parts.append("\n}\n")
+    if template:
+        args = ", ".join(_template_value(v) for _, v in template)
+        parts.append(f"\ntemplate [[host_name(\"{kname}\")]] [[kernel]] "
+                     f"decltype({kname}<{args}>) {kname}<{args}>;\n")
+    text = "".join(parts)
+    return MetalSource(
+        text=text,
+        kernel_name=kname,
+        header_first_line=1,
+        body_first_line=body_start.count("\n") + 1,
+        params=tuple(params),
+    )
