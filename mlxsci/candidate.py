@@ -1,0 +1,512 @@
+"""Candidate file format v1: parse, render, extract from LLM answers, validate.
+
+A candidate is one plain-text file in one dialect (metal or cuda) holding
+every kernel of a task. Directive lines start with `//!` (leading whitespace
+allowed); every such line is a directive, and an unknown one is an error
+(use `//` for ordinary comments):
+
+    //! param VEC = 4 {1, 2, 4}
+    //! header
+    inline float twice(float v) { return 2.0f * v; }
+    //! kernel saxpy
+    //! grid = (ceil_div(N, VEC), 1, 1)
+    //! threadgroup = (256, 1, 1)
+    uint base = thread_position_in_grid.x * VEC;
+    ...
+
+Rules (where DESIGN.md is silent, these are the decisions):
+- Before the first `//! header` / `//! kernel` (the preamble) only `//! param`
+  lines, blank lines and comments (`//`, `/* ... */`) may appear; the
+  comments are dropped. Any other text is an error ("code before ...").
+- `//! param NAME = INT {c1, c2, ...}` only in the preamble. NAME is an
+  identifier, not a Python keyword nor min/max/ceil_div; choices are
+  optional, distinct, and contain the default.
+- `//! header` at most once, before the first kernel; its text is every line
+  up to the first `//! kernel` (kept verbatim; an empty header is dropped).
+- `//! kernel NAME` starts a kernel; names are identifiers and unique.
+- `//! grid = EXPR` / `//! threadgroup = EXPR`, each at most once, belong to
+  the current kernel and must come after its `//! kernel` line before any
+  non-blank body line. Blank lines between the kernel line and a launch
+  directive are dropped; the body starts on the line after the last launch
+  directive (or after the kernel line when there is none). Expressions are
+  checked for grammar here; their names are checked by `validate`.
+- A body is every line up to the next `//! kernel` or end of file, verbatim.
+  Header and body texts always end with a newline (one is added to a last
+  body that lacks it), so `render` needs no separators.
+- Canonical text is what `render` writes: `//! param NAME = D {a, b}` lines,
+  `//! header` + header, then per kernel `//! kernel NAME`, `//! grid = E`,
+  `//! threadgroup = E`, body. `render(parse(t)) == t` for canonical t.
+- Line numbers are 1-based lines of the parsed text and take no part in `==`.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import launch_expr
+from .backends.base import KernelSpec
+
+__all__ = ["Param", "KernelBlock", "Candidate", "CandidateError", "CandidateFailure",
+           "parse", "load", "render", "extract_from_response", "validate",
+           "to_kernel_spec", "template_args", "DIALECTS"]
+
+DIALECTS = ("metal", "cuda")
+_RESERVED = set(launch_expr.FUNCTIONS)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INT = r"[+-]?\d+"
+_PARAM = re.compile(rf"(?P<name>\S+?)\s*=\s*(?P<default>\S+?)\s*(?:\{{(?P<choices>[^{{}}]*)\}})?\s*\Z")
+_DIRECTIVE = re.compile(r"[ \t]*//!(.*)\Z", re.S)
+_KEYWORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(.*)\Z", re.S)
+_LAUNCH_KEYS = ("grid", "threadgroup")
+
+
+class CandidateError(ValueError):
+    """The candidate text cannot be parsed. `line` is a 1-based line (or None)."""
+
+    def __init__(self, message: str, line: int | None = None, filename: str = "<candidate>"):
+        self.message = message
+        self.line = line
+        self.filename = filename
+        where = f"{filename}:{line}" if line is not None else filename
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class CandidateFailure:
+    """A structured reason a parsed candidate does not fit its task.
+
+    kind: "missing_kernel", "unknown_kernel", "bad_expression",
+    "unknown_name", "name_conflict" or "empty_kernel".
+    """
+    kind: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line is not None else ""
+        return f"{where}{self.kind}: {self.message}"
+
+
+def _ensure_newline(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+@dataclass
+class Param:
+    name: str
+    default: int
+    choices: tuple[int, ...] | None = None
+    line: int = field(default=0, compare=False)
+
+    def __post_init__(self):
+        if self.choices is not None:
+            self.choices = tuple(self.choices)
+
+
+@dataclass
+class KernelBlock:
+    name: str
+    body: str
+    grid: str | None = None
+    threadgroup: str | None = None
+    line: int = field(default=0, compare=False)          # the `//! kernel` line
+    body_line: int = field(default=0, compare=False)     # first line of the body text
+    grid_line: int | None = field(default=None, compare=False)
+    threadgroup_line: int | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        self.body = _ensure_newline(self.body)
+
+
+@dataclass
+class Candidate:
+    dialect: str
+    params: list[Param] = field(default_factory=list)
+    header: str = ""
+    header_line: int = field(default=0, compare=False)   # 0 when there is no header
+    kernels: list[KernelBlock] = field(default_factory=list)
+    source_file: str = field(default="<candidate>", compare=False)
+
+    def __post_init__(self):
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {DIALECTS}, got {self.dialect!r}")
+        self.header = _ensure_newline(self.header)
+
+    def kernel(self, name: str) -> KernelBlock:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(f"candidate has no kernel {name!r} "
+                       f"(has: {', '.join(k.name for k in self.kernels) or 'none'})")
+
+    def param_values(self, overrides: dict[str, int] | None = None) -> dict[str, int]:
+        """Param name -> value: the defaults, with `overrides` applied. An override
+        must name a declared param and, when the param lists choices, be one."""
+        values = {p.name: p.default for p in self.params}
+        by_name = {p.name: p for p in self.params}
+        for name, value in (overrides or {}).items():
+            if name not in by_name:
+                raise KeyError(f"no param {name!r} (declared: {', '.join(values) or 'none'})")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"param {name!r} must be an int, got {value!r}")
+            choices = by_name[name].choices
+            if choices is not None and value not in choices:
+                raise ValueError(f"param {name!r} = {value} is not one of {list(choices)}")
+            values[name] = value
+        return values
+
+
+# --- parsing ----------------------------------------------------------------
+
+def _split_lines(text: str) -> list[str]:
+    """Lines with their '\\n' kept, so that ''.join(lines) == text."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _blank_or_comment(line: str, in_block: bool) -> tuple[bool, bool]:
+    """Is `line` only whitespace and comments? Returns (answer, still in /* */)."""
+    s = line.strip()
+    while s:
+        if in_block:
+            end = s.find("*/")
+            if end < 0:
+                return True, True
+            s = s[end + 2:].strip()
+            in_block = False
+        elif s.startswith("//"):
+            return True, False
+        elif s.startswith("/*"):
+            s = s[2:]
+            in_block = True
+        else:
+            return False, in_block
+    return True, in_block
+
+
+def _parse_int(text: str, what: str, err) -> int:
+    if not re.fullmatch(_INT, text):
+        raise err(f"{what} must be an integer, got {text!r}")
+    return int(text)
+
+
+def _parse_param(rest: str, err) -> Param:
+    m = _PARAM.match(rest.strip())
+    if not m:
+        raise err("bad param: expected `//! param NAME = INT` or "
+                  "`//! param NAME = INT {c1, c2, ...}`")
+    name = m.group("name")
+    if not _IDENT.match(name) or keyword.iskeyword(name):
+        raise err(f"bad param name {name!r}: must be an identifier")
+    if name in _RESERVED:
+        raise err(f"bad param name {name!r}: reserved for launch expressions")
+    default = _parse_int(m.group("default"), f"default of param {name}", err)
+    choices = None
+    if m.group("choices") is not None:
+        items = [s.strip() for s in m.group("choices").split(",")]
+        if items and items[-1] == "" and len(items) > 1:
+            items.pop()  # tolerate a trailing comma
+        if not items or items == [""]:
+            raise err(f"param {name}: empty choice list")
+        choices = tuple(_parse_int(s, f"choice of param {name}", err) for s in items)
+        if len(set(choices)) != len(choices):
+            raise err(f"param {name}: duplicate choices in {list(choices)}")
+        if default not in choices:
+            raise err(f"param {name}: default {default} is not one of the choices {list(choices)}")
+    return Param(name, default, choices)
+
+
+def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> Candidate:
+    """Parse candidate text; raises CandidateError naming the line on bad input."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    lines = _split_lines(text)
+    params: list[Param] = []
+    header_start: int | None = None     # 0-based index of the header's first line
+    header_directive: int | None = None
+    kernels: list[dict] = []            # name, line, body_start, grid, threadgroup, ...
+    in_comment = False
+
+    def close_header(end: int) -> None:
+        nonlocal header_end
+        if header_start is not None and header_end is None:
+            header_end = end
+
+    header_end: int | None = None
+    for idx, raw in enumerate(lines):
+        lineno = idx + 1
+
+        def err(message: str, _line=lineno) -> CandidateError:
+            return CandidateError(message, _line, filename)
+
+        content = raw.rstrip("\n").rstrip("\r")
+        m = _DIRECTIVE.match(content)
+        if m is None:
+            if kernels:
+                k = kernels[-1]
+                if k["launch_zone"] and content.strip():
+                    k["launch_zone"] = False
+            elif header_start is None:
+                ok, in_comment = _blank_or_comment(content, in_comment)
+                if not ok:
+                    raise err("code before the first `//! header` or `//! kernel` "
+                              "(put shared code under `//! header`)")
+            continue
+
+        rest = m.group(1).strip()
+        km = _KEYWORD.match(rest)
+        if not rest or km is None:
+            raise err(f"bad directive {content.strip()!r} "
+                      "(expected param, header, kernel, grid or threadgroup)")
+        key, arg = km.group(1), km.group(2)
+        if arg and not arg[0].isspace() and not (key in _LAUNCH_KEYS and arg.startswith("=")):
+            raise err(f"unknown directive `//! {rest.split()[0]}` (expected param, header, "
+                      "kernel, grid or threadgroup)")
+        arg = arg.strip()
+
+        if key == "param":
+            if header_start is not None or kernels:
+                raise err("`//! param` must come before `//! header` and the first `//! kernel`")
+            p = _parse_param(arg, err)
+            p.line = lineno
+            if any(q.name == p.name for q in params):
+                first = next(q for q in params if q.name == p.name)
+                raise err(f"duplicate param {p.name!r} (first declared on line {first.line})")
+            params.append(p)
+        elif key == "header":
+            if arg:
+                raise err(f"unexpected text after `//! header`: {arg!r}")
+            if header_start is not None:
+                raise err(f"duplicate `//! header` (first on line {header_directive})")
+            if kernels:
+                raise err("`//! header` must come before the first `//! kernel`")
+            if in_comment:
+                raise err("unterminated /* comment before `//! header`")
+            header_directive = lineno
+            header_start = idx + 1
+        elif key == "kernel":
+            if not arg:
+                raise err("`//! kernel` needs a name")
+            if not _IDENT.match(arg):
+                raise err(f"bad kernel name {arg!r}: must be an identifier")
+            for k in kernels:
+                if k["name"] == arg:
+                    raise err(f"duplicate kernel {arg!r} (first on line {k['line']})")
+            if header_start is None and not kernels and in_comment:
+                raise err("unterminated /* comment before the first `//! kernel`")
+            close_header(idx)
+            if kernels:
+                kernels[-1]["body_end"] = idx
+            kernels.append(dict(name=arg, line=lineno, body_start=idx + 1, body_end=None,
+                                grid=None, threadgroup=None, grid_line=None,
+                                threadgroup_line=None, launch_zone=True))
+        elif key in _LAUNCH_KEYS:
+            if not kernels:
+                raise err(f"`//! {key}` outside a kernel (it must follow `//! kernel NAME`)")
+            k = kernels[-1]
+            if not arg.startswith("="):
+                raise err(f"bad `//! {key}`: expected `//! {key} = (x, y, z)`")
+            expr = arg[1:].strip()
+            if k[key] is not None:
+                raise err(f"duplicate `//! {key}` for kernel {k['name']!r} "
+                          f"(first on line {k[key + '_line']})")
+            if not k["launch_zone"]:
+                raise err(f"`//! {key}` must come directly after `//! kernel {k['name']}` "
+                          f"(line {k['line']}), before the body")
+            try:
+                launch_expr.names_used(expr)
+            except launch_expr.LaunchExprError as exc:
+                raise err(f"bad `//! {key}` expression: {exc}") from None
+            k[key] = expr
+            k[key + "_line"] = lineno
+            k["body_start"] = idx + 1
+        else:
+            raise err(f"unknown directive `//! {key}` (expected param, header, kernel, grid "
+                      "or threadgroup; use `//` for ordinary comments)")
+
+    n = len(lines)
+    if header_start is None and not kernels and in_comment:
+        raise CandidateError("unterminated /* comment", n or 1, filename)
+    close_header(n)
+    if kernels:
+        kernels[-1]["body_end"] = n
+
+    header = "".join(lines[header_start:header_end]) if header_start is not None else ""
+    blocks = [KernelBlock(name=k["name"], body="".join(lines[k["body_start"]:k["body_end"]]),
+                          grid=k["grid"], threadgroup=k["threadgroup"], line=k["line"],
+                          body_line=k["body_start"] + 1, grid_line=k["grid_line"],
+                          threadgroup_line=k["threadgroup_line"])
+              for k in kernels]
+    return Candidate(dialect=dialect, params=params, header=header,
+                     header_line=(header_start + 1) if header else 0,
+                     kernels=blocks, source_file=filename)
+
+
+def load(path, dialect: str | None = None) -> Candidate:
+    """Parse a candidate file; the dialect defaults from the suffix (.cu -> cuda)."""
+    path = Path(path)
+    if dialect is None:
+        dialect = "cuda" if path.suffix in (".cu", ".cuh") else "metal"
+    return parse(path.read_text(), dialect=dialect, filename=str(path))
+
+
+# --- rendering --------------------------------------------------------------
+
+def _check_no_directives(text: str, what: str) -> None:
+    for line in text.split("\n"):
+        if _DIRECTIVE.match(line):
+            raise ValueError(f"{what} contains a `//!` directive line: {line.strip()!r}")
+
+
+def render(c: Candidate) -> str:
+    """The canonical text of `c`."""
+    out: list[str] = []
+    for p in c.params:
+        line = f"//! param {p.name} = {p.default}"
+        if p.choices is not None:
+            line += " {" + ", ".join(str(v) for v in p.choices) + "}"
+        out.append(line + "\n")
+    if c.header:
+        _check_no_directives(c.header, "header")
+        out.append("//! header\n")
+        out.append(_ensure_newline(c.header))
+    for k in c.kernels:
+        _check_no_directives(k.body, f"body of kernel {k.name!r}")
+        out.append(f"//! kernel {k.name}\n")
+        if k.grid is not None:
+            out.append(f"//! grid = {k.grid.strip()}\n")
+        if k.threadgroup is not None:
+            out.append(f"//! threadgroup = {k.threadgroup.strip()}\n")
+        out.append(_ensure_newline(k.body))
+    return "".join(out)
+
+
+# --- extraction from LLM answers --------------------------------------------
+
+_LANGS = {
+    "metal": {"", "metal", "msl", "cpp", "c++", "c"},
+    "cuda": {"", "cuda", "cu", "cpp", "c++", "c"},
+}
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^\n`]*?)[ \t]*$")
+_KERNEL_DIRECTIVE = re.compile(r"^[ \t]*//![ \t]*kernel\b", re.M)
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(info string, content) of each fenced code block; an unclosed block runs to the end."""
+    blocks = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i].rstrip("\r"))
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group(1), m.group(2)
+        body = []
+        i += 1
+        while i < len(lines):
+            s = lines[i].rstrip("\r")
+            close = re.match(r"^ {0,3}(`{3,}|~{3,})[ \t]*$", s)
+            if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
+                break
+            body.append(lines[i])
+            i += 1
+        i += 1
+        blocks.append((info, "\n".join(body)))
+    return blocks
+
+
+def extract_from_response(text: str, dialect: str = "metal") -> str | None:
+    """The candidate file in an LLM answer: among fenced blocks whose info string
+    fits the dialect (or is empty), those with a `//! kernel` line are preferred,
+    and the longest wins. None when there is no such block."""
+    langs = _LANGS[dialect]
+    fitting = []
+    for info, content in _fenced_blocks(text):
+        lang = info.split()[0].lower() if info.split() else ""
+        if lang in langs and content.strip():
+            fitting.append(content)
+    if not fitting:
+        return None
+    preferred = [b for b in fitting if _KERNEL_DIRECTIVE.search(b)]
+    best = max(preferred or fitting, key=len)
+    return _ensure_newline(best)
+
+
+# --- validation against a task ----------------------------------------------
+
+def validate(c: Candidate, kernel_names, allowed_launch_names) -> list[CandidateFailure]:
+    """Structured reasons `c` does not fit a task with kernels `kernel_names`
+    whose launch expressions may use `allowed_launch_names` (size scalars) and
+    the candidate's params. An empty list means it fits."""
+    failures: list[CandidateFailure] = []
+    wanted = list(kernel_names)
+    have = {k.name for k in c.kernels}
+    allowed = set(allowed_launch_names)
+    param_names = {p.name for p in c.params}
+    for name in wanted:
+        if name not in have:
+            failures.append(CandidateFailure(
+                "missing_kernel", f"the task needs kernel {name!r}, which the candidate lacks", None))
+    for k in c.kernels:
+        if k.name not in wanted:
+            failures.append(CandidateFailure(
+                "unknown_kernel",
+                f"kernel {k.name!r} is not one of the task's ({', '.join(wanted) or 'none'})", k.line))
+        if not k.body.strip():
+            failures.append(CandidateFailure("empty_kernel", f"kernel {k.name!r} has an empty body",
+                                             k.line))
+    for p in c.params:
+        if p.name in allowed:
+            failures.append(CandidateFailure(
+                "name_conflict", f"param {p.name!r} has the name of a size scalar", p.line))
+    names = allowed | param_names
+    for k in c.kernels:
+        for key in _LAUNCH_KEYS:
+            expr = getattr(k, key)
+            if expr is None:
+                continue
+            line = getattr(k, key + "_line") or k.line
+            try:
+                used = launch_expr.names_used(expr)
+                launch_expr.check(expr, used, dims=3)
+            except launch_expr.LaunchExprError as exc:
+                failures.append(CandidateFailure("bad_expression", f"{key} of {k.name!r}: {exc}", line))
+                continue
+            for name in sorted(used - names):
+                failures.append(CandidateFailure(
+                    "unknown_name",
+                    f"{key} of {k.name!r} uses {name!r}, which is neither a param nor a size "
+                    f"scalar ({', '.join(sorted(names)) or 'none available'})", line))
+    return failures
+
+
+# --- to MLX -----------------------------------------------------------------
+
+def to_kernel_spec(c: Candidate, kernel_name: str, input_names, output_names,
+                   atomic_outputs: bool = False, filename: str | None = None) -> KernelSpec:
+    """The KernelSpec of one kernel of `c` (body, shared header, line mapping)."""
+    k = c.kernel(kernel_name)
+    return KernelSpec(
+        name=k.name,
+        input_names=tuple(input_names),
+        output_names=tuple(output_names),
+        source=k.body,
+        header=_ensure_newline(c.header),
+        atomic_outputs=atomic_outputs,
+        dialect=c.dialect,
+        source_file=filename if filename is not None else c.source_file,
+        header_line=c.header_line if c.header else 1,
+        body_line=k.body_line or 1,
+    )
+
+
+def template_args(c: Candidate, overrides: dict[str, int] | None = None) -> list[tuple[str, int]]:
+    """The params as MLX template ints, in declaration order."""
+    values = c.param_values(overrides)
+    return [(p.name, values[p.name]) for p in c.params]

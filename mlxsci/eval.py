@@ -1,0 +1,103 @@
+"""`python -m mlxsci.eval TASK`: evaluate a kernel candidate (the seed by default).
+
+Exit code 0 whenever the evaluation ran, whatever the verdict; 2 for usage
+errors (unknown task, bad --size, unreadable file).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from tabulate import tabulate
+
+from mlxsci.evaluate import Evaluation, evaluate
+from mlxsci.task import load_task, task_names
+
+
+def parse_assignments(text: str | None, what: str) -> dict:
+    """'NX=67,NY=45' -> {'NX': '67', 'NY': '45'} (values converted by the caller)."""
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=what)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def fmt(value, spec=".3g"):
+    return "-" if value is None else format(value, spec)
+
+
+def format_evaluation(ev: Evaluation) -> str:
+    rows = []
+    for s in ev.sizes:
+        verdict = "ok" if s.correct else "FAIL"
+        rows.append([s.label + (" (held-out)" if s.held_out else ""), verdict,
+                     fmt(s.error, ".2e"), fmt(s.tol, ".2e"),
+                     fmt(None if s.seconds is None else s.seconds * 1e3, ".3f"),
+                     f"{fmt(s.achieved, '.2f')} {s.unit}".strip(), fmt(s.ceiling, ".2f"),
+                     fmt(s.fraction, ".3f"), ",".join(s.flags)])
+    lines = [f"task {ev.task} on {ev.backend} ({ev.device})"]
+    if rows:
+        lines.append(tabulate(rows, headers=["size", "verdict", "error", "tol", "ms (median)",
+                                             "achieved", "ceiling", "fraction", "flags"]))
+    if ev.sizes and any(s.metal_sci_fraction is not None for s in ev.sizes):
+        lines.append("Metal-Sci chip-table fractions: " + ", ".join(
+            f"{s.label}={fmt(s.metal_sci_fraction, '.3f')}" for s in ev.sizes))
+    lines.append(f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
+                 + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else ""))
+    if ev.fail_reason:
+        lines.append(f"fail_reason: {ev.fail_reason}")
+    return "\n".join(lines)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("task", type=click.Choice(task_names()))
+@click.option("--source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Candidate file (.metal or .cu). Default: the task's seed.")
+@click.option("--backend", default="auto", show_default=True,
+              type=click.Choice(["auto", "metal", "cuda", "sim"]))
+@click.option("--sizes", "size_set", default=None,
+              type=click.Choice(["smoke", "in-dist", "held-out", "all"]),
+              help="Size set. Default: in-dist on a GPU, smoke on the simulator.")
+@click.option("--size", "custom", metavar="KEY=VALUE,...",
+              help="Evaluate one size you give, e.g. NX=67,NY=45,n_steps=4.")
+@click.option("--param", "params", metavar="NAME=INT,...",
+              help="Override the candidate's //! param values.")
+@click.option("--warmup", type=click.IntRange(min=1), help="Warm-up runs per size.")
+@click.option("--measure", type=click.IntRange(min=1), help="Timed runs per size.")
+@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def main(task, source, backend, size_set, custom, params, warmup, measure, timeout, as_json):
+    """Evaluate a kernel candidate for TASK and print per-size verdicts and the score."""
+    t = load_task(task)
+    sizes = None
+    if custom:
+        try:
+            sizes = [t.custom_size(parse_assignments(custom, "--size"))]
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--size")
+    overrides = None
+    if params:
+        try:
+            overrides = {k: int(v) for k, v in parse_assignments(params, "--param").items()}
+        except ValueError:
+            raise click.BadParameter("param values must be integers", param_hint="--param")
+    text = source.read_text() if source else None
+    from mlxsci.backends import resolve_backend_name
+    if size_set is None:
+        size_set = "smoke" if resolve_backend_name(backend) == "sim" else "in-dist"
+    progress = None if as_json else (lambda msg: click.echo(msg, err=True))
+    ev = evaluate(task, text, backend=backend, size_set=size_set, sizes=sizes,
+                  filename=str(source) if source else None, n_warmup=warmup, n_measure=measure,
+                  timeout=timeout, param_overrides=overrides, progress=progress)
+    click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""The evaluation protocol: a candidate, a task, sizes -> a verdict and a score.
+
+The trusted side. It parses and validates the candidate, holds the cached
+NumPy reference, runs each size in a worker subprocess (mlxsci.worker) under
+a timeout, and checks what comes back:
+- the verified outputs (poisoned with two sentinels) against the reference,
+  NaN-safe (err <= tol);
+- no output element left unwritten;
+- the last timed run's output (when it differs bitwise) also within tolerance;
+- every input's checksum before and after equal to the reference inputs';
+- a fraction above 1.0 of the measured roofline is flagged `suspicious`.
+Score S = geometric mean of the fractions of the non-held-out sizes, 0 if
+any size fails; evaluation stops at the first failing size (as Metal-Sci).
+Phi = the fraction at a held-out size, reported apart from S.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlxsci.backends import get_backend, resolve_backend_name
+from mlxsci.candidate import CandidateError, parse, validate
+from mlxsci.reference_store import compare, get_reference
+from mlxsci.roofline import Roofline, load_or_measure, metal_sci_ceiling
+from mlxsci.task import Size, Task, load_task
+
+# (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
+# simulator is deterministic and slow, so it needs fewer runs and more time.
+DEFAULTS = {"sim": (1, 3, 900.0), "gpu": (3, 10, 300.0)}
+
+
+@dataclass
+class SizeResult:
+    label: str
+    params: dict
+    held_out: bool = False
+    correct: bool = False
+    error: float | None = None
+    tol: float | None = None
+    seconds: float | None = None          # median of the timed runs
+    seconds_min: float | None = None
+    seconds_max: float | None = None
+    achieved: float | None = None
+    unit: str = ""
+    ceiling: float | None = None
+    fraction: float | None = None
+    metal_sci_fraction: float | None = None
+    flags: list = field(default_factory=list)
+    fail_reason: str | None = None
+    timings: dict = field(default_factory=dict)
+
+
+@dataclass
+class Evaluation:
+    task: str
+    backend: str
+    device: str
+    compile_ok: bool = True
+    correct: bool = False
+    score: float | None = 0.0
+    phi: float | None = None
+    fail_reason: str | None = None
+    sizes: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "task": self.task, "backend": self.backend, "device": self.device,
+            "candidate": {"compile_ok": self.compile_ok, "correct": self.correct,
+                          "score": self.score, "phi": self.phi, "fail_reason": self.fail_reason},
+            "sizes": [json_size(s) for s in self.sizes],
+        }
+
+
+def json_size(s: SizeResult) -> dict:
+    d = asdict(s)
+    for key in ("error", "tol"):   # JSON has no inf/nan
+        if d[key] is not None and not math.isfinite(d[key]):
+            d[key] = str(d[key])
+    return d
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
+
+
+def run_worker(job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+    """Run one size in a fresh process. Returns (result or None, job dir, stderr tail)."""
+    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-"))
+    (jobdir / "job.json").write_text(json.dumps(job))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mlxsci.worker", str(jobdir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
+        proc.communicate()
+        return None, jobdir, f"timeout: no verdict within {timeout:g} s"
+    tail = err.decode(errors="replace")[-2000:]
+    result_path = jobdir / "result.json"
+    if not result_path.exists():
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        return None, jobdir, f"worker died ({how}): {tail.strip()[-600:]}"
+    return json.loads(result_path.read_text()), jobdir, tail
+
+
+def _load_npz(path: Path) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Roofline,
+               backend_name: str, device_name: str) -> SizeResult:
+    """Every integrity check of one size, against the trusted reference."""
+    out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
+    out.timings = result.get("timings", {})
+    ref = get_reference(task, size.params)
+    out.tol = ref.tolerance
+    verified = _load_npz(jobdir / "verified.npz")
+    out.error = compare(task.name, verified, ref, size.params)
+    problems = []
+    if result.get("input_checksums_before") != ref.input_checksums:
+        problems.append("inputs given to the kernel differ from the reference inputs")
+    mutated = sorted(k for k, v in result.get("input_checksums_after", {}).items()
+                     if ref.input_checksums.get(k) != v)
+    if mutated:
+        out.flags.append("input_mutated")
+        problems.append(f"input mutated: {', '.join(mutated)}")
+    unwritten = {k: n for k, n in result.get("unwritten", {}).items() if n}
+    if unwritten:
+        out.flags.append("unwritten")
+        problems.append("unwritten output: " + ", ".join(
+            f"{n} element(s) of {k} never written" for k, n in unwritten.items()))
+    if not result.get("last_equals_verified", False):
+        out.flags.append("nondeterministic")
+        last_err = compare(task.name, _load_npz(jobdir / "last.npz"), ref, size.params)
+        if not last_err <= ref.tolerance:
+            problems.append(f"last timed run's output is wrong (max_abs={last_err:.4g})")
+    if not out.error <= out.tol:   # NaN-safe: a NaN error fails
+        problems.append(f"correctness failed: max_abs={out.error:.4g} (tol={out.tol:.4g})")
+    out.correct = not problems
+    if problems:
+        out.fail_reason = f"at size {size.label}: " + "; ".join(problems)
+
+    seconds = sorted(result["seconds"])
+    out.seconds = float(np.median(seconds))
+    out.seconds_min, out.seconds_max = seconds[0], seconds[-1]
+    p = size.params
+    nbytes, flops, ws = task.bytes_moved(p), task.flops(p), task.working_set(p)
+    if task.bound == "bandwidth":
+        out.unit, out.achieved, out.ceiling = "GB/s", nbytes / out.seconds / 1e9, roof.bw(ws)
+    else:
+        out.unit, out.achieved, out.ceiling = "GFLOPS", flops / out.seconds / 1e9, roof.peak_gflops
+    out.fraction = roof.seconds(nbytes, flops, ws) / out.seconds
+    if out.fraction > 1.0:
+        out.flags.append("suspicious")
+    if backend_name == "metal":
+        gflops, gbps = metal_sci_ceiling(device_name)
+        out.metal_sci_fraction = out.achieved / (gbps if task.bound == "bandwidth" else gflops)
+    return out
+
+
+def failed_size(size: Size, task: Task, reason: str, flag: str) -> SizeResult:
+    return SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size),
+                      correct=False, flags=[flag], fail_reason=reason)
+
+
+def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto",
+             size_set: str = "in-dist", sizes: list[Size] | None = None,
+             filename: str | None = None, n_warmup: int | None = None,
+             n_measure: int | None = None, timeout: float | None = None,
+             param_overrides: dict | None = None, progress=None) -> Evaluation:
+    """Evaluate a candidate (the task's seed when `source` is None)."""
+    task = load_task(task_name)
+    backend_name = resolve_backend_name(backend)
+    be = get_backend(backend_name)
+    if source is None:
+        source = task.seed(be.dialect)
+        filename = filename or str(task.seed_path(be.dialect))
+    filename = filename or "<candidate>"
+    device = be.device_info()
+    ev = Evaluation(task.name, backend_name, device["name"])
+    say = progress or (lambda msg: None)
+
+    try:
+        cand = parse(source, dialect=be.dialect, filename=filename)
+    except CandidateError as exc:
+        ev.compile_ok, ev.fail_reason = False, f"format error: {exc}"
+        return ev
+    size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
+    failures = validate(cand, task.kernel_names, size_names)
+    if failures:
+        ev.compile_ok = False
+        ev.fail_reason = "format error: " + "; ".join(
+            f"{filename}:{f.line}: {f.message}" if f.line else f.message for f in failures)
+        return ev
+
+    kind = "sim" if backend_name == "sim" else "gpu"
+    warm, measure, per_size = DEFAULTS[kind]
+    sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
+    say(f"{task.name}: roofline for {device['name']}")
+    roof = load_or_measure(be, progress=say)
+
+    for size in sizes:
+        say(f"{task.name} {size.label}: reference")
+        get_reference(task, size.params)
+        job = {"task": task.name, "source": source, "filename": filename,
+               "backend": backend_name, "params": size.params,
+               "n_warmup": n_warmup if n_warmup is not None else warm,
+               "n_measure": n_measure if n_measure is not None else measure,
+               "param_overrides": param_overrides}
+        say(f"{task.name} {size.label}: running on {backend_name}")
+        result, jobdir, tail = run_worker(job, timeout or per_size)
+        try:
+            if result is None:
+                flag = "timeout" if tail.startswith("timeout") else "crash"
+                res = failed_size(size, task, f"runtime error at size {size.label}: {tail}", flag)
+            elif "error" in result:
+                err = result["error"]
+                if err["kind"] in ("compile", "format"):
+                    ev.compile_ok = False
+                    line = f"{filename}:{err['line']}: " if err.get("line") else ""
+                    ev.fail_reason = f"{err['kind']} error: {line}{err['message']}"
+                    ev.correct, ev.score = False, 0.0
+                    return ev
+                res = failed_size(size, task, f"runtime error at size {size.label}: "
+                                  f"{err['kind']}: {err['message']}", err["kind"])
+            else:
+                res = check_size(task, size, result, jobdir, roof, backend_name, device["name"])
+        finally:
+            shutil.rmtree(jobdir, ignore_errors=True)
+        ev.sizes.append(res)
+        if not res.correct:
+            ev.fail_reason = res.fail_reason if res.fail_reason.startswith("runtime") else (
+                "correctness failed " + res.fail_reason)
+            break
+
+    ev.correct = ev.fail_reason is None and bool(ev.sizes)
+    scored = [s.fraction for s in ev.sizes if not s.held_out]
+    if not ev.correct:
+        ev.score = 0.0
+    else:   # None when only held-out sizes ran: S is defined over the others
+        ev.score = geometric_mean(scored) if scored else None
+    held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
+    ev.phi = held[0] if held and ev.correct else None
+    return ev

@@ -1,0 +1,93 @@
+"""References computed once per (task, size) and kept on disk.
+
+An entry holds the reference outputs, the tolerance and a checksum of every
+input, so an evaluation whose reference is cached needs neither the inputs
+nor the NumPy solve in the trusted (parent) process. The key hashes the size,
+the reference module's source and the task module's source (which makes the
+inputs), so editing either invalidates the entry.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import io
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlxsci.cache import atomic_write_bytes, cache_dir
+from mlxsci.task import Task, load_reference
+
+
+def array_checksum(a) -> str:
+    a = np.ascontiguousarray(np.asarray(a))
+    h = hashlib.sha256()
+    h.update(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def input_checksums(inputs: dict) -> dict:
+    return {name: array_checksum(a) for name, a in inputs.items()}
+
+
+@dataclass
+class Reference:
+    outputs: dict          # result name -> np.ndarray
+    tolerance: float
+    input_checksums: dict  # input name -> checksum
+
+
+def _key(task: Task, params: dict) -> str:
+    module = inspect.getmodule(task.make_inputs)
+    h = hashlib.sha256()
+    h.update(json.dumps({"task": task.name, "params": params}, sort_keys=True).encode())
+    h.update(inspect.getsource(load_reference(task.name)).encode())
+    h.update(inspect.getsource(module).encode())
+    return h.hexdigest()[:24]
+
+
+def get_reference(task: Task, params: dict, use_cache: bool = True) -> Reference:
+    path = cache_dir("reference", task.name) / f"{_key(task, params)}.npz"
+    if use_cache and path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["__meta__"]))
+                outputs = {k: z[k] for k in meta["outputs"]}
+            return Reference(outputs, meta["tolerance"], meta["input_checksums"])
+        except (OSError, KeyError, ValueError):
+            pass  # unreadable entry: recompute and overwrite
+    inputs = task.make_inputs(params)
+    ref_module = load_reference(task.name)
+    outputs = {k: np.asarray(v) for k, v in ref_module.solve(inputs, params).items()}
+    ref = Reference(outputs, float(ref_module.tolerance(outputs, params)), input_checksums(inputs))
+    meta = {"outputs": sorted(outputs), "tolerance": ref.tolerance,
+            "input_checksums": ref.input_checksums}
+    buf = io.BytesIO()
+    np.savez(buf, __meta__=np.array(json.dumps(meta)), **outputs)
+    atomic_write_bytes(path, buf.getvalue())
+    return ref
+
+
+def max_abs_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """NaN-safe: any NaN or inf in the output, or a shape mismatch, is an infinite error."""
+    out = np.asarray(out)
+    if out.shape != ref.shape:
+        return float("inf")
+    diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    if diff.size == 0:
+        return 0.0
+    err = float(np.max(diff))
+    return err if np.isfinite(err) and not np.isnan(diff).any() else float("inf")
+
+
+def compare(task_name: str, outputs: dict, ref: Reference, params: dict) -> float:
+    """The task's error measure (reference.error if it defines one, else max abs)."""
+    module = load_reference(task_name)
+    missing = set(ref.outputs) - set(outputs)
+    if missing:
+        return float("inf")
+    if hasattr(module, "error"):
+        return float(module.error(outputs, ref.outputs, params))
+    return max(max_abs_error(outputs[k], ref.outputs[k]) for k in ref.outputs)

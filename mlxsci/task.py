@@ -1,0 +1,127 @@
+"""Task contracts: what a task fixes and what a candidate may choose.
+
+A task (one folder under tasks/) fixes the kernel names and buffers, the
+sizes, the inputs, what the host does between kernels, and the roofline
+model. A candidate chooses kernel bodies, helpers, params and launch shape.
+Every task folder has the same shape: `task.py` defining `TASK = Task(...)`,
+`seed.metal` and (later) `seed.cu`. The matching NumPy reference lives in
+reference/<name>.py and never imports anything from here.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+SIZE_SETS = ("smoke", "in-dist", "held-out")
+
+
+@dataclass(frozen=True)
+class KernelContract:
+    """One kernel of a task: Metal-Sci's kernel name and MLX-native buffers.
+
+    `grid` and `threadgroup` are the default launch expressions (integer
+    arithmetic over the size's integer parameters and the candidate's params);
+    a candidate may override both. `init_value` is for kernels whose outputs
+    must start at a known value (atomic scatter); such outputs cannot be
+    poisoned by the evaluator.
+    """
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    grid: str
+    threadgroup: str
+    atomic_outputs: bool = False
+    init_value: float | None = None
+
+
+@dataclass(frozen=True)
+class Size:
+    """A named problem size: e.g. Size("256x256x50", {"NX": 256, "NY": 256, "n_steps": 50})."""
+    label: str
+    params: dict
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    description: str
+    kernels: tuple[KernelContract, ...]
+    sizes: dict                        # size set name -> tuple[Size, ...]
+    defaults: dict                     # default params for user-given sizes (--size)
+    make_inputs: Callable[[dict], dict]        # params -> {name: np.ndarray} (scalars 0-d)
+    run: Callable                              # (launch, inputs, params) -> {result: array}
+    bytes_moved: Callable[[dict], float]       # roofline model: bytes per pipeline run
+    flops: Callable[[dict], float]             # FLOPs per pipeline run
+    working_set: Callable[[dict], float]       # bytes touched (picks the bandwidth level)
+    bound: str                                 # "bandwidth" or "compute": the scored quantity
+    validate_size: Callable[[dict], None] = lambda params: None  # raises ValueError
+    folder: Path = field(default=Path("."), compare=False)
+
+    def kernel(self, name: str) -> KernelContract:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [k.name for k in self.kernels]
+
+    def seed_path(self, dialect: str = "metal") -> Path:
+        return self.folder / ("seed.metal" if dialect == "metal" else "seed.cu")
+
+    def seed(self, dialect: str = "metal") -> str:
+        return self.seed_path(dialect).read_text()
+
+    def size_set(self, which: str) -> tuple[Size, ...]:
+        if which == "all":
+            return tuple(s for key in SIZE_SETS for s in self.sizes[key])
+        if which not in self.sizes:
+            raise ValueError(f"unknown size set {which!r}; choose from "
+                             f"{', '.join(SIZE_SETS + ('all',))}")
+        return tuple(self.sizes[which])
+
+    def is_held_out(self, size: Size) -> bool:
+        return any(size.label == s.label and size.params == s.params
+                   for s in self.sizes.get("held-out", ()))
+
+    def custom_size(self, given: dict) -> Size:
+        """A user-given size: unspecified parameters take the defaults."""
+        unknown = set(given) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"unknown size parameter(s) {', '.join(sorted(unknown))} for "
+                             f"{self.name}; known: {', '.join(self.defaults)}")
+        params = dict(self.defaults)
+        for key, value in given.items():
+            kind = type(self.defaults[key])
+            try:
+                params[key] = kind(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"size parameter {key} must be {kind.__name__}, got {value!r}")
+        self.validate_size(params)
+        label = ",".join(f"{k}={params[k]}" for k in self.defaults)
+        return Size(label, params)
+
+    def launch_names(self, params: dict) -> dict:
+        """Integer size parameters usable in launch expressions."""
+        return {k: v for k, v in params.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def task_names() -> list[str]:
+    import mlxsci.tasks as pkg
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg)
+
+
+def load_task(name: str) -> Task:
+    if name not in task_names():
+        raise ValueError(f"unknown task {name!r}; available: {', '.join(task_names())}")
+    module = importlib.import_module(f"mlxsci.tasks.{name}.task")
+    return module.TASK
+
+
+def load_reference(name: str):
+    """The checker side: reference/<name>.py (solve, tolerance, optional error)."""
+    return importlib.import_module(f"mlxsci.reference.{name}")

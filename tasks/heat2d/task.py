@@ -1,0 +1,67 @@
+"""heat2d: 2-D explicit heat equation, 5-point stencil, Dirichlet edges (Metal-Sci task 2)."""
+from pathlib import Path
+
+import numpy as np
+
+from mlxsci.task import KernelContract, Size, Task
+
+ALPHA = 0.20
+
+
+def make_inputs(p):
+    u0 = np.random.default_rng(0xC0DE).uniform(0.0, 1.0, size=(p["NY"], p["NX"]))
+    u0 = u0.astype(np.float32)
+    u0[0, :] = 0.0
+    u0[-1, :] = 0.0
+    u0[:, 0] = 0.0
+    u0[:, -1] = 0.0
+    return {"u_in": u0, "NX": np.array(p["NX"], dtype=np.uint32),
+            "NY": np.array(p["NY"], dtype=np.uint32), "alpha": np.array(ALPHA, dtype=np.float32)}
+
+
+def run(launch, inp, p):
+    # n_steps dispatches; each step's output feeds the next (Metal-Sci's A/B ping-pong).
+    u = inp["u_in"]
+    shape = (p["NY"], p["NX"])
+    for _ in range(p["n_steps"]):
+        step_inputs = dict(inp, u_in=u)
+        u = launch("heat_step", step_inputs, outputs={"u_out": (shape, "float32")})["u_out"]
+    return {"u": u}
+
+
+def validate_size(p):
+    if p["NX"] < 1 or p["NY"] < 1 or p["NX"] * p["NY"] >= 2**31:
+        raise ValueError("NX and NY must be >= 1 with NX*NY < 2^31")
+    if p["n_steps"] < 1:
+        raise ValueError("n_steps must be >= 1")
+
+
+TASK = Task(
+    name="heat2d",
+    description=(
+        "Advance the 2-D heat equation with an explicit 5-point stencil on an NY x NX "
+        "fp32 grid (row-major, i = column = fast axis = x, j = row = y), alpha = 0.20: "
+        "u_out = u + alpha * (u[j,i-1] + u[j,i+1] + u[j-1,i] + u[j+1,i] - 4 u[j,i]) for "
+        "interior cells; boundary cells (i or j on an edge) copy u_in to u_out. The host "
+        "runs n_steps dispatches, each reading the previous step's output. Memory bound: "
+        "8 bytes per cell per step (one read, one write; neighbours assumed cached)."),
+    kernels=(KernelContract(
+        name="heat_step", inputs=("u_in", "NX", "NY", "alpha"), outputs=("u_out",),
+        grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)", threadgroup="(16, 16, 1)"),),
+    sizes={
+        "smoke": (Size("67x45x5", {"NX": 67, "NY": 45, "n_steps": 5}),),
+        "in-dist": (Size("256x256x50", {"NX": 256, "NY": 256, "n_steps": 50}),
+                    Size("512x512x100", {"NX": 512, "NY": 512, "n_steps": 100}),
+                    Size("1024x1024x50", {"NX": 1024, "NY": 1024, "n_steps": 50})),
+        "held-out": (Size("768x768x75", {"NX": 768, "NY": 768, "n_steps": 75}),),
+    },
+    defaults={"NX": 256, "NY": 256, "n_steps": 50},
+    make_inputs=make_inputs,
+    run=run,
+    bytes_moved=lambda p: 8.0 * p["NX"] * p["NY"] * p["n_steps"],
+    flops=lambda p: 7.0 * p["NX"] * p["NY"] * p["n_steps"],
+    working_set=lambda p: 8.0 * p["NX"] * p["NY"],
+    bound="bandwidth",
+    validate_size=validate_size,
+    folder=Path(__file__).parent,
+)
