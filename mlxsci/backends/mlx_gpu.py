@@ -30,7 +30,8 @@ class MLXKernel(Kernel):
         try:
             return self._kernel(inputs=inputs, output_shapes=output_shapes,
                                 output_dtypes=output_dtypes, grid=grid, threadgroup=threadgroup,
-                                template=template, init_value=init_value)
+                                template=template, init_value=init_value,
+                                verbose=self.backend.verbose)
         except (ValueError, RuntimeError) as exc:
             raise self.backend.classify_error(exc) or exc
 
@@ -59,6 +60,10 @@ def map_generated_line(src, spec: KernelSpec, line: int) -> int | None:
 
 class MLXGPUBackend(Backend):
     _last_kernel: MLXKernel | None = None
+
+    def __init__(self, verbose: bool = False):
+        # verbose: MLX prints each generated kernel source (from C++, to fd 1).
+        self.verbose = verbose
 
     def device_info(self) -> dict:
         info = mx.device_info(mx.gpu)

@@ -1,0 +1,39 @@
+"""Run a task's host pipeline through the Metal backend on a machine without Metal.
+
+MLX allows metal_kernel calls while mx.export_function traces, and prints the
+generated source with verbose=True (spec/mlx-custom-kernels.md 1.11). This
+exercises Launcher -> MetalBackend -> mx.fast.metal_kernel exactly as on a
+Mac, short of compiling. Prints MLX's output; run as a subprocess.
+
+argv: TASK SIZE_SET
+"""
+import os
+import sys
+import tempfile
+
+import mlx.core as mx
+
+from mlxsci.backends.mlx_gpu import MetalBackend
+from mlxsci.candidate import parse
+from mlxsci.launch import Launcher
+from mlxsci.task import load_task
+
+
+def main(task_name, size_set):
+    task = load_task(task_name)
+    size = task.size_set(size_set)[0]
+    backend = MetalBackend(verbose=True)
+    cand = parse(task.seed("metal"), dialect="metal", filename=str(task.seed_path("metal")))
+    launcher = Launcher(backend, task, cand, size.params)
+    host = task.make_inputs(size.params)
+    names = list(host)
+
+    def pipeline(*arrays):
+        return list(task.run(launcher, dict(zip(names, arrays)), size.params).values())
+
+    path = os.path.join(tempfile.mkdtemp(), "pipeline.mlxfn")
+    mx.export_function(path, pipeline, *[mx.array(host[n]) for n in names])
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
