@@ -12,6 +12,8 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from mlxsci.backends import resolve_backend_name
+from mlxsci.candidate import CandidateError, parse
 from mlxsci.evaluate import Evaluation, evaluate
 from mlxsci.task import load_task, task_names
 
@@ -56,6 +58,16 @@ def format_evaluation(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def check_overrides(task, text, overrides):
+    """--param names and values must fit the candidate's //! param lines."""
+    try:
+        parse(text if text is not None else task.seed(), dialect="metal").param_values(overrides)
+    except CandidateError:
+        return  # the evaluation reports format errors itself
+    except (KeyError, ValueError) as exc:
+        raise click.BadParameter(str(exc).strip("'\""), param_hint="--param")
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("task", type=click.Choice(task_names()))
 @click.option("--source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -89,7 +101,8 @@ def main(task, source, backend, size_set, custom, params, warmup, measure, timeo
         except ValueError:
             raise click.BadParameter("param values must be integers", param_hint="--param")
     text = source.read_text() if source else None
-    from mlxsci.backends import resolve_backend_name
+    if overrides:
+        check_overrides(t, text, overrides)
     if size_set is None:
         size_set = "smoke" if resolve_backend_name(backend) == "sim" else "in-dist"
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
