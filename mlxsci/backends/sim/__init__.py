@@ -1,0 +1,532 @@
+"""`sim`: run MLX custom-kernel bodies on the CPU.
+
+For every call the simulator generates the exact text MLX would compile
+(mlxsci.signature), rewrites it line for line into C++, compiles it together
+with a Metal prelude and the fiber runtime (runtime/), and runs the kernel
+with Metal's dispatch semantics: exactly `grid` threads, threadgroups clamped
+to the grid with partial edge groups, one fiber per GPU thread when the kernel
+uses barriers or SIMD-group functions, SIMD width 32.
+
+Every input and output lives in its own mapping with PROT_NONE guard pages on
+both sides; placement alternates per launch between end-aligned (catches
+overflow) and start-aligned (catches underflow). Faults, barrier divergence,
+deadlock and timeouts come back as KernelFault; the Python caller lives on.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import mmap as _mmap
+import os
+import platform
+import re
+import signal
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
+from mlxsci.backends.sim import build
+from mlxsci.signature import ArgInfo, _template_value, dtype_name, metal_source
+
+__all__ = ["SimBackend", "SimKernel"]
+
+# ------------------------------------------------------------------ ABI mirrors
+_K_OK, _K_OOB, _K_DIV, _K_DEADLOCK, _K_TIMEOUT, _K_CRASH, _K_NEED_FIBERS, _K_STACK, _K_SETUP = range(9)
+
+
+class _Guard(ctypes.Structure):
+    _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_uint64), ("base", ctypes.c_uint64),
+                ("nbytes", ctypes.c_uint64), ("itemsize", ctypes.c_int64), ("buf", ctypes.c_int64)]
+
+
+class _Launch(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_int64 * 3), ("tg", ctypes.c_int64 * 3),
+                ("ngroups", ctypes.c_int64 * 3), ("bufs", ctypes.POINTER(ctypes.c_void_p)),
+                ("nbufs", ctypes.c_int64), ("guards", ctypes.POINTER(_Guard)),
+                ("nguards", ctypes.c_int64), ("use_fibers", ctypes.c_int64),
+                ("timeout_s", ctypes.c_double), ("stack_size", ctypes.c_int64),
+                ("tgmem", ctypes.c_void_p), ("tgmem_size", ctypes.c_int64)]
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int64), ("sig", ctypes.c_int64), ("buf", ctypes.c_int64),
+                ("is_write", ctypes.c_int64), ("elem", ctypes.c_int64), ("line", ctypes.c_int64),
+                ("line2", ctypes.c_int64), ("n_done", ctypes.c_int64), ("n_wait", ctypes.c_int64),
+                ("odd_thread", ctypes.c_int64), ("group", ctypes.c_int64 * 3),
+                ("thread", ctypes.c_int64 * 3), ("addr", ctypes.c_uint64), ("aux", ctypes.c_int64)]
+
+
+# ------------------------------------------------------------------ guarded buffers
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_long]
+_libc.mprotect.restype = ctypes.c_int
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+PAGE = _mmap.PAGESIZE
+GUARD_BYTES = 64 * PAGE          # PROT_NONE on each side of every buffer
+GARBAGE_BYTE = 0x5A               # uninitialised outputs: 0x5A5A5A5A = 1.5e16f, not 0, not NaN
+_MAP_NORESERVE = getattr(_mmap, "MAP_NORESERVE", 0x4000)
+
+
+class _GuardedBuffer:
+    """`nbytes` of read-write memory between two PROT_NONE guard regions."""
+
+    def __init__(self, nbytes: int, end_aligned: bool):
+        self.nbytes = nbytes
+        self.data_len = max(PAGE, -(-nbytes // PAGE) * PAGE)
+        self.total = GUARD_BYTES + self.data_len + GUARD_BYTES
+        flags = _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | _MAP_NORESERVE
+        lo = _libc.mmap(None, self.total, 0, flags, -1, 0)
+        if lo is None or lo == ctypes.c_void_p(-1).value:
+            raise MemoryError(f"mmap of {self.total} bytes failed (errno {ctypes.get_errno()})")
+        self.lo = lo
+        self.data_start = lo + GUARD_BYTES
+        if _libc.mprotect(self.data_start, self.data_len, _mmap.PROT_READ | _mmap.PROT_WRITE) != 0:
+            _libc.munmap(lo, self.total)
+            raise MemoryError("mprotect failed")
+        data_end = self.data_start + self.data_len
+        self.base = ((data_end - nbytes) & ~15) if end_aligned else self.data_start
+        self.pages = np.frombuffer((ctypes.c_ubyte * self.data_len).from_address(self.data_start),
+                                   dtype=np.uint8)
+        self.pages.fill(GARBAGE_BYTE)
+        off = self.base - self.data_start
+        self.bytes = self.pages[off:off + nbytes]
+
+    def slack_violation(self) -> int | None:
+        """Byte offset (relative to base) of the first changed slack byte, if any."""
+        off = self.base - self.data_start
+        front = self.pages[:off]
+        bad = np.flatnonzero(front != GARBAGE_BYTE)
+        if bad.size:
+            return int(bad[0]) - off
+        back = self.pages[off + self.nbytes:]
+        bad = np.flatnonzero(back != GARBAGE_BYTE)
+        if bad.size:
+            return self.nbytes + int(bad[0])
+        return None
+
+    def free(self) -> None:
+        if self.lo:
+            self.pages = self.bytes = None
+            _libc.munmap(self.lo, self.total)
+            self.lo = 0
+
+
+# ------------------------------------------------------------------ helpers
+def _to_mx(x):
+    import mlx.core as mx
+    if isinstance(x, mx.array):
+        return x
+    return mx.array(x)
+
+
+def _np_dtype(name: str):
+    if name == "bfloat16":
+        return np.dtype(np.uint16)
+    return np.dtype(name)
+
+
+def _host_bytes(arr) -> np.ndarray:
+    """A numpy view (no copy when possible) of an mx.array's elements."""
+    import mlx.core as mx
+    if arr.dtype == mx.bfloat16:
+        return np.asarray(arr.view(mx.uint16))
+    return np.asarray(arr)
+
+
+_SIGNAMES = {int(s): s.name for s in signal.Signals}
+
+_launch_lock = threading.Lock()
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+@dataclass
+class _Variant:
+    """One compiled specialisation of a kernel (signature text -> library)."""
+    entry: object
+    params: tuple
+    kernel_name: str
+    needs_fibers: bool
+    tgmem_bytes: int
+
+
+# ------------------------------------------------------------------ dialects
+@dataclass
+class _Generated:
+    """What a dialect produces for one call signature."""
+    text: str                 # the exact source the framework would compile
+    params: tuple             # (name, role) in signature order
+    kernel_name: str
+    regions: list             # build.Region list covering `text`
+    glue: str                 # C++ calling the kernel once per simulated thread
+
+
+class _MetalDialect:
+    """mx.fast.metal_kernel: MLX's generated Metal text, the Metal prelude."""
+    name = "metal"
+    fiber_words = re.compile(r"simd_|quad_|barrier")
+
+    def includes(self) -> list:
+        rt = build.RUNTIME_DIR
+        return [rt / "sim_runtime.h", rt / "sim_metal.h", build.prelude_path(), rt / "sim_metal_post.h"]
+
+    def rewrite(self, text: str) -> str:
+        return build.rewrite(text)
+
+    def needs_fibers(self, spec: KernelSpec) -> bool:
+        return bool(self.fiber_words.search(spec.source) or self.fiber_words.search(spec.header))
+
+    def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
+        ms = metal_source(spec.name, list(spec.input_names), list(spec.output_names), spec.source,
+                          spec.header, infos, out_dtypes, template, spec.atomic_outputs)
+        lines = ms.text.split("\n")
+        # The explicit instantiation with [[host_name]] is not C++; the glue
+        # instantiates the template by calling it. Blank it, keeping lines.
+        for i, ln in enumerate(lines):
+            if ln.startswith("template [[host_name("):
+                lines[i] = ""
+        text = "\n".join(lines)
+        return _Generated(text, ms.params, ms.kernel_name, self._regions(spec, ms, text),
+                          self._glue(ms, template))
+
+    @staticmethod
+    def _regions(spec: KernelSpec, ms, text: str) -> list:
+        n_text = text.count("\n") + 1
+        header = spec.header
+        # A header without a final newline fuses with the next generated line
+        # (as in MLX); that line counts as the header's last line.
+        h = header.count("\n") + (1 if header and not header.endswith("\n") else 0)
+        body_first = ms.body_first_line
+        body_last = body_first + spec.source.count("\n")
+        regions = []
+        if h:
+            regions.append(build.Region(1, h, spec.source_file, spec.header_line))
+        if body_first - 1 > h:
+            regions.append(build.Region(h + 1, body_first - 1, "<mlx-signature>", h + 1))
+        regions.append(build.Region(body_first, body_last, spec.source_file, spec.body_line))
+        if n_text > body_last:
+            regions.append(build.Region(body_last + 1, n_text, "<mlx-signature>", body_last + 1))
+        return regions
+
+    @staticmethod
+    def _glue(ms, template) -> str:
+        call = ms.kernel_name
+        if template:
+            call += "<" + ", ".join(_template_value(v) for _, v in template) + ">"
+        args = []
+        b = 0
+        for i, (name, role) in enumerate(ms.params):
+            if role.startswith("attr:"):
+                args.append(f"__SIM_A_{name}(__t)")
+            else:
+                args.append(f"__sim_bind<__sim_fn<__F>::arg<{i}>>::get(__b[{b}])")
+                b += 1
+        return "\n".join([
+            "static void __sim_thread(void* const* __b, const __SimThread* __t) {",
+            f"  typedef decltype(&{call}) __F;",
+            f"  {call}(" + ",\n    ".join(args) + ");",
+            "}",
+            "__SIM_DEFINE_ENTRY(__sim_thread)",
+        ])
+
+
+_DIALECTS = {"metal": _MetalDialect}
+
+
+# ------------------------------------------------------------------ the kernel
+class SimKernel(Kernel):
+    def __init__(self, backend: "SimBackend", spec: KernelSpec):
+        if not spec.output_names:
+            raise ValueError("[metal_kernel] Must specify at least one output.")
+        self.backend = backend
+        self.spec = spec
+        self.dialect = backend._dialect
+        self._variants: dict[str, _Variant] = {}
+        self.launches = 0
+        self._needs_fibers = self.dialect.needs_fibers(spec)
+
+    def _variant(self, infos, out_dtypes, template) -> _Variant:
+        spec = self.spec
+        gen = self.dialect.generate(spec, infos, out_dtypes, template)
+        v = self._variants.get(gen.text)
+        if v is not None:
+            return v
+        rewritten = self.dialect.rewrite(gen.text)
+        if rewritten.count("\n") != gen.text.count("\n"):
+            raise CompileError("internal: the source rewrite changed the number of lines", None, "")
+        tu = build.assemble(rewritten, gen.regions, gen.glue, self.dialect.includes())
+        so = build.build_library(tu, spec.source_file, self.backend.extra_defines)
+        lib = build.load_library(so)
+        entry = getattr(lib, "__sim_entry")
+        entry.restype = ctypes.c_int64
+        entry.argtypes = [ctypes.POINTER(_Launch), ctypes.POINTER(_Result)]
+        tgb = getattr(lib, "__sim_tgmem_bytes")
+        tgb.restype = ctypes.c_int64
+        v = _Variant(entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()))
+        self._variants[gen.text] = v
+        return v
+
+    # -- call -------------------------------------------------------------
+    def __call__(self, *, inputs, output_shapes, output_dtypes, grid, threadgroup,
+                 template=None, init_value=None):
+        spec = self.spec
+        if len(inputs) != len(spec.input_names):
+            raise ValueError(f"[metal_kernel] Expected `inputs` to have size {len(spec.input_names)} "
+                             f"but got size {len(inputs)}.")
+        if len(output_shapes) != len(spec.output_names) or len(output_dtypes) != len(spec.output_names):
+            raise ValueError(f"[metal_kernel] Expected `output_shapes` and `output_dtypes` to have "
+                             f"size {len(spec.output_names)}.")
+        grid = tuple(int(g) for g in grid)
+        tg = tuple(int(t) for t in threadgroup)
+        if len(grid) != 3 or len(tg) != 3:
+            raise KernelFault("launch", "grid and threadgroup must have three dimensions")
+        if any(g <= 0 for g in grid) or any(t <= 0 for t in tg):
+            raise KernelFault("launch", f"grid {grid} and threadgroup {tg} must be positive")
+        if any(g >= 2 ** 31 for g in grid) or any(t >= 2 ** 31 for t in tg):
+            raise KernelFault("launch", "grid and threadgroup dimensions must be below 2^31")
+        tg_size = tg[0] * tg[1] * tg[2]
+        if tg_size > 1024:
+            raise KernelFault("launch", f"Thread group size ({tg_size}) is greater than  the maximum "
+                                        f"allowed threads per threadgroup (1024).")
+        tgc = tuple(min(t, g) for t, g in zip(tg, grid))
+        ngroups = tuple(-(-g // t) for g, t in zip(grid, tgc))
+
+        arrays = [_to_mx(x) for x in inputs]
+        infos = [ArgInfo.of(a) for a in arrays]
+        out_names = [dtype_name(d) for d in output_dtypes]
+        v = self._variant(infos, out_names, template)
+        if v.tgmem_bytes > 32768:
+            raise KernelFault("launch", f"Threadgroup memory size ({v.tgmem_bytes}) exceeds the maximum "
+                                        f"threadgroup memory allowed (32768)")
+
+        with _launch_lock:
+            end_aligned = self.launches % 2 == 0
+            self.launches += 1
+            use_fibers = v.needs_fibers or self.backend.force_fibers
+            while True:
+                outcome = self._launch(v, arrays, infos, out_names, output_shapes, grid, tgc, ngroups,
+                                       init_value, end_aligned, use_fibers)
+                if outcome == "retry_with_fibers":
+                    use_fibers = True
+                    continue
+                return outcome
+
+    def _launch(self, v, arrays, infos, out_names, output_shapes, grid, tgc, ngroups, init_value,
+                end_aligned, use_fibers):
+        import mlx.core as mx
+        spec = self.spec
+        keep = []                       # ctypes objects that must outlive the call
+        bufs: list[int] = []
+        guards: list[tuple[_GuardedBuffer, str, str, int]] = []   # (buffer, role, name, itemsize)
+        inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
+        in_bufs: list[tuple[_GuardedBuffer, object, np.ndarray]] = []
+        out_bufs: list[tuple[_GuardedBuffer, str, tuple]] = []
+        out_iter = iter(zip(spec.output_names, out_names, output_shapes))
+        try:
+            for name, role in v.params:
+                if role == "input":
+                    arr, info = inputs_by_name[name]
+                    host = _host_bytes(arr)
+                    itemsize = host.dtype.itemsize
+                    gb = _GuardedBuffer(host.nbytes, end_aligned)
+                    gb.bytes[:] = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+                    guards.append((gb, "input", name, itemsize))
+                    in_bufs.append((gb, arr, host))
+                    bufs.append(gb.base)
+                elif role in ("shape", "strides", "ndim"):
+                    base = name[: -len("_" + role)]
+                    arr, info = inputs_by_name[base]
+                    if role == "shape":
+                        c = (ctypes.c_int32 * max(1, info.ndim))(*info.shape)
+                    elif role == "strides":
+                        st = [1] * info.ndim
+                        for d in range(info.ndim - 2, -1, -1):
+                            st[d] = st[d + 1] * info.shape[d + 1]
+                        c = (ctypes.c_int64 * max(1, info.ndim))(*st)
+                    else:
+                        c = ctypes.c_int32(info.ndim)
+                    keep.append(c)
+                    bufs.append(ctypes.addressof(c))
+                elif role == "output":
+                    oname, odt, oshape = next(out_iter)
+                    shape = tuple(int(s) for s in oshape)
+                    npdt = _np_dtype(odt)
+                    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                    gb = _GuardedBuffer(n * npdt.itemsize, end_aligned)
+                    if init_value is not None:
+                        fill = mx.full((max(n, 1),), init_value, dtype=getattr(mx, odt))
+                        fb = _host_bytes(fill).reshape(-1).view(np.uint8)
+                        gb.bytes[:] = fb[: gb.nbytes]
+                    guards.append((gb, "output", oname, npdt.itemsize))
+                    out_bufs.append((gb, odt, shape))
+                    bufs.append(gb.base)
+            gtab = (_Guard * max(1, len(guards)))()
+            for i, (gb, _role, _name, isz) in enumerate(guards):
+                gtab[i] = _Guard(gb.lo, gb.lo + gb.total, gb.base, gb.nbytes, isz, i)
+            cbufs = (ctypes.c_void_p * max(1, len(bufs)))(*bufs)
+            L = _Launch()
+            L.grid[:] = grid
+            L.tg[:] = tgc
+            L.ngroups[:] = ngroups
+            L.bufs = ctypes.cast(cbufs, ctypes.POINTER(ctypes.c_void_p))
+            L.nbufs = len(bufs)
+            L.guards = ctypes.cast(gtab, ctypes.POINTER(_Guard))
+            L.nguards = len(guards)
+            L.use_fibers = 1 if use_fibers else 0
+            L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
+            L.stack_size = self.backend.stack_size
+            R = _Result()
+            kind = v.entry(ctypes.byref(L), ctypes.byref(R))
+            if kind == _K_NEED_FIBERS:
+                return "retry_with_fibers"
+            if kind != _K_OK:
+                raise self._fault(R, guards, tgc)
+            for i, (gb, role, name, isz) in enumerate(guards):
+                off = gb.slack_violation()
+                if off is not None:
+                    elem = off // isz
+                    n = gb.nbytes // max(1, isz)
+                    raise KernelFault(
+                        "out_of_bounds",
+                        f"out-of-bounds write to {role} '{name}' at element {elem} "
+                        f"(valid elements 0..{n - 1}); detected after the launch",
+                        {"buffer": name, "role": role, "element": elem, "access": "write"})
+            # A GPU kernel can write its inputs: make the caller see it.
+            for gb, arr, host in in_bufs:
+                new = gb.bytes
+                old = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+                if not np.array_equal(new, old):
+                    if host.flags.c_contiguous and host.flags.writeable:
+                        host.reshape(-1).view(np.uint8)[:] = new
+            outs = []
+            for gb, odt, shape in out_bufs:
+                npdt = _np_dtype(odt)
+                data = np.frombuffer(gb.bytes, dtype=npdt).reshape(shape)
+                a = mx.array(data)
+                if odt == "bfloat16":
+                    a = a.view(mx.bfloat16)
+                outs.append(a)
+            return outs
+        finally:
+            for gb, *_ in guards:
+                gb.free()
+
+    def _fault(self, R: _Result, guards, tgc) -> KernelFault:
+        group = tuple(R.group)
+        thread = tuple(R.thread)
+        where = f"thread {thread} of threadgroup {group}"
+        details = {"group": group, "thread": thread}
+        kind = R.kind
+        if kind == _K_OOB:
+            gb, role, name, isz = guards[R.buf]
+            n = gb.nbytes // max(1, isz)
+            access = {1: "write", 0: "read"}.get(R.is_write, "access")
+            side = "before the start" if R.elem < 0 else "past the end"
+            details.update(buffer=name, role=role, element=int(R.elem), access=access)
+            return KernelFault("out_of_bounds",
+                               f"out-of-bounds {access} of {role} '{name}' at element {R.elem} "
+                               f"({side}; valid elements 0..{n - 1}) by {where}", details)
+        if kind == _K_DIV:
+            lines = [int(R.line)] + ([int(R.line2)] if R.line2 else [])
+            details.update(lines=lines, n_done=int(R.n_done), n_wait=int(R.n_wait))
+            if R.line2:
+                other = f"thread {thread} waits at the barrier on line {R.line2}"
+            else:
+                other = f"{R.n_done} thread(s) returned without reaching it (e.g. thread {thread})"
+            return KernelFault("barrier_divergence",
+                               f"barrier divergence in threadgroup {group}: {R.n_wait} thread(s) wait "
+                               f"at threadgroup_barrier on line {R.line} while {other}", details)
+        if kind == _K_DEADLOCK:
+            return KernelFault("deadlock", f"deadlock in threadgroup {group}: no thread can run", details)
+        if kind == _K_TIMEOUT:
+            t = self.backend.launch_timeout_s
+            return KernelFault("timeout", f"kernel did not finish within {t:g} s ({where} was running)",
+                               details)
+        if kind == _K_STACK:
+            details.update(signal="SIGSEGV", stack_overflow=True)
+            if R.aux >= 0:
+                size = f"per-thread stack {self.backend.stack_size // 1024} KiB"
+            else:
+                size = "fiber-free path, on the host thread's stack"
+            return KernelFault("crash", f"stack overflow in {where} ({size}; deep recursion or "
+                                        f"large local arrays?)", details)
+        if kind == _K_SETUP:
+            return KernelFault("crash", "the simulator could not allocate fiber stacks", details)
+        signame = _SIGNAMES.get(int(R.sig), f"signal {R.sig}")
+        details.update(signal=signame, address=int(R.addr))
+        extra = ""
+        if R.sig in (signal.SIGSEGV, signal.SIGBUS):
+            if R.addr < 65536:
+                extra = f": null pointer dereference (address {R.addr:#x})"
+            else:
+                extra = f": invalid address {R.addr:#x}"
+        elif R.sig == signal.SIGFPE:
+            extra = ": arithmetic exception (integer division by zero?)"
+        return KernelFault("crash", f"{signame} in {where}{extra}", details)
+
+
+# ------------------------------------------------------------------ the backend
+class SimBackend(Backend):
+    name = "sim"
+
+    def __init__(self, dialect: str = "metal", launch_timeout_s: float = 60.0,
+                 stack_size: int = 128 * 1024, force_fibers: bool | None = None):
+        if dialect == "cuda":
+            raise NotImplementedError("the simulator's CUDA dialect is not implemented yet")
+        if dialect not in _DIALECTS:
+            raise ValueError(f"unknown dialect {dialect!r}")
+        self.dialect = dialect
+        self._dialect = _DIALECTS[dialect]()
+        self.launch_timeout_s = launch_timeout_s
+        self.stack_size = int(stack_size)
+        if force_fibers is None:
+            force_fibers = os.environ.get("MLXSCI_SIM_FIBERS", "") not in ("", "0")
+        self.force_fibers = bool(force_fibers)
+        self.extra_defines: tuple[str, ...] = ()
+        if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):
+            self.extra_defines = ("-DSIM_FIBER_UCONTEXT=1",)
+
+    @classmethod
+    def available(cls) -> bool:
+        try:
+            build.zig_executable()
+            import mlx.core  # noqa: F401
+        except Exception:
+            return False
+        return True
+
+    def device_info(self) -> dict:
+        cpu = _cpu_model()
+        h = hashlib.sha256()
+        h.update(cpu.encode())
+        h.update(build.runtime_digest().encode())
+        return {"name": f"CPU simulator ({cpu})", "fingerprint": h.hexdigest()[:16]}
+
+    def kernel(self, spec: KernelSpec) -> SimKernel:
+        if spec.dialect != self.dialect:
+            raise ValueError(f"kernel dialect {spec.dialect!r} does not match backend dialect "
+                             f"{self.dialect!r}")
+        return SimKernel(self, spec)
+
+    def to_device(self, array):
+        import mlx.core as mx
+        return mx.array(array)
+
+    def synchronize(self) -> None:
+        return None

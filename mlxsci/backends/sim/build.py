@@ -1,0 +1,280 @@
+"""Assemble, compile, cache and load the simulator's kernel libraries.
+
+A kernel library is one C++ translation unit (TU):
+
+    #include "sim_runtime.h"         runtime ABI, fast path, threadgroup storage
+    #include "sim_metal.h"           SIMD-group functions, barrier entry points
+    #include "metal_prelude.h"       Metal language (types, math, atomics, ...)
+    #include "sim_metal_post.h"      barrier macros, attribute helpers
+    (the includes are the dialect's: see _MetalDialect in __init__.py)
+    #line <header_line> "<file>"     the candidate's header ...
+    #line 1 "<mlx-signature>"        ... MLX's generated signature ...
+    #line <body_line> "<file>"       ... the candidate's body ...
+    #line 1 "<sim-glue>"             ... and the glue calling the kernel
+
+The kernel text is MLX's exact generated source (mlxsci.signature), passed
+through the line-preserving Metal -> C++ rewrite, so every diagnostic inside
+the header or body carries the candidate file's own line number.
+
+It is linked with the runtime object (sim_runtime.cpp, compiled once) into a
+shared library cached under $MLXSCI_CACHE_DIR/sim/ by the sha256 of the TU,
+the runtime sources, the flags and the compiler version.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlxsci.backends.base import CompileError
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+INCLUDE_DIR = RUNTIME_DIR / "include"
+PRELUDE = RUNTIME_DIR / "metal_prelude.h"
+RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
+
+# -mcpu=baseline and -ffp-contract=off: zig targets the host CPU by default and
+# clang then fuses a*b+c where the CPU has FMA, so results would depend on the
+# machine; the simulator must give the same bits everywhere.
+CXX_FLAGS = (
+    "-O2", "-std=c++17", "-mcpu=baseline", "-ffp-contract=off", "-fPIC", "-fvisibility=hidden",
+    "-Wno-unknown-attributes", "-Wno-ignored-attributes", "-Wno-gnu-zero-variadic-macro-arguments",
+    "-fno-strict-aliasing", "-fno-threadsafe-statics", "-fno-exceptions", "-fno-rtti",
+    "-fno-omit-frame-pointer", "-fno-finite-loops", "-fstack-clash-protection", "-fsigned-char", "-flax-vector-conversions=none",
+    "-Xclang", "-ffloat16-excess-precision=none", "-Xclang", "-fbfloat16-excess-precision=none",
+)
+# -z defs: an undefined function is a build error, not a dlopen failure later.
+LINK_FLAGS = ("-shared",) if sys.platform == "darwin" else ("-shared", "-Wl,-z,defs")
+
+# Counters a test (or a curious user) can read.
+STATS = {"compiles": 0, "runtime_compiles": 0, "cache_hits": 0, "loads": 0}
+
+_lock = threading.RLock()
+_loaded: dict[str, ctypes.CDLL] = {}
+_zig_version: str | None = None
+
+
+def zig_executable() -> str:
+    import ziglang
+    exe = Path(ziglang.__file__).resolve().parent / ("zig.exe" if os.name == "nt" else "zig")
+    if not exe.exists():
+        raise RuntimeError(f"zig binary not found at {exe}")
+    return str(exe)
+
+
+def zig_version() -> str:
+    global _zig_version
+    if _zig_version is None:
+        out = subprocess.run([zig_executable(), "version"], capture_output=True, text=True, check=True)
+        _zig_version = out.stdout.strip()
+    return _zig_version
+
+
+def cache_dir() -> Path:
+    """$MLXSCI_CACHE_DIR/sim (default ~/.cache/mlxsci/sim)."""
+    from mlxsci.cache import cache_dir as _mlxsci_cache_dir
+    return _mlxsci_cache_dir("sim")
+
+
+def prelude_path() -> Path:
+    return PRELUDE
+
+
+def rewrite(text: str) -> str:
+    """The line-preserving Metal -> C++ rewrite."""
+    from mlxsci.backends.sim.rewrite import rewrite_metal
+    return rewrite_metal(text)
+
+
+def _runtime_files() -> list[Path]:
+    files = [p for p in sorted(RUNTIME_DIR.rglob("*")) if p.is_file()
+             and p.suffix in (".h", ".hpp", ".cpp", "") and "__pycache__" not in p.parts]
+    return files
+
+
+def runtime_digest() -> str:
+    """Hash of every runtime/prelude source, flags and compiler version."""
+    h = hashlib.sha256()
+    for p in _runtime_files():
+        h.update(str(p.relative_to(RUNTIME_DIR)).encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    h.update(" ".join(CXX_FLAGS + LINK_FLAGS).encode())
+    h.update(zig_version().encode())
+    return h.hexdigest()
+
+
+def _atomic_write_from(tmp: Path, final: Path) -> None:
+    os.replace(tmp, final)
+
+
+def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    return subprocess.run([zig_executable(), *args], capture_output=True, text=True, env=env)
+
+
+def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
+    key = hashlib.sha256((runtime_digest() + "|rt|" + " ".join(extra_defines)).encode()).hexdigest()[:32]
+    obj = cache_dir() / f"rt-{key}.o"
+    if obj.exists():
+        return obj
+    fd, tmp = tempfile.mkstemp(prefix=f"rt-{key}.", suffix=".o.tmp", dir=cache_dir())
+    os.close(fd)
+    res = _run_compiler(["c++", *CXX_FLAGS, *extra_defines, "-I", str(RUNTIME_DIR), "-c",
+                         str(RUNTIME_SRC), "-o", tmp])
+    STATS["runtime_compiles"] += 1
+    if res.returncode != 0:
+        os.unlink(tmp)
+        raise RuntimeError("building the simulator runtime failed:\n" + res.stderr)
+    _atomic_write_from(Path(tmp), obj)
+    return obj
+
+
+def _line_file(name: str) -> str:
+    return name.replace("\\", "/").replace('"', "'").replace("\n", " ")
+
+
+@dataclass
+class Region:
+    """Lines [first, last] (1-based, inclusive) of the kernel text that come
+    from one place: a candidate-file line or a generated name."""
+    first: int
+    last: int
+    file: str
+    start_line: int
+
+
+def assemble(text: str, regions: list[Region], glue: str, includes: list[Path]) -> str:
+    """The full TU: `includes` (runtime headers, prelude, post headers, in
+    order), then the (rewritten) kernel text with a #line directive at the
+    start of every region, then the glue."""
+    lines = text.split("\n")
+    out = [f'#include "{p}"' for p in includes]
+    for r in regions:
+        chunk = lines[r.first - 1:r.last]
+        if not chunk:
+            continue
+        out.append(f'#line {r.start_line} "{_line_file(r.file)}"')
+        out.extend(chunk)
+    out.append('#line 1 "<sim-glue>"')
+    out.append(glue)
+    return "\n".join(out) + "\n"
+
+
+_DIAG = re.compile(r"^(.*?):(\d+):(?:(\d+):)? (fatal error|error|warning|note): (.*)$")
+
+
+def parse_compile_error(log: str, source_file: str) -> CompileError:
+    """CompileError for the first `error:` in clang's log, mapped to the
+    candidate file when the error (or one of its notes) points there."""
+    cand = _line_file(source_file)
+    first = None
+    first_line = None
+    for raw in log.splitlines():
+        m = _DIAG.match(raw)
+        if not m:
+            if first is None and "error:" in raw:
+                first = raw.split("error:", 1)[1].strip()
+            continue
+        file, line, _col, kind, msg = m.groups()
+        if kind in ("error", "fatal error"):
+            if first is not None:
+                break
+            first = msg
+            if file == cand:
+                first_line = int(line)
+                break
+        elif kind == "note" and first is not None and first_line is None and file == cand:
+            first_line = int(line)
+            break
+    if first is None:
+        first = log.strip().splitlines()[-1] if log.strip() else "compilation failed"
+    return CompileError(first, first_line, log)
+
+
+_GENERATED_FILES = ("<mlx-signature>", "<sim-glue>")
+
+
+def _error_in_kernel_text(log: str, source_file: str) -> bool:
+    """Whether the first error sits in the candidate or MLX's generated text
+    (a deterministic compile error worth caching)."""
+    if parse_compile_error(log, source_file).line is not None:
+        return True
+    for raw in log.splitlines():
+        m = _DIAG.match(raw)
+        if m and m.group(4) in ("error", "fatal error"):
+            return m.group(1) in _GENERATED_FILES
+    return "undefined symbol" in log
+
+
+def build_library(tu: str, source_file: str = "<candidate>",
+                  extra_defines: tuple[str, ...] = ()) -> Path:
+    """Compile `tu` into a cached shared library, returning its path.
+    Raises CompileError with the candidate line of the first error."""
+    with _lock:
+        digest = hashlib.sha256()
+        digest.update(tu.encode())
+        digest.update(b"\0")
+        digest.update(runtime_digest().encode())
+        digest.update(" ".join(extra_defines).encode())
+        key = digest.hexdigest()[:40]
+        d = cache_dir()
+        so = d / f"k-{key}.so"
+        err = d / f"k-{key}.err"
+        if so.exists():
+            STATS["cache_hits"] += 1
+            return so
+        if err.exists():
+            STATS["cache_hits"] += 1
+            raise parse_compile_error(err.read_text(), source_file)
+        rt = _runtime_object(extra_defines)
+        cpp = d / f"k-{key}.cpp"
+        fd, tmp_cpp = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".cpp.tmp", dir=d)
+        with os.fdopen(fd, "w") as f:
+            f.write(tu)
+        os.replace(tmp_cpp, cpp)
+        fd, tmp_so = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".so.tmp", dir=d)
+        os.close(fd)
+        args = ["c++", *CXX_FLAGS, *extra_defines, *LINK_FLAGS, "-I", str(INCLUDE_DIR),
+                "-x", "c++", str(cpp), "-x", "none", str(rt), "-o", tmp_so]
+        for attempt in range(2):
+            res = _run_compiler(args)
+            STATS["compiles"] += 1
+            if res.returncode == 0:
+                break
+            log = res.stderr + res.stdout
+            if _error_in_kernel_text(log, source_file):
+                break
+            # The first error is outside the kernel text (system headers, the
+            # compiler's own cache): possibly transient, so try once more and
+            # never cache it.
+        if res.returncode != 0:
+            os.unlink(tmp_so)
+            if _error_in_kernel_text(log, source_file):
+                fd, tmp_err = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".err.tmp", dir=d)
+                with os.fdopen(fd, "w") as f:
+                    f.write(log)
+                os.replace(tmp_err, err)
+            raise parse_compile_error(log, source_file)
+        os.replace(tmp_so, so)
+        return so
+
+
+def load_library(path: Path) -> ctypes.CDLL:
+    """Each library is loaded once per process."""
+    key = str(path)
+    with _lock:
+        lib = _loaded.get(key)
+        if lib is None:
+            lib = ctypes.CDLL(key)
+            STATS["loads"] += 1
+            _loaded[key] = lib
+        return lib

@@ -1,0 +1,382 @@
+// mlxsci CPU simulator: Metal SIMD-group and quad-group functions and the
+// barrier entry points. Included after sim_runtime.h and BEFORE the Metal
+// language prelude, so that prelude code (e.g. MLX utils overloads of
+// simd_shuffle_down for 64-bit types) can call these. Everything is a template
+// over the operand type, so no Metal type needs to exist yet: scalars, clang
+// ext_vector_type vectors (element-wise) and any trivially copyable type for
+// the data-movement functions.
+#ifndef MLXSCI_SIM_METAL_H
+#define MLXSCI_SIM_METAL_H
+
+#include "sim_runtime.h"
+
+namespace metal {
+
+// ---- element-wise helpers -------------------------------------------------
+template <class T> struct __sim_vec { typedef T elem; static constexpr int N = 1; };
+template <class E, int N_> struct __sim_vec<E __attribute__((ext_vector_type(N_)))> {
+    typedef E elem; static constexpr int N = N_;
+};
+
+template <class E> static inline bool __sim_is_float() { return (E)0.5f != (E)0; }
+
+template <class E> static inline E __sim_smax(E a, E b) {
+    if (__sim_is_float<E>()) {
+        if (a != a) return b;
+        if (b != b) return a;
+    }
+    return a < b ? b : a;
+}
+template <class E> static inline E __sim_smin(E a, E b) {
+    if (__sim_is_float<E>()) {
+        if (a != a) return b;
+        if (b != b) return a;
+    }
+    return b < a ? b : a;
+}
+
+struct __sim_op_add { template <class T> static T id() { return (T)0; }
+                      template <class T> static T f(T a, T b) { return a + b; } };
+struct __sim_op_mul { template <class T> static T id() { return (T)1; }
+                      template <class T> static T f(T a, T b) { return a * b; } };
+struct __sim_op_and { template <class T> static T f(T a, T b) { return a & b; } };
+struct __sim_op_or  { template <class T> static T f(T a, T b) { return a | b; } };
+struct __sim_op_xor { template <class T> static T f(T a, T b) { return a ^ b; } };
+struct __sim_op_max {
+    template <class T> static T f(T a, T b) {
+        if constexpr (__sim_vec<T>::N == 1) {
+            return __sim_smax(a, b);
+        } else {
+            T r = a;
+            for (int i = 0; i < __sim_vec<T>::N; ++i) r[i] = __sim_smax(a[i], b[i]);
+            return r;
+        }
+    }
+};
+struct __sim_op_min {
+    template <class T> static T f(T a, T b) {
+        if constexpr (__sim_vec<T>::N == 1) {
+            return __sim_smin(a, b);
+        } else {
+            T r = a;
+            for (int i = 0; i < __sim_vec<T>::N; ++i) r[i] = __sim_smin(a[i], b[i]);
+            return r;
+        }
+    }
+};
+
+// ---- resolvers: run once per rendezvous with every active lane --------------
+// W is the segment width: 32 for simd_*, 4 for quad_*.
+enum { __SIM_SH_IDX, __SIM_SH_XOR, __SIM_SH_UP, __SIM_SH_DOWN, __SIM_SH_ROT_UP,
+       __SIM_SH_ROT_DOWN, __SIM_SH_FILL_UP, __SIM_SH_FILL_DOWN };
+
+template <class T, int Kind, int W>
+static void __sim_r_shuffle(__SimLaneIO* const* io, uint32_t mask) {
+    for (int l = 0; l < 32; ++l) {
+        if (!(mask & (1u << l))) continue;
+        const int base = l & ~(W - 1);
+        const int li = l - base;
+        const int64_t a = io[l]->arg;
+        int64_t src = 0;
+        const void* from = nullptr;
+        switch (Kind) {
+            case __SIM_SH_IDX: src = a; break;
+            case __SIM_SH_XOR: src = li ^ a; break;
+            case __SIM_SH_UP: src = li - a; break;
+            case __SIM_SH_DOWN: src = li + a; break;
+            case __SIM_SH_ROT_UP: src = ((li - a) % W + W) % W; break;
+            case __SIM_SH_ROT_DOWN: src = ((li + a) % W + W) % W; break;
+            case __SIM_SH_FILL_UP:
+                // lanes below delta take the top of `filling` (arg2 = modulo width)
+                {
+                    const int64_t m = io[l]->arg2 > 0 ? io[l]->arg2 : W;
+                    const int64_t seg = li / m * m, lj = li - seg;
+                    if (lj - a >= 0) src = seg + lj - a;
+                    else { src = seg + lj - a + m; from = (const char*)io[l]->in + sizeof(T); }
+                }
+                break;
+            case __SIM_SH_FILL_DOWN:
+                {
+                    const int64_t m = io[l]->arg2 > 0 ? io[l]->arg2 : W;
+                    const int64_t seg = li / m * m, lj = li - seg;
+                    if (lj + a < m) src = seg + lj + a;
+                    else { src = seg + lj + a - m; from = (const char*)io[l]->in + sizeof(T); }
+                }
+                break;
+        }
+        const T* own = (const T*)io[l]->in;
+        T v = *own;
+        if (src >= 0 && src < W && (mask & (1u << (base + src)))) {
+            const int s = base + (int)src;
+            if (from) v = *((const T*)io[s]->in + 1);
+            else v = *(const T*)io[s]->in;
+        }
+        *(T*)io[l]->out = v;
+    }
+}
+
+template <class T, class Op, int W>
+static void __sim_r_reduce(__SimLaneIO* const* io, uint32_t mask) {
+    for (int base = 0; base < 32; base += W) {
+        bool have = false;
+        T acc{};
+        for (int l = base; l < base + W; ++l) {
+            if (!(mask & (1u << l))) continue;
+            const T v = *(const T*)io[l]->in;
+            acc = have ? Op::template f<T>(acc, v) : v;
+            have = true;
+        }
+        for (int l = base; l < base + W; ++l)
+            if (mask & (1u << l)) *(T*)io[l]->out = acc;
+    }
+}
+
+template <class T, class Op, int W, bool Inclusive>
+static void __sim_r_prefix(__SimLaneIO* const* io, uint32_t mask) {
+    for (int base = 0; base < 32; base += W) {
+        T acc = Op::template id<T>();
+        for (int l = base; l < base + W; ++l) {
+            if (!(mask & (1u << l))) continue;
+            const T v = *(const T*)io[l]->in;
+            if (Inclusive) {
+                acc = Op::template f<T>(acc, v);
+                *(T*)io[l]->out = acc;
+            } else {
+                *(T*)io[l]->out = acc;
+                acc = Op::template f<T>(acc, v);
+            }
+        }
+    }
+}
+
+template <class T, int W>
+static void __sim_r_broadcast_first(__SimLaneIO* const* io, uint32_t mask) {
+    for (int base = 0; base < 32; base += W) {
+        int first = -1;
+        for (int l = base; l < base + W; ++l)
+            if (mask & (1u << l)) { first = l; break; }
+        if (first < 0) continue;
+        const T v = *(const T*)io[first]->in;
+        for (int l = base; l < base + W; ++l)
+            if (mask & (1u << l)) *(T*)io[l]->out = v;
+    }
+}
+
+// Votes: in = bool*, out = uint64_t* (bits relative to the segment), arg2 unused.
+enum { __SIM_V_BALLOT, __SIM_V_ANY, __SIM_V_ALL, __SIM_V_FIRST, __SIM_V_ACTIVE };
+template <int Kind, int W>
+static void __sim_r_vote(__SimLaneIO* const* io, uint32_t mask) {
+    for (int base = 0; base < 32; base += W) {
+        uint64_t bits = 0, active = 0;
+        int first = -1;
+        for (int l = base; l < base + W; ++l) {
+            if (!(mask & (1u << l))) continue;
+            active |= 1ull << (l - base);
+            if (first < 0) first = l;
+            if (io[l]->in && *(const bool*)io[l]->in) bits |= 1ull << (l - base);
+        }
+        for (int l = base; l < base + W; ++l) {
+            if (!(mask & (1u << l))) continue;
+            uint64_t* o = (uint64_t*)io[l]->out;
+            switch (Kind) {
+                case __SIM_V_BALLOT: o[0] = bits; o[1] = active; break;
+                case __SIM_V_ANY: o[0] = bits != 0; break;
+                case __SIM_V_ALL: o[0] = bits == active; break;
+                case __SIM_V_FIRST: o[0] = l == first; break;
+                case __SIM_V_ACTIVE: o[0] = active; o[1] = active; break;
+            }
+        }
+    }
+}
+
+// ---- vote types ------------------------------------------------------------
+struct simd_vote {
+    typedef uint64_t vote_t;
+    uint64_t v;
+    uint64_t active;
+    constexpr simd_vote() : v(0), active(0) {}
+    constexpr explicit simd_vote(vote_t x) : v(x), active(~0ull) {}
+    constexpr operator vote_t() const { return v; }
+    constexpr bool all() const { return (v & active) == active; }
+    constexpr bool any() const { return v != 0; }
+};
+struct quad_vote {
+    typedef uint16_t vote_t;
+    uint64_t v;
+    uint64_t active;
+    constexpr quad_vote() : v(0), active(0) {}
+    constexpr explicit quad_vote(vote_t x) : v(x), active(0xf) {}
+    constexpr operator vote_t() const { return (vote_t)v; }
+    constexpr bool all() const { return (v & active) == active; }
+    constexpr bool any() const { return v != 0; }
+};
+
+#define __SIM_COLLECTIVE __attribute__((noinline, convergent, used))
+#define __SIM_SITE __builtin_return_address(0)
+
+// ---- data movement ---------------------------------------------------------
+#define __SIM_DEF_SHUFFLE(NAME, KIND, W, ARGT)                                        \
+    template <class T> __SIM_COLLECTIVE T NAME(T data, ARGT a) {                        \
+        T out = data;                                                                   \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W>, &data, &out, (int64_t)a, 0); \
+        return out;                                                                     \
+    }
+__SIM_DEF_SHUFFLE(simd_shuffle, __SIM_SH_IDX, 32, uint16_t)
+__SIM_DEF_SHUFFLE(simd_shuffle_xor, __SIM_SH_XOR, 32, uint16_t)
+__SIM_DEF_SHUFFLE(simd_shuffle_up, __SIM_SH_UP, 32, uint16_t)
+__SIM_DEF_SHUFFLE(simd_shuffle_down, __SIM_SH_DOWN, 32, uint16_t)
+__SIM_DEF_SHUFFLE(simd_shuffle_rotate_up, __SIM_SH_ROT_UP, 32, uint16_t)
+__SIM_DEF_SHUFFLE(simd_shuffle_rotate_down, __SIM_SH_ROT_DOWN, 32, uint16_t)
+__SIM_DEF_SHUFFLE(simd_broadcast, __SIM_SH_IDX, 32, uint16_t)
+__SIM_DEF_SHUFFLE(quad_shuffle, __SIM_SH_IDX, 4, uint16_t)
+__SIM_DEF_SHUFFLE(quad_shuffle_xor, __SIM_SH_XOR, 4, uint16_t)
+__SIM_DEF_SHUFFLE(quad_shuffle_up, __SIM_SH_UP, 4, uint16_t)
+__SIM_DEF_SHUFFLE(quad_shuffle_down, __SIM_SH_DOWN, 4, uint16_t)
+__SIM_DEF_SHUFFLE(quad_shuffle_rotate_up, __SIM_SH_ROT_UP, 4, uint16_t)
+__SIM_DEF_SHUFFLE(quad_shuffle_rotate_down, __SIM_SH_ROT_DOWN, 4, uint16_t)
+__SIM_DEF_SHUFFLE(quad_broadcast, __SIM_SH_IDX, 4, uint16_t)
+#undef __SIM_DEF_SHUFFLE
+
+#define __SIM_DEF_FILL(NAME, KIND, W)                                                   \
+    template <class T> __SIM_COLLECTIVE T NAME(T data, T filling, uint16_t delta) {     \
+        T pair[2] = {data, filling};                                                    \
+        T out = data;                                                                   \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W>, pair, &out, (int64_t)delta, 0); \
+        return out;                                                                     \
+    }                                                                                   \
+    template <class T> __SIM_COLLECTIVE T NAME(T data, T filling, uint16_t delta,       \
+                                               uint16_t modulo) {                      \
+        T pair[2] = {data, filling};                                                    \
+        T out = data;                                                                   \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W>, pair, &out, (int64_t)delta, \
+                        (int64_t)modulo);                                               \
+        return out;                                                                     \
+    }
+__SIM_DEF_FILL(simd_shuffle_and_fill_up, __SIM_SH_FILL_UP, 32)
+__SIM_DEF_FILL(simd_shuffle_and_fill_down, __SIM_SH_FILL_DOWN, 32)
+__SIM_DEF_FILL(quad_shuffle_and_fill_up, __SIM_SH_FILL_UP, 4)
+__SIM_DEF_FILL(quad_shuffle_and_fill_down, __SIM_SH_FILL_DOWN, 4)
+#undef __SIM_DEF_FILL
+
+template <class T> __SIM_COLLECTIVE T simd_broadcast_first(T data) {
+    T out = data;
+    __sim_simd_wait(__SIM_SITE, &__sim_r_broadcast_first<T, 32>, &data, &out, 0, 0);
+    return out;
+}
+template <class T> __SIM_COLLECTIVE T quad_broadcast_first(T data) {
+    T out = data;
+    __sim_simd_wait(__SIM_SITE, &__sim_r_broadcast_first<T, 4>, &data, &out, 0, 0);
+    return out;
+}
+
+// ---- reductions and scans --------------------------------------------------
+#define __SIM_DEF_REDUCE(NAME, OP, W)                                                   \
+    template <class T> __SIM_COLLECTIVE T NAME(T data) {                                \
+        T out = data;                                                                   \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_reduce<T, OP, W>, &data, &out, 0, 0);      \
+        return out;                                                                     \
+    }
+__SIM_DEF_REDUCE(simd_sum, __sim_op_add, 32)
+__SIM_DEF_REDUCE(simd_product, __sim_op_mul, 32)
+__SIM_DEF_REDUCE(simd_max, __sim_op_max, 32)
+__SIM_DEF_REDUCE(simd_min, __sim_op_min, 32)
+__SIM_DEF_REDUCE(simd_and, __sim_op_and, 32)
+__SIM_DEF_REDUCE(simd_or, __sim_op_or, 32)
+__SIM_DEF_REDUCE(simd_xor, __sim_op_xor, 32)
+__SIM_DEF_REDUCE(quad_sum, __sim_op_add, 4)
+__SIM_DEF_REDUCE(quad_product, __sim_op_mul, 4)
+__SIM_DEF_REDUCE(quad_max, __sim_op_max, 4)
+__SIM_DEF_REDUCE(quad_min, __sim_op_min, 4)
+__SIM_DEF_REDUCE(quad_and, __sim_op_and, 4)
+__SIM_DEF_REDUCE(quad_or, __sim_op_or, 4)
+__SIM_DEF_REDUCE(quad_xor, __sim_op_xor, 4)
+#undef __SIM_DEF_REDUCE
+
+#define __SIM_DEF_PREFIX(NAME, OP, W, INCL)                                             \
+    template <class T> __SIM_COLLECTIVE T NAME(T data) {                                \
+        T out = data;                                                                   \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_prefix<T, OP, W, INCL>, &data, &out, 0, 0); \
+        return out;                                                                     \
+    }
+__SIM_DEF_PREFIX(simd_prefix_inclusive_sum, __sim_op_add, 32, true)
+__SIM_DEF_PREFIX(simd_prefix_exclusive_sum, __sim_op_add, 32, false)
+__SIM_DEF_PREFIX(simd_prefix_inclusive_product, __sim_op_mul, 32, true)
+__SIM_DEF_PREFIX(simd_prefix_exclusive_product, __sim_op_mul, 32, false)
+__SIM_DEF_PREFIX(quad_prefix_inclusive_sum, __sim_op_add, 4, true)
+__SIM_DEF_PREFIX(quad_prefix_exclusive_sum, __sim_op_add, 4, false)
+__SIM_DEF_PREFIX(quad_prefix_inclusive_product, __sim_op_mul, 4, true)
+__SIM_DEF_PREFIX(quad_prefix_exclusive_product, __sim_op_mul, 4, false)
+#undef __SIM_DEF_PREFIX
+
+// ---- votes -----------------------------------------------------------------
+__SIM_COLLECTIVE static simd_vote simd_ballot(bool expr) {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_BALLOT, 32>, &expr, out, 0, 0);
+    simd_vote r; r.v = out[0]; r.active = out[1];
+    return r;
+}
+__SIM_COLLECTIVE static simd_vote simd_active_threads_mask() {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ACTIVE, 32>, nullptr, out, 0, 0);
+    simd_vote r; r.v = out[0]; r.active = out[1];
+    return r;
+}
+__SIM_COLLECTIVE static bool simd_any(bool expr) {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ANY, 32>, &expr, out, 0, 0);
+    return out[0] != 0;
+}
+__SIM_COLLECTIVE static bool simd_all(bool expr) {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ALL, 32>, &expr, out, 0, 0);
+    return out[0] != 0;
+}
+__SIM_COLLECTIVE static bool simd_is_first() {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_FIRST, 32>, nullptr, out, 0, 0);
+    return out[0] != 0;
+}
+__SIM_COLLECTIVE static quad_vote quad_ballot(bool expr) {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_BALLOT, 4>, &expr, out, 0, 0);
+    quad_vote r; r.v = out[0]; r.active = out[1];
+    return r;
+}
+__SIM_COLLECTIVE static quad_vote quad_active_threads_mask() {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ACTIVE, 4>, nullptr, out, 0, 0);
+    quad_vote r; r.v = out[0]; r.active = out[1];
+    return r;
+}
+__SIM_COLLECTIVE static bool quad_any(bool expr) {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ANY, 4>, &expr, out, 0, 0);
+    return out[0] != 0;
+}
+__SIM_COLLECTIVE static bool quad_all(bool expr) {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ALL, 4>, &expr, out, 0, 0);
+    return out[0] != 0;
+}
+__SIM_COLLECTIVE static bool quad_is_first() {
+    uint64_t out[2] = {0, 0};
+    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_FIRST, 4>, nullptr, out, 0, 0);
+    return out[0] != 0;
+}
+
+// ---- barriers ----------------------------------------------------------------
+// Reached through the macros in sim_metal_post.h, which add the call site's line.
+template <class... F> __attribute__((noinline, convergent)) void __sim_threadgroup_barrier(int line, F...) {
+    __sim_tg_barrier_wait(line);
+}
+template <class... F> __attribute__((noinline, convergent)) void __sim_simdgroup_barrier(int line, F...) {
+    // A rendezvous of the simdgroup's lanes that reach this barrier; no data.
+    __sim_simd_wait((const void*)(intptr_t)(line * 2 + 1), nullptr, nullptr, nullptr, 0, 0);
+}
+
+#undef __SIM_SITE
+#undef __SIM_COLLECTIVE
+
+}  // namespace metal
+
+#endif

@@ -1,0 +1,664 @@
+// mlxsci CPU simulator runtime: fibers, the threadgroup scheduler, barriers,
+// SIMD-group rendezvous, guard-page / signal diagnostics and the launch entry.
+// Compiled once per (source, flags, compiler) and linked into every kernel
+// library; all symbols are hidden, so several kernel libraries coexist.
+#if defined(__APPLE__)
+#define _XOPEN_SOURCE 700   // ucontext routines
+#define _DARWIN_C_SOURCE 1  // MAP_ANONYMOUS and friends
+#endif
+#include "sim_runtime.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#if defined(SIM_FIBER_UCONTEXT) || !defined(__linux__) || \
+    !(defined(__x86_64__) || defined(__aarch64__))
+#define SIM_USE_UCONTEXT 1
+#include <ucontext.h>
+#else
+#define SIM_USE_UCONTEXT 0
+#endif
+
+#if defined(__linux__)
+#include <ucontext.h>  // for the fault context (REG_ERR / ESR)
+#endif
+
+extern "C" __SIM_HIDDEN volatile int64_t __sim_progress[6];
+volatile int64_t __sim_progress[6];
+
+// ------------------------------------------------------------------ context switch
+#if !SIM_USE_UCONTEXT
+extern "C" __SIM_HIDDEN void __sim_ctx_switch(void** save_sp, void* new_sp);
+extern "C" __SIM_HIDDEN void __sim_ctx_entry(void);
+#if defined(__x86_64__)
+// Saves callee-saved registers, MXCSR and the x87 control word on the current
+// stack, stores the stack pointer, switches to the new one and restores.
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl __sim_ctx_switch\n"
+    ".hidden __sim_ctx_switch\n"
+    ".type __sim_ctx_switch,@function\n"
+    "__sim_ctx_switch:\n"
+    "  pushq %rbp\n"
+    "  pushq %rbx\n"
+    "  pushq %r12\n"
+    "  pushq %r13\n"
+    "  pushq %r14\n"
+    "  pushq %r15\n"
+    "  subq $8, %rsp\n"
+    "  stmxcsr (%rsp)\n"
+    "  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n"
+    "  fldcw 4(%rsp)\n"
+    "  addq $8, %rsp\n"
+    "  popq %r15\n"
+    "  popq %r14\n"
+    "  popq %r13\n"
+    "  popq %r12\n"
+    "  popq %rbx\n"
+    "  popq %rbp\n"
+    "  ret\n"
+    ".size __sim_ctx_switch, .-__sim_ctx_switch\n"
+    ".p2align 4\n"
+    ".globl __sim_ctx_entry\n"
+    ".hidden __sim_ctx_entry\n"
+    ".type __sim_ctx_entry,@function\n"
+    "__sim_ctx_entry:\n"
+    "  movq %rbx, %rdi\n"
+    "  callq *%r12\n"
+    "  ud2\n"
+    ".size __sim_ctx_entry, .-__sim_ctx_entry\n");
+#elif defined(__aarch64__)
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl __sim_ctx_switch\n"
+    ".hidden __sim_ctx_switch\n"
+    ".type __sim_ctx_switch,%function\n"
+    "__sim_ctx_switch:\n"
+    "  sub sp, sp, #176\n"
+    "  stp x19, x20, [sp, #0]\n"
+    "  stp x21, x22, [sp, #16]\n"
+    "  stp x23, x24, [sp, #32]\n"
+    "  stp x25, x26, [sp, #48]\n"
+    "  stp x27, x28, [sp, #64]\n"
+    "  stp x29, x30, [sp, #80]\n"
+    "  stp d8, d9, [sp, #96]\n"
+    "  stp d10, d11, [sp, #112]\n"
+    "  stp d12, d13, [sp, #128]\n"
+    "  stp d14, d15, [sp, #144]\n"
+    "  mrs x9, fpcr\n"
+    "  str x9, [sp, #160]\n"
+    "  mov x9, sp\n"
+    "  str x9, [x0]\n"
+    "  mov sp, x1\n"
+    "  ldp x19, x20, [sp, #0]\n"
+    "  ldp x21, x22, [sp, #16]\n"
+    "  ldp x23, x24, [sp, #32]\n"
+    "  ldp x25, x26, [sp, #48]\n"
+    "  ldp x27, x28, [sp, #64]\n"
+    "  ldp x29, x30, [sp, #80]\n"
+    "  ldp d8, d9, [sp, #96]\n"
+    "  ldp d10, d11, [sp, #112]\n"
+    "  ldp d12, d13, [sp, #128]\n"
+    "  ldp d14, d15, [sp, #144]\n"
+    "  ldr x9, [sp, #160]\n"
+    "  msr fpcr, x9\n"
+    "  add sp, sp, #176\n"
+    "  ret\n"
+    ".size __sim_ctx_switch, .-__sim_ctx_switch\n"
+    ".p2align 4\n"
+    ".globl __sim_ctx_entry\n"
+    ".hidden __sim_ctx_entry\n"
+    ".type __sim_ctx_entry,%function\n"
+    "__sim_ctx_entry:\n"
+    "  mov x0, x19\n"
+    "  blr x20\n"
+    "  brk #0\n"
+    ".size __sim_ctx_entry, .-__sim_ctx_entry\n");
+#endif
+#endif
+
+namespace {
+
+enum FiberState { F_RUNNABLE = 0, F_BARRIER = 1, F_SIMD = 2, F_DONE = 3 };
+
+struct Fiber {
+#if SIM_USE_UCONTEXT
+    ucontext_t uc;
+#else
+    void* sp;
+#endif
+    int state;
+    int64_t line;           // barrier line
+    const void* site;       // SIMD call site
+    __SimResolver resolve;
+    __SimLaneIO io;
+    __SimThread t;
+    char* stack_lo;         // usable stack (above the guard page)
+};
+
+struct State {
+    __SimLaunch* L;
+    __SimResult* R;
+    __SimThreadFn fn;
+    Fiber* fibers;          // mmap'd, capacity fiber_cap
+    int64_t fiber_cap;
+    char* stacks;           // one reservation: [guard | stack] * nstacks
+    int64_t nstacks;
+    int64_t stack_size;
+    int64_t stack_stride;
+    int64_t nfib;           // fibers in the running group
+    int64_t cur;            // running fiber, -1 on the scheduler / fast path
+#if SIM_USE_UCONTEXT
+    ucontext_t sched_uc;
+#else
+    void* sched_sp;
+#endif
+    sigjmp_buf jb;
+    pthread_t thread;
+    volatile sig_atomic_t active;
+    char* altstack;
+    int64_t page;
+};
+
+State G;
+
+const int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGALRM};
+const int kNumSignals = (int)(sizeof(kSignals) / sizeof(kSignals[0]));
+struct sigaction g_old_actions[kNumSignals];
+
+void record_position(__SimResult* R) {
+    for (int d = 0; d < 3; ++d) {
+        R->group[d] = __sim_progress[d];
+        R->thread[d] = __sim_progress[3 + d];
+    }
+}
+
+int signal_slot(int sig) {
+    for (int i = 0; i < kNumSignals; ++i)
+        if (kSignals[i] == sig) return i;
+    return -1;
+}
+
+int64_t fault_is_write(void* uctx) {
+#if defined(__linux__) && defined(__x86_64__)
+    ucontext_t* uc = (ucontext_t*)uctx;
+    return (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#elif defined(__linux__) && defined(__aarch64__)
+    ucontext_t* uc = (ucontext_t*)uctx;
+    unsigned char* p = (unsigned char*)uc->uc_mcontext.__reserved;
+    unsigned char* end = p + sizeof(uc->uc_mcontext.__reserved);
+    while (p + 8 <= end) {
+        uint32_t magic, size;
+        memcpy(&magic, p, 4);
+        memcpy(&size, p + 4, 4);
+        if (magic == 0 || size == 0) break;
+        if (magic == 0x45535201u) {  // ESR_MAGIC
+            uint64_t esr;
+            memcpy(&esr, p + 8, 8);
+            uint32_t ec = (uint32_t)(esr >> 26) & 0x3f;
+            if (ec == 0x24 || ec == 0x25) return (esr >> 6) & 1 ? 1 : 0;  // data abort: WnR
+            return -1;
+        }
+        p += size;
+    }
+    return -1;
+#else
+    (void)uctx;
+    return -1;
+#endif
+}
+
+uintptr_t fault_sp(void* uctx) {
+#if defined(__linux__) && defined(__x86_64__)
+    return (uintptr_t)((ucontext_t*)uctx)->uc_mcontext.gregs[REG_RSP];
+#elif defined(__linux__) && defined(__aarch64__)
+    return (uintptr_t)((ucontext_t*)uctx)->uc_mcontext.sp;
+#else
+    (void)uctx;
+    return 0;
+#endif
+}
+
+void on_signal(int sig, siginfo_t* info, void* uctx) {
+    if (!G.active || !pthread_equal(pthread_self(), G.thread)) {
+        if (sig == SIGALRM) {
+            // A timer tick delivered to another thread: forward it.
+            if (G.active) pthread_kill(G.thread, SIGALRM);
+            return;
+        }
+        // Not ours: put the previous handler back and let the fault recur.
+        int slot = signal_slot(sig);
+        if (slot >= 0) sigaction(sig, &g_old_actions[slot], nullptr);
+        else signal(sig, SIG_DFL);
+        return;
+    }
+    __SimResult* R = G.R;
+    record_position(R);
+    R->sig = sig;
+    if (sig == SIGALRM) {
+        R->kind = __SIM_TIMEOUT;
+        siglongjmp(G.jb, 1);
+    }
+    uintptr_t addr = (uintptr_t)info->si_addr;
+    R->addr = addr;
+    R->is_write = -1;
+    if (sig == SIGSEGV || sig == SIGBUS) {
+        const __SimLaunch* L = G.L;
+        for (int64_t i = 0; i < L->nguards; ++i) {
+            const __SimGuard& g = L->guards[i];
+            if (addr >= g.lo && addr < g.hi) {
+                R->kind = __SIM_OOB;
+                R->buf = i;
+                int64_t off = (int64_t)(addr - g.base);
+                int64_t isz = g.itemsize > 0 ? g.itemsize : 1;
+                R->elem = off >= 0 ? off / isz : -((-off + isz - 1) / isz);
+                R->is_write = fault_is_write(uctx);
+                siglongjmp(G.jb, 1);
+            }
+        }
+        if (G.stacks && G.nstacks > 0) {
+            uintptr_t lo = (uintptr_t)G.stacks;
+            uintptr_t hi = lo + (uintptr_t)(G.nstacks * G.stack_stride);
+            if (addr >= lo && addr < hi) {
+                int64_t k = (int64_t)((addr - lo) / (uintptr_t)G.stack_stride);
+                uintptr_t guard_hi = lo + (uintptr_t)(k * G.stack_stride + G.page);
+                if (addr < guard_hi) {
+                    R->kind = __SIM_STACK_OVERFLOW;
+                    R->aux = k;
+                    siglongjmp(G.jb, 1);
+                }
+            }
+        }
+        R->is_write = fault_is_write(uctx);
+        // A fault just below the interrupted stack pointer: the stack ran out
+        // (the fast path runs on the caller's stack).
+        uintptr_t sp = fault_sp(uctx);
+        if (sp && addr < sp + 4096 && sp - addr < ((uintptr_t)1 << 20)) {
+            R->kind = __SIM_STACK_OVERFLOW;
+            R->aux = -1;
+            siglongjmp(G.jb, 1);
+        }
+    }
+    R->kind = __SIM_CRASH;
+    siglongjmp(G.jb, 1);
+}
+
+// ------------------------------------------------------------------ fibers
+void switch_to_fiber(Fiber* f) {
+#if SIM_USE_UCONTEXT
+    swapcontext(&G.sched_uc, &f->uc);
+#else
+    __sim_ctx_switch(&G.sched_sp, f->sp);
+#endif
+}
+
+void switch_to_scheduler(Fiber* f) {
+#if SIM_USE_UCONTEXT
+    swapcontext(&f->uc, &G.sched_uc);
+#else
+    __sim_ctx_switch(&f->sp, G.sched_sp);
+#endif
+}
+
+extern "C" void fiber_main(Fiber* f) {
+    G.fn(G.L->bufs, &f->t);
+    f->state = F_DONE;
+    switch_to_scheduler(f);
+    __builtin_trap();  // a finished fiber is never resumed
+}
+
+#if SIM_USE_UCONTEXT
+void fiber_main_uc(unsigned hi, unsigned lo) {
+    fiber_main((Fiber*)(((uintptr_t)hi << 32) | (uintptr_t)lo));
+}
+#endif
+
+void init_fiber(Fiber* f, char* stack_lo, int64_t size) {
+    f->stack_lo = stack_lo;
+#if SIM_USE_UCONTEXT
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = stack_lo;
+    f->uc.uc_stack.ss_size = (size_t)size;
+    f->uc.uc_link = nullptr;
+    uintptr_t p = (uintptr_t)f;
+    makecontext(&f->uc, (void (*)())fiber_main_uc, 2, (unsigned)(p >> 32), (unsigned)(p & 0xffffffffu));
+#elif defined(__x86_64__)
+    uintptr_t top = ((uintptr_t)stack_lo + (uintptr_t)size) & ~(uintptr_t)15;
+    uint64_t* ret = (uint64_t*)(top - 24);       // ret + 8 is 16-byte aligned
+    ret[0] = (uint64_t)(uintptr_t)&__sim_ctx_entry;
+    uint64_t* sp = ret - 7;
+    uint32_t csr = 0x1F80u, cw = 0x037Fu;
+    uint64_t fpu = (uint64_t)csr | ((uint64_t)cw << 32);
+    sp[0] = fpu;                                  // mxcsr | x87 cw
+    sp[1] = 0;                                    // r15
+    sp[2] = 0;                                    // r14
+    sp[3] = 0;                                    // r13
+    sp[4] = (uint64_t)(uintptr_t)&fiber_main;     // r12: entry
+    sp[5] = (uint64_t)(uintptr_t)f;               // rbx: argument
+    sp[6] = 0;                                    // rbp
+    f->sp = sp;
+#elif defined(__aarch64__)
+    uintptr_t top = ((uintptr_t)stack_lo + (uintptr_t)size) & ~(uintptr_t)15;
+    uint64_t* sp = (uint64_t*)(top - 176);
+    memset(sp, 0, 176);
+    sp[0] = (uint64_t)(uintptr_t)f;               // x19: argument
+    sp[1] = (uint64_t)(uintptr_t)&fiber_main;     // x20: entry
+    sp[11] = (uint64_t)(uintptr_t)&__sim_ctx_entry;  // x30
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    sp[20] = fpcr;
+    f->sp = sp;
+#endif
+}
+
+bool ensure_stacks(int64_t n, int64_t stack_size) {
+    int64_t page = G.page;
+    stack_size = (stack_size + page - 1) / page * page;
+    if (G.stacks && G.nstacks >= n && G.stack_size == stack_size) return true;
+    if (G.stacks) munmap(G.stacks, (size_t)(G.nstacks * G.stack_stride));
+    if (G.fibers) munmap(G.fibers, (size_t)G.fiber_cap * sizeof(Fiber));
+    G.stacks = nullptr;
+    G.fibers = nullptr;
+    int64_t stride = stack_size + page;
+    void* m = mmap(nullptr, (size_t)(n * stride), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return false;
+    G.stacks = (char*)m;
+    G.nstacks = n;
+    G.stack_size = stack_size;
+    G.stack_stride = stride;
+    for (int64_t i = 0; i < n; ++i) mprotect(G.stacks + i * stride, (size_t)page, PROT_NONE);
+    void* fm = mmap(nullptr, (size_t)n * sizeof(Fiber), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (fm == MAP_FAILED) return false;
+    G.fibers = (Fiber*)fm;
+    G.fiber_cap = n;
+    return true;
+}
+
+[[noreturn]] void fault_from_fiber(int64_t kind) {
+    G.R->kind = kind;
+    record_position(G.R);
+    siglongjmp(G.jb, 1);
+}
+
+void set_progress(const __SimThread& t) {
+    for (int d = 0; d < 3; ++d) {
+        __sim_progress[d] = t.gid[d];
+        __sim_progress[3 + d] = t.lid[d];
+    }
+}
+
+// Runs one threadgroup to completion with one fiber per thread.
+void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
+    const int64_t n = (int64_t)tsz[0] * tsz[1] * tsz[2];
+    G.nfib = n;
+    int64_t lin = 0;
+    for (uint32_t z = 0; z < tsz[2]; ++z)
+    for (uint32_t y = 0; y < tsz[1]; ++y)
+    for (uint32_t x = 0; x < tsz[0]; ++x, ++lin) {
+        Fiber* f = &G.fibers[lin];
+        f->state = F_RUNNABLE;
+        f->t.lid[0] = x; f->t.lid[1] = y; f->t.lid[2] = z;
+        for (int d = 0; d < 3; ++d) { f->t.gid[d] = gid[d]; f->t.tsz[d] = tsz[d]; }
+        f->t.lin = (uint32_t)lin;
+        f->t.nthr = (uint32_t)n;
+        init_fiber(f, G.stacks + lin * G.stack_stride + G.page, G.stack_size);
+    }
+    __SimLaneIO* io[32];
+    for (;;) {
+        for (int64_t i = 0; i < n; ++i) {
+            Fiber* f = &G.fibers[i];
+            if (f->state != F_RUNNABLE) continue;
+            G.cur = i;
+            set_progress(f->t);
+            switch_to_fiber(f);
+            G.cur = -1;
+        }
+        // Everyone is blocked or done. SIMD rendezvous first.
+        bool any_simd = false;
+        for (int64_t sg = 0; sg * 32 < n; ++sg) {
+            const int64_t lo = sg * 32;
+            const int64_t hi = lo + 32 < n ? lo + 32 : n;
+            for (;;) {
+                const void* site = nullptr;
+                __SimResolver res = nullptr;
+                bool found = false;
+                for (int64_t i = lo; i < hi; ++i) {
+                    if (G.fibers[i].state == F_SIMD) {
+                        site = G.fibers[i].site;
+                        res = G.fibers[i].resolve;
+                        found = true;
+                        break;
+                    }
+                }
+                if (!found) break;
+                any_simd = true;
+                uint32_t mask = 0;
+                for (int64_t i = lo; i < hi; ++i) {
+                    Fiber* f = &G.fibers[i];
+                    if (f->state == F_SIMD && f->site == site) {
+                        mask |= 1u << (i - lo);
+                        io[i - lo] = &f->io;
+                    } else {
+                        io[i - lo] = nullptr;
+                    }
+                }
+                for (int64_t i = hi - lo; i < 32; ++i) io[i] = nullptr;
+                if (res) res(io, mask);
+                for (int64_t i = lo; i < hi; ++i)
+                    if (mask & (1u << (i - lo))) G.fibers[i].state = F_RUNNABLE;
+            }
+        }
+        if (any_simd) continue;
+        int64_t n_done = 0, n_wait = 0, first_wait = -1, odd = -1;
+        for (int64_t i = 0; i < n; ++i) {
+            Fiber* f = &G.fibers[i];
+            if (f->state == F_DONE) {
+                ++n_done;
+            } else if (f->state == F_BARRIER) {
+                ++n_wait;
+                if (first_wait < 0) first_wait = i;
+            }
+        }
+        if (n_done == n) return;
+        if (n_wait == 0) fault_from_fiber(__SIM_DEADLOCK);
+        __SimResult* R = G.R;
+        const int64_t line = G.fibers[first_wait].line;
+        int64_t other_line = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            Fiber* f = &G.fibers[i];
+            if (f->state == F_DONE && odd < 0) odd = i;
+            if (f->state == F_BARRIER && f->line != line && other_line == 0) {
+                other_line = f->line;
+                odd = i;
+            }
+        }
+        if (n_done > 0 || other_line != 0) {
+            n_wait = 0;
+            for (int64_t i = 0; i < n; ++i)
+                if (G.fibers[i].state == F_BARRIER && G.fibers[i].line == line) ++n_wait;
+            R->kind = __SIM_DIVERGENCE;
+            R->line = line;
+            R->line2 = other_line;
+            R->n_done = n_done;
+            R->n_wait = n_wait;
+            R->odd_thread = odd;
+            for (int d = 0; d < 3; ++d) {
+                R->group[d] = gid[d];
+                R->thread[d] = G.fibers[odd].t.lid[d];
+            }
+            siglongjmp(G.jb, 1);
+        }
+        for (int64_t i = 0; i < n; ++i) G.fibers[i].state = F_RUNNABLE;
+    }
+}
+
+void run_fibers(__SimLaunch* L) {
+    for (int64_t gz = 0; gz < L->ngroups[2]; ++gz)
+    for (int64_t gy = 0; gy < L->ngroups[1]; ++gy)
+    for (int64_t gx = 0; gx < L->ngroups[0]; ++gx) {
+        uint32_t gid[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)gz};
+        uint32_t tsz[3];
+        for (int d = 0; d < 3; ++d) {
+            int64_t rest = L->grid[d] - (int64_t)gid[d] * L->tg[d];
+            tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
+        }
+        if (L->tgmem_size) memset(L->tgmem, __SIM_GARBAGE_BYTE, (size_t)L->tgmem_size);
+        run_group_fibers(gid, tsz);
+    }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ kernel-facing API
+extern "C" __SIM_HIDDEN void __sim_simd_wait(const void* site, __SimResolver resolve,
+                                             const void* in, void* out, int64_t arg, int64_t arg2) {
+    if (G.cur < 0) fault_from_fiber(__SIM_NEED_FIBERS);
+    Fiber* f = &G.fibers[G.cur];
+    f->state = F_SIMD;
+    f->site = site;
+    f->resolve = resolve;
+    f->io.in = in;
+    f->io.out = out;
+    f->io.arg = arg;
+    f->io.arg2 = arg2;
+    switch_to_scheduler(f);
+}
+
+extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line) {
+    if (G.cur < 0) fault_from_fiber(__SIM_NEED_FIBERS);
+    Fiber* f = &G.fibers[G.cur];
+    f->state = F_BARRIER;
+    f->line = line;
+    switch_to_scheduler(f);
+}
+
+extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void) {
+    return G.cur < 0 ? 0u : (uint32_t)(G.cur & 31);
+}
+
+extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
+                                           __SimThreadFn thread_fn, __SimFastFn fast_fn) {
+    memset(R, 0, sizeof(*R));
+    R->is_write = -1;
+    G.page = sysconf(_SC_PAGESIZE);
+    G.L = L;
+    G.R = R;
+    G.fn = thread_fn;
+    G.cur = -1;
+    G.nfib = 0;
+    for (int d = 0; d < 6; ++d) __sim_progress[d] = 0;
+    const int64_t tgprod = L->tg[0] * L->tg[1] * L->tg[2];
+    if (L->use_fibers) {
+        int64_t ss = L->stack_size > 0 ? L->stack_size : (128 << 10);
+        if (!ensure_stacks(tgprod, ss)) {
+            R->kind = __SIM_SETUP_FAILED;
+            return R->kind;
+        }
+    }
+    if (!G.altstack) {
+        void* m = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            R->kind = __SIM_SETUP_FAILED;
+            return R->kind;
+        }
+        G.altstack = (char*)m;
+    }
+    stack_t ss, old_ss;
+    ss.ss_sp = G.altstack;
+    ss.ss_size = 1 << 16;
+    ss.ss_flags = 0;
+    sigaltstack(&ss, &old_ss);
+    G.thread = pthread_self();
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < kNumSignals; ++i) sigaction(kSignals[i], &sa, &g_old_actions[i]);
+
+    // Make sure none of our signals is blocked on this thread while we run.
+    sigset_t unblock, old_mask;
+    sigemptyset(&unblock);
+    for (int i = 0; i < kNumSignals; ++i) sigaddset(&unblock, kSignals[i]);
+    pthread_sigmask(SIG_UNBLOCK, &unblock, &old_mask);
+
+    struct itimerval it, old_it;
+    memset(&it, 0, sizeof(it));
+    if (L->timeout_s > 0) {
+        double t = L->timeout_s;
+        it.it_value.tv_sec = (time_t)t;
+        it.it_value.tv_usec = (suseconds_t)((t - (double)(time_t)t) * 1e6);
+        if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0) it.it_value.tv_usec = 1;
+        it.it_interval.tv_usec = 100000;  // keep ticking in case one tick is lost
+    }
+
+    if (sigsetjmp(G.jb, 1) == 0) {
+        G.active = 1;
+        if (L->timeout_s > 0) setitimer(ITIMER_REAL, &it, &old_it);
+        if (L->use_fibers) run_fibers(L);
+        else fast_fn(L);
+        G.active = 0;
+        R->kind = __SIM_OK;
+    } else {
+        G.active = 0;
+    }
+    if (L->timeout_s > 0) {
+        struct itimerval zero;
+        memset(&zero, 0, sizeof(zero));
+        setitimer(ITIMER_REAL, &zero, nullptr);
+#if defined(__linux__)
+        // Swallow a tick that is still pending, so it cannot reach the
+        // host's SIGALRM disposition (default: terminate) after we restore it.
+        sigset_t al;
+        sigemptyset(&al);
+        sigaddset(&al, SIGALRM);
+        pthread_sigmask(SIG_BLOCK, &al, nullptr);
+        sigset_t pend;
+        sigpending(&pend);
+        if (sigismember(&pend, SIGALRM)) {
+            struct timespec z = {0, 0};
+            sigtimedwait(&al, nullptr, &z);
+        }
+#endif
+    }
+    G.cur = -1;
+    // Restore what the host had: handlers, mask, alternate stack, its timer.
+    for (int i = 0; i < kNumSignals; ++i) sigaction(kSignals[i], &g_old_actions[i], nullptr);
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    sigaltstack(&old_ss, nullptr);
+    if (L->timeout_s > 0 && (old_it.it_value.tv_sec || old_it.it_value.tv_usec))
+        setitimer(ITIMER_REAL, &old_it, nullptr);
+    return R->kind;
+}
+
+// float -> bfloat16, round to nearest even. At -mcpu=baseline clang lowers the
+// conversion to a call of this compiler-rt routine, and zig does not link
+// compiler-rt into our shared objects, so the runtime provides it.
+extern "C" __SIM_HIDDEN __bf16 __truncsfbf2(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint16_t bits;
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        bits = (uint16_t)((u >> 16) | 0x0040u);   // NaN stays a (quiet) NaN
+    } else {
+        bits = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    __bf16 out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
+}

@@ -1,0 +1,195 @@
+// mlxsci CPU simulator: the part of the runtime every kernel translation unit
+// sees. Included FIRST (before the dialect prelude), so it must not pull in
+// system headers that would pollute the kernel's global namespace: only
+// <stdint.h>. Everything heavy (signals, fibers, scheduler) lives in
+// sim_runtime.cpp, compiled once and linked into each kernel library.
+#ifndef MLXSCI_SIM_RUNTIME_H
+#define MLXSCI_SIM_RUNTIME_H
+
+#include <stdint.h>
+
+#define __SIM_HIDDEN __attribute__((visibility("hidden")))
+#define __SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Storage of `threadgroup` declarations (the rewrite turns
+// `threadgroup float tile[18][18];` into `__SIM_THREADGROUP float tile[18][18];`).
+// Threadgroups run one after another, so one static instance is shared by all
+// fibers of the group that is running. Every such variable lands in the
+// `sim_tgmem` section, which the runtime refills with a garbage pattern before
+// each threadgroup starts (threadgroup memory is uninitialised on a GPU).
+#if defined(__ELF__)
+#define __SIM_THREADGROUP __attribute__((section("sim_tgmem"), aligned(16))) static
+extern "C" char __start_sim_tgmem[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_sim_tgmem[] __attribute__((weak, visibility("hidden")));
+#else
+// No __start_/__stop_ section symbols (Mach-O): plain statics, not refilled.
+#define __SIM_THREADGROUP __attribute__((aligned(16))) static
+static char* const __start_sim_tgmem = 0;
+static char* const __stop_sim_tgmem = 0;
+#endif
+
+// Garbage byte written into uninitialised outputs, buffer slack and
+// threadgroup memory: 0x5A5A5A5A is 1.53e16 as float, never zero or NaN.
+#define __SIM_GARBAGE_BYTE 0x5A
+
+// ---- structures shared with Python (ctypes mirrors them in sim/__init__.py) ----
+struct __SimGuard {
+    uint64_t lo, hi;      // whole reservation, guard pages included
+    uint64_t base;        // first byte of the buffer
+    uint64_t nbytes;
+    int64_t itemsize;
+    int64_t buf;          // index into the parameter list
+};
+
+struct __SimLaunch {
+    int64_t grid[3];
+    int64_t tg[3];        // requested threadgroup size, clamped to the grid
+    int64_t ngroups[3];
+    void** bufs;          // one pointer per non-attribute parameter
+    int64_t nbufs;
+    const __SimGuard* guards;
+    int64_t nguards;
+    int64_t use_fibers;
+    double timeout_s;
+    int64_t stack_size;
+    char* tgmem;          // filled in by the kernel's entry point
+    int64_t tgmem_size;
+};
+
+enum {
+    __SIM_OK = 0,
+    __SIM_OOB = 1,
+    __SIM_DIVERGENCE = 2,
+    __SIM_DEADLOCK = 3,
+    __SIM_TIMEOUT = 4,
+    __SIM_CRASH = 5,
+    __SIM_NEED_FIBERS = 6,
+    __SIM_STACK_OVERFLOW = 7,
+    __SIM_SETUP_FAILED = 8,
+};
+
+struct __SimResult {
+    int64_t kind;
+    int64_t sig;
+    int64_t buf;          // OOB: guard table entry index
+    int64_t is_write;     // 1 write, 0 read, -1 unknown
+    int64_t elem;         // OOB: element index (may be negative)
+    int64_t line;         // divergence: barrier line the waiting threads are at
+    int64_t line2;        // divergence: other barrier line, 0 when threads returned
+    int64_t n_done;
+    int64_t n_wait;
+    int64_t odd_thread;   // divergence: linear index of a thread that differs
+    int64_t group[3];
+    int64_t thread[3];    // position in threadgroup of the faulting thread
+    uint64_t addr;
+    int64_t aux;
+};
+
+// Per-thread coordinates handed to the glue, which turns them into the
+// Metal/CUDA attributes the kernel asked for.
+struct __SimThread {
+    uint32_t lid[3];      // position in threadgroup
+    uint32_t gid[3];      // threadgroup position in grid
+    uint32_t tsz[3];      // actual size of this threadgroup (edge groups are smaller)
+    uint32_t lin;         // linear index in threadgroup
+    uint32_t nthr;        // threads in this threadgroup
+};
+
+struct __SimConst {
+    uint32_t grid[3];
+    uint32_t tg[3];
+    uint32_t ngroups[3];
+    uint32_t tgprod;
+};
+
+typedef void (*__SimThreadFn)(void* const* bufs, const __SimThread* t);
+typedef void (*__SimFastFn)(const __SimLaunch* L);
+
+// ---- runtime entry points (sim_runtime.cpp) ----
+extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
+                                           __SimThreadFn thread_fn, __SimFastFn fast_fn);
+// Where the running thread is, for diagnostics: group xyz, thread xyz.
+extern "C" __SIM_HIDDEN volatile int64_t __sim_progress[6];
+
+// SIMD-group collectives. Each lane blocks with its operand; when every lane of
+// the simdgroup that will reach this call site has arrived, the runtime calls
+// `resolve` once with all of them (io[lane] == 0 for inactive lanes).
+struct __SimLaneIO {
+    const void* in;
+    void* out;
+    int64_t arg;
+    int64_t arg2;
+};
+typedef void (*__SimResolver)(__SimLaneIO* const* io, uint32_t mask);
+extern "C" __SIM_HIDDEN void __sim_simd_wait(const void* site, __SimResolver resolve,
+                                             const void* in, void* out, int64_t arg, int64_t arg2);
+extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line);
+extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void);
+
+// ---- the fiber-free fast path, inlined into the kernel library ----
+static __SimConst __sim_c;
+
+static inline void __sim_setup_const(const __SimLaunch* L) {
+    for (int d = 0; d < 3; ++d) {
+        __sim_c.grid[d] = (uint32_t)L->grid[d];
+        __sim_c.tg[d] = (uint32_t)L->tg[d];
+        __sim_c.ngroups[d] = (uint32_t)L->ngroups[d];
+    }
+    __sim_c.tgprod = __sim_c.tg[0] * __sim_c.tg[1] * __sim_c.tg[2];
+}
+
+template <__SimThreadFn F>
+static void __sim_fast_loop(const __SimLaunch* L) {
+    void* const* bufs = L->bufs;
+    char* tgmem = L->tgmem;
+    const int64_t tgsize = L->tgmem_size;
+    __SimThread t;
+    for (uint32_t gz = 0; gz < __sim_c.ngroups[2]; ++gz)
+    for (uint32_t gy = 0; gy < __sim_c.ngroups[1]; ++gy)
+    for (uint32_t gx = 0; gx < __sim_c.ngroups[0]; ++gx) {
+        t.gid[0] = gx; t.gid[1] = gy; t.gid[2] = gz;
+        for (int d = 0; d < 3; ++d) {
+            uint32_t rest = __sim_c.grid[d] - t.gid[d] * __sim_c.tg[d];
+            t.tsz[d] = rest < __sim_c.tg[d] ? rest : __sim_c.tg[d];
+        }
+        t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
+        __sim_progress[0] = gx; __sim_progress[1] = gy; __sim_progress[2] = gz;
+        if (tgsize) __builtin_memset(tgmem, __SIM_GARBAGE_BYTE, (unsigned long)tgsize);
+        uint32_t lin = 0;
+        for (uint32_t z = 0; z < t.tsz[2]; ++z)
+        for (uint32_t y = 0; y < t.tsz[1]; ++y)
+        for (uint32_t x = 0; x < t.tsz[0]; ++x, ++lin) {
+            t.lid[0] = x; t.lid[1] = y; t.lid[2] = z; t.lin = lin;
+            __sim_progress[3] = x; __sim_progress[4] = y; __sim_progress[5] = z;
+            F(bufs, &t);
+        }
+    }
+}
+
+// Binding a void* to the kernel's parameter type, whatever it is
+// (`const device T*`, `const constant T&`, `device atomic<T>*`).
+template <int I, class... P> struct __sim_nth;
+template <class H, class... P> struct __sim_nth<0, H, P...> { typedef H type; };
+template <int I, class H, class... P> struct __sim_nth<I, H, P...> {
+    typedef typename __sim_nth<I - 1, P...>::type type;
+};
+template <class F> struct __sim_fn;
+template <class R, class... P> struct __sim_fn<R (*)(P...)> {
+    template <int I> using arg = typename __sim_nth<I, P...>::type;
+};
+template <class P> struct __sim_bind { static P get(void* p) { return *(P*)p; } };
+template <class T> struct __sim_bind<T*> { static T* get(void* p) { return (T*)p; } };
+template <class T> struct __sim_bind<T&> { static T& get(void* p) { return *(T*)p; } };
+
+#define __SIM_DEFINE_ENTRY(THREAD_FN)                                              \
+    __SIM_EXPORT int64_t __sim_entry(__SimLaunch* L, __SimResult* R) {             \
+        L->tgmem = __start_sim_tgmem;                                              \
+        L->tgmem_size = (int64_t)(__stop_sim_tgmem - __start_sim_tgmem);           \
+        __sim_setup_const(L);                                                      \
+        return __sim_run(L, R, &THREAD_FN, &__sim_fast_loop<&THREAD_FN>);          \
+    }                                                                              \
+    __SIM_EXPORT int64_t __sim_tgmem_bytes(void) {                                 \
+        return (int64_t)(__stop_sim_tgmem - __start_sim_tgmem);                    \
+    }
+
+#endif
