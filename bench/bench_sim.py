@@ -8,14 +8,20 @@ For each task and size it prints the wall time of one full evaluation
 timed runs / verification / other (process start, imports, roofline lookup,
 checks), then the ratio: median simulator time per pipeline run over the
 NumPy reference's time for the same pipeline.
+
+By default each evaluation starts with the simulator's build cache emptied,
+so "compile" is a real compile (zig's own cache, filled once per machine, stays
+warm); --warm keeps the cache and shows what a repeated evaluation costs.
 """
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 
 from tabulate import tabulate
 
+from mlxsci.cache import cache_dir
 from mlxsci.evaluate import evaluate
 from mlxsci.reference_store import get_reference
 from mlxsci.task import load_reference, load_task
@@ -36,6 +42,7 @@ def main():
     ap.add_argument("--sizes", default="smoke,in-dist:1",
                     help="size sets, each optionally :N for the first N sizes")
     ap.add_argument("--measure", type=int, default=3)
+    ap.add_argument("--warm", action="store_true", help="keep the simulator's build cache")
     args = ap.parse_args()
 
     rows = []
@@ -51,6 +58,8 @@ def main():
             load_reference(name).solve(inputs, size.params)
             t_numpy = time.perf_counter() - t
 
+            if not args.warm:
+                shutil.rmtree(cache_dir("sim"), ignore_errors=True)
             t = time.perf_counter()
             ev = evaluate(name, backend="sim", sizes=[size], n_measure=args.measure)
             total = time.perf_counter() - t + t_reference

@@ -47,7 +47,8 @@ def format_evaluation(ev: Evaluation) -> str:
     lines = [f"task {ev.task} on {ev.backend} ({ev.device})"]
     if rows:
         lines.append(tabulate(rows, headers=["size", "verdict", "error", "tol", "ms (median)",
-                                             "achieved", "ceiling", "fraction", "flags"]))
+                                             "achieved", "ceiling", "fraction", "flags"],
+                              disable_numparse=True))
     if ev.sizes and any(s.metal_sci_fraction is not None for s in ev.sizes):
         lines.append("Metal-Sci chip-table fractions: " + ", ".join(
             f"{s.label}={fmt(s.metal_sci_fraction, '.3f')}" for s in ev.sizes))

@@ -102,3 +102,12 @@ def test_reference_is_cached_on_disk(monkeypatch):
     np.testing.assert_array_equal(again.outputs["y"], first.outputs["y"])
     get_reference(TASK, SIZE.params, use_cache=False)
     assert len(calls) == 1
+
+
+def test_roofline_interpolates_bandwidth_in_log_working_set():
+    roof = Roofline("sim", {"name": "t"}, [[1e3, 100.0], [1e6, 10.0]], 50.0, "now")
+    assert roof.bw(10) == 100.0 and roof.bw(1e9) == 10.0      # flat beyond the probes
+    assert roof.bw(10**4.5) == pytest.approx(55.0)             # halfway in log space
+    # bandwidth-bound and compute-bound roofline times
+    assert roof.seconds(1e6, 0, 1e6) == pytest.approx(1e6 / 10e9)
+    assert roof.seconds(0, 5e9, 1e6) == pytest.approx(0.1)

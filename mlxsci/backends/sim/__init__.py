@@ -22,6 +22,7 @@ import platform
 import re
 import signal
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,6 +260,7 @@ class SimKernel(Kernel):
         self.dialect = backend._dialect
         self._variants: dict[str, _Variant] = {}
         self.launches = 0
+        self.compile_seconds = 0.0   # time spent generating, compiling and loading variants
         self._needs_fibers = self.dialect.needs_fibers(spec)
 
     def _variant(self, infos, out_dtypes, template) -> _Variant:
@@ -267,6 +269,7 @@ class SimKernel(Kernel):
         v = self._variants.get(gen.text)
         if v is not None:
             return v
+        started = time.perf_counter()
         rewritten = self.dialect.rewrite(gen.text)
         if rewritten.count("\n") != gen.text.count("\n"):
             raise CompileError("internal: the source rewrite changed the number of lines", None, "")
@@ -280,6 +283,7 @@ class SimKernel(Kernel):
         tgb.restype = ctypes.c_int64
         v = _Variant(entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()))
         self._variants[gen.text] = v
+        self.compile_seconds += time.perf_counter() - started
         return v
 
     # -- call -------------------------------------------------------------
