@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from mlxsci.backends.base import CompileError, KernelFault, KernelSpec
+from mlxsci.backends.sim import SimBackend
 from mlxsci.backends.mlx_gpu import MetalBackend, MLXKernel, map_generated_line
 from mlxsci.candidate import parse, template_args, to_kernel_spec
 from mlxsci.signature import ArgInfo, metal_source
@@ -36,9 +37,11 @@ def sim_source(task_name: str, kernel_name: str) -> str:
     spec = to_kernel_spec(cand, kernel_name, contract.inputs, contract.outputs)
     inputs = task.make_inputs(size.params)
     infos = [ArgInfo.of(np.asarray(inputs[n])) for n in contract.inputs]
-    return metal_source(spec.name, list(spec.input_names), list(spec.output_names), spec.source,
-                        spec.header, infos, ["float32"] * len(contract.outputs),
-                        template_args(cand) or None, spec.atomic_outputs).text
+    # The text the simulator generates and compiles for this call (seeds have no
+    # template, so not even the explicit-instantiation line is blanked).
+    generated = SimBackend()._dialect.generate(spec, infos, ["float32"] * len(contract.outputs),
+                                               template_args(cand) or None)
+    return generated.text
 
 
 @pytest.mark.parametrize("task_name,kernel,launches", [("saxpy", "saxpy", 1),
