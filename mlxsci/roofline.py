@@ -1,7 +1,8 @@
 """The roofline, measured on the machine: `python -m mlxsci.roofline`.
 
 Probe kernels (mlxsci/probes/, in the candidate format) measure streaming
-bandwidth over working-set sizes from cache-resident to DRAM, and FP32
+bandwidth (the better of a copy and a STREAM triad) over working-set sizes
+from cache-resident to DRAM, and FP32
 multiply-add throughput. Results are cached per device fingerprint. A task's
 roofline time at a size is max(bytes / bw(working set), flops / peak); the
 fraction a candidate scores is roofline time / measured time.
@@ -86,7 +87,9 @@ PLANS = {
 
 def _probe_kernels(backend: Backend) -> dict:
     cand = parse(PROBES.read_text(), dialect="metal", filename=str(PROBES))
-    io = {"stream_copy": (("src", "n4"), ("dst",)), "fma_peak": (("seed", "iters", "n"), ("out",))}
+    io = {"stream_copy": (("src", "n4"), ("dst",)),
+          "stream_triad": (("src", "src2", "n4"), ("dst",)),
+          "fma_peak": (("seed", "iters", "n"), ("out",))}
     return {name: backend.kernel(to_kernel_spec(cand, name, ins, outs, filename=str(PROBES)))
             for name, (ins, outs) in io.items()}
 
@@ -105,24 +108,26 @@ def measure(backend: Backend, progress=None) -> Roofline:
     kernels = _probe_kernels(backend)
     bandwidth = []
     for ws in plan["sizes"]:
-        n = ws // 8                      # src + dst, float32 each
-        n4 = n // 4
-        src = backend.to_device(np.ones(n, dtype=np.float32))
-        count = backend.to_device(np.array(n4, dtype=np.uint32))
-        reps = max(1, min(256, plan["bytes_per_trial"] // ws))
+        best = 0.0
+        # copy: src + dst; triad: src + src2 + dst; both sized to the working set
+        for name, arrays in (("stream_copy", 2), ("stream_triad", 3)):
+            n = ws // (4 * arrays) // 4 * 4
+            ins = [backend.to_device(np.ones(n, dtype=np.float32)) for _ in range(arrays - 1)]
+            ins.append(backend.to_device(np.array(n // 4, dtype=np.uint32)))
+            reps = max(1, min(256, plan["bytes_per_trial"] // ws))
 
-        def copies():
-            outs = [kernels["stream_copy"](inputs=[src, count], output_shapes=[(n,)],
-                                           output_dtypes=[mx.float32], grid=(n4, 1, 1),
-                                           threadgroup=(256, 1, 1))[0] for _ in range(reps)]
-            mx.eval(outs)
-            backend.synchronize()
+            def launches(kernel=kernels[name], ins=ins, n=n, reps=reps):
+                outs = [kernel(inputs=ins, output_shapes=[(n,)], output_dtypes=[mx.float32],
+                               grid=(n // 4, 1, 1), threadgroup=(256, 1, 1))[0]
+                        for _ in range(reps)]
+                mx.eval(outs)
+                backend.synchronize()
 
-        copies()  # compile and warm up
-        seconds = _best_time(copies) / reps
-        bandwidth.append([ws, ws / seconds / 1e9])
+            launches()  # compile and warm up
+            best = max(best, arrays * 4 * n / (_best_time(launches) / reps) / 1e9)
+        bandwidth.append([ws, best])
         if progress:
-            progress(f"bandwidth {ws / 2**20:10.2f} MiB: {ws / seconds / 1e9:9.2f} GB/s")
+            progress(f"bandwidth {ws / 2**20:10.2f} MiB: {best:9.2f} GB/s")
 
     threads, iters = plan["fma_threads"], plan["fma_iters"]
     args = [backend.to_device(np.array(0.9999, dtype=np.float32)),

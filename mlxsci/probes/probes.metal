@@ -4,6 +4,16 @@ uint i = thread_position_in_grid.x;
 if (i < n4) {
     ((device float4*)dst)[i] = ((const device float4*)src)[i];
 }
+//! kernel stream_triad
+// STREAM triad: two float4 reads and one float4 write per thread. Some
+// machines stream a 2:1 read/write mix faster than a copy; the roofline takes
+// the better of the two at each working set.
+uint i = thread_position_in_grid.x;
+if (i < n4) {
+    const device float4* p = (const device float4*)src;
+    const device float4* q = (const device float4*)src2;
+    ((device float4*)dst)[i] = p[i] * 0.5f + q[i];
+}
 //! kernel fma_peak
 // FP32 throughput probe: 8 independent float4 multiply-add chains per thread,
 // so the FLOPs are 64 per iteration and latency is hidden.
