@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from mlxsci.backends import resolve_backend_name
+from mlxsci.backends import backend_class, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse
 from mlxsci.evaluate import Evaluation, evaluate
 from mlxsci.task import load_task, task_names
@@ -89,6 +89,9 @@ def check_overrides(task, text, overrides):
 def main(task, source, backend, size_set, custom, params, warmup, measure, timeout, as_json):
     """Evaluate a kernel candidate for TASK and print per-size verdicts and the score."""
     t = load_task(task)
+    if backend != "auto" and not backend_class(backend).available():
+        raise click.BadParameter(f"{backend} is not available on this machine "
+                                 "(use --backend sim or auto)", param_hint="--backend")
     sizes = None
     if custom:
         try:

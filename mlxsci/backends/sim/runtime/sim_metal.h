@@ -309,59 +309,60 @@ __SIM_DEF_PREFIX(quad_prefix_exclusive_product, __sim_op_mul, 4, false)
 #undef __SIM_DEF_PREFIX
 
 // ---- votes -----------------------------------------------------------------
-__SIM_COLLECTIVE static simd_vote simd_ballot(bool expr) {
+// One vote rendezvous. `site` must be the collective's own caller (the
+// collectives are noinline and pass __SIM_SITE), so lanes that reach
+// different call sites never vote together.
+template <int KIND, int W>
+static inline __attribute__((always_inline)) void __sim_vote(const void* site, const bool* expr,
+                                                             uint64_t out[2]) {
+    __sim_simd_wait(site, &__sim_r_vote<KIND, W>, expr, out, 0, 0);
+}
+template <class Vote, int KIND, int W>
+static inline __attribute__((always_inline)) Vote __sim_vote_mask(const void* site,
+                                                                  const bool* expr) {
     uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_BALLOT, 32>, &expr, out, 0, 0);
-    simd_vote r; r.v = out[0]; r.active = out[1];
+    __sim_vote<KIND, W>(site, expr, out);
+    Vote r;
+    r.v = out[0];
+    r.active = out[1];
     return r;
+}
+template <int KIND, int W>
+static inline __attribute__((always_inline)) bool __sim_vote_bool(const void* site,
+                                                                  const bool* expr) {
+    uint64_t out[2] = {0, 0};
+    __sim_vote<KIND, W>(site, expr, out);
+    return out[0] != 0;
+}
+__SIM_COLLECTIVE static simd_vote simd_ballot(bool expr) {
+    return __sim_vote_mask<simd_vote, __SIM_V_BALLOT, 32>(__SIM_SITE, &expr);
 }
 __SIM_COLLECTIVE static simd_vote simd_active_threads_mask() {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ACTIVE, 32>, nullptr, out, 0, 0);
-    simd_vote r; r.v = out[0]; r.active = out[1];
-    return r;
+    return __sim_vote_mask<simd_vote, __SIM_V_ACTIVE, 32>(__SIM_SITE, nullptr);
 }
 __SIM_COLLECTIVE static bool simd_any(bool expr) {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ANY, 32>, &expr, out, 0, 0);
-    return out[0] != 0;
+    return __sim_vote_bool<__SIM_V_ANY, 32>(__SIM_SITE, &expr);
 }
 __SIM_COLLECTIVE static bool simd_all(bool expr) {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ALL, 32>, &expr, out, 0, 0);
-    return out[0] != 0;
+    return __sim_vote_bool<__SIM_V_ALL, 32>(__SIM_SITE, &expr);
 }
 __SIM_COLLECTIVE static bool simd_is_first() {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_FIRST, 32>, nullptr, out, 0, 0);
-    return out[0] != 0;
+    return __sim_vote_bool<__SIM_V_FIRST, 32>(__SIM_SITE, nullptr);
 }
 __SIM_COLLECTIVE static quad_vote quad_ballot(bool expr) {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_BALLOT, 4>, &expr, out, 0, 0);
-    quad_vote r; r.v = out[0]; r.active = out[1];
-    return r;
+    return __sim_vote_mask<quad_vote, __SIM_V_BALLOT, 4>(__SIM_SITE, &expr);
 }
 __SIM_COLLECTIVE static quad_vote quad_active_threads_mask() {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ACTIVE, 4>, nullptr, out, 0, 0);
-    quad_vote r; r.v = out[0]; r.active = out[1];
-    return r;
+    return __sim_vote_mask<quad_vote, __SIM_V_ACTIVE, 4>(__SIM_SITE, nullptr);
 }
 __SIM_COLLECTIVE static bool quad_any(bool expr) {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ANY, 4>, &expr, out, 0, 0);
-    return out[0] != 0;
+    return __sim_vote_bool<__SIM_V_ANY, 4>(__SIM_SITE, &expr);
 }
 __SIM_COLLECTIVE static bool quad_all(bool expr) {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_ALL, 4>, &expr, out, 0, 0);
-    return out[0] != 0;
+    return __sim_vote_bool<__SIM_V_ALL, 4>(__SIM_SITE, &expr);
 }
 __SIM_COLLECTIVE static bool quad_is_first() {
-    uint64_t out[2] = {0, 0};
-    __sim_simd_wait(__SIM_SITE, &__sim_r_vote<__SIM_V_FIRST, 4>, nullptr, out, 0, 0);
-    return out[0] != 0;
+    return __sim_vote_bool<__SIM_V_FIRST, 4>(__SIM_SITE, nullptr);
 }
 
 // ---- barriers ----------------------------------------------------------------
