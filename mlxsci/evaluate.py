@@ -9,8 +9,8 @@ a timeout, and checks what comes back:
 - the last timed run's output (when it differs bitwise) also within tolerance;
 - every input's checksum before and after equal to the reference inputs';
 - a fraction above 1.0 of the measured roofline is flagged `suspicious`.
-Score S = geometric mean of the fractions of the non-held-out sizes, 0 if
-any size fails; evaluation stops at the first failing size (as Metal-Sci).
+Score S = geometric mean of the fractions of the in-distribution sizes (of the
+other non-held-out sizes when none of those ran), 0 if any size fails; evaluation stops at the first failing size (as Metal-Sci).
 Phi = the fraction at a held-out size, reported apart from S.
 """
 from __future__ import annotations
@@ -247,7 +247,10 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
             break
 
     ev.correct = ev.fail_reason is None and bool(ev.sizes)
-    scored = [s.fraction for s in ev.sizes if not s.held_out]
+    # S is Metal-Sci's score over the in-distribution sizes whenever they ran;
+    # otherwise (smoke or user-given sizes) over whatever non-held-out sizes ran.
+    in_dist = [s.fraction for s, size in zip(ev.sizes, sizes) if task.is_in_dist(size)]
+    scored = in_dist or [s.fraction for s in ev.sizes if not s.held_out]
     if not ev.correct:
         ev.score = 0.0
     else:   # None when only held-out sizes ran: S is defined over the others

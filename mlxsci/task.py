@@ -85,8 +85,14 @@ class Task:
         return tuple(self.sizes[which])
 
     def is_held_out(self, size: Size) -> bool:
+        return self._in_set(size, "held-out")
+
+    def is_in_dist(self, size: Size) -> bool:
+        return self._in_set(size, "in-dist")
+
+    def _in_set(self, size: Size, which: str) -> bool:
         return any(size.label == s.label and size.params == s.params
-                   for s in self.sizes.get("held-out", ()))
+                   for s in self.sizes.get(which, ()))
 
     def custom_size(self, given: dict) -> Size:
         """A user-given size: unspecified parameters take the defaults."""

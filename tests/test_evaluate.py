@@ -104,3 +104,15 @@ def test_json_shape():
     assert {"compile_ok", "correct", "score", "fail_reason"} <= set(data["candidate"])
     assert {"label", "correct", "error", "tol", "seconds", "achieved", "unit", "ceiling",
             "fraction", "flags"} <= set(data["sizes"][0])
+
+
+def test_score_is_over_in_dist_sizes_and_phi_over_held_out():
+    task = load_task("saxpy")
+    smoke, first = task.size_set("smoke")[0], task.size_set("in-dist")[0]
+    held = task.size_set("held-out")[0]
+    ev = evaluate("saxpy", None, backend="sim", sizes=[smoke, first, held], n_measure=1)
+    assert ev.correct, ev.fail_reason
+    by_label = {s.label: s for s in ev.sizes}
+    assert by_label[held.label].held_out and not by_label[first.label].held_out
+    assert ev.score == pytest.approx(by_label[first.label].fraction)   # smoke not scored
+    assert ev.phi == pytest.approx(by_label[held.label].fraction)
