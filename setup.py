@@ -26,6 +26,7 @@ setup(
     packages=packages,
     package_dir=MAPPED,
     package_data={"": ["*.metal", "*.cu", "*.h", "*.cpp"],
+                  "mlxsci": ["probes/*.metal", "probes/*.cu"],
                   "mlxsci.backends.sim": ["runtime/*", "runtime/include/*"]},
     include_package_data=True,
 )
