@@ -30,7 +30,7 @@ import numpy as np
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, validate
-from mlxsci.reference_store import compare, get_reference
+from mlxsci.reference_store import get_reference, verdict
 from mlxsci.roofline import Roofline, load_or_measure, metal_sci_ceiling
 from mlxsci.task import Size, Task, load_task
 
@@ -128,7 +128,7 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
     ref = get_reference(task, size.params)
     out.tol = ref.tolerance
     verified = _load_npz(jobdir / "verified.npz")
-    out.error = compare(task.name, verified, ref, size.params)
+    out.error, passed, kind = verdict(task.name, verified, ref, size.params)
     problems = []
     if result.get("input_checksums_before") != ref.input_checksums:
         problems.append("inputs given to the kernel differ from the reference inputs")
@@ -144,11 +144,12 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
             f"{n} element(s) of {k} never written" for k, n in unwritten.items()))
     if not result.get("last_equals_verified", False):
         out.flags.append("nondeterministic")
-        last_err = compare(task.name, _load_npz(jobdir / "last.npz"), ref, size.params)
-        if not last_err <= ref.tolerance:
-            problems.append(f"last timed run's output is wrong (max_abs={last_err:.4g})")
-    if not out.error <= out.tol:   # NaN-safe: a NaN error fails
-        problems.append(f"correctness failed: max_abs={out.error:.4g} (tol={out.tol:.4g})")
+        last_err, last_ok, last_kind = verdict(task.name, _load_npz(jobdir / "last.npz"), ref,
+                                               size.params)
+        if not last_ok:
+            problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
+    if not passed:
+        problems.append(f"correctness failed: {kind}={out.error:.4g} (tol={out.tol:.4g})")
     out.correct = not problems
     if problems:
         out.fail_reason = f"at size {size.label}: " + "; ".join(problems)

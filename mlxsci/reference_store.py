@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import io
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,12 +83,28 @@ def max_abs_error(out: np.ndarray, ref: np.ndarray) -> float:
     return err if np.isfinite(err) else float("inf")
 
 
-def compare(task_name: str, outputs: dict, ref: Reference, params: dict) -> float:
-    """The task's error measure (reference.error if it defines one, else max abs)."""
+def verdict(task_name: str, outputs: dict, ref: Reference, params: dict) -> tuple[float, bool, str]:
+    """(error, passed, error kind) of a run's results against the reference.
+
+    By default the error is the max abs difference over every reference
+    output, passed iff error <= tolerance (NaN-safe), kind "max_abs". A
+    reference module may define ERROR_KIND and `error(outputs, ref_outputs,
+    params)` returning an error value, or (error, passed), or (error, passed,
+    kind) when passing is not simply error <= tolerance (hmc's statistics) or
+    the kind depends on what failed (lj's cell overflow).
+    """
     module = load_reference(task_name)
+    kind = getattr(module, "ERROR_KIND", "max_abs")
     missing = set(ref.outputs) - set(outputs)
-    if missing:
-        return float("inf")
+    if missing and not hasattr(module, "error"):
+        return float("inf"), False, f"missing output {', '.join(sorted(missing))}"
     if hasattr(module, "error"):
-        return float(module.error(outputs, ref.outputs, params))
-    return max(max_abs_error(outputs[k], ref.outputs[k]) for k in ref.outputs)
+        result = module.error(outputs, ref.outputs, params)
+        if not isinstance(result, tuple):
+            result = (result,)
+        err = float(result[0])
+        passed = bool(result[1]) if len(result) > 1 else err <= ref.tolerance
+        kind = result[2] if len(result) > 2 else kind
+        return err, passed and not math.isnan(err), kind
+    err = max(max_abs_error(outputs[k], ref.outputs[k]) for k in ref.outputs)
+    return err, err <= ref.tolerance, kind

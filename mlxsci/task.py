@@ -58,6 +58,12 @@ class Task:
     working_set: Callable[[dict], float]       # bytes touched (picks the bandwidth level)
     bound: str                                 # "bandwidth" or "compute": the scored quantity
     validate_size: Callable[[dict], None] = lambda params: None  # raises ValueError
+    # For the suite table (README): Metal-Sci's regime, what is checked with
+    # which tolerance, and the scored roofline model, in words.
+    regime: str = ""
+    check: str = ""
+    tolerance: str = ""
+    model: str = ""
     folder: Path = field(default=Path("."), compare=False)
 
     def kernel(self, name: str) -> KernelContract:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mlxsci.evaluate import check_size, geometric_mean
-from mlxsci.reference_store import get_reference, max_abs_error
+from mlxsci.reference_store import get_reference, max_abs_error, verdict
 from mlxsci.roofline import Roofline, metal_sci_ceiling
 from mlxsci.task import load_task
 
@@ -111,3 +111,18 @@ def test_roofline_interpolates_bandwidth_in_log_working_set():
     # bandwidth-bound and compute-bound roofline times
     assert roof.seconds(1e6, 0, 1e6) == pytest.approx(1e6 / 10e9)
     assert roof.seconds(0, 5e9, 1e6) == pytest.approx(0.1)
+
+
+def test_verdict_uses_a_reference_modules_own_error(monkeypatch):
+    from mlxsci.task import load_reference
+    ref = get_reference(TASK, SIZE.params)
+    module = load_reference("saxpy")
+    out = {"y": ref.outputs["y"]}
+    assert verdict("saxpy", out, ref, SIZE.params) == (0.0, True, "max_abs")
+    monkeypatch.setattr(module, "error", lambda o, r, p: (0.5, False, "stats"), raising=False)
+    assert verdict("saxpy", out, ref, SIZE.params) == (0.5, False, "stats")
+    monkeypatch.setattr(module, "error", lambda o, r, p: 3.0)
+    monkeypatch.setattr(module, "ERROR_KIND", "spin_disagreements", raising=False)
+    assert verdict("saxpy", out, ref, SIZE.params) == (3.0, False, "spin_disagreements")
+    monkeypatch.setattr(module, "error", lambda o, r, p: (float("nan"), True))
+    assert verdict("saxpy", out, ref, SIZE.params)[1] is False

@@ -51,5 +51,9 @@ TASK = Task(
     working_set=lambda p: 12.0 * p["N"],
     bound="bandwidth",
     validate_size=validate_size,
+    regime="R0 streaming (DRAM saturation)",
+    check="max abs of y",
+    tolerance="1e-5 * max(1, max|ref|)",
+    model="12 N bytes",
     folder=Path(__file__).parent,
 )
