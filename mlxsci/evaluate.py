@@ -149,21 +149,24 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
         if not last_ok:
             problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
     if not passed:
-        problems.append(f"correctness failed: {kind}={out.error:.4g} (tol={out.tol:.4g})")
+        problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
     out.correct = not problems
     if problems:
-        out.fail_reason = f"at size {size.label}: " + "; ".join(problems)
+        out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
 
     seconds = sorted(result["seconds"])
     out.seconds = float(np.median(seconds))
     out.seconds_min, out.seconds_max = seconds[0], seconds[-1]
     p = size.params
     nbytes, flops, ws = task.bytes_moved(p), task.flops(p), task.working_set(p)
-    if task.bound == "bandwidth":
-        out.unit, out.achieved, out.ceiling = "GB/s", nbytes / out.seconds / 1e9, roof.bw(ws)
-    else:
-        out.unit, out.achieved, out.ceiling = "GFLOPS", flops / out.seconds / 1e9, roof.peak_gflops
-    out.fraction = roof.seconds(nbytes, flops, ws) / out.seconds
+    roof_seconds = roof.seconds(nbytes, flops, ws)
+    out.fraction = roof_seconds / out.seconds
+    # Achieved in the task's scored unit; the ceiling is what that unit would
+    # reach at the roofline time, so achieved / ceiling == fraction even where
+    # the other term of the roofline (bytes for a FLOP task) is the binding one.
+    amount, out.unit = (nbytes, "GB/s") if task.bound == "bandwidth" else (flops, "GFLOPS")
+    out.achieved = amount / out.seconds / 1e9
+    out.ceiling = amount / roof_seconds / 1e9
     if out.fraction > 1.0:
         out.flags.append("suspicious")
     if backend_name == "metal":
@@ -243,8 +246,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
             shutil.rmtree(jobdir, ignore_errors=True)
         ev.sizes.append(res)
         if not res.correct:
-            ev.fail_reason = res.fail_reason if res.fail_reason.startswith("runtime") else (
-                "correctness failed " + res.fail_reason)
+            ev.fail_reason = res.fail_reason
             break
 
     ev.correct = ev.fail_reason is None and bool(ev.sizes)

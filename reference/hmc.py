@@ -1,0 +1,152 @@
+"""NumPy reference for hmc: the target and the statistical check. Imports nothing
+from the kernel side.
+
+Verification is statistical, on the final q of K independent chains (as
+Metal-Sci): finite q; mean_err = max_i |mean_i| / sqrt(Sigma_ii) <= 0.15;
+cov_err = ||cov_emp - Sigma||_F / ||Sigma||_F <= 0.30 (fp64); acceptance rate
+sum(accept_cnt) / (K T) in [0.45, 0.999]. The reported error is
+max(mean_err / 0.15, cov_err / 0.30, acc_excess) and passing requires all
+three checks, so an acceptance of 0.9995 fails although its error is 0.5.
+
+`solve` rebuilds the target covariance from the spec's construction (not from
+the task's inputs) and cross-checks it against the precision matrix it is given.
+`sample` is a vectorised fp32 mirror of the kernel (same counter-based RNG and
+leapfrog), used by the tests to show the check passes for a correct sampler
+and fails for broken ones.
+"""
+import numpy as np
+
+ERROR_KIND = "hmc_stats"
+MEAN_TOL = 0.15
+COV_TOL = 0.30
+ACC_LO, ACC_HI = 0.45, 0.999
+TARGET_SEED = 0xC0FFEE
+RNG_SEED = 0xCAFEBEEF
+GOLDEN = 0x9E3779B9
+MASK32 = 0xFFFFFFFF
+
+
+def target(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """(Sigma, A) in fp32: Q diag(lambda) Q^T with lambda = geomspace(0.5, 2, d), and
+    its analytic inverse, both symmetrised in fp64 before the cast."""
+    rng = np.random.default_rng(TARGET_SEED)
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    lam = np.geomspace(0.5, 2.0, d)
+    sigma = (q * lam) @ q.T
+    prec = (q / lam) @ q.T
+    sigma = 0.5 * (sigma + sigma.T)
+    prec = 0.5 * (prec + prec.T)
+    return sigma.astype(np.float32), prec.astype(np.float32)
+
+
+def mix32(x):
+    """Murmur3 fmix32 on uint32 arrays (wrapping arithmetic)."""
+    x = np.asarray(x, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint32(16))
+        x = x * np.uint32(0x85EBCA6B)
+        x = x ^ (x >> np.uint32(13))
+        x = x * np.uint32(0xC2B2AE35)
+        x = x ^ (x >> np.uint32(16))
+    return x
+
+
+def uniform(bits):
+    """24-bit uniform in [0, 1), exact in fp32."""
+    return (np.asarray(bits, dtype=np.uint32) >> np.uint32(8)).astype(np.float32) \
+        * np.float32(2.0 ** -24)
+
+
+def hmc_bits(seed: int, chain, counter):
+    """hmc scheme: x = seed + chain * golden; x = mix32(x ^ counter); x = mix32(x)."""
+    chain = np.asarray(chain, dtype=np.uint64)
+    key = ((np.uint64(seed) + chain * np.uint64(GOLDEN)) & np.uint64(MASK32)).astype(np.uint32)
+    return mix32(mix32(key ^ np.asarray(counter, dtype=np.uint32)))
+
+
+def sample(q0, A, T: int, L: int = 10, eps: float = 0.2, seed: int = RNG_SEED):
+    """Run T HMC steps on every chain at once, in fp32 like the kernel.
+    Returns (final q (K, d), accept_cnt (K,) uint32)."""
+    q = np.array(q0, dtype=np.float32)
+    A = np.asarray(A, dtype=np.float32)
+    K, d = q.shape
+    eps = np.float32(eps)
+    half = np.float32(0.5) * eps
+    chains = np.arange(K)
+    acc = np.zeros(K, dtype=np.uint32)
+    two_pi = np.float32(2.0 * np.pi)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(T):
+            counters = t * (d + 1) + np.arange(d + 1)
+            u = uniform(hmc_bits(seed, chains[:, None], counters[None, :]))
+            u1 = np.maximum(u[:, 0:d:2], np.float32(1e-7))
+            r = np.sqrt(np.float32(-2.0) * np.log(u1))
+            theta = two_pi * u[:, 1:d:2]
+            p = np.empty_like(q)
+            p[:, 0::2] = r * np.cos(theta)
+            p[:, 1::2] = r * np.sin(theta)
+            f = q @ A.T
+            h_old = np.float32(0.5) * np.sum(q * f, axis=1) + np.float32(0.5) * np.sum(p * p, axis=1)
+            qn = q.copy()
+            p = p - half * f
+            for step in range(L):
+                qn = qn + eps * p
+                f = qn @ A.T
+                p = p - (half if step == L - 1 else eps) * f
+            h_new = np.float32(0.5) * np.sum(qn * f, axis=1) + np.float32(0.5) * np.sum(p * p, axis=1)
+            dh = h_new - h_old
+            log_u = np.log(np.maximum(u[:, d], np.float32(1e-30)))
+            accept = np.isfinite(dh) & (log_u < -dh)
+            q = np.where(accept[:, None], qn, q)
+            acc += accept.astype(np.uint32)
+    return q, acc
+
+
+def statistics(q, accept_cnt, sigma, T: int) -> dict:
+    """mean_err, cov_err, acceptance rate and the combined error of final chains."""
+    q = np.asarray(q, dtype=np.float64)
+    sigma = np.asarray(sigma, dtype=np.float64)
+    K = q.shape[0]
+    mean = q.mean(axis=0)
+    mean_err = float(np.max(np.abs(mean) / np.sqrt(np.diag(sigma))))
+    c = q - mean
+    cov = c.T @ c / (K - 1)
+    cov_err = float(np.linalg.norm(cov - sigma) / np.linalg.norm(sigma))
+    rate = float(np.sum(np.asarray(accept_cnt, dtype=np.float64)) / (K * T))
+    if rate < ACC_LO:
+        acc_excess = (ACC_LO - rate) / ACC_LO
+    elif rate > ACC_HI:
+        acc_excess = (rate - ACC_HI) / (1.0 - ACC_HI)
+    else:
+        acc_excess = 0.0
+    passed = mean_err <= MEAN_TOL and cov_err <= COV_TOL and ACC_LO <= rate <= ACC_HI
+    return {"mean_err": mean_err, "cov_err": cov_err, "acceptance": rate,
+            "error": max(mean_err / MEAN_TOL, cov_err / COV_TOL, acc_excess), "passed": passed}
+
+
+def solve(inputs, params):
+    d = params["d"]
+    sigma, prec = target(d)
+    # The checker's target must be the one the task samples: A Sigma = I.
+    if not np.allclose(np.asarray(inputs["A"], np.float64) @ sigma, np.eye(d), atol=1e-4):
+        raise ValueError("hmc inputs: A is not the inverse of the reference target covariance")
+    return {"Sigma": sigma}
+
+
+def tolerance(ref, params):
+    return 1.0   # the combined error is normalised by each check's threshold
+
+
+def error(outputs, ref_outputs, params):
+    q = np.asarray(outputs.get("q"))
+    acc = np.asarray(outputs.get("accept_cnt"))
+    K, d = params["K"], params["d"]
+    if q.shape != (K, d) or acc.shape != (K,):
+        return float("inf"), False, f"hmc_shape(q {q.shape}, accept_cnt {acc.shape})"
+    if not np.all(np.isfinite(q)):
+        return float("inf"), False, "nonfinite_q"
+    s = statistics(q, acc, ref_outputs["Sigma"], params["T"])
+    kind = (f"{ERROR_KIND}[mean_err={s['mean_err']:.4f} (<= {MEAN_TOL}), "
+            f"cov_err={s['cov_err']:.4f} (<= {COV_TOL}), "
+            f"acceptance={s['acceptance']:.4f} (in [{ACC_LO}, {ACC_HI}])]")
+    return s["error"], s["passed"], kind

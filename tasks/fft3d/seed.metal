@@ -1,0 +1,102 @@
+//! header
+// Naive seed: radix-2 Cooley-Tukey per line, one threadgroup per line
+// (threadgroup = N threads, thread t owns position t of the line).
+// Load with bit-reversed index into threadgroup memory sized for the largest
+// supported line (N <= FFT_MAX), log2(N) butterfly stages with a barrier per
+// stage, twiddles by cos/sin per butterfly, only N/2 threads busy per stage;
+// the y and z passes read and write with a stride of N and N*N.
+#define FFT_MAX 1024
+
+inline float2 cmul(float2 a, float2 b) {
+    return float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+//! kernel fft3d_x
+//! grid = (N, N * N, 1)
+//! threadgroup = (N, 1, 1)
+threadgroup float2 buf[FFT_MAX];
+const device float2* src = (const device float2*)in_data;
+device float2* dst = (device float2*)out_data;
+uint t = thread_position_in_grid.x;
+uint line = thread_position_in_grid.y;
+uint k = line / N;
+uint j = line % N;
+uint base = (k * N + j) * N;
+uint stride = 1;
+uint logn = ctz(N);
+buf[reverse_bits(t) >> (32 - logn)] = src[base + t * stride];
+threadgroup_barrier(mem_flags::mem_threadgroup);
+for (uint half_len = 1; half_len < N; half_len <<= 1) {
+    if (t < N / 2) {
+        uint pos = t % half_len;
+        uint i0 = (t / half_len) * 2 * half_len + pos;
+        uint i1 = i0 + half_len;
+        float ang = -M_PI_F * float(pos) / float(half_len);
+        float2 b = cmul(buf[i1], float2(cos(ang), sin(ang)));
+        float2 a = buf[i0];
+        buf[i0] = a + b;
+        buf[i1] = a - b;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+dst[base + t * stride] = buf[t];
+
+//! kernel fft3d_y
+//! grid = (N, N * N, 1)
+//! threadgroup = (N, 1, 1)
+threadgroup float2 buf[FFT_MAX];
+const device float2* src = (const device float2*)in_data;
+device float2* dst = (device float2*)out_data;
+uint t = thread_position_in_grid.x;
+uint line = thread_position_in_grid.y;
+uint k = line / N;
+uint i = line % N;
+uint base = k * N * N + i;
+uint stride = N;
+uint logn = ctz(N);
+buf[reverse_bits(t) >> (32 - logn)] = src[base + t * stride];
+threadgroup_barrier(mem_flags::mem_threadgroup);
+for (uint half_len = 1; half_len < N; half_len <<= 1) {
+    if (t < N / 2) {
+        uint pos = t % half_len;
+        uint i0 = (t / half_len) * 2 * half_len + pos;
+        uint i1 = i0 + half_len;
+        float ang = -M_PI_F * float(pos) / float(half_len);
+        float2 b = cmul(buf[i1], float2(cos(ang), sin(ang)));
+        float2 a = buf[i0];
+        buf[i0] = a + b;
+        buf[i1] = a - b;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+dst[base + t * stride] = buf[t];
+
+//! kernel fft3d_z
+//! grid = (N, N * N, 1)
+//! threadgroup = (N, 1, 1)
+threadgroup float2 buf[FFT_MAX];
+const device float2* src = (const device float2*)in_data;
+device float2* dst = (device float2*)out_data;
+uint t = thread_position_in_grid.x;
+uint line = thread_position_in_grid.y;
+uint j = line / N;
+uint i = line % N;
+uint base = j * N + i;
+uint stride = N * N;
+uint logn = ctz(N);
+buf[reverse_bits(t) >> (32 - logn)] = src[base + t * stride];
+threadgroup_barrier(mem_flags::mem_threadgroup);
+for (uint half_len = 1; half_len < N; half_len <<= 1) {
+    if (t < N / 2) {
+        uint pos = t % half_len;
+        uint i0 = (t / half_len) * 2 * half_len + pos;
+        uint i1 = i0 + half_len;
+        float ang = -M_PI_F * float(pos) / float(half_len);
+        float2 b = cmul(buf[i1], float2(cos(ang), sin(ang)));
+        float2 a = buf[i0];
+        buf[i0] = a + b;
+        buf[i1] = a - b;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+dst[base + t * stride] = buf[t];

@@ -1,0 +1,193 @@
+"""lj: reference facts from the spec (pair counts, occupancy, displacements), the
+two-kernel pipeline, the cell-overflow rule, and wrong candidates."""
+import numpy as np
+import pytest
+
+from mlxsci.evaluate import evaluate
+from mlxsci.task import load_reference, load_task
+
+TASK = load_task("lj")
+REF = load_reference("lj")
+SEED = TASK.seed()
+SMOKE = TASK.size_set("smoke")
+# (label, initial pairs within r_cut, max initial cell occupancy, max displacement over
+# the run, max |final pos|, total MFLOP): Metal-Sci's computed values.
+SPEC = [
+    ("N1728-M5-L13.8x20", 29051, 27, 0.068, 13.84, 23.24),
+    ("N4096-M7-L18.4x15", 68859, 27, 0.050, 18.42, 41.32),
+    ("N10648-M10-L25.3x10", 178608, 20, 0.029, 25.32, 71.44),
+    ("N2744-M6-L16.1x12", 46093, 20, 0.035, 16.12, 22.12),
+]
+
+
+def size(label):
+    (s,) = [s for s in TASK.size_set("all") if s.label == label]
+    return s
+
+
+def occupancy(pos, p):
+    box, m = np.float32(p["L"]), p["M"]
+    w = pos - box * np.floor(pos / box)
+    c = np.clip(np.floor(w / (box / np.float32(m))).astype(int), 0, m - 1)
+    return np.bincount((c[:, 2] * m + c[:, 1]) * m + c[:, 0], minlength=m ** 3)
+
+
+def test_sizes_are_the_spec_sizes():
+    assert [s.label for s in TASK.size_set("in-dist")] == [row[0] for row in SPEC[:3]]
+    assert TASK.size_set("held-out")[0].params == {"N": 2744, "M": 6, "L": 16.1, "n_steps": 12}
+    assert TASK.defaults == TASK.size_set("in-dist")[0].params
+
+
+@pytest.mark.parametrize("label, pairs, occ, disp, maxpos, mflop", SPEC)
+def test_pair_counts_occupancy_and_flops_match_spec(label, pairs, occ, disp, maxpos, mflop):
+    p = size(label).params
+    assert TASK.flops(p) == 40.0 * pairs * p["n_steps"]
+    assert TASK.flops(p) / 1e6 == pytest.approx(mflop, abs=0.005)
+    assert occupancy(TASK.make_inputs(p)["pos_in"][:, :3], p).max() == occ
+
+
+@pytest.mark.parametrize("label, pairs, occ, disp, maxpos, mflop", SPEC)
+def test_reference_displacement_matches_spec(label, pairs, occ, disp, maxpos, mflop):
+    p = size(label).params
+    inp = TASK.make_inputs(p)
+    ref = REF.solve(inp, p)
+    assert ref["pos"].shape == (p["N"], 3) and ref["pos"].dtype == np.float32
+    assert float(np.max(np.abs(ref["pos"] - inp["pos_in"][:, :3]))) == pytest.approx(
+        disp, abs=1e-3)
+    assert float(np.max(np.abs(ref["pos"]))) == pytest.approx(maxpos, abs=5e-3)
+    assert REF.tolerance(ref, p) == 1e-4
+
+
+def test_inputs_follow_the_spec():
+    p = size("N1728-M5-L13.8x20").params
+    inp = TASK.make_inputs(p)
+    pos, vel = inp["pos_in"], inp["vel_in"]
+    assert pos.shape == vel.shape == (1728, 4) and pos.dtype == np.float32
+    assert not pos[:, 3].any() and not vel[:, 3].any()
+    assert pos[:, :3].min() >= 0 and pos[:, :3].max() < 13.8          # wrapped into [0, L)
+    assert np.abs(vel[:, :3].astype(np.float64).sum(axis=0)).max() < 1e-4   # no net momentum
+    assert np.abs(vel).max() <= 0.31
+    # Particle n = a*K^2 + b*K + c starts within 5 % of a spacing of (a, b, c) * spacing.
+    spacing = 13.8 / 12
+    a, b, c = np.indices((12, 12, 12)).reshape(3, -1)
+    lattice = np.stack([a, b, c], axis=1) * spacing
+    d = pos[:, :3] - lattice
+    d -= 13.8 * np.round(d / 13.8)
+    assert np.abs(d).max() <= 0.05 * spacing + 1e-5
+    assert inp["N"].dtype == inp["M"].dtype == inp["MAX_PER_CELL"].dtype == np.uint32
+    assert int(inp["MAX_PER_CELL"]) == 64 and float(inp["rcut2"]) == 6.25
+    assert float(inp["dt"]) == pytest.approx(0.005) and float(inp["L"]) == pytest.approx(13.8)
+
+
+def test_smoke_sizes_have_empty_and_crowded_cells():
+    first, second = SMOKE
+    occ = occupancy(TASK.make_inputs(first.params)["pos_in"][:, :3], first.params)
+    assert (occ == 0).sum() >= 4 and occ.max() >= 12      # lattice packed into one corner
+    occ = occupancy(TASK.make_inputs(second.params)["pos_in"][:, :3], second.params)
+    assert occ.min() >= 8 and occ.max() >= 18              # spec-style lattice, M = 3
+    for s in SMOKE:
+        p = s.params
+        assert round(p["N"] ** (1 / 3)) ** 3 == p["N"] and p["M"] >= 3 and p["L"] / p["M"] >= 2.5
+        assert p["N"] % 16 and p["n_steps"] % 2
+
+
+def test_reference_forces_match_all_pairs():
+    # An independent all-pairs restatement (fp64, minimum image) on the first smoke size.
+    p = SMOKE[0].params
+    pos = TASK.make_inputs(p)["pos_in"][:, :3]
+    x, box = pos.astype(np.float64), float(np.float32(p["L"]))
+    d = x[None, :, :] - x[:, None, :]
+    d -= box * np.round(d / box)
+    r2 = (d * d).sum(-1)
+    ok = (r2 < 6.25) & (r2 > 1e-12)
+    inv_r2 = np.where(ok, 1.0 / np.where(ok, r2, 1.0), 0.0)
+    coef = -24.0 * (2.0 * inv_r2 ** 6 - inv_r2 ** 3) * inv_r2
+    f = (coef[:, :, None] * d).sum(axis=1)
+    got = REF.forces(pos, box, 6.25)
+    assert np.abs(f).max() > 1.0
+    assert np.max(np.abs(got - f)) < 1e-9 * np.abs(f).max()
+
+
+def test_contract_replaces_the_clear_kernel():
+    assert TASK.kernel_names == ["lj_build_cells", "lj_step"]
+    build = TASK.kernel("lj_build_cells")
+    assert build.atomic_outputs and build.init_value == 0.0
+    assert build.outputs == ("cell_count", "cell_list")
+    step = TASK.kernel("lj_step")
+    assert not step.atomic_outputs and step.init_value is None
+    assert step.inputs[:4] == ("pos_in", "vel_in", "cell_count", "cell_list")
+
+
+def test_pipeline_builds_then_steps_and_returns_last_counts():
+    calls = []
+
+    def launch(name, inputs, outputs):
+        calls.append((name, inputs))
+        k = len(calls)
+        return {n: np.full(shape, k, dtype=dtype) for n, (shape, dtype) in outputs.items()}
+
+    p = dict(SMOKE[1].params, n_steps=3)
+    inp = TASK.make_inputs(p)
+    out = TASK.run(launch, inp, p)
+    assert [c[0] for c in calls] == ["lj_build_cells", "lj_step"] * 3
+    assert calls[0][1]["pos"] is inp["pos_in"] and calls[1][1]["pos_in"] is inp["pos_in"]
+    assert calls[2][1]["pos"][0, 0] == 2 and calls[3][1]["vel_in"][0, 0] == 2
+    assert calls[3][1]["cell_count"][0] == 3 and calls[3][1]["cell_list"].shape == (27 * 64,)
+    assert out["pos"].shape == (343, 3) and out["pos"][0, 0] == 6
+    assert out["cell_count"].shape == (27,) and out["cell_count"][0] == 5
+
+
+def test_error_enforces_cell_overflow_before_positions():
+    p = SMOKE[1].params
+    ref = {"pos": np.zeros((343, 3), np.float32)}
+    counts = np.full(27, 12, np.uint32)
+    assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p) == (
+        0.0, True, "max_abs_pos")
+    err, ok, kind = REF.error({"pos": ref["pos"] + 2e-4, "cell_count": counts}, ref, p)
+    assert not ok and kind == "max_abs_pos" and err == pytest.approx(2e-4)
+    counts[5] = 65
+    assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p) == (
+        float("inf"), False, "cell_overflow")
+    counts[5] = 64
+    assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p)[1]
+    nan = np.full((343, 3), np.nan, np.float32)
+    assert not REF.error({"pos": nan, "cell_count": counts}, ref, p)[1]
+    assert not REF.error({"pos": ref["pos"]}, ref, p)[1]
+
+
+def test_validate_size():
+    for bad in ({"N": 1000 + 1}, {"M": 2, "L": 7.0}, {"M": 6}, {"n_steps": 0}):
+        with pytest.raises(ValueError):
+            TASK.custom_size(bad)
+    assert TASK.custom_size({"N": 512, "M": 3, "L": 8.0}).params == {
+        "N": 512, "M": 3, "L": 8.0, "n_steps": 20}
+
+
+def run_smoke(source):
+    return evaluate("lj", source, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+
+
+@pytest.mark.parametrize("old, new", [
+    # neighbour cells not wrapped in x: misses pairs across the periodic boundary
+    ("uint nx = uint((cx + dx + m) % m);",
+     "if (cx + dx < 0 || cx + dx >= m) {\n continue;\n }\n uint nx = uint(cx + dx);"),
+    ("d -= L * round(d / L);", ""),                    # no minimum image
+    ("f += (-24.0f", "f -= (-24.0f"),                  # attractive at short range
+])
+def test_wrong_candidate_fails(old, new):
+    assert old in SEED
+    ev = run_smoke(SEED.replace(old, new))
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
+    assert "max_abs_pos=" in ev.fail_reason
+
+
+def test_cell_overflow_fails():
+    # Each particle bumps its cell's count by 8: the crowded cells pass 64.
+    old = "atomic_fetch_add_explicit(&cell_count[cell], 1u, memory_order_relaxed);"
+    new = "atomic_fetch_add_explicit(&cell_count[cell], 8u, memory_order_relaxed) / 8u;"
+    assert old in SEED
+    ev = run_smoke(SEED.replace(old, new))
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
+    assert "cell_overflow=inf" in ev.fail_reason
