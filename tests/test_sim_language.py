@@ -265,3 +265,22 @@ def test_compile_error_maps_to_candidate_line(backend):
         k(inputs=[mx.zeros((8,))], output_shapes=[(8,)], output_dtypes=[mx.float32],
           grid=(8, 1, 1), threadgroup=(8, 1, 1))
     assert ei.value.line == 21, ei.value
+
+
+def test_program_scope_constants_are_constant_expressions(backend):
+    # Metal's program-scope `constant` variables are read-only and usable as
+    # array bounds; a table in `constant` memory reads like any array.
+    header = "constant uint TILE = 8;\nconstant float W[3] = {0.5f, 1.0f, 2.0f};\n"
+    body = """
+    threadgroup float buf[TILE];
+    uint i = thread_position_in_grid.x;
+    uint l = thread_position_in_threadgroup.x;
+    buf[l] = x[i] * W[i % 3];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[i] = buf[TILE - 1 - l];
+    """
+    x = np.arange(32, dtype=np.float32)
+    (out,) = run(backend, body, [x], [(32,)], [mx.float32], (32, 1, 1), (8, 1, 1),
+                 input_names=("x",), output_names=("out",), header=header)
+    scaled = x * np.array([0.5, 1.0, 2.0], dtype=np.float32)[np.arange(32) % 3]
+    np.testing.assert_array_equal(out, scaled.reshape(4, 8)[:, ::-1].reshape(-1))

@@ -45,7 +45,7 @@ RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
 # machine; the simulator must give the same bits everywhere.
 CXX_FLAGS = (
     "-O2", "-std=c++17", "-mcpu=baseline", "-ffp-contract=off", "-fPIC", "-fvisibility=hidden",
-    "-Wno-unknown-attributes", "-Wno-ignored-attributes", "-Wno-gnu-zero-variadic-macro-arguments",
+    "-Wno-unknown-attributes", "-Wno-ignored-attributes", "-Wno-duplicate-decl-specifier", "-Wno-gnu-zero-variadic-macro-arguments",
     "-fno-strict-aliasing", "-fno-threadsafe-statics", "-fno-exceptions", "-fno-rtti",
     "-fno-omit-frame-pointer", "-fno-finite-loops", "-fstack-clash-protection", "-fsigned-char", "-flax-vector-conversions=none",
     "-Xclang", "-ffloat16-excess-precision=none", "-Xclang", "-fbfloat16-excess-precision=none",

@@ -1923,9 +1923,13 @@ inline bool operator!=(complex64_t a, complex64_t b) { return !(a == b); }
 // Address spaces and function qualifiers: nothing on a CPU. Threadgroup
 // variable declarations are rewritten to __SIM_THREADGROUP (the runtime's
 // storage) before compilation; everywhere else `threadgroup` disappears.
+// `constant` data is read-only in Metal, and program-scope `constant`
+// variables are usable in constant expressions (`threadgroup float b[TILE];`),
+// so it becomes `const`; MLX's `const constant T&` parameters then carry a
+// harmless duplicate const (-Wno-duplicate-decl-specifier in the build).
 // ---------------------------------------------------------------------------
 #define device
-#define constant
+#define constant const
 #define thread
 #define threadgroup
 #define threadgroup_imageblock
