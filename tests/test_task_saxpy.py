@@ -1,0 +1,22 @@
+"""saxpy facts from the spec and a deliberately wrong candidate."""
+import pytest
+
+from mlxsci.evaluate import evaluate
+from mlxsci.reference_store import get_reference
+from mlxsci.task import load_task
+
+TASK = load_task("saxpy")
+
+
+def test_tolerance_matches_spec():
+    size = TASK.size_set("in-dist")[0]
+    assert get_reference(TASK, size.params).tolerance == pytest.approx(1.256e-4, rel=1e-3)
+
+
+def test_off_by_one_is_rejected():
+    src = TASK.seed().replace("y_out[i] = a * x[i] + y[i];",
+                              "y_out[i] = a * x[min(i + 1, N - 1)] + y[i];")
+    assert src != TASK.seed()
+    ev = evaluate("saxpy", src, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    assert not ev.correct
+    assert "correctness failed at size 100003: max_abs=" in ev.fail_reason
