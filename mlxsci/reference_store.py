@@ -3,8 +3,8 @@
 An entry holds the reference outputs, the tolerance and a checksum of every
 input, so an evaluation whose reference is cached needs neither the inputs
 nor the NumPy solve in the trusted (parent) process. The key hashes the size,
-the reference module's source and the task module's source (which makes the
-inputs), so editing either invalidates the entry.
+the sources of the reference modules and the task module's source (which
+makes the inputs), so editing any of them invalidates the entry.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import io
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -44,7 +45,11 @@ def _key(task: Task, params: dict) -> str:
     module = inspect.getmodule(task.make_inputs)
     h = hashlib.sha256()
     h.update(json.dumps({"task": task.name, "params": params}, sort_keys=True).encode())
-    h.update(inspect.getsource(load_reference(task.name)).encode())
+    # Every reference module (they may share helpers such as reference/prng.py)
+    # and the task module that makes the inputs.
+    ref_dir = Path(inspect.getfile(load_reference(task.name))).parent
+    for path in sorted(ref_dir.glob("*.py")):
+        h.update(path.read_bytes())
     h.update(inspect.getsource(module).encode())
     return h.hexdigest()[:24]
 

@@ -16,6 +16,8 @@ and fails for broken ones.
 """
 import numpy as np
 
+from mlxsci.reference.prng import mix32, uniform
+
 ERROR_KIND = "hmc_stats"
 MEAN_TOL = 0.15
 COV_TOL = 0.30
@@ -37,24 +39,6 @@ def target(d: int) -> tuple[np.ndarray, np.ndarray]:
     sigma = 0.5 * (sigma + sigma.T)
     prec = 0.5 * (prec + prec.T)
     return sigma.astype(np.float32), prec.astype(np.float32)
-
-
-def mix32(x):
-    """Murmur3 fmix32 on uint32 arrays (wrapping arithmetic)."""
-    x = np.asarray(x, dtype=np.uint32)
-    with np.errstate(over="ignore"):
-        x = x ^ (x >> np.uint32(16))
-        x = x * np.uint32(0x85EBCA6B)
-        x = x ^ (x >> np.uint32(13))
-        x = x * np.uint32(0xC2B2AE35)
-        x = x ^ (x >> np.uint32(16))
-    return x
-
-
-def uniform(bits):
-    """24-bit uniform in [0, 1), exact in fp32."""
-    return (np.asarray(bits, dtype=np.uint32) >> np.uint32(8)).astype(np.float32) \
-        * np.float32(2.0 ** -24)
 
 
 def hmc_bits(seed: int, chain, counter):

@@ -9,28 +9,12 @@ neighbours another site of the same colour.
 """
 import numpy as np
 
+from mlxsci.reference.prng import mix32, uniform
+
 ERROR_KIND = "spin_disagreements"
 GOLDEN = 0x9E3779B9
 MASK32 = 0xFFFFFFFF
 BETA = 0.42
-
-
-def mix32(x):
-    """Murmur3 fmix32 on uint32 arrays (wrapping arithmetic)."""
-    x = np.asarray(x, dtype=np.uint32)
-    with np.errstate(over="ignore"):
-        x = x ^ (x >> np.uint32(16))
-        x = x * np.uint32(0x85EBCA6B)
-        x = x ^ (x >> np.uint32(13))
-        x = x * np.uint32(0xC2B2AE35)
-        x = x ^ (x >> np.uint32(16))
-    return x
-
-
-def uniform(bits):
-    """24-bit uniform in [0, 1), exact in fp32."""
-    return (np.asarray(bits, dtype=np.uint32) >> np.uint32(8)).astype(np.float32) \
-        * np.float32(2.0 ** -24)
 
 
 def ising_bits(seed: int, step_idx: int, site_idx):
