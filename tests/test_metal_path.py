@@ -92,3 +92,13 @@ def test_metal_errors_are_classified():
                                          "Timeout Error"))
     assert isinstance(gpu, KernelFault) and gpu.kind == "gpu_fault"
     assert be.classify_error(RuntimeError("something unrelated")) is None
+
+
+@pytest.mark.parametrize("task_name", __import__("mlxsci.task", fromlist=["task_names"]).task_names())
+def test_one_metal_variant_per_kernel(task_name):
+    """Per-step scalars are 0-d inputs, never source or template changes: the
+    whole pipeline of every task compiles exactly one variant per kernel."""
+    sources = mlx_sources(task_name)
+    task = load_task(task_name)
+    names = {s.split("[[kernel]] void ", 1)[1].split("(", 1)[0] for s in sources}
+    assert len(set(sources)) == len(task.kernels) == len(names)
