@@ -1,0 +1,73 @@
+"""`python -m mlxsci.search`: evolve a task's kernels with an LLM (or offline).
+
+    python -m mlxsci.search --task heat2d --model claude-opus-4-7 --iterations 10
+    python -m mlxsci.search --task saxpy --model autotune --iterations 8 --backend sim
+    python -m mlxsci.search --task nbody --model qwen3-coder --base-url http://localhost:8080/v1
+    python -m mlxsci.search --resume results/heat2d_claude-opus-4-7_20261122_101500
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from mlxsci.task import task_names
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--task", type=click.Choice(task_names()), help="Task to optimise.")
+@click.option("--model", default="autotune", show_default=True,
+              help="claude-*, gpt-*/o*, any model served at --base-url, autotune (offline), "
+                   "or replay:RUN_DIR.")
+@click.option("--iterations", type=click.IntRange(min=0), default=None,
+              help="Proposals after the seed (default 10; with --resume, extends the run).")
+@click.option("--strategy", default="one-plus-one", show_default=True,
+              type=click.Choice(["one-plus-one", "best-of-n"]))
+@click.option("--backend", default="auto", show_default=True,
+              type=click.Choice(["auto", "metal", "cuda", "sim"]))
+@click.option("--sizes", type=click.Choice(["smoke", "in-dist"]), default=None,
+              help="Sizes the search scores on. Default: in-dist on a GPU, smoke on the simulator.")
+@click.option("--out", type=click.Path(file_okay=False), help="Run directory "
+              "(default results/<task>_<model>_<timestamp>).")
+@click.option("--resume", type=click.Path(exists=True, file_okay=False),
+              help="Continue a run directory (a killed run loses no finished iteration).")
+@click.option("--start", type=click.Path(exists=True, dir_okay=False),
+              help="Start from this candidate file instead of the task's seed.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of autotune's order.")
+@click.option("--max-cost", type=click.FloatRange(min=0), help="Stop once this many USD are spent.")
+@click.option("--base-url", help="OpenAI-compatible endpoint (mlx_lm.server, Ollama, vLLM, ...).")
+@click.option("--api", default="auto", show_default=True,
+              type=click.Choice(["auto", "anthropic", "openai", "openai-chat"]))
+@click.option("--prices", type=click.Path(exists=True, dir_okay=False),
+              help="JSON price table {model: [USD per M input, USD per M output]}.")
+@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size evaluation.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def main(task, model, iterations, strategy, backend, sizes, out, resume, start, seed, max_cost,
+         base_url, api, prices, timeout, quiet):
+    """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
+    from mlxsci.search.loop import run
+    from mlxsci.search.proposer import ProposerError
+    if not task and not resume:
+        raise click.UsageError("give --task (or --resume RUN_DIR)")
+    if backend not in ("auto", "sim"):
+        from mlxsci.backends import backend_class
+        if not backend_class(backend).available():
+            raise click.BadParameter(f"{backend} is not available on this machine",
+                                     param_hint="--backend")
+    try:
+        summary = run(task, model, iterations=iterations, strategy=strategy, backend=backend,
+                      sizes=sizes, out=out, resume=resume, seed=seed, max_cost=max_cost,
+                      base_url=base_url, api=api, prices=prices, start=start, timeout=timeout,
+                      quiet=quiet, echo=lambda m: click.echo(m))
+    except (ProposerError, FileExistsError, ValueError) as exc:
+        raise click.UsageError(str(exc))
+    s = summary
+    click.echo(f"{s['task']} {s['model']} on {s['backend']}: S {s['seed_score']} -> "
+               f"{s['best_score']} (x{s['improvement'] or 0:.3f}); held-out Phi "
+               f"{s['held_out_seed']} -> {s['held_out_best']}; outcome {s['outcome']}; "
+               f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
+               f"{s['run_dir']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

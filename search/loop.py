@@ -1,0 +1,317 @@
+"""The search loop: propose, evaluate, keep the best, record everything.
+
+`run(...)` is what `python -m mlxsci.search` calls; it is also the library
+entry point. A run directory holds every artefact (search/rundir.py), so a
+killed run resumes with `resume=RUN_DIR` and repeats nothing it finished.
+
+Held-out sizes never reach a proposer: candidates are scored on the search
+sizes (in-dist on a GPU, smoke on the simulator, or --sizes), and only after
+the last iteration are the seed and the best evaluated at the held-out size,
+giving Phi for each and the outcome.
+"""
+from __future__ import annotations
+
+import datetime
+import re
+import time
+from pathlib import Path
+
+from mlxsci.backends import get_backend, resolve_backend_name
+from mlxsci.candidate import extract_from_response
+from mlxsci.evaluate import evaluate
+from mlxsci.search.proposer import PromptContext, Proposal
+from mlxsci.search.rundir import RunDir
+from mlxsci.search.strategies import Entry, State, make_strategy
+from mlxsci.task import load_task
+
+# Held-out fractions are noisy (Metal-Sci saw the same kernel vary by +-25 %);
+# a best whose Phi falls more than this below the seed's counts as a regression.
+HELD_OUT_NOISE = 0.10
+
+OUTCOMES = ("improved", "flat", "held_out_regression", "held_out_failure")
+
+
+def default_run_dir(task: str, model: str) -> Path:
+    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+    return Path("results") / f"{task}_{safe}_{stamp}"
+
+
+def _entry_score(result: dict) -> float | None:
+    cand = result.get("candidate", {})
+    return cand.get("score") if cand.get("correct") else None
+
+
+def _outcome(seed_score, best_score, held_seed, held_best, best_is_seed) -> str:
+    if best_is_seed or best_score is None or seed_score is None or best_score <= seed_score:
+        return "flat"
+    if held_best is None and held_seed is not None:
+        return "held_out_failure"
+    if held_seed and held_best is not None and held_best < held_seed * (1 - HELD_OUT_NOISE):
+        return "held_out_regression"
+    return "improved"
+
+
+class Search:
+    """One run: options, run directory, proposer, and the state between iterations."""
+
+    def __init__(self, opts: dict, rd: RunDir, proposer, say):
+        self.opts = opts
+        self.rd = rd
+        self.proposer = proposer
+        self.say = say
+        self.task = load_task(opts["task"])
+        self.backend = opts["backend"]
+        self.dialect = get_backend(self.backend).dialect
+        self.strategy = make_strategy(opts["strategy"])
+
+    # -- evaluation ---------------------------------------------------------
+    def evaluate(self, source: str, filename: str, size_set: str) -> dict:
+        ev = evaluate(self.task.name, source, backend=self.backend, size_set=size_set,
+                      filename=filename, timeout=self.opts.get("timeout"))
+        return ev.to_json()
+
+    # -- the seed -------------------------------------------------------------
+    def seed_entry(self, history: list[dict]) -> Entry:
+        seed_file = self.rd.file(f"00_seed.{self.rd.ext}")
+        result_file = self.rd.file("00_result.json")
+        if history and history[0]["iteration"] == 0 and result_file.exists():
+            return Entry(seed_file.read_text(), self.rd.read_json(result_file), 0)
+        source = self.opts["start_source"] or self.task.seed(self.dialect)
+        self.rd.write_text(seed_file, source)
+        self.say("iter 0 (seed): evaluating")
+        t0 = time.perf_counter()
+        result = self.evaluate(source, str(seed_file), self.opts["sizes"])
+        self.rd.write_json(result_file, result)
+        record = {"iteration": 0, "role": "seed", "compile_ok": result["candidate"]["compile_ok"],
+                  "correct": result["candidate"]["correct"], "score": _entry_score(result),
+                  "fail_reason": result["candidate"]["fail_reason"], "source_path": seed_file.name,
+                  "elapsed_s": time.perf_counter() - t0, "is_new_best": True,
+                  "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        self.rd.append_history(record)
+        history[:] = [record]
+        return Entry(source, result, 0)
+
+    # -- rebuilding the state from the run directory --------------------------
+    def rebuild(self, seed: Entry, history: list[dict]) -> State:
+        state = State(seed=seed, best=seed, history=history)
+        for rec in history[1:]:
+            if rec["role"] == "skipped":
+                state.previous_skipped = True
+                continue
+            it = rec["iteration"]
+            entry = Entry(self.rd.iter_file(it, "candidate").read_text(),
+                          self.rd.read_json(self.rd.iter_file(it, "result.json")), it)
+            state.previous, state.previous_skipped = entry, False
+            if rec["is_new_best"]:
+                state.best = entry
+        return state
+
+    # -- one iteration ----------------------------------------------------------
+    def propose(self, it: int, state: State, history: list[dict]) -> Proposal:
+        """The proposal for iteration `it`: reused from disk if a killed run saved it."""
+        saved = self.rd.iter_file(it, "proposal.json")
+        if saved.exists():
+            meta = self.rd.read_json(saved)
+            response = self.rd.iter_file(it, "response.md")
+            reasoning = self.rd.iter_file(it, "reasoning.md")
+            return Proposal(text=response.read_text() if response.exists() else None,
+                            reasoning=reasoning.read_text() if reasoning.exists() else None,
+                            input_tokens=meta["input_tokens"], output_tokens=meta["output_tokens"],
+                            cost_usd=meta["cost_usd"], error=meta["error"], model=meta["model"])
+        from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
+        ctx = self.strategy.context(state)
+        previous = (ctx.previous.source, ctx.previous.result) if ctx.previous else None
+        incumbent = None
+        if ctx.incumbent is not None and (ctx.previous is None
+                                          or ctx.incumbent.source != ctx.previous.source):
+            incumbent = (ctx.incumbent.source, ctx.incumbent.result)
+        shows_history = previous is not None or state.previous_skipped
+        system = system_prompt(self.task, self.dialect)
+        if not self.rd.file("system_prompt.md").exists():
+            self.rd.write_text(self.rd.file("system_prompt.md"), system)
+        user = user_prompt(self.task, self.dialect,
+                           iteration=it if shows_history else 1,
+                           seed_source=state.seed.source, seed_result=state.seed.result,
+                           previous=previous, incumbent=incumbent,
+                           history=ctx.history if shows_history else [],
+                           stagnation=shows_history and stagnating(ctx.history))
+        self.rd.write_text(self.rd.iter_file(it, "prompt.md"), user)
+        tried = [state.seed.source] + [
+            self.rd.iter_file(r["iteration"], "candidate").read_text()
+            for r in history[1:] if r["role"] == "candidate"]
+        proposal = self.proposer.propose(PromptContext(
+            task=self.task.name, dialect=self.dialect, iteration=it, system=system, user=user,
+            incumbent_source=ctx.base.source, tried_sources=tried))
+        # Artefacts first, then proposal.json: its presence means the call is saved.
+        if proposal.text is not None:
+            self.rd.write_text(self.rd.iter_file(it, "response.md"), proposal.text)
+        if proposal.reasoning:
+            self.rd.write_text(self.rd.iter_file(it, "reasoning.md"), proposal.reasoning)
+        self.rd.write_json(saved, {"input_tokens": proposal.input_tokens,
+                                   "output_tokens": proposal.output_tokens,
+                                   "cost_usd": proposal.cost_usd, "error": proposal.error,
+                                   "model": proposal.model})
+        return proposal
+
+    def iterate(self, it: int, state: State, history: list[dict]) -> dict:
+        t0 = time.perf_counter()
+        proposal = self.propose(it, state, history)
+        record = {"iteration": it, "input_tokens": proposal.input_tokens,
+                  "output_tokens": proposal.output_tokens, "cost_usd": proposal.cost_usd,
+                  "is_new_best": False, "source_path": None, "score": None}
+        source = extract_from_response(proposal.text, self.dialect) if proposal.text else None
+        if source is None:
+            reason = proposal.error or "no fenced code block in the response"
+            record.update(role="skipped", compile_ok=False, correct=False, fail_reason=reason)
+            state.previous_skipped = True
+        else:
+            path = self.rd.iter_file(it, "candidate")
+            self.rd.write_text(path, source)
+            result = self.evaluate(source, str(path), self.opts["sizes"])
+            self.rd.write_json(self.rd.iter_file(it, "result.json"), result)
+            entry = Entry(source, result, it)
+            cand = result["candidate"]
+            record.update(role="candidate", compile_ok=cand["compile_ok"], correct=cand["correct"],
+                          score=_entry_score(result), fail_reason=cand["fail_reason"],
+                          source_path=path.name)
+            if self.strategy.accept(state, entry):
+                state.best = entry
+                record["is_new_best"] = True
+                self.write_best(entry)
+            state.previous, state.previous_skipped = entry, False
+        record["elapsed_s"] = time.perf_counter() - t0
+        self.rd.append_history(record)
+        history.append(record)
+        return record
+
+    def write_best(self, entry: Entry) -> None:
+        self.rd.write_text(self.rd.file(f"best.{self.rd.ext}"), entry.source)
+        self.rd.write_json(self.rd.file("best_result.json"), entry.result)
+
+    # -- the held-out gate --------------------------------------------------------
+    def held_out(self, entry: Entry, name: str) -> dict:
+        """Held-out evaluation of an entry, cached in the run dir per iteration."""
+        path = self.rd.file(f"held_out_{name}.json")
+        if path.exists():
+            saved = self.rd.read_json(path)
+            if saved.get("iteration") == entry.iteration:
+                return saved["result"]
+        self.say(f"held-out: evaluating the {name} (iteration {entry.iteration})")
+        result = self.evaluate(entry.source, f"{name}.{self.rd.ext}", "held-out")
+        self.rd.write_json(path, {"iteration": entry.iteration, "result": result})
+        return result
+
+
+def run(task: str, model: str = "autotune", *, iterations: int | None = None,
+        strategy: str = "one-plus-one", backend: str = "auto", sizes: str | None = None,
+        out: str | Path | None = None, resume: str | Path | None = None, seed: int = 0,
+        max_cost: float | None = None, base_url: str | None = None, api: str = "auto",
+        prices: str | dict | None = None, start: str | Path | None = None,
+        timeout: float | None = None, quiet: bool = True, echo=print, proposer=None) -> dict:
+    """Run (or resume) a search and return its summary (also in summary.json).
+
+    task, model: e.g. "heat2d", "claude-opus-4-7" / "gpt-5.5" / "autotune" /
+    "replay:RUN_DIR" / any model name with base_url (OpenAI-compatible server).
+    iterations: proposals after the seed (default 10). strategy: "one-plus-one"
+    or "best-of-n". sizes: size set the search scores on (default in-dist on a
+    GPU, smoke on the simulator). start: a candidate file to start from instead
+    of the task's seed. max_cost: stop cleanly once this many USD are spent.
+    proposer: a Proposer object to use instead of `model` (library use, tests).
+    """
+    say = (lambda msg: None) if quiet else echo
+    if resume is not None:
+        rd_path = Path(resume)
+        opts = RunDir(rd_path).read_json("run.json")
+        if iterations is not None:
+            opts["iterations"] = iterations          # a resumed run may be extended
+        if max_cost is not None:
+            opts["max_cost"] = max_cost
+    else:
+        backend = resolve_backend_name(backend)
+        if sizes is None:
+            sizes = "smoke" if backend == "sim" else "in-dist"
+        if sizes in ("held-out", "all"):
+            raise ValueError("a search never scores on held-out sizes; use smoke or in-dist")
+        load_task(task)   # fails early on an unknown task
+        opts = {"task": task, "model": model if proposer is None else proposer.name,
+                "iterations": 10 if iterations is None else iterations, "strategy": strategy,
+                "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
+                "base_url": base_url, "api": api, "timeout": timeout,
+                "start_source": Path(start).read_text() if start else None}
+        make_strategy(strategy)   # fails early on an unknown strategy
+        rd_path = Path(out) if out else default_run_dir(task, opts["model"])
+        if rd_path.exists() and any(rd_path.iterdir()):
+            raise FileExistsError(f"{rd_path} is not empty; use --resume {rd_path} to continue it")
+        rd_path.mkdir(parents=True, exist_ok=True)
+    if proposer is None:
+        from mlxsci.search.prices import load_prices
+        from mlxsci.search.proposers import make_proposer
+        price_table = prices if isinstance(prices, dict) else load_prices(prices)
+        proposer = make_proposer(opts["model"], api=opts["api"], base_url=opts["base_url"],
+                                 seed=opts["seed"], prices=price_table)
+
+    dialect = get_backend(opts["backend"]).dialect
+    rd = RunDir(rd_path, dialect)
+    if resume is None:
+        rd.write_json(rd.file("run.json"), opts)
+    search = Search(opts, rd, proposer, say)
+    history = rd.history()
+    rd.repair_history(history)            # drop a torn last line, if any
+    seed_entry = search.seed_entry(history)
+    state = search.rebuild(seed_entry, history)
+    # The history is the truth: a run killed between writing best.* and
+    # appending its record must not keep a best from an unfinished iteration.
+    search.write_best(state.best)
+
+    cost = sum(r.get("cost_usd", 0.0) for r in history)
+    stopped = None
+    done = max(r["iteration"] for r in history)
+    for it in range(done + 1, opts["iterations"] + 1):
+        if opts["max_cost"] is not None and cost >= opts["max_cost"]:
+            stopped = f"max_cost reached (${cost:.4f} >= ${opts['max_cost']:.4f})"
+            say(f"stopping: {stopped}")
+            break
+        rec = search.iterate(it, state, history)
+        cost += rec["cost_usd"]
+        verdict = ("skipped" if rec["role"] == "skipped" else
+                   "correct" if rec["correct"] else "FAIL")
+        score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
+        say(f"iter {it}/{opts['iterations']}  {verdict:8s} S={score:8s} "
+            f"best={state.best.score:.4f}{' (new)' if rec['is_new_best'] else ''}  "
+            f"{rec['elapsed_s']:.1f}s  ${cost:.4f}")
+
+    held_started = time.perf_counter()
+    held_seed = search.held_out(state.seed, "seed")
+    held_best = held_seed if state.best is state.seed else search.held_out(state.best, "best")
+    phi_seed = held_seed["candidate"]["phi"]
+    phi_best = held_best["candidate"]["phi"]
+    seed_score = _entry_score(state.seed.result)
+    best_score = _entry_score(state.best.result)
+    ratio = phi_best / phi_seed if phi_seed and phi_best is not None else None
+    device = state.seed.result.get("device", "")
+    summary = {
+        "task": opts["task"], "model": opts["model"], "strategy": opts["strategy"],
+        "backend": opts["backend"], "device": device, "sizes": opts["sizes"],
+        "iterations": max(r["iteration"] for r in history),
+        "seed_score": seed_score, "best_score": best_score,
+        "improvement": best_score / seed_score if seed_score and best_score else None,
+        "best_iteration": state.best.iteration,
+        "held_out_seed": phi_seed, "held_out_best": phi_best, "held_out_ratio": ratio,
+        "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
+        "outcome": _outcome(seed_score, best_score, phi_seed, phi_best,
+                            state.best is state.seed),
+        "tokens": {"input": sum(r.get("input_tokens", 0) for r in history),
+                   "output": sum(r.get("output_tokens", 0) for r in history)},
+        # Wall time over all sessions of a resumed run: every iteration's own
+        # time plus this session's held-out evaluation.
+        "cost_usd": cost, "stopped": stopped,
+        "wall_s": sum(r.get("elapsed_s", 0.0) for r in history)
+        + (time.perf_counter() - held_started),
+        "history": history,
+    }
+    rd.write_json(rd.file("summary.json"), summary)
+    say(f"done: S seed={seed_score} best={best_score}  Phi seed={phi_seed} best={phi_best}  "
+        f"outcome={summary['outcome']}  -> {rd_path}")
+    summary["run_dir"] = str(rd_path)
+    return summary
