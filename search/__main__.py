@@ -62,11 +62,14 @@ def main(task, model, iterations, strategy, backend, sizes, out, resume, start, 
     except (ProposerError, FileExistsError, ValueError) as exc:
         raise click.UsageError(str(exc))
     s = summary
-    click.echo(f"{s['task']} {s['model']} on {s['backend']}: S {s['seed_score']} -> "
-               f"{s['best_score']} (x{s['improvement'] or 0:.3f}); held-out Phi "
-               f"{s['held_out_seed']} -> {s['held_out_best']}; outcome {s['outcome']}; "
+
+    def f(x):
+        return "-" if x is None else f"{x:.4f}"
+    click.echo(f"{s['task']} / {s['model']} on {s['backend']}: S {f(s['seed_score'])} -> "
+               f"{f(s['best_score'])}; held-out Phi {f(s['held_out_seed'])} -> "
+               f"{f(s['held_out_best'])}; outcome {s['outcome']}; "
                f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
-               f"{s['run_dir']}")
+               f"run directory {s['run_dir']}")
 
 
 if __name__ == "__main__":

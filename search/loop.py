@@ -42,6 +42,10 @@ def _entry_score(result: dict) -> float | None:
     return cand.get("score") if cand.get("correct") else None
 
 
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
 def _outcome(seed_score, best_score, held_seed, held_best, best_is_seed) -> str:
     if best_is_seed or best_score is None or seed_score is None or best_score <= seed_score:
         return "flat"
@@ -79,11 +83,13 @@ class Search:
             return Entry(seed_file.read_text(), self.rd.read_json(result_file), 0)
         source = self.opts["start_source"] or self.task.seed(self.dialect)
         self.rd.write_text(seed_file, source)
-        self.say("iter 0 (seed): evaluating")
+        self.say("iter 0: evaluating the seed")
         t0 = time.perf_counter()
         result = self.evaluate(source, str(seed_file), self.opts["sizes"])
         self.rd.write_json(result_file, result)
-        record = {"iteration": 0, "role": "seed", "compile_ok": result["candidate"]["compile_ok"],
+        self.say(f"iter 0  seed     S={_fmt(_entry_score(result))}")
+        record = {"iteration": 0, "role": "seed", "exhausted": False,
+                  "compile_ok": result["candidate"]["compile_ok"],
                   "correct": result["candidate"]["correct"], "score": _entry_score(result),
                   "fail_reason": result["candidate"]["fail_reason"], "source_path": seed_file.name,
                   "elapsed_s": time.perf_counter() - t0, "is_new_best": True,
@@ -118,7 +124,8 @@ class Search:
             return Proposal(text=response.read_text() if response.exists() else None,
                             reasoning=reasoning.read_text() if reasoning.exists() else None,
                             input_tokens=meta["input_tokens"], output_tokens=meta["output_tokens"],
-                            cost_usd=meta["cost_usd"], error=meta["error"], model=meta["model"])
+                            cost_usd=meta["cost_usd"], error=meta["error"], model=meta["model"],
+                            exhausted=meta.get("exhausted", False))
         from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
         ctx = self.strategy.context(state)
         previous = (ctx.previous.source, ctx.previous.result) if ctx.previous else None
@@ -157,7 +164,8 @@ class Search:
     def iterate(self, it: int, state: State, history: list[dict]) -> dict:
         t0 = time.perf_counter()
         proposal = self.propose(it, state, history)
-        record = {"iteration": it, "input_tokens": proposal.input_tokens,
+        record = {"iteration": it, "exhausted": proposal.exhausted,
+                  "input_tokens": proposal.input_tokens,
                   "output_tokens": proposal.output_tokens, "cost_usd": proposal.cost_usd,
                   "is_new_best": False, "source_path": None, "score": None}
         source = extract_from_response(proposal.text, self.dialect) if proposal.text else None
@@ -267,6 +275,9 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     cost = sum(r.get("cost_usd", 0.0) for r in history)
     stopped = None
     done = max(r["iteration"] for r in history)
+    if history[-1].get("exhausted"):
+        done = opts["iterations"]   # a resumed run whose proposer already ran dry
+        stopped = f"the proposer has nothing left to propose ({history[-1]['fail_reason']})"
     for it in range(done + 1, opts["iterations"] + 1):
         if opts["max_cost"] is not None and cost >= opts["max_cost"]:
             stopped = f"max_cost reached (${cost:.4f} >= ${opts['max_cost']:.4f})"
@@ -274,12 +285,17 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
             break
         rec = search.iterate(it, state, history)
         cost += rec["cost_usd"]
+        if rec["exhausted"]:
+            stopped = f"the proposer has nothing left to propose ({rec['fail_reason']})"
         verdict = ("skipped" if rec["role"] == "skipped" else
                    "correct" if rec["correct"] else "FAIL")
         score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
         say(f"iter {it}/{opts['iterations']}  {verdict:8s} S={score:8s} "
             f"best={state.best.score:.4f}{' (new)' if rec['is_new_best'] else ''}  "
             f"{rec['elapsed_s']:.1f}s  ${cost:.4f}")
+        if stopped:
+            say(f"stopping: {stopped}")
+            break
 
     held_started = time.perf_counter()
     held_seed = search.held_out(state.seed, "seed")
@@ -311,7 +327,7 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         "history": history,
     }
     rd.write_json(rd.file("summary.json"), summary)
-    say(f"done: S seed={seed_score} best={best_score}  Phi seed={phi_seed} best={phi_best}  "
-        f"outcome={summary['outcome']}  -> {rd_path}")
+    say(f"done: S seed={_fmt(seed_score)} best={_fmt(best_score)}  "
+        f"Phi seed={_fmt(phi_seed)} best={_fmt(phi_best)}  outcome={summary['outcome']}")
     summary["run_dir"] = str(rd_path)
     return summary

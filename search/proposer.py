@@ -33,6 +33,7 @@ class Proposal:
     cost_usd: float = 0.0
     error: str | None = None
     model: str = ""              # the model that answered, as the provider names it
+    exhausted: bool = False      # the proposer has nothing left to propose: the run stops
 
 
 class ProposerError(Exception):

@@ -410,7 +410,8 @@ class AutotuneProposer(Proposer):
             text = fresh(changes)
             if text is not None:
                 return self._proposal(text, ctx)
-        return Proposal(text=None, error="autotune: search space exhausted", model="autotune")
+        return Proposal(text=None, error="autotune: search space exhausted", model="autotune",
+                        exhausted=True)
 
     @staticmethod
     def _proposal(text: str, ctx: PromptContext) -> Proposal:
@@ -444,7 +445,8 @@ class ReplayProposer(Proposer):
 
     def propose(self, ctx: PromptContext) -> Proposal:
         if self.calls >= len(self.files):
-            return Proposal(text=None, error="replay: no more candidates", model="replay")
+            return Proposal(text=None, error="replay: no more candidates", model="replay",
+                            exhausted=True)
         path = self.files[self.calls]
         self.calls += 1
         try:

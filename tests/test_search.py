@@ -157,3 +157,14 @@ def test_killed_run_resumes_without_repeating_or_losing_an_iteration(tmp_path):
     assert history[:len(before)] == [json.loads(line) for line in before]   # nothing rewritten
     summary = json.loads((out / "summary.json").read_text())
     assert summary["iterations"] == 5 and summary["best_score"] >= summary["seed_score"]
+
+
+def test_autotune_run_stops_when_its_space_is_exhausted(tmp_path):
+    summary = run("saxpy", "autotune", iterations=20, backend="sim", out=tmp_path / "r")
+    assert summary["stopped"].startswith("the proposer has nothing left")
+    roles = [r["role"] for r in summary["history"]]
+    assert roles[-1] == "skipped" and roles.count("skipped") == 1
+    assert summary["best_score"] >= summary["seed_score"]      # (1+1) never loses the seed
+    # resuming a finished, exhausted run changes nothing
+    again = run(None, resume=tmp_path / "r")
+    assert [r["iteration"] for r in again["history"]] == [r["iteration"] for r in summary["history"]]
