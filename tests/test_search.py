@@ -168,3 +168,39 @@ def test_autotune_run_stops_when_its_space_is_exhausted(tmp_path):
     # resuming a finished, exhausted run changes nothing
     again = run(None, resume=tmp_path / "r")
     assert [r["iteration"] for r in again["history"]] == [r["iteration"] for r in summary["history"]]
+
+
+@pytest.mark.parametrize("api,model,url_attr", [("anthropic", "claude-opus-4-7", "url"),
+                                                ("openai", "gpt-5.5", "openai_url"),
+                                                ("openai-chat", "local-coder", "openai_url")])
+def test_search_through_the_real_sdks(tmp_path, monkeypatch, api, model, url_attr):
+    """The real SDKs against a local server answering like each API: 429 then
+    success, a persistent 500, a timeout, no code block, a broken candidate;
+    the run directory records each outcome."""
+    from fake_llm_server import FakeLLMServer, broken_candidate, no_code_block, ok, slow, status
+    from mlxsci.search.proposers import make_proposer
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    good = fenced(SAXPY.seed().replace("(256, 1, 1)", "(128, 1, 1)"))
+    with FakeLLMServer() as server:
+        server.script(status(429), ok(good, reasoning="I will shrink the threadgroup."),
+                      status(500, times=2),            # both tries of iteration 2 fail
+                      slow(3.0, times=2),              # both tries of iteration 3 time out
+                      no_code_block(), broken_candidate())
+        proposer = make_proposer(model, api=api, base_url=getattr(server, url_attr),
+                                 max_retries=1, timeout_s=1.0)
+        out = tmp_path / "run"
+        summary = run("saxpy", proposer=proposer, iterations=5, backend="sim", out=out)
+    history = summary["history"]
+    assert [r["role"] for r in history] == ["seed", "candidate", "skipped", "skipped",
+                                            "skipped", "candidate"]
+    assert history[1]["correct"] and history[1]["input_tokens"] > 0
+    assert (out / "01_reasoning.md").read_text().strip() == "I will shrink the threadgroup."
+    assert "500" in history[2]["fail_reason"] or "Internal" in history[2]["fail_reason"]
+    assert "timeout" in history[3]["fail_reason"].lower() or \
+        "timed out" in history[3]["fail_reason"].lower()
+    assert "no fenced code block" in history[4]["fail_reason"]
+    assert (out / "04_response.md").exists() and not (out / "04_candidate.metal").exists()
+    assert not history[5]["correct"] and (out / "05_result.json").exists()
+    assert json.loads((out / "02_proposal.json").read_text())["error"]
+    assert summary["tokens"]["input"] > 0 and json.loads((out / "summary.json").read_text())
