@@ -248,16 +248,17 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
                 "base_url": base_url, "api": api, "timeout": timeout,
                 "start_source": Path(start).read_text() if start else None}
         make_strategy(strategy)   # fails early on an unknown strategy
-        rd_path = Path(out) if out else default_run_dir(task, opts["model"])
-        if rd_path.exists() and any(rd_path.iterdir()):
-            raise FileExistsError(f"{rd_path} is not empty; use --resume {rd_path} to continue it")
-        rd_path.mkdir(parents=True, exist_ok=True)
-    if proposer is None:
+    if proposer is None:   # before any directory is made: a missing API key fails cleanly
         from mlxsci.search.prices import load_prices
         from mlxsci.search.proposers import make_proposer
         price_table = prices if isinstance(prices, dict) else load_prices(prices)
         proposer = make_proposer(opts["model"], api=opts["api"], base_url=opts["base_url"],
                                  seed=opts["seed"], prices=price_table)
+    if resume is None:
+        rd_path = Path(out) if out else default_run_dir(task, opts["model"])
+        if rd_path.exists() and any(rd_path.iterdir()):
+            raise FileExistsError(f"{rd_path} is not empty; use --resume {rd_path} to continue it")
+        rd_path.mkdir(parents=True, exist_ok=True)
 
     dialect = get_backend(opts["backend"]).dialect
     rd = RunDir(rd_path, dialect)

@@ -204,3 +204,12 @@ def test_search_through_the_real_sdks(tmp_path, monkeypatch, api, model, url_att
     assert not history[5]["correct"] and (out / "05_result.json").exists()
     assert json.loads((out / "02_proposal.json").read_text())["error"]
     assert summary["tokens"]["input"] > 0 and json.loads((out / "summary.json").read_text())
+
+
+def test_missing_api_key_is_a_usage_error_and_leaves_no_run_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "mlxsci.search", "--task", "saxpy", "--model",
+                           "claude-opus-4-7", "--backend", "sim", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and "ANTHROPIC_API_KEY" in proc.stderr
+    assert not (tmp_path / "r").exists()
