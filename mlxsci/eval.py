@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from mlxsci.backends import backend_class, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse
-from mlxsci.evaluate import Evaluation, evaluate
+from mlxsci.evaluate import Evaluation, backend_options, dialect_of, evaluate
 from mlxsci.task import load_task, task_names
 
 
@@ -59,10 +59,11 @@ def format_evaluation(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
-def check_overrides(task, text, overrides):
+def check_overrides(task, text, overrides, dialect):
     """--param names and values must fit the candidate's //! param lines."""
     try:
-        parse(text if text is not None else task.seed(), dialect="metal").param_values(overrides)
+        parse(text if text is not None else task.seed(dialect),
+              dialect=dialect).param_values(overrides)
     except CandidateError:
         return  # the evaluation reports format errors itself
     except (KeyError, ValueError) as exc:
@@ -75,6 +76,9 @@ def check_overrides(task, text, overrides):
               help="Candidate file (.metal or .cu). Default: the task's seed.")
 @click.option("--backend", default="auto", show_default=True,
               type=click.Choice(["auto", "metal", "cuda", "sim"]))
+@click.option("--dialect", type=click.Choice(["metal", "cuda"]), default=None,
+              help="Kernel dialect. Default: the --source file's extension (.cu / .metal), "
+                   "else the backend's own (metal on the simulator).")
 @click.option("--sizes", "size_set", default=None,
               type=click.Choice(["smoke", "in-dist", "held-out", "all"]),
               help="Size set. Default: in-dist on a GPU, smoke on the simulator.")
@@ -86,7 +90,8 @@ def check_overrides(task, text, overrides):
 @click.option("--measure", type=click.IntRange(min=1), help="Timed runs per size.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def main(task, source, backend, size_set, custom, params, warmup, measure, timeout, as_json):
+def main(task, source, backend, dialect, size_set, custom, params, warmup, measure, timeout,
+         as_json):
     """Evaluate a kernel candidate for TASK and print per-size verdicts and the score."""
     t = load_task(task)
     if backend != "auto" and not backend_class(backend).available():
@@ -105,14 +110,25 @@ def main(task, source, backend, size_set, custom, params, warmup, measure, timeo
         except ValueError:
             raise click.BadParameter("param values must be integers", param_hint="--param")
     text = source.read_text() if source else None
+    backend_name = resolve_backend_name(backend)
+    dialect = dialect or dialect_of(str(source) if source else None)
+    try:
+        backend_options(backend_name, dialect)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--dialect")
+    if dialect and not t.seed_path(dialect).exists() and text is None:
+        raise click.BadParameter(f"{task} has no {dialect} seed yet; give --source",
+                                 param_hint="--dialect")
     if overrides:
-        check_overrides(t, text, overrides)
+        check_overrides(t, text, overrides, dialect or ("cuda" if backend_name == "cuda"
+                                                        else "metal"))
     if size_set is None:
-        size_set = "smoke" if resolve_backend_name(backend) == "sim" else "in-dist"
+        size_set = "smoke" if backend_name == "sim" else "in-dist"
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
     ev = evaluate(task, text, backend=backend, size_set=size_set, sizes=sizes,
                   filename=str(source) if source else None, n_warmup=warmup, n_measure=measure,
-                  timeout=timeout, param_overrides=overrides, progress=progress)
+                  timeout=timeout, param_overrides=overrides, dialect=dialect,
+                  progress=progress)
     click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))
 
 

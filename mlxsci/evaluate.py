@@ -180,15 +180,42 @@ def failed_size(size: Size, task: Task, reason: str, flag: str) -> SizeResult:
                       correct=False, flags=[flag], fail_reason=reason)
 
 
+def backend_options(backend_name: str, dialect: str | None) -> dict:
+    """Options that make a backend run `dialect`. GPU backends have one dialect
+    each (metal, cuda); the simulator runs either."""
+    if dialect is None:
+        return {}
+    if backend_name == "sim":
+        return {"dialect": dialect}
+    native = "metal" if backend_name == "metal" else "cuda"
+    if dialect != native:
+        raise ValueError(f"the {backend_name} backend runs {native} kernels, not {dialect}")
+    return {}
+
+
+def dialect_of(filename: str | None) -> str | None:
+    """A candidate file's dialect from its extension (.cu/.cuh: cuda, .metal: metal)."""
+    if not filename:
+        return None
+    if filename.endswith((".cu", ".cuh")):
+        return "cuda"
+    return "metal" if filename.endswith(".metal") else None
+
+
 def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto",
              size_set: str = "in-dist", sizes: list[Size] | None = None,
              filename: str | None = None, n_warmup: int | None = None,
              n_measure: int | None = None, timeout: float | None = None,
-             param_overrides: dict | None = None, progress=None) -> Evaluation:
-    """Evaluate a candidate (the task's seed when `source` is None)."""
+             param_overrides: dict | None = None, dialect: str | None = None,
+             progress=None) -> Evaluation:
+    """Evaluate a candidate (the task's seed when `source` is None).
+
+    dialect: "metal" or "cuda"; default: the file's extension when given, else
+    the backend's own (the simulator's default is metal)."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
-    be = get_backend(backend_name)
+    options = backend_options(backend_name, dialect or dialect_of(filename))
+    be = get_backend(backend_name, **options)
     if source is None:
         source = task.seed(be.dialect)
         filename = filename or str(task.seed_path(be.dialect))
@@ -220,7 +247,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
         say(f"{task.name} {size.label}: reference")
         get_reference(task, size.params)
         job = {"task": task.name, "source": source, "filename": filename,
-               "backend": backend_name, "params": size.params,
+               "backend": backend_name, "backend_options": options, "params": size.params,
                "n_warmup": n_warmup if n_warmup is not None else warm,
                "n_measure": n_measure if n_measure is not None else measure,
                "param_overrides": param_overrides}
