@@ -1,6 +1,6 @@
 """The roofline, measured on the machine: `python -m mlxsci.roofline`.
 
-Probe kernels (mlxsci/probes/, in the candidate format) measure streaming
+Probe kernels (mlxsci/probes/, in the candidate format, one file per dialect) measure streaming
 bandwidth (the better of a copy and a STREAM triad) over working-set sizes
 from cache-resident to DRAM, and FP32
 multiply-add throughput. Results are cached per device fingerprint. A task's
@@ -30,7 +30,8 @@ from mlxsci.backends.base import Backend
 from mlxsci.cache import atomic_write_json, cache_dir
 from mlxsci.candidate import parse, to_kernel_spec
 
-PROBES = Path(__file__).with_name("probes") / "probes.metal"
+PROBES = {"metal": Path(__file__).with_name("probes") / "probes.metal",
+          "cuda": Path(__file__).with_name("probes") / "probes.cu"}
 
 # Metal-Sci's chip table: (peak FP32 GFLOPS, peak DRAM GB/s).
 METAL_SCI_CHIPS = {
@@ -86,11 +87,12 @@ PLANS = {
 
 
 def _probe_kernels(backend: Backend) -> dict:
-    cand = parse(PROBES.read_text(), dialect="metal", filename=str(PROBES))
+    path = PROBES[backend.dialect]
+    cand = parse(path.read_text(), dialect=backend.dialect, filename=str(path))
     io = {"stream_copy": (("src", "n4"), ("dst",)),
           "stream_triad": (("src", "src2", "n4"), ("dst",)),
           "fma_peak": (("seed", "iters", "n"), ("out",))}
-    return {name: backend.kernel(to_kernel_spec(cand, name, ins, outs, filename=str(PROBES)))
+    return {name: backend.kernel(to_kernel_spec(cand, name, ins, outs, filename=str(path)))
             for name, (ins, outs) in io.items()}
 
 

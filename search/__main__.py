@@ -25,6 +25,8 @@ from mlxsci.task import task_names
               type=click.Choice(["one-plus-one", "best-of-n"]))
 @click.option("--backend", default="auto", show_default=True,
               type=click.Choice(["auto", "metal", "cuda", "sim"]))
+@click.option("--dialect", type=click.Choice(["metal", "cuda"]), default=None,
+              help="Kernel dialect (default: the backend's own; metal on the simulator).")
 @click.option("--sizes", type=click.Choice(["smoke", "in-dist"]), default=None,
               help="Sizes the search scores on. Default: in-dist on a GPU, smoke on the simulator.")
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory "
@@ -42,7 +44,7 @@ from mlxsci.task import task_names
               help="JSON price table {model: [USD per M input, USD per M output]}.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size evaluation.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def main(task, model, iterations, strategy, backend, sizes, out, resume, start, seed, max_cost,
+def main(task, model, iterations, strategy, backend, dialect, sizes, out, resume, start, seed, max_cost,
          base_url, api, prices, timeout, quiet):
     """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
     from mlxsci.search.loop import run
@@ -56,7 +58,7 @@ def main(task, model, iterations, strategy, backend, sizes, out, resume, start, 
                                      param_hint="--backend")
     try:
         summary = run(task, model, iterations=iterations, strategy=strategy, backend=backend,
-                      sizes=sizes, out=out, resume=resume, seed=seed, max_cost=max_cost,
+                      sizes=sizes, dialect=dialect, out=out, resume=resume, seed=seed, max_cost=max_cost,
                       base_url=base_url, api=api, prices=prices, start=start, timeout=timeout,
                       quiet=quiet, echo=lambda m: click.echo(m))
     except (ProposerError, FileExistsError, ValueError) as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import extract_from_response
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluate import backend_options, evaluate
 from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import Entry, State, make_strategy
@@ -40,6 +40,12 @@ def default_run_dir(task: str, model: str) -> Path:
 def _entry_score(result: dict) -> float | None:
     cand = result.get("candidate", {})
     return cand.get("score") if cand.get("correct") else None
+
+
+def search_dialect(opts: dict) -> str:
+    """The dialect candidates are written in: --dialect, else the backend's own."""
+    return get_backend(opts["backend"], **backend_options(opts["backend"],
+                                                          opts.get("dialect"))).dialect
 
 
 def _fmt(x) -> str:
@@ -66,13 +72,13 @@ class Search:
         self.say = say
         self.task = load_task(opts["task"])
         self.backend = opts["backend"]
-        self.dialect = get_backend(self.backend).dialect
+        self.dialect = search_dialect(opts)
         self.strategy = make_strategy(opts["strategy"])
 
     # -- evaluation ---------------------------------------------------------
     def evaluate(self, source: str, filename: str, size_set: str) -> dict:
         ev = evaluate(self.task.name, source, backend=self.backend, size_set=size_set,
-                      filename=filename, timeout=self.opts.get("timeout"))
+                      filename=filename, timeout=self.opts.get("timeout"), dialect=self.dialect)
         return ev.to_json()
 
     # -- the seed -------------------------------------------------------------
@@ -215,6 +221,7 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         strategy: str = "one-plus-one", backend: str = "auto", sizes: str | None = None,
         out: str | Path | None = None, resume: str | Path | None = None, seed: int = 0,
         max_cost: float | None = None, base_url: str | None = None, api: str = "auto",
+        dialect: str | None = None,
         prices: str | dict | None = None, start: str | Path | None = None,
         timeout: float | None = None, quiet: bool = True, echo=print, proposer=None) -> dict:
     """Run (or resume) a search and return its summary (also in summary.json).
@@ -223,7 +230,8 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     "replay:RUN_DIR" / any model name with base_url (OpenAI-compatible server).
     iterations: proposals after the seed (default 10). strategy: "one-plus-one"
     or "best-of-n". sizes: size set the search scores on (default in-dist on a
-    GPU, smoke on the simulator). start: a candidate file to start from instead
+    GPU, smoke on the simulator). dialect: "metal" or "cuda" (the simulator runs
+    either; GPUs their own). start: a candidate file to start from instead
     of the task's seed. max_cost: stop cleanly once this many USD are spent.
     proposer: a Proposer object to use instead of `model` (library use, tests).
     """
@@ -245,9 +253,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         opts = {"task": task, "model": model if proposer is None else proposer.name,
                 "iterations": 10 if iterations is None else iterations, "strategy": strategy,
                 "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
-                "base_url": base_url, "api": api, "timeout": timeout,
+                "base_url": base_url, "api": api, "timeout": timeout, "dialect": dialect,
                 "start_source": Path(start).read_text() if start else None}
         make_strategy(strategy)   # fails early on an unknown strategy
+        backend_options(backend, dialect)   # fails early on a dialect the backend cannot run
     if proposer is None:   # before any directory is made: a missing API key fails cleanly
         from mlxsci.search.prices import load_prices
         from mlxsci.search.proposers import make_proposer
@@ -260,8 +269,7 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
             raise FileExistsError(f"{rd_path} is not empty; use --resume {rd_path} to continue it")
         rd_path.mkdir(parents=True, exist_ok=True)
 
-    dialect = get_backend(opts["backend"]).dialect
-    rd = RunDir(rd_path, dialect)
+    rd = RunDir(rd_path, search_dialect(opts))
     if resume is None:
         rd.write_json(rd.file("run.json"), opts)
     search = Search(opts, rd, proposer, say)
