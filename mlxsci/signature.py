@@ -207,3 +207,112 @@ def metal_source(name: str, input_names: list[str], output_names: list[str], sou
         body_first_line=body_start.count("\n") + 1,
         params=tuple(params),
     )
+
+
+# ---------------------------------------------------------------------- CUDA
+# MLX dtype name -> CUDA type string (dtype_to_cuda_type in MLX's CUDA backend).
+CUDA_TYPES = {
+    "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double",
+    "complex64": "mlx::core::cu::complex64_t",
+}
+
+# MAX_NDIM of MLX's CUDA device code: Shape and Strides are arrays of this size.
+CUDA_MAX_NDIM = 10
+
+# What build_kernel puts before the header (its `default_header`).
+CUDA_DEFAULT_HEADER = (
+    "\n"
+    '#include "mlx/backend/cuda/device/utils.cuh"\n'
+    "\n"
+    "#include <cooperative_groups.h>\n"
+    "\n"
+    "#define inf cuda::std::numeric_limits<float>::infinity()\n"
+    "\n"
+)
+
+
+def cuda_kernel_name(name: str, template: list[tuple[str, object]] | None = None) -> str:
+    """The kernel name MLX gives a cuda_kernel variant: no dtype suffix, one
+    `_<value>` per template argument (`_t`/`_f` for bools, the Metal-style
+    type string for dtypes)."""
+    kname = "custom_kernel_" + name
+    for _, v in template or ():
+        if isinstance(v, bool):
+            kname += "_t" if v else "_f"
+        elif isinstance(v, int):
+            kname += f"_{v}"
+        else:
+            kname += "_" + METAL_TYPES[dtype_name(v)]
+    return kname
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    """The generated CUDA text plus where the user's header and body sit in it."""
+    text: str
+    kernel_name: str
+    header_first_line: int   # 1-based line of the header's first line in `text`
+    body_first_line: int     # 1-based line of the body's first line in `text`
+    params: tuple[tuple[str, str], ...]  # (parameter name, role) in signature order;
+    # role is "input", "shape", "strides", "ndim" or "output"
+    # Inputs for which MLX passes a shape/strides/ndim argument that the
+    # signature does not declare (0-d inputs whose `<name>_shape` etc. occurs
+    # in the source): on a GPU every later argument is misaligned.
+    unmatched_args: tuple[str, ...] = ()
+
+
+def cuda_source(name: str, input_names: list[str], output_names: list[str], source: str,
+                header: str, inputs: list[ArgInfo], output_dtypes: list,
+                template: list[tuple[str, object]] | None = None) -> CudaSource:
+    """Reproduce MLX 0.32's CUDA build_kernel output, byte for byte.
+
+    Includes its known quirk: for a 0-d input whose `<name>_shape`,
+    `<name>_strides` or `<name>_ndim` occurs in the source, the signature omits
+    the parameter while the launch still passes the argument; those argument
+    names are listed in `unmatched_args`.
+    """
+    if len(inputs) != len(input_names):
+        raise ValueError(f"expected {len(input_names)} inputs, got {len(inputs)}")
+    kname = cuda_kernel_name(name, template)
+    params: list[tuple[str, str]] = []
+    unmatched: list[str] = []
+    parts = [CUDA_DEFAULT_HEADER, header,
+             "namespace mlx::core::cu {\n\n", "namespace cg = cooperative_groups;\n\n",
+             "__global__ void ", kname, "(\n"]
+    for n, info in zip(input_names, inputs):
+        parts.append(f"    const {CUDA_TYPES[info.dtype]}* {n},\n")
+        params.append((n, "input"))
+        flags = [(role, n + "_" + role) for role in ("shape", "strides", "ndim")
+                 if n + "_" + role in source]
+        if info.ndim > 0:
+            for role, pname in flags:
+                typ = {"shape": "Shape", "strides": "Strides", "ndim": "int"}[role]
+                parts.append(f"    const __grid_constant__ {typ} {pname},\n")
+                params.append((pname, role))
+        else:
+            unmatched.extend(pname for _, pname in flags)
+    for i, (n, dt) in enumerate(zip(output_names, output_dtypes)):
+        parts.append(f"    {CUDA_TYPES[dtype_name(dt)]}* {n}")
+        params.append((n, "output"))
+        parts.append(",\n" if i < len(output_names) - 1 else ") {\n")
+    if template:
+        for k, v in template:
+            if isinstance(v, bool):
+                parts.append(f"  constexpr bool {k} = {'true' if v else 'false'};\n")
+            elif isinstance(v, int):
+                parts.append(f"  constexpr int {k} = {v};\n")
+            else:
+                parts.append(f"  using {k} = {CUDA_TYPES[dtype_name(v)]};\n")
+        parts.append("\n")
+    body_start = "".join(parts)
+    text = body_start + source + "\n}\n\n} // namespace mlx::core::cu\n"
+    return CudaSource(
+        text=text,
+        kernel_name=kname,
+        header_first_line=CUDA_DEFAULT_HEADER.count("\n") + 1,
+        body_first_line=body_start.count("\n") + 1,
+        params=tuple(params),
+        unmatched_args=tuple(unmatched),
+    )

@@ -28,3 +28,29 @@ def test_wrong_neighbour_is_rejected():
     src = TASK.seed().replace("float up = u_in[idx + NX];", "float up = u_in[idx + 1];")
     ev = evaluate("heat2d", src, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
     assert not ev.correct and "max_abs=" in ev.fail_reason and SMOKE.label in ev.fail_reason
+
+
+# --- CUDA dialect on the simulator --------------------------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+
+
+def cuda_smoke(source=None):
+    return evaluate("heat2d", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("    u_out[idx] = c;\n    return;", "    return;"),                # no Dirichlet copy
+    ("float up = u_in[idx + nx];", "float up = u_in[idx + 1];"),        # wrong neighbour
+])
+def test_cuda_wrong_candidate_is_rejected(old, new):
+    assert old in CUDA_SEED
+    ev = cuda_smoke(CUDA_SEED.replace(old, new))
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE.label}: max_abs=" in ev.fail_reason
+
+
+def test_cuda_seed_passes_smoke():
+    ev = cuda_smoke()
+    assert ev.correct, ev.fail_reason

@@ -159,3 +159,37 @@ def test_count_written_only_on_accept_is_caught():
                               "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"))
     assert not ev.correct and SMOKE.label in ev.fail_reason
     assert "hmc_stats" in ev.fail_reason
+
+
+# --- CUDA dialect on the simulator --------------------------------------------------
+
+def cuda_seed_with(old, new):
+    source = TASK.seed("cuda")
+    assert source.count(old) == 1
+    return source.replace(old, new)
+
+
+def cuda_smoke_eval(source=None):
+    return evaluate("hmc", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_wrong_step_size_candidate_fails_on_simulator():
+    # The body reads eps once into eps_; 2.0 there is the Metal `#define eps 2.0f`.
+    ev = cuda_smoke_eval(cuda_seed_with("float eps_ = eps[0];", "float eps_ = 2.0f;"))
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
+    assert "hmc_stats[" in ev.fail_reason and "acceptance=0.0" in ev.fail_reason
+
+
+def test_cuda_count_written_only_on_accept_is_caught():
+    ev = cuda_smoke_eval(cuda_seed_with(
+        "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
+        "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"))
+    assert not ev.correct and SMOKE.label in ev.fail_reason
+    assert "hmc_stats" in ev.fail_reason
+
+
+def test_cuda_seed_passes_smoke():
+    ev = cuda_smoke_eval()
+    assert ev.correct, ev.fail_reason

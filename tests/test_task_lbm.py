@@ -77,3 +77,33 @@ def test_wrong_candidate_fails(old, new):
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 37x23x7" in ev.fail_reason
     assert "max_abs_f=" in ev.fail_reason
+
+
+# --- CUDA dialect on the simulator --------------------------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+
+
+def cuda_smoke(source=None):
+    return evaluate("lbm", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("(int(i) - CX[k])", "(int(i) + CX[k])"),   # push instead of pull in x
+    ("if (sj < 0) sj += ny;", ""),              # no wrap below row 0: stale row instead
+])
+def test_cuda_wrong_candidate_fails(old, new):
+    assert old in CUDA_SEED
+    source = CUDA_SEED.replace(old, new)
+    if not new:   # keep the load in bounds so the failure is a correctness one
+        source = source.replace("uint32_t(sj) * NX_", "uint32_t(max(sj, 0)) * NX_")
+    ev = cuda_smoke(source)
+    assert ev.compile_ok and not ev.correct
+    assert "correctness failed at size 37x23x7" in ev.fail_reason
+    assert "max_abs_f=" in ev.fail_reason
+
+
+def test_cuda_seed_passes_smoke():
+    ev = cuda_smoke()
+    assert ev.correct, ev.fail_reason

@@ -111,3 +111,42 @@ def test_unwritten_tail_fails():
                   backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
     assert not ev.correct
     assert f"at size {SMOKE.label}" in ev.fail_reason
+
+
+# --- CUDA dialect on the simulator --------------------------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+
+
+def cuda_smoke(source=None):
+    return evaluate("nbody", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+@pytest.mark.parametrize("old, new", [
+    # repulsive gravity: d = r_i - r_j
+    ("float dx = pj.x - rx;\n    float dy = pj.y - ry;\n    float dz = pj.z - rz;",
+     "float dx = rx - pj.x;\n    float dy = ry - pj.y;\n    float dz = rz - pj.z;"),
+    # drift with the old velocity
+    ("make_float4(rx + vx * h, ry + vy * h, rz + vz * h, 0.0f)",
+     "make_float4(rx + vi.x * h, ry + vi.y * h, rz + vi.z * h, 0.0f)"),
+])
+def test_cuda_wrong_candidate_fails(old, new):
+    assert old in CUDA_SEED
+    ev = cuda_smoke(CUDA_SEED.replace(old, new))
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
+    assert "max_abs_pos=" in ev.fail_reason
+
+
+def test_cuda_unwritten_tail_fails():
+    old = "if (i >= n) {"
+    assert old in CUDA_SEED
+    ev = cuda_smoke(CUDA_SEED.replace(old, "if (i >= n / 128 * 128) {"))
+    assert not ev.correct
+    assert f"at size {SMOKE.label}" in ev.fail_reason
+
+
+def test_cuda_seed_passes_smoke():
+    ev = cuda_smoke()
+    assert ev.correct, ev.fail_reason

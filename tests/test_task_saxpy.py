@@ -20,3 +20,27 @@ def test_off_by_one_is_rejected():
     ev = evaluate("saxpy", src, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
     assert not ev.correct
     assert "correctness failed at size 100003: max_abs=" in ev.fail_reason
+
+
+# --- CUDA dialect on the simulator --------------------------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+
+
+def cuda_smoke(source=None):
+    return evaluate("saxpy", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_off_by_one_is_rejected():
+    # The Metal off-by-one above, in CUDA: every element reads its right neighbour's x.
+    old = "y_out[i] = a[0] * x[i] + y[i];"
+    assert old in CUDA_SEED
+    ev = cuda_smoke(CUDA_SEED.replace(old, "y_out[i] = a[0] * x[min(i + 1, N[0] - 1)] + y[i];"))
+    assert ev.compile_ok and not ev.correct
+    assert "correctness failed at size 100003: max_abs=" in ev.fail_reason
+
+
+def test_cuda_seed_passes_smoke():
+    ev = cuda_smoke()
+    assert ev.correct, ev.fail_reason

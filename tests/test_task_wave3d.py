@@ -114,3 +114,48 @@ def test_right_candidate_in_same_shape_passes():
     ev = evaluate("wave3d", WRONG.replace("PREV", "2.0f * c - u_prev[idx]"), backend="sim",
                   size_set="smoke", n_warmup=1, n_measure=1)
     assert ev.correct, ev.fail_reason
+
+
+# --- CUDA dialect on the simulator --------------------------------------------------
+
+WRONG_CUDA = """//! kernel wave_step
+//! grid = (ceil_div(NX, 8) * 8, ceil_div(NY, 8) * 8, ceil_div(NZ, 4) * 4)
+//! threadgroup = (8, 8, 4)
+uint32_t nx = NX[0], ny = NY[0], nz = NZ[0];
+uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+uint32_t j = blockIdx.y * blockDim.y + threadIdx.y;
+uint32_t k = blockIdx.z * blockDim.z + threadIdx.z;
+if (i >= nx || j >= ny || k >= nz) return;
+uint32_t idx = (k * ny + j) * nx + i;
+float c = u_curr[idx];
+if (i == 0 || j == 0 || k == 0 || i == nx - 1 || j == ny - 1 || k == nz - 1) {
+    u_next[idx] = c;
+    return;
+}
+float lap = u_curr[idx - 1] + u_curr[idx + 1] + u_curr[idx - nx] + u_curr[idx + nx]
+          + u_curr[idx - nx * ny] + u_curr[idx + nx * ny] - 6.0f * c;
+u_next[idx] = PREV + alpha[0] * lap;
+"""
+
+
+def cuda_smoke(source=None):
+    return evaluate("wave3d", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+@pytest.mark.parametrize("prev", [
+    "2.0f * c - u_curr[idx]",    # forgets u_prev
+    "2.0f * c + u_prev[idx]",    # wrong sign
+])
+def test_cuda_wrong_candidate_fails(prev):
+    # The Metal WRONG candidates above, in CUDA (launch shape spelled out, whole
+    # blocks launched, so the guard matters).
+    ev = cuda_smoke(WRONG_CUDA.replace("PREV", prev))
+    assert ev.compile_ok and not ev.correct
+    assert "correctness failed at size 23x17x13x5" in ev.fail_reason
+    assert "max_abs=" in ev.fail_reason
+
+
+def test_cuda_seed_passes_smoke():
+    ev = cuda_smoke()
+    assert ev.correct, ev.fail_reason
