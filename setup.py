@@ -27,6 +27,7 @@ setup(
     package_dir=MAPPED,
     package_data={"": ["*.metal", "*.cu", "*.h", "*.cpp"],
                   "mlxsci": ["probes/*.metal", "probes/*.cu"],
-                  "mlxsci.backends.sim": ["runtime/*", "runtime/include/*"]},
+                  "mlxsci.backends.sim": ["runtime/*", "runtime/include/*", "runtime/include/cooperative_groups/*",
+                                          "runtime/include/mlx/backend/cuda/device/*"]},
     include_package_data=True,
 )

@@ -59,3 +59,28 @@ def test_wrong_face_rule_fails():
     ev = evaluate("adi3d", bad, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
     assert ev.compile_ok and not ev.correct
     assert "at size 21x13x10x3" in ev.fail_reason and "max_abs=" in ev.fail_reason
+
+
+# --- CUDA dialect (seed.cu) on the simulator ---------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+CUDA_FACE_X = "if (j == 0 || k == 0 || j == ny - 1 || k == nz - 1) {"
+
+
+def cuda_smoke_eval(source):
+    return evaluate("adi3d", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_seed_passes_smoke_on_simulator():
+    ev = cuda_smoke_eval(CUDA_SEED)
+    assert ev.compile_ok and ev.correct, ev.fail_reason
+
+
+def test_cuda_wrong_face_rule_fails():
+    # The wrong Metal candidate above in CUDA: adi_x copies the lines next to the y faces.
+    assert CUDA_SEED.count(CUDA_FACE_X) == 1
+    ev = cuda_smoke_eval(CUDA_SEED.replace(
+        CUDA_FACE_X, "if (j <= 1 || k == 0 || j >= ny - 2 || k == nz - 1) {"))
+    assert ev.compile_ok and not ev.correct
+    assert "at size 21x13x10x3" in ev.fail_reason and "max_abs=" in ev.fail_reason

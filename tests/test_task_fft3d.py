@@ -71,3 +71,33 @@ def test_wrong_twiddle_sign_fails():
     assert bad != seed
     ev = evaluate("fft3d", bad, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
     assert not ev.correct and "max_abs=" in ev.fail_reason
+
+
+# --- CUDA dialect (seed.cu) on the simulator ---------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+CUDA_LOAD = "= src[base + t * stride];\n__syncthreads();\n"
+
+
+def cuda_smoke_eval(source):
+    return evaluate("fft3d", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_seed_passes_smoke_on_simulator():
+    ev = cuda_smoke_eval(CUDA_SEED)
+    assert ev.compile_ok and ev.correct, ev.fail_reason
+
+
+@pytest.mark.parametrize("which", ["missing_barrier_after_load", "wrong_twiddle_sign"])
+def test_cuda_wrong_candidates_fail(which):
+    # The two wrong Metal candidates above, in CUDA.
+    if which == "missing_barrier_after_load":   # fft3d_x only
+        assert CUDA_SEED.count(CUDA_LOAD) == 3
+        bad = CUDA_SEED.replace(CUDA_LOAD, "= src[base + t * stride];\n", 1)
+    else:                                       # exp(+i...) in all three passes
+        assert CUDA_SEED.count("float ang = -FFT_PI_F") == 3
+        bad = CUDA_SEED.replace("float ang = -FFT_PI_F", "float ang = FFT_PI_F")
+    ev = cuda_smoke_eval(bad)
+    assert ev.compile_ok and not ev.correct
+    assert "at size 16" in ev.fail_reason and "max_abs=" in ev.fail_reason

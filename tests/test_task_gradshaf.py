@@ -77,3 +77,30 @@ def test_missing_barrier_in_reduction_fails():
     ev = evaluate("gradshaf", bad, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
     assert ev.compile_ok and not ev.correct
     assert "at size 37x29x6" in ev.fail_reason and "max_abs=" in ev.fail_reason
+
+
+# --- CUDA dialect (seed.cu) on the simulator ---------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+CUDA_BARRIER_IN_TREE = """        partial[tid] = fmaxf(partial[tid], partial[tid + s]);
+    }
+    __syncthreads();"""
+
+
+def cuda_smoke_eval(source):
+    return evaluate("gradshaf", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_seed_passes_smoke_on_simulator():
+    ev = cuda_smoke_eval(CUDA_SEED)
+    assert ev.compile_ok and ev.correct, ev.fail_reason
+
+
+def test_cuda_missing_barrier_in_reduction_fails():
+    # The wrong Metal candidate above in CUDA: no __syncthreads() per tree level.
+    assert CUDA_SEED.count(CUDA_BARRIER_IN_TREE) == 1
+    bad = CUDA_SEED.replace(CUDA_BARRIER_IN_TREE, CUDA_BARRIER_IN_TREE.rsplit("\n", 1)[0])
+    ev = cuda_smoke_eval(bad)
+    assert ev.compile_ok and not ev.correct
+    assert "at size 37x29x6" in ev.fail_reason and "max_abs=" in ev.fail_reason

@@ -43,7 +43,7 @@ def cuda_smoke(source=None):
 @pytest.mark.parametrize("old, new", [
     ("    u_out[idx] = c;\n    return;", "    return;"),                # no Dirichlet copy
     ("float up = u_in[idx + nx];", "float up = u_in[idx + 1];"),        # wrong neighbour
-])
+], ids=["no_boundary_copy", "wrong_neighbour"])
 def test_cuda_wrong_candidate_is_rejected(old, new):
     assert old in CUDA_SEED
     ev = cuda_smoke(CUDA_SEED.replace(old, new))

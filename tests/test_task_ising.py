@@ -147,3 +147,36 @@ def test_skipping_the_copy_of_inactive_sites_fails():
     ev = smoke_eval(seed.replace(old, "    return;"))
     assert not ev.correct and SMOKE.label in ev.fail_reason
     assert {"unwritten", "out_of_bounds"} & set(ev.sizes[0].flags)
+
+
+# --- CUDA dialect (seed.cu) on the simulator ---------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+
+
+def cuda_smoke_eval(source):
+    return evaluate("ising", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_seed_passes_smoke_on_simulator():
+    ev = cuda_smoke_eval(CUDA_SEED)
+    assert ev.compile_ok and ev.correct, ev.fail_reason
+
+
+@pytest.mark.parametrize("old, new, metric", [
+    # The two wrong Metal candidates above, in CUDA: the wrong colour is updated ...
+    ("if (((i + j) & 1u) != (step & 1u)) {", "if (((i + j) & 1u) == (step & 1u)) {",
+     "spin_disagreements="),
+    # ... and inactive threads return without copying their spin to spins_out.
+    ("    spins_out[idx] = spins[idx];\n    return;", "    return;", None),
+])
+def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
+    assert CUDA_SEED.count(old) == 1
+    ev = cuda_smoke_eval(CUDA_SEED.replace(old, new))
+    assert ev.compile_ok and not ev.correct
+    assert f"at size {SMOKE.label}" in ev.fail_reason
+    if metric is not None:
+        assert metric in ev.fail_reason
+    else:
+        assert {"unwritten", "out_of_bounds"} & set(ev.sizes[0].flags)

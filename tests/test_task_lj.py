@@ -191,3 +191,44 @@ def test_cell_overflow_fails():
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
     assert "cell_overflow=inf" in ev.fail_reason
+
+
+# --- CUDA dialect (seed.cu) on the simulator ---------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+
+
+def run_cuda_smoke(source):
+    return evaluate("lj", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_seed_passes_smoke_on_simulator():
+    # MLX's cuda_kernel has no atomic outputs: the seed uses atomicAdd on the plain
+    # uint32_t* cell_count and a plain store into cell_list; init_value=0 still applies.
+    assert "atomicAdd(&cell_count[cell], 1u)" in CUDA_SEED
+    ev = run_cuda_smoke(CUDA_SEED)
+    assert ev.compile_ok and ev.correct, ev.fail_reason
+
+
+@pytest.mark.parametrize("old, new, metric", [
+    # The wrong Metal candidates above, in CUDA. Neighbour cells not wrapped in x:
+    ("uint32_t nx = (uint32_t)((cx + dx + m) % m);",
+     "if (cx + dx < 0 || cx + dx >= m) {\n continue;\n }\n uint32_t nx = (uint32_t)(cx + dx);",
+     "max_abs_pos="),
+    # no minimum image (the three per-component lines go):
+    ("                ddx -= box * roundf(ddx / box);\n"
+     "                ddy -= box * roundf(ddy / box);\n"
+     "                ddz -= box * roundf(ddz / box);\n", "", "max_abs_pos="),
+    # attractive at short range (the force changes sign):
+    ("float coef = -24.0f", "float coef = 24.0f", "max_abs_pos="),
+    # each particle bumps its cell's count by 8: the crowded cells pass 64.
+    ("atomicAdd(&cell_count[cell], 1u);", "atomicAdd(&cell_count[cell], 8u) / 8u;",
+     "cell_overflow=inf"),
+])
+def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
+    assert CUDA_SEED.count(old) == 1
+    ev = run_cuda_smoke(CUDA_SEED.replace(old, new))
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
+    assert metric in ev.fail_reason

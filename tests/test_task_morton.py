@@ -104,3 +104,49 @@ def test_wrong_candidate_fails(source):
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 8x8x8x5" in ev.fail_reason
     assert "max_abs=" in ev.fail_reason
+
+
+# --- CUDA dialect (seed.cu) on the simulator ---------------------------------
+
+CUDA_SEED = TASK.seed("cuda")
+CUDA_ROW_MAJOR = """//! kernel morton_stencil
+// Wrong: treats tid as a row-major index.
+const uint32_t n = N[0];
+const float a = alpha[0];
+uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+if (tid >= n * n * n) return;
+uint32_t x = tid % n, y = (tid / n) % n, z = tid / (n * n);
+float c = u_in[tid];
+if (x == 0 || y == 0 || z == 0 || x == n - 1 || y == n - 1 || z == n - 1) {
+    u_out[tid] = c;
+    return;
+}
+u_out[tid] = c + a * (u_in[tid - 1] + u_in[tid + 1] + u_in[tid - n] + u_in[tid + n]
+                      + u_in[tid - n * n] + u_in[tid + n * n] - 6.0f * c);
+"""
+
+
+def cuda_smoke_eval(source):
+    return evaluate("morton", source, backend="sim", dialect="cuda", size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def test_cuda_seed_passes_smoke_on_simulator():
+    ev = cuda_smoke_eval(CUDA_SEED)
+    assert ev.compile_ok and ev.correct, ev.fail_reason
+
+
+@pytest.mark.parametrize("source", [
+    # The wrong Metal candidates above, in CUDA: row-major indexing, and the
+    # neighbour re-encode that drops the top bit of each coordinate.
+    CUDA_ROW_MAJOR,
+    CUDA_SEED.replace(
+        "    m |= ((z >> b) & 1u) << (3u * b + 2u);",
+        "    m |= ((z >> b) & 1u) << (3u * b + 2u);\n        if (b + 2 == logN) break;"),
+])
+def test_cuda_wrong_candidates_fail(source):
+    assert source != CUDA_SEED
+    ev = cuda_smoke_eval(source)
+    assert ev.compile_ok and not ev.correct
+    assert "correctness failed at size 8x8x8x5" in ev.fail_reason
+    assert "max_abs=" in ev.fail_reason

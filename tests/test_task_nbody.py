@@ -130,7 +130,7 @@ def cuda_smoke(source=None):
     # drift with the old velocity
     ("make_float4(rx + vx * h, ry + vy * h, rz + vz * h, 0.0f)",
      "make_float4(rx + vi.x * h, ry + vi.y * h, rz + vi.z * h, 0.0f)"),
-])
+], ids=["repulsive", "old_velocity_drift"])
 def test_cuda_wrong_candidate_fails(old, new):
     assert old in CUDA_SEED
     ev = cuda_smoke(CUDA_SEED.replace(old, new))

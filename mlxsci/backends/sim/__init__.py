@@ -29,7 +29,8 @@ import numpy as np
 
 from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
 from mlxsci.backends.sim import build
-from mlxsci.signature import ArgInfo, _template_value, dtype_name, metal_source
+from mlxsci.signature import (CUDA_MAX_NDIM, ArgInfo, _template_value, cuda_source, dtype_name,
+                              metal_source)
 
 __all__ = ["SimBackend", "SimKernel"]
 
@@ -165,6 +166,7 @@ class _Variant:
     kernel_name: str
     needs_fibers: bool
     tgmem_bytes: int
+    launch_error: str = ""
 
 
 # ------------------------------------------------------------------ dialects
@@ -176,12 +178,33 @@ class _Generated:
     kernel_name: str
     regions: list             # build.Region list covering `text`
     glue: str                 # C++ calling the kernel once per simulated thread
+    line1: str = ""           # replaces the (empty) first line of the rewritten text
+    launch_error: str = ""    # a KernelFault("launch") every call of this variant raises
 
 
 class _MetalDialect:
     """mx.fast.metal_kernel: MLX's generated Metal text, the Metal prelude."""
     name = "metal"
     fiber_words = re.compile(r"simd_|quad_|barrier")
+    tag = "[metal_kernel]"
+    group_word = "threadgroup"
+    barrier_word = "threadgroup_barrier"
+
+    def launch_dims(self, grid, tg):
+        """(grid, threadgroup, threadgroups) the runtime runs: exactly `grid`
+        threads, threadgroups clamped to the grid, partial edge groups."""
+        tg_size = tg[0] * tg[1] * tg[2]
+        if tg_size > 1024:
+            raise KernelFault("launch", f"Thread group size ({tg_size}) is greater than  the maximum "
+                                        f"allowed threads per threadgroup (1024).")
+        tgc = tuple(min(t, g) for t, g in zip(tg, grid))
+        ngroups = tuple(-(-g // t) for g, t in zip(grid, tgc))
+        return grid, tgc, ngroups
+
+    def check_tgmem(self, spec, nbytes: int) -> None:
+        if nbytes > 32768:
+            raise KernelFault("launch", f"Threadgroup memory size ({nbytes}) exceeds the maximum "
+                                        f"threadgroup memory allowed (32768)")
 
     def includes(self) -> list:
         rt = build.RUNTIME_DIR
@@ -247,14 +270,118 @@ class _MetalDialect:
         ])
 
 
-_DIALECTS = {"metal": _MetalDialect}
+class _CudaDialect:
+    """mx.fast.cuda_kernel: MLX's generated CUDA text, the CUDA prelude, whole
+    blocks launched (threads beyond the grid run too)."""
+    name = "cuda"
+    fiber_words = re.compile(r"__syncthreads|__shfl|__ballot|__any_sync|__all_sync|__syncwarp|"
+                             r"__activemask|__reduce_\w+_sync|__match_any_sync|\.sync\s*\(|"
+                             r"tiled_partition|\bshfl|\breduce\s*\(")
+    tag = "[custom_kernel]"
+    group_word = "block"
+    barrier_word = "__syncthreads"
+    STATIC_SMEM_LIMIT = 48 * 1024        # static __shared__ per block
+    OPTIN_SMEM_LIMIT = 227 * 1024        # with MLX's cuFuncSetAttribute (shared_memory > 48000; H100)
+
+    def includes(self) -> list:
+        rt = build.RUNTIME_DIR
+        return [rt / "sim_runtime.h", rt / "cuda_prelude.h"]
+
+    def rewrite(self, text: str) -> str:
+        from mlxsci.backends.sim.rewrite import rewrite_cuda
+        return rewrite_cuda(text)
+
+    def needs_fibers(self, spec: KernelSpec) -> bool:
+        return bool(self.fiber_words.search(spec.source) or self.fiber_words.search(spec.header))
+
+    def launch_dims(self, grid, tg):
+        """MLX's CUDA launch: block = min(t, g), blocks = ceil(g / t) per
+        dimension, every block full (the runtime gets the rounded-up grid)."""
+        block = tuple(min(t, g) for t, g in zip(tg, grid))
+        nthreads = block[0] * block[1] * block[2]
+        if nthreads > 1024 or block[2] > 64:
+            raise KernelFault("launch", f"block {block} ({nthreads} threads) exceeds CUDA's limits "
+                                        f"(1024 threads, z <= 64): the launch fails (invalid argument)")
+        blocks = tuple(-(-g // t) for g, t in zip(grid, tg))
+        if blocks[1] > 65535 or blocks[2] > 65535:
+            raise KernelFault("launch", f"grid of {blocks} blocks exceeds CUDA's limit of 65535 blocks "
+                                        f"in y and z: the launch fails (invalid argument)")
+        return tuple(b * n for b, n in zip(block, blocks)), block, blocks
+
+    def check_tgmem(self, spec, nbytes: int) -> None:
+        dyn = int(getattr(spec, "shared_memory", 0) or 0)
+        limit = self.OPTIN_SMEM_LIMIT if dyn > 48000 else self.STATIC_SMEM_LIMIT
+        if nbytes > limit:
+            raise KernelFault("launch", f"shared memory per block ({nbytes} bytes, static and dynamic) "
+                                        f"exceeds the limit ({limit} bytes): the launch fails")
+
+    def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
+        from mlxsci.backends.sim.rewrite import uses_dynamic_shared
+        cs = cuda_source(spec.name, list(spec.input_names), list(spec.output_names), spec.source,
+                         spec.header, infos, out_dtypes, template)
+        launch_error = ""
+        if cs.unmatched_args:
+            launch_error = (
+                f"MLX passes {', '.join(cs.unmatched_args)} for a 0-d input although the generated "
+                f"signature has no such parameter (the name occurs in the source, e.g. in a comment "
+                f"or a longer name): on a GPU every later kernel argument is misaligned. Rename "
+                f"the input or avoid the substring.")
+        by_name = dict(zip(spec.input_names, infos))
+        for name, role in cs.params:
+            if role in ("shape", "strides") and by_name[name[: -len("_" + role)]].ndim > CUDA_MAX_NDIM:
+                launch_error = "ndim can not be larger than 10."
+        line1 = ""
+        if uses_dynamic_shared(cs.text):
+            dyn = int(getattr(spec, "shared_memory", 0) or 0)
+            if dyn <= 0:
+                launch_error = launch_error or (
+                    "the kernel declares `extern __shared__` memory but was built with "
+                    "shared_memory=0: on a GPU every access to it is out of bounds")
+            line1 = f"__SIM_THREADGROUP unsigned char __sim_dyn_smem[{max(16, -(-dyn // 16) * 16)}];"
+        return _Generated(cs.text, cs.params, cs.kernel_name, self._regions(spec, cs, cs.text),
+                          self._glue(cs), line1, launch_error)
+
+    @staticmethod
+    def _regions(spec: KernelSpec, cs, text: str) -> list:
+        n_text = text.count("\n") + 1
+        header = spec.header
+        h0 = cs.header_first_line
+        # A header without a final newline fuses with `namespace mlx::core::cu {`.
+        h = header.count("\n") + (1 if header and not header.endswith("\n") else 0)
+        body_first = cs.body_first_line
+        body_last = body_first + spec.source.count("\n")
+        regions = [build.Region(1, h0 - 1, "<mlx-signature>", 1)]
+        if h:
+            regions.append(build.Region(h0, h0 + h - 1, spec.source_file, spec.header_line))
+        if body_first - 1 >= h0 + h:
+            regions.append(build.Region(h0 + h, body_first - 1, "<mlx-signature>", h0 + h))
+        regions.append(build.Region(body_first, body_last, spec.source_file, spec.body_line))
+        if n_text > body_last:
+            regions.append(build.Region(body_last + 1, n_text, "<mlx-signature>", body_last + 1))
+        return regions
+
+    @staticmethod
+    def _glue(cs) -> str:
+        fn = "mlx::core::cu::" + cs.kernel_name
+        args = [f"__sim_bind<__sim_fn<__F>::arg<{i}>>::get(__b[{i}])" for i in range(len(cs.params))]
+        return "\n".join([
+            "static void __sim_thread(void* const* __b, const __SimThread* __t) {",
+            "  __sim_cu_t = __t;",
+            f"  typedef decltype(&{fn}) __F;",
+            f"  {fn}(" + ",\n    ".join(args) + ");",
+            "}",
+            "__SIM_DEFINE_ENTRY(__sim_thread)",
+        ])
+
+
+_DIALECTS = {"metal": _MetalDialect, "cuda": _CudaDialect}
 
 
 # ------------------------------------------------------------------ the kernel
 class SimKernel(Kernel):
     def __init__(self, backend: "SimBackend", spec: KernelSpec):
         if not spec.output_names:
-            raise ValueError("[metal_kernel] Must specify at least one output.")
+            raise ValueError(f"{backend._dialect.tag} Must specify at least one output.")
         self.backend = backend
         self.spec = spec
         self.dialect = backend._dialect
@@ -266,13 +393,19 @@ class SimKernel(Kernel):
     def _variant(self, infos, out_dtypes, template) -> _Variant:
         spec = self.spec
         gen = self.dialect.generate(spec, infos, out_dtypes, template)
-        v = self._variants.get(gen.text)
+        key = gen.text + "\0" + gen.line1
+        v = self._variants.get(key)
         if v is not None:
             return v
         started = time.perf_counter()
         rewritten = self.dialect.rewrite(gen.text)
         if rewritten.count("\n") != gen.text.count("\n"):
             raise CompileError("internal: the source rewrite changed the number of lines", None, "")
+        if gen.line1:
+            first, nl, rest = rewritten.partition("\n")
+            if first.strip():
+                raise CompileError("internal: the generated text's first line is not empty", None, "")
+            rewritten = gen.line1 + nl + rest
         tu = build.assemble(rewritten, gen.regions, gen.glue, self.dialect.includes())
         so = build.build_library(tu, spec.source_file, self.backend.extra_defines)
         lib = build.load_library(so)
@@ -281,8 +414,9 @@ class SimKernel(Kernel):
         entry.argtypes = [ctypes.POINTER(_Launch), ctypes.POINTER(_Result)]
         tgb = getattr(lib, "__sim_tgmem_bytes")
         tgb.restype = ctypes.c_int64
-        v = _Variant(entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()))
-        self._variants[gen.text] = v
+        v = _Variant(entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()),
+                     gen.launch_error)
+        self._variants[key] = v
         self.compile_seconds += time.perf_counter() - started
         return v
 
@@ -291,10 +425,10 @@ class SimKernel(Kernel):
                  template=None, init_value=None):
         spec = self.spec
         if len(inputs) != len(spec.input_names):
-            raise ValueError(f"[metal_kernel] Expected `inputs` to have size {len(spec.input_names)} "
+            raise ValueError(f"{self.dialect.tag} Expected `inputs` to have size {len(spec.input_names)} "
                              f"but got size {len(inputs)}.")
         if len(output_shapes) != len(spec.output_names) or len(output_dtypes) != len(spec.output_names):
-            raise ValueError(f"[metal_kernel] Expected `output_shapes` and `output_dtypes` to have "
+            raise ValueError(f"{self.dialect.tag} Expected `output_shapes` and `output_dtypes` to have "
                              f"size {len(spec.output_names)}.")
         grid = tuple(int(g) for g in grid)
         tg = tuple(int(t) for t in threadgroup)
@@ -304,20 +438,15 @@ class SimKernel(Kernel):
             raise KernelFault("launch", f"grid {grid} and threadgroup {tg} must be positive")
         if any(g >= 2 ** 31 for g in grid) or any(t >= 2 ** 31 for t in tg):
             raise KernelFault("launch", "grid and threadgroup dimensions must be below 2^31")
-        tg_size = tg[0] * tg[1] * tg[2]
-        if tg_size > 1024:
-            raise KernelFault("launch", f"Thread group size ({tg_size}) is greater than  the maximum "
-                                        f"allowed threads per threadgroup (1024).")
-        tgc = tuple(min(t, g) for t, g in zip(tg, grid))
-        ngroups = tuple(-(-g // t) for g, t in zip(grid, tgc))
+        grid, tgc, ngroups = self.dialect.launch_dims(grid, tg)
 
         arrays = [_to_mx(x) for x in inputs]
         infos = [ArgInfo.of(a) for a in arrays]
         out_names = [dtype_name(d) for d in output_dtypes]
         v = self._variant(infos, out_names, template)
-        if v.tgmem_bytes > 32768:
-            raise KernelFault("launch", f"Threadgroup memory size ({v.tgmem_bytes}) exceeds the maximum "
-                                        f"threadgroup memory allowed (32768)")
+        if v.launch_error:
+            raise KernelFault("launch", v.launch_error)
+        self.dialect.check_tgmem(spec, v.tgmem_bytes)
 
         with _launch_lock:
             end_aligned = self.launches % 2 == 0
@@ -356,13 +485,14 @@ class SimKernel(Kernel):
                 elif role in ("shape", "strides", "ndim"):
                     base = name[: -len("_" + role)]
                     arr, info = inputs_by_name[base]
+                    # CUDA passes Shape/Strides by value: MAX_NDIM entries.
                     if role == "shape":
-                        c = (ctypes.c_int32 * max(1, info.ndim))(*info.shape)
+                        c = (ctypes.c_int32 * max(CUDA_MAX_NDIM, info.ndim))(*info.shape)
                     elif role == "strides":
                         st = [1] * info.ndim
                         for d in range(info.ndim - 2, -1, -1):
                             st[d] = st[d + 1] * info.shape[d + 1]
-                        c = (ctypes.c_int64 * max(1, info.ndim))(*st)
+                        c = (ctypes.c_int64 * max(CUDA_MAX_NDIM, info.ndim))(*st)
                     else:
                         c = ctypes.c_int32(info.ndim)
                     keep.append(c)
@@ -434,7 +564,8 @@ class SimKernel(Kernel):
     def _fault(self, R: _Result, guards, tgc) -> KernelFault:
         group = tuple(R.group)
         thread = tuple(R.thread)
-        where = f"thread {thread} of threadgroup {group}"
+        gw = self.dialect.group_word
+        where = f"thread {thread} of {gw} {group}"
         details = {"group": group, "thread": thread}
         kind = R.kind
         if kind == _K_OOB:
@@ -454,10 +585,10 @@ class SimKernel(Kernel):
             else:
                 other = f"{R.n_done} thread(s) returned without reaching it (e.g. thread {thread})"
             return KernelFault("barrier_divergence",
-                               f"barrier divergence in threadgroup {group}: {R.n_wait} thread(s) wait "
-                               f"at threadgroup_barrier on line {R.line} while {other}", details)
+                               f"barrier divergence in {gw} {group}: {R.n_wait} thread(s) wait "
+                               f"at {self.dialect.barrier_word} on line {R.line} while {other}", details)
         if kind == _K_DEADLOCK:
-            return KernelFault("deadlock", f"deadlock in threadgroup {group}: no thread can run", details)
+            return KernelFault("deadlock", f"deadlock in {gw} {group}: no thread can run", details)
         if kind == _K_TIMEOUT:
             t = self.backend.launch_timeout_s
             return KernelFault("timeout", f"kernel did not finish within {t:g} s ({where} was running)",
@@ -491,8 +622,6 @@ class SimBackend(Backend):
 
     def __init__(self, dialect: str = "metal", launch_timeout_s: float = 60.0,
                  stack_size: int = 128 * 1024, force_fibers: bool | None = None):
-        if dialect == "cuda":
-            raise NotImplementedError("the simulator's CUDA dialect is not implemented yet")
         if dialect not in _DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}")
         self.dialect = dialect

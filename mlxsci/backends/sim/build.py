@@ -95,7 +95,7 @@ def rewrite(text: str) -> str:
 
 def _runtime_files() -> list[Path]:
     files = [p for p in sorted(RUNTIME_DIR.rglob("*")) if p.is_file()
-             and p.suffix in (".h", ".hpp", ".cpp", "") and "__pycache__" not in p.parts]
+             and p.suffix in (".h", ".hpp", ".cuh", ".cpp", "") and "__pycache__" not in p.parts]
     return files
 
 

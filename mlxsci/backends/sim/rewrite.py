@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["rewrite_metal", "mask_comments_and_strings", "VECTOR_ELEMENT_TYPES"]
+__all__ = ["rewrite_metal", "rewrite_cuda", "uses_dynamic_shared", "mask_comments_and_strings",
+           "VECTOR_ELEMENT_TYPES"]
 
 # MSL vector element type names (the NAME in NAMEn).
 VECTOR_ELEMENT_TYPES = ("bool", "char", "uchar", "short", "ushort", "int", "uint",
@@ -443,4 +444,49 @@ def rewrite_metal(text: str) -> str:
     out = _rewrite_constructors(out)
     out = _rewrite_threadgroup_decls(out)
     assert out.count("\n") == text.count("\n"), "rewrite_metal changed the line count"
+    return out
+
+
+# ---------------------------------------------------------------------- CUDA
+# `extern __shared__ T name[];` (dynamic shared memory; the type may carry
+# __align__(n) or template arguments), one statement on one line.
+_EXTERN_SHARED = re.compile(
+    r"\bextern\s+__shared__\s+(?P<type>[^;\[\]\n]*?)\s*\b(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
+_STATIC_SHARED = re.compile(r"\bstatic(?P<ws>\s+)(?=__shared__\b)")
+_SHARED = re.compile(r"\b__shared__\b")
+
+
+def uses_dynamic_shared(text: str) -> bool:
+    """Whether the CUDA text declares `extern __shared__` memory (outside comments)."""
+    return bool(_EXTERN_SHARED.search(mask_comments_and_strings(text)))
+
+
+def rewrite_cuda(text: str) -> str:
+    """Rewrite CUDA kernel text for the simulator (line-preserving):
+
+        __shared__ float tile[16][17];   -> __SIM_THREADGROUP float tile[16][17];
+        static __shared__ int n;         -> __SIM_THREADGROUP int n;
+        extern __shared__ float smem[];  -> float* const smem = (decltype(smem))(__sim_dyn_smem);
+
+    __SIM_THREADGROUP is a static in the `sim_tgmem` section, shared by the
+    block's threads and refilled with garbage before each block; the dynamic
+    buffer `__sim_dyn_smem` (shared_memory bytes) is defined by the dialect.
+    Comments and string literals are never touched.
+    """
+    masked = mask_comments_and_strings(text)
+    ed = _Edits()
+    taken: list[tuple[int, int]] = []
+    for m in _EXTERN_SHARED.finditer(masked):
+        typ = text[m.start("type"):m.end("type")].strip()
+        name = m.group("name")
+        ed.add(m.start(), m.end(), f"{typ}* const {name} = (decltype({name}))(__sim_dyn_smem);", "")
+        taken.append((m.start(), m.end()))
+    for m in _STATIC_SHARED.finditer(masked):
+        if not any(a <= m.start() < b for a, b in taken):
+            ed.add(m.start(), m.end(), "", m.group(0))
+    for m in _SHARED.finditer(masked):
+        if not any(a <= m.start() < b for a, b in taken):
+            ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
+    out = ed.apply(text)
+    assert out.count("\n") == text.count("\n"), "rewrite_cuda changed the line count"
     return out

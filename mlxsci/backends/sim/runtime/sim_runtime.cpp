@@ -142,6 +142,7 @@ struct Fiber {
     int state;
     int64_t line;           // barrier line
     const void* site;       // SIMD call site
+    uint32_t need;          // SIMD: lanes that must arrive before it resolves (CUDA masks)
     __SimResolver resolve;
     __SimLaneIO io;
     __SimThread t;
@@ -428,16 +429,25 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
             G.cur = -1;
         }
         // Everyone is blocked or done. SIMD rendezvous first.
+        // A rendezvous whose `need` lanes are alive (not returned) but not all
+        // there yet waits for them (CUDA's *_sync masks), unless nothing else
+        // can move: then it resolves with the lanes that are there.
         bool any_simd = false;
+        bool any_deferred = false;
+        for (int pass = 0; pass < 2 && !any_simd; ++pass) {
+        if (pass == 1 && !any_deferred) break;
         for (int64_t sg = 0; sg * 32 < n; ++sg) {
             const int64_t lo = sg * 32;
             const int64_t hi = lo + 32 < n ? lo + 32 : n;
+            uint32_t alive = 0, deferred = 0;
+            for (int64_t i = lo; i < hi; ++i)
+                if (G.fibers[i].state != F_DONE) alive |= 1u << (i - lo);
             for (;;) {
                 const void* site = nullptr;
                 __SimResolver res = nullptr;
                 bool found = false;
                 for (int64_t i = lo; i < hi; ++i) {
-                    if (G.fibers[i].state == F_SIMD) {
+                    if (G.fibers[i].state == F_SIMD && !(deferred & (1u << (i - lo)))) {
                         site = G.fibers[i].site;
                         res = G.fibers[i].resolve;
                         found = true;
@@ -445,22 +455,29 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
                     }
                 }
                 if (!found) break;
-                any_simd = true;
-                uint32_t mask = 0;
+                uint32_t mask = 0, need = 0;
                 for (int64_t i = lo; i < hi; ++i) {
                     Fiber* f = &G.fibers[i];
                     if (f->state == F_SIMD && f->site == site) {
                         mask |= 1u << (i - lo);
+                        need |= f->need;
                         io[i - lo] = &f->io;
                     } else {
                         io[i - lo] = nullptr;
                     }
                 }
+                if (pass == 0 && (need & alive & ~mask)) {
+                    deferred |= mask;
+                    any_deferred = true;
+                    continue;
+                }
+                any_simd = true;
                 for (int64_t i = hi - lo; i < 32; ++i) io[i] = nullptr;
                 if (res) res(io, mask);
                 for (int64_t i = lo; i < hi; ++i)
                     if (mask & (1u << (i - lo))) G.fibers[i].state = F_RUNNABLE;
             }
+        }
         }
         if (any_simd) continue;
         int64_t n_done = 0, n_wait = 0, first_wait = -1, odd = -1;
@@ -524,11 +541,13 @@ void run_fibers(__SimLaunch* L) {
 }  // namespace
 
 // ------------------------------------------------------------------ kernel-facing API
-extern "C" __SIM_HIDDEN void __sim_simd_wait(const void* site, __SimResolver resolve,
-                                             const void* in, void* out, int64_t arg, int64_t arg2) {
+extern "C" __SIM_HIDDEN void __sim_simd_wait_need(const void* site, __SimResolver resolve,
+                                                  const void* in, void* out, int64_t arg, int64_t arg2,
+                                                  uint32_t need) {
     if (G.cur < 0) fault_from_fiber(__SIM_NEED_FIBERS);
     Fiber* f = &G.fibers[G.cur];
     f->state = F_SIMD;
+    f->need = need;
     f->site = site;
     f->resolve = resolve;
     f->io.in = in;
@@ -536,6 +555,11 @@ extern "C" __SIM_HIDDEN void __sim_simd_wait(const void* site, __SimResolver res
     f->io.arg = arg;
     f->io.arg2 = arg2;
     switch_to_scheduler(f);
+}
+
+extern "C" __SIM_HIDDEN void __sim_simd_wait(const void* site, __SimResolver resolve,
+                                             const void* in, void* out, int64_t arg, int64_t arg2) {
+    __sim_simd_wait_need(site, resolve, in, out, arg, arg2, 0u);
 }
 
 extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line) {

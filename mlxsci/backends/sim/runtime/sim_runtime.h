@@ -123,6 +123,11 @@ struct __SimLaneIO {
 typedef void (*__SimResolver)(__SimLaneIO* const* io, uint32_t mask);
 extern "C" __SIM_HIDDEN void __sim_simd_wait(const void* site, __SimResolver resolve,
                                              const void* in, void* out, int64_t arg, int64_t arg2);
+// The same, but the rendezvous waits until every lane in `need` that has not
+// returned has arrived (CUDA's *_sync masks); Metal passes no mask.
+extern "C" __SIM_HIDDEN void __sim_simd_wait_need(const void* site, __SimResolver resolve,
+                                                  const void* in, void* out, int64_t arg, int64_t arg2,
+                                                  uint32_t need);
 extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line);
 extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void);
 

@@ -1,0 +1,1 @@
+// mlxsci simulator: provided by cuda_prelude.h, included first.
