@@ -170,7 +170,7 @@ def test_cuda_seed_passes_smoke_on_simulator():
      "spin_disagreements="),
     # ... and inactive threads return without copying their spin to spins_out.
     ("    spins_out[idx] = spins[idx];\n    return;", "    return;", None),
-])
+], ids=["wrong_colour", "no_copy_of_inactive_sites"])
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert CUDA_SEED.count(old) == 1
     ev = cuda_smoke_eval(CUDA_SEED.replace(old, new))

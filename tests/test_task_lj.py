@@ -225,7 +225,7 @@ def test_cuda_seed_passes_smoke_on_simulator():
     # each particle bumps its cell's count by 8: the crowded cells pass 64.
     ("atomicAdd(&cell_count[cell], 1u);", "atomicAdd(&cell_count[cell], 8u) / 8u;",
      "cell_overflow=inf"),
-])
+], ids=["no_x_wrap", "no_minimum_image", "attractive", "cell_overflow"])
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert CUDA_SEED.count(old) == 1
     ev = run_cuda_smoke(CUDA_SEED.replace(old, new))

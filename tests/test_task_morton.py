@@ -143,7 +143,7 @@ def test_cuda_seed_passes_smoke_on_simulator():
     CUDA_SEED.replace(
         "    m |= ((z >> b) & 1u) << (3u * b + 2u);",
         "    m |= ((z >> b) & 1u) << (3u * b + 2u);\n        if (b + 2 == logN) break;"),
-])
+], ids=["row_major", "dropped_top_bit"])
 def test_cuda_wrong_candidates_fail(source):
     assert source != CUDA_SEED
     ev = cuda_smoke_eval(source)
