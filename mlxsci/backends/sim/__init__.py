@@ -2,10 +2,17 @@
 
 For every call the simulator generates the exact text MLX would compile
 (mlxsci.signature), rewrites it line for line into C++, compiles it together
-with a Metal prelude and the fiber runtime (runtime/), and runs the kernel
-with Metal's dispatch semantics: exactly `grid` threads, threadgroups clamped
-to the grid with partial edge groups, one fiber per GPU thread when the kernel
-uses barriers or SIMD-group functions, SIMD width 32.
+with a language prelude and the fiber runtime (runtime/), and runs the kernel
+with the dialect's dispatch semantics, one fiber per GPU thread when the
+kernel uses barriers or SIMD-group/warp functions, SIMD width 32:
+
+- "metal" (mx.fast.metal_kernel): exactly `grid` threads, threadgroups
+  clamped to the grid with partial edge groups; runtime/metal_prelude.h.
+- "cuda" (mx.fast.cuda_kernel): whole blocks, block = min(threadgroup, grid),
+  ceil(grid / threadgroup) blocks, so threads beyond the grid run too;
+  runtime/cuda_prelude.h plus stub headers under runtime/include/ for the
+  generated `#include`s. Dynamic shared memory (`extern __shared__`) uses
+  `spec.shared_memory` bytes when the KernelSpec has such a field.
 
 Every input and output lives in its own mapping with PROT_NONE guard pages on
 both sides; placement alternates per launch between end-aligned (catches

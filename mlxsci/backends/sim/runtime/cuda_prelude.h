@@ -28,6 +28,7 @@
 #include <climits>
 #include <cfloat>
 #include <limits>
+#include <algorithm>
 #include <array>
 #include <tuple>
 #include <utility>
