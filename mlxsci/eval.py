@@ -44,7 +44,7 @@ def format_evaluation(ev: Evaluation) -> str:
                      fmt(None if s.seconds is None else s.seconds * 1e3, ".3f"),
                      f"{fmt(s.achieved, '.2f')} {s.unit}".strip(), fmt(s.ceiling, ".2f"),
                      fmt(s.fraction, ".3f"), ",".join(s.flags)])
-    lines = [f"task {ev.task} on {ev.backend} ({ev.device})"]
+    lines = [f"task {ev.task} on {ev.backend} ({ev.device}), {ev.dialect} dialect"]
     if rows:
         lines.append(tabulate(rows, headers=["size", "verdict", "error", "tol", "ms (median)",
                                              "achieved", "ceiling", "fraction", "flags"],

@@ -65,6 +65,7 @@ class Evaluation:
     task: str
     backend: str
     device: str
+    dialect: str = "metal"
     compile_ok: bool = True
     correct: bool = False
     score: float | None = 0.0
@@ -75,6 +76,7 @@ class Evaluation:
     def to_json(self) -> dict:
         return {
             "task": self.task, "backend": self.backend, "device": self.device,
+            "dialect": self.dialect,
             "candidate": {"compile_ok": self.compile_ok, "correct": self.correct,
                           "score": self.score, "phi": self.phi, "fail_reason": self.fail_reason},
             "sizes": [json_size(s) for s in self.sizes],
@@ -221,7 +223,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
         filename = filename or str(task.seed_path(be.dialect))
     filename = filename or "<candidate>"
     device = be.device_info()
-    ev = Evaluation(task.name, backend_name, device["name"])
+    ev = Evaluation(task.name, backend_name, device["name"], be.dialect)
     say = progress or (lambda msg: None)
 
     try:

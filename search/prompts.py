@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlxsci.signature import METAL_ATTRIBUTES, METAL_TYPES, ArgInfo, dtype_name, metal_source
+from mlxsci.signature import (CUDA_TYPES, METAL_ATTRIBUTES, METAL_TYPES, ArgInfo,
+                              cuda_source, dtype_name, metal_source)
 from mlxsci.task import KernelContract, Task
 
 __all__ = ["system_prompt", "user_prompt", "format_result", "format_history_line",
@@ -42,15 +43,6 @@ STAGNATION_BAND = 0.85       # "close to the best" means score >= 0.85 * best
 _MAX_MESSAGE = 3000          # characters of a compile log / failure shown
 
 _FENCE = {"metal": "metal", "cuda": "cuda"}
-
-# MLX dtype name -> the type an mx.fast.cuda_kernel body sees (spec 2.2).
-_CUDA_TYPES = {
-    "float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16",
-    "float64": "double", "complex64": "mlx::core::cu::complex64_t", "bool": "bool",
-    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-}
-
 
 def _check_dialect(dialect: str) -> None:
     if dialect not in _FENCE:
@@ -306,14 +298,15 @@ def metal_signature(task: Task, kernel: str) -> str:
 
 
 def cuda_signature(task: Task, kernel: str) -> str:
-    """The signature mx.fast.cuda_kernel generates (no params, no shape arguments)."""
+    """The signature mx.fast.cuda_kernel generates for `kernel` (no params),
+    from `__global__` through `) {`, at the first smoke size."""
     info = _pipeline(task).kernels[kernel]
     c = info.contract
-    lines = [f"__global__ void custom_kernel_{c.name}("]
-    params = [f"    const {_CUDA_TYPES[a.dtype]}* {n}" for n, a in zip(c.inputs, info.infos)]
-    params += [f"    {_CUDA_TYPES[dtype_name(info.out_shapes[n][1])]}* {n}" for n in c.outputs]
-    lines.append(",\n".join(params) + ") {")
-    return "\n".join(lines)
+    out_dtypes = [info.out_shapes[n][1] for n in c.outputs]
+    text = cuda_source(c.name, list(c.inputs), list(c.outputs), "", "", info.infos,
+                       out_dtypes).text
+    start = text.index("__global__")
+    return text[start:text.index(") {", start) + 3]
 
 
 def _metal_decl(arg: ArgInfo) -> str:
@@ -347,7 +340,7 @@ def contract_text(task: Task, dialect: str = "metal") -> str:
             if dialect == "metal":
                 decl = _metal_decl(arg)
             else:
-                decl = f"const {_CUDA_TYPES[arg.dtype]}*" + (f" (read `{n}[0]`)" if arg.ndim == 0 else "")
+                decl = f"const {CUDA_TYPES[arg.dtype]}*" + (f" (read `{n}[0]`)" if arg.ndim == 0 else "")
             lines.append(f"  - `{n}`: {kind}; seen as `{decl}`; {info.feeds.get(n, '')}")
         if c.atomic_outputs or c.init_value is not None:
             start = f"start filled with {c.init_value:g} (init_value)" if c.init_value is not None \
@@ -363,7 +356,7 @@ def contract_text(task: Task, dialect: str = "metal") -> str:
                 t = METAL_TYPES[dtype_name(dt)]
                 decl = f"device atomic<{t}>*" if c.atomic_outputs else f"device {t}*"
             else:
-                decl = f"{_CUDA_TYPES[dtype_name(dt)]}*"
+                decl = f"{CUDA_TYPES[dtype_name(dt)]}*"
             lines.append(f"  - `{n}`: {dt} array, shape {info.shapes[n]}; seen as `{decl}`")
         if dialect == "metal":
             lines.append("The function MLX generates around your body (shown with no `//! param` "

@@ -100,7 +100,7 @@ def test_bad_launch_expression_is_a_structured_failure():
 def test_json_shape():
     data = run_smoke("saxpy", None).to_json()
     json.dumps(data)
-    assert set(data) == {"task", "backend", "device", "candidate", "sizes"}
+    assert set(data) == {"task", "backend", "device", "dialect", "candidate", "sizes"}
     assert {"compile_ok", "correct", "score", "fail_reason"} <= set(data["candidate"])
     assert {"label", "correct", "error", "tol", "seconds", "achieved", "unit", "ceiling",
             "fraction", "flags"} <= set(data["sizes"][0])

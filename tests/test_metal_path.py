@@ -102,3 +102,20 @@ def test_one_metal_variant_per_kernel(task_name):
     task = load_task(task_name)
     names = {s.split("[[kernel]] void ", 1)[1].split("(", 1)[0] for s in sources}
     assert len(set(sources)) == len(task.kernels) == len(names)
+
+
+def test_cuda_compile_errors_map_to_candidate_lines():
+    from mlxsci.backends.mlx_gpu import CudaBackend
+    from mlxsci.signature import cuda_source
+    be = CudaBackend()
+    spec = KernelSpec("k", ("a",), ("o",), "o[0] = a[0];\no[1] = nope;\n", dialect="cuda",
+                      body_line=20)
+    kernel = MLXKernel(be, spec, kernel=None)
+    kernel._last_call = ([np.zeros(16, np.float32)], ["float32"], None)
+    be._last_kernel = kernel
+    src = cuda_source("k", ["a"], ["o"], spec.source, "", [ArgInfo("float32", (16,))],
+                      ["float32"])
+    msg = ("Failed to compile kernel: custom_kernel_k_1a2b.cu("
+           f"{src.body_first_line + 1}): error: identifier \"nope\" is undefined.")
+    err = be.classify_error(RuntimeError(msg))
+    assert isinstance(err, CompileError) and err.line == 21 and "nope" in err.message

@@ -13,7 +13,7 @@ import re
 import mlx.core as mx
 
 from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
-from mlxsci.signature import ArgInfo, metal_source
+from mlxsci.signature import ArgInfo, cuda_source, metal_source
 
 
 class MLXKernel(Kernel):
@@ -36,15 +36,21 @@ class MLXKernel(Kernel):
             raise self.backend.classify_error(exc) or exc
 
     def candidate_line(self, generated_line: int) -> int | None:
-        """Map a line of MLX's generated text (without MLX's preamble) to the candidate file."""
-        if self._last_call is None or self.spec.dialect != "metal":
+        """Map a line of MLX's generated text (without MLX's Metal preamble) to the
+        candidate file, by regenerating the text the last call produced."""
+        if self._last_call is None:
             return None
         inputs, output_dtypes, template = self._last_call
         infos = [ArgInfo.of(a if hasattr(a, "dtype") else mx.array(a)) for a in inputs]
-        src = metal_source(self.spec.name, list(self.spec.input_names),
-                           list(self.spec.output_names), self.spec.source, self.spec.header,
-                           infos, list(output_dtypes), template, self.spec.atomic_outputs)
-        return map_generated_line(src, self.spec, generated_line)
+        spec = self.spec
+        if spec.dialect == "metal":
+            src = metal_source(spec.name, list(spec.input_names), list(spec.output_names),
+                               spec.source, spec.header, infos, list(output_dtypes), template,
+                               spec.atomic_outputs)
+        else:
+            src = cuda_source(spec.name, list(spec.input_names), list(spec.output_names),
+                              spec.source, spec.header, infos, list(output_dtypes), template)
+        return map_generated_line(src, spec, generated_line)
 
 
 def map_generated_line(src, spec: KernelSpec, line: int) -> int | None:
@@ -161,9 +167,13 @@ class CudaBackend(MLXGPUBackend):
             return exc
         text = str(exc)
         if "Failed to compile kernel" in text:
+            # NVRTC numbers lines of the generated text exactly as verbose=True prints it.
             m = re.search(r"\.cu\((\d+)\): error: (.*)", text)
             message = m.group(2).strip() if m else text.strip().splitlines()[0]
-            return CompileError(message, None, text)
+            line = None
+            if m and self._last_kernel is not None:
+                line = self._last_kernel.candidate_line(int(m.group(1)))
+            return CompileError(message, line, text)
         if "failed:" in text and "cuda" in text.lower():
             return KernelFault("gpu_fault", text.strip())
         return None
