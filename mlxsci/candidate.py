@@ -56,7 +56,7 @@ DIALECTS = ("metal", "cuda")
 _RESERVED = set(launch_expr.FUNCTIONS)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT = r"[+-]?\d+"
-_PARAM = re.compile(rf"(?P<name>\S+?)\s*=\s*(?P<default>\S+?)\s*(?:\{{(?P<choices>[^{{}}]*)\}})?\s*\Z")
+_PARAM = re.compile(r"(?P<name>\S+?)\s*=\s*(?P<default>\S+?)\s*(?:\{(?P<choices>[^{}]*)\})?\s*\Z")
 _DIRECTIVE = re.compile(r"[ \t]*//!(.*)\Z", re.S)
 _KEYWORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(.*)\Z", re.S)
 _LAUNCH_KEYS = ("grid", "threadgroup")

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np

@@ -14,7 +14,7 @@ def test_readme_table_is_in_sync_with_the_task_definitions():
 def test_every_task_has_the_same_shape():
     for name in task_names():
         t = load_task(name)
-        assert t.name == name and t.seed_path("metal").exists()
+        assert t.name == name and t.seed_path("metal").exists() and t.seed_path("cuda").exists()
         assert t.regime and t.check and t.tolerance and t.model
         assert len(t.sizes["in-dist"]) == 3 and len(t.sizes["held-out"]) == 1
         assert t.sizes["smoke"]

@@ -72,10 +72,6 @@ def cuda_smoke_eval(source):
                     n_warmup=1, n_measure=1)
 
 
-def test_cuda_seed_passes_smoke_on_simulator():
-    ev = cuda_smoke_eval(CUDA_SEED)
-    assert ev.compile_ok and ev.correct, ev.fail_reason
-
 
 def test_cuda_wrong_face_rule_fails():
     # The wrong Metal candidate above in CUDA: adi_x copies the lines next to the y faces.

@@ -103,7 +103,3 @@ def test_cuda_wrong_candidate_fails(old, new):
     assert "correctness failed at size 37x23x7" in ev.fail_reason
     assert "max_abs_f=" in ev.fail_reason
 
-
-def test_cuda_seed_passes_smoke():
-    ev = cuda_smoke()
-    assert ev.correct, ev.fail_reason

@@ -146,7 +146,3 @@ def test_cuda_unwritten_tail_fails():
     assert not ev.correct
     assert f"at size {SMOKE.label}" in ev.fail_reason
 
-
-def test_cuda_seed_passes_smoke():
-    ev = cuda_smoke()
-    assert ev.correct, ev.fail_reason

@@ -155,7 +155,3 @@ def test_cuda_wrong_candidate_fails(prev):
     assert "correctness failed at size 23x17x13x5" in ev.fail_reason
     assert "max_abs=" in ev.fail_reason
 
-
-def test_cuda_seed_passes_smoke():
-    ev = cuda_smoke()
-    assert ev.correct, ev.fail_reason
