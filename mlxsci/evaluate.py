@@ -248,7 +248,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     for size in sizes:
         say(f"{task.name} {size.label}: reference")
         get_reference(task, size.params)
-        job = {"task": task.name, "source": source, "filename": filename,
+        job = {"task": task.ref, "source": source, "filename": filename,
                "backend": backend_name, "backend_options": options, "params": size.params,
                "n_warmup": n_warmup if n_warmup is not None else warm,
                "n_measure": n_measure if n_measure is not None else measure,

@@ -9,7 +9,9 @@ reference/<name>.py and never imports anything from here.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +67,12 @@ class Task:
     tolerance: str = ""
     model: str = ""
     folder: Path = field(default=Path("."), compare=False)
+    origin: str = ""   # what load_task was given, for worker processes; "" = the name
+
+    @property
+    def ref(self) -> str:
+        """How another process loads this task (its name, or its folder if custom)."""
+        return self.origin or self.name
 
     def kernel(self, name: str) -> KernelContract:
         for k in self.kernels:
@@ -127,13 +135,54 @@ def task_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg)
 
 
+# Tasks defined outside the package (your own task folder), by name -> folder.
+_CUSTOM: dict = {}
+_CUSTOM_REFERENCES: dict = {}
+
+
+def _import_file(path: Path, module_name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_task(name: str) -> Task:
+    """A task by name (tasks/ in the package) or by the path of a task folder
+    of your own: the folder holds task.py (TASK = Task(...)), reference.py
+    (solve, tolerance) and seed.metal / seed.cu, the same shape as tasks/."""
+    if name in _CUSTOM:
+        name = str(_CUSTOM[name])
+    folder = Path(name)
+    if folder.name == "task.py":
+        folder = folder.parent
+    if (folder / "task.py").is_file() and (os.sep in name or name.startswith(".")
+                                           or name not in task_names()):
+        folder = folder.resolve()
+        module = _import_file(folder / "task.py", f"mlxsci_custom_task_{abs(hash(folder))}")
+        task = module.TASK
+        if not (folder / "reference.py").is_file():
+            raise ValueError(f"{folder} has no reference.py (solve, tolerance)")
+        if task.name in task_names():
+            raise ValueError(f"custom task {task.name!r} has the name of a built-in task")
+        _CUSTOM[task.name] = folder
+        return dataclasses.replace(task, folder=folder, origin=str(folder))
     if name not in task_names():
-        raise ValueError(f"unknown task {name!r}; available: {', '.join(task_names())}")
+        raise ValueError(f"unknown task {name!r}; available: {', '.join(task_names())} "
+                         "(or the path of a task folder of your own)")
     module = importlib.import_module(f"mlxsci.tasks.{name}.task")
     return module.TASK
 
 
 def load_reference(name: str):
-    """The checker side: reference/<name>.py (solve, tolerance, optional error)."""
+    """The checker side: reference/<name>.py (solve, tolerance, optional error),
+    or reference.py beside a custom task's task.py."""
+    if name in _CUSTOM:
+        if name not in _CUSTOM_REFERENCES:
+            _CUSTOM_REFERENCES[name] = _import_file(_CUSTOM[name] / "reference.py",
+                                                    f"mlxsci_custom_reference_{name}")
+        return _CUSTOM_REFERENCES[name]
     return importlib.import_module(f"mlxsci.reference.{name}")
