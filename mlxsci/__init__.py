@@ -1,4 +1,11 @@
-"""mlxsci: an MLX-native benchmark and search harness for scientific GPU kernels."""
+"""mlxsci: an MLX-native benchmark and search harness for scientific GPU kernels.
+
+From Python (mlxsci/api.py): `load_task(name_or_folder)`, `evaluate(task,
+source, backend=..., size_set=...)`, `kernel_function(task, source)` (a
+candidate as a function over MLX arrays) and `task_inputs(task, size)`.
+`mlxsci.evaluate` is the function; its module stays importable with
+`from mlxsci.evaluate import ...`.
+"""
 try:
     import mlx.core  # noqa: F401
 except ImportError as exc:  # MLX's Linux wheels need a backend extra
@@ -6,3 +13,7 @@ except ImportError as exc:  # MLX's Linux wheels need a backend extra
         "mlxsci needs a working MLX. On Linux install one backend: "
         "pip install 'mlxsci[cpu]' (CPU and the simulator) or 'mlxsci[cuda]' "
         f"(NVIDIA GPUs), not both; on macOS plain 'mlx' brings Metal. ({exc})") from exc
+
+from mlxsci.api import KernelFunction, evaluate, kernel_function, load_task, task_inputs  # noqa: E402
+
+__all__ = ["load_task", "evaluate", "kernel_function", "task_inputs", "KernelFunction"]

@@ -59,6 +59,34 @@ def format_evaluation(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
+class TaskArgument(click.ParamType):
+    """A built-in task name or the path of a task folder of your own (a
+    directory holding task.py, reference.py and seeds, as examples/conv1d)."""
+    name = "task"
+
+    def get_metavar(self, param, ctx=None):
+        return "{" + "|".join(task_names()) + "|PATH}"
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+        return [CompletionItem(n) for n in task_names() if n.startswith(incomplete)]
+
+    def convert(self, value, param, ctx):
+        if value in task_names():
+            return value
+        if (Path(value) / "task.py").is_file() or (Path(value).name == "task.py"
+                                                  and Path(value).is_file()):
+            try:
+                load_task(value)
+            except Exception as exc:   # a broken task.py is a usage error, said plainly
+                self.fail(f"cannot load the task folder {value!r}: {type(exc).__name__}: {exc}",
+                          param, ctx)
+            return value
+        self.fail(f"{value!r} is neither a built-in task ({', '.join(task_names())}) nor a "
+                  "task folder (a directory holding task.py, reference.py and seed.metal)",
+                  param, ctx)
+
+
 def check_overrides(task, text, overrides, dialect):
     """--param names and values must fit the candidate's //! param lines."""
     try:
@@ -71,7 +99,7 @@ def check_overrides(task, text, overrides, dialect):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("task", type=click.Choice(task_names()))
+@click.argument("task", type=TaskArgument())
 @click.option("--source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Candidate file (.metal or .cu). Default: the task's seed.")
 @click.option("--backend", default="auto", show_default=True,
@@ -92,7 +120,10 @@ def check_overrides(task, text, overrides, dialect):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def main(task, source, backend, dialect, size_set, custom, params, warmup, measure, timeout,
          as_json):
-    """Evaluate a kernel candidate for TASK and print per-size verdicts and the score."""
+    """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
+
+    TASK is a built-in task name or the path of a task folder of your own
+    (task.py, reference.py, seed.metal; see examples/conv1d)."""
     t = load_task(task)
     if backend != "auto" and not backend_class(backend).available():
         raise click.BadParameter(f"{backend} is not available on this machine "

@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import os
 import pkgutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -146,7 +147,15 @@ def _import_file(path: Path, module_name: str):
     if spec is None or spec.loader is None:
         raise ValueError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Registered before it runs, as a normal import does: inspect.getmodule (the
+    # reference cache key hashes the task module's source) and dataclasses look
+    # modules up in sys.modules.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
     return module
 
 

@@ -11,11 +11,13 @@ import sys
 
 import click
 
-from mlxsci.task import task_names
+from mlxsci.eval import TaskArgument
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--task", type=click.Choice(task_names()), help="Task to optimise.")
+@click.option("--task", type=TaskArgument(),
+              help="Task to optimise: a built-in task name or the path of a task folder "
+                   "of your own (task.py, reference.py, seed.metal; see examples/conv1d).")
 @click.option("--model", default="autotune", show_default=True,
               help="claude-*, gpt-*/o*, any model served at --base-url, autotune (offline), "
                    "or replay:RUN_DIR.")

@@ -249,7 +249,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
             sizes = "smoke" if backend == "sim" else "in-dist"
         if sizes in ("held-out", "all"):
             raise ValueError("a search never scores on held-out sizes; use smoke or in-dist")
-        load_task(task)   # fails early on an unknown task
+        # Fails early on an unknown task. A task folder of your own is recorded by its
+        # absolute path (task.ref), so a resume from another directory finds it.
+        task_def = load_task(task)
+        task = task_def.ref
         opts = {"task": task, "model": model if proposer is None else proposer.name,
                 "iterations": 10 if iterations is None else iterations, "strategy": strategy,
                 "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
@@ -264,7 +267,7 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         proposer = make_proposer(opts["model"], api=opts["api"], base_url=opts["base_url"],
                                  seed=opts["seed"], prices=price_table)
     if resume is None:
-        rd_path = Path(out) if out else default_run_dir(task, opts["model"])
+        rd_path = Path(out) if out else default_run_dir(task_def.name, opts["model"])
         if rd_path.exists() and any(rd_path.iterdir()):
             raise FileExistsError(f"{rd_path} is not empty; use --resume {rd_path} to continue it")
         rd_path.mkdir(parents=True, exist_ok=True)
@@ -316,7 +319,8 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     ratio = phi_best / phi_seed if phi_seed and phi_best is not None else None
     device = state.seed.result.get("device", "")
     summary = {
-        "task": opts["task"], "model": opts["model"], "strategy": opts["strategy"],
+        # The task's name (run.json keeps the folder of a task of your own).
+        "task": search.task.name, "model": opts["model"], "strategy": opts["strategy"],
         "backend": opts["backend"], "device": device, "sizes": opts["sizes"],
         "iterations": max(r["iteration"] for r in history),
         "seed_score": seed_score, "best_score": best_score,

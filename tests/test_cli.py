@@ -37,7 +37,7 @@ def test_human_table_and_failing_candidate_still_exit_zero(tmp_path):
     (["heat2d", "--size", "NX=abc"], "must be int"),
     (["heat2d", "--size", "NX"], "expected KEY=VALUE"),
     (["saxpy", "--param", "VEC=4"], "no param 'VEC'"),
-    (["nosuchtask"], "is not one of"),
+    (["nosuchtask"], "neither a built-in task"),
     (["saxpy", "--source", "/nonexistent.metal"], "does not exist"),
     (["saxpy", "--backend", "metal"], "not available"),
 ])

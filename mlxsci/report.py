@@ -1,0 +1,596 @@
+"""Tables and plots from search run directories: `python -m mlxsci.report RUNS...`.
+
+RUNS are run directories (holding summary.json) or folders holding them,
+searched recursively; a folder with an `index.json` written by
+`python -m mlxsci.sweep` is read through its index. Unfinished runs (no
+summary.json yet) are skipped with a note on stderr.
+
+Main table: one row per task, one column group per model. When several runs
+share a task and a model, the one with the most iterations wins, then the
+newest (summary.json's modification time), then the last path. Columns:
+
+    speedup        in-distribution speedup S_best / S_seed
+    held-out phi   the best's fraction of the roofline at the held-out size (Phi)
+    held-out ratio Phi_best / Phi_seed
+    outcome        one label, by the first rule that applies:
+
+    held-out failure   the best fails at the held-out size (no Phi_best)
+    generalizes        speedup >= 1.05 and held-out ratio >= 1/1.05 (Phi is
+                       not worse beyond the same 5 % noise band), or the seed
+                       has no Phi to compare with
+    silent regression  speedup >= 1.05 but held-out ratio < 1/1.05: better on
+                       the scored sizes, worse on the unseen one
+    saturated          speedup < 1.05 and the seed already reaches S >= 0.8 of
+                       the roofline: little left to gain
+    flat               speedup < 1.05 and the seed is below 0.8
+
+A speedup >= 1.05 is a meaningful improvement: bold in Markdown and LaTeX, a
+boolean `<model> improved` column in CSV and JSON. These labels are the
+report's own; the search's `outcome` field in summary.json (which calls a held-out
+drop beyond 10 % a regression) is shown in the details table.
+
+Details table: one row per run (every run, not only the chosen ones).
+
+`--plots DIR` writes PNG and SVG (matplotlib, Agg): convergence.*
+(best-so-far speedup per iteration, one panel per task, one line per model,
+failed or skipped candidates as crosses on the 1.0 baseline, the best
+iteration as a star), roofline_<device>.* (the measured roofline cached for
+the device when this machine has it, else the ceilings recorded in the runs;
+each task's seed and best at its arithmetic intensity) and fractions.* (per-size
+fraction of the roofline, seed vs best, held-out size included).
+
+Library: load_runs(paths), main_table(runs), details_table(runs),
+render(rows, fmt), outcome_label(summary), write_plots(runs, dir).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import click
+from tabulate import tabulate
+
+MEANINGFUL = 1.05          # a speedup at least this large counts as an improvement
+SATURATED = 0.8            # a seed S at least this large leaves little to gain
+HELD_OUT_KEEP = 1 / MEANINGFUL   # held-out ratio below this is a regression
+OUTCOME_LABELS = ("generalizes", "silent regression", "held-out failure", "saturated", "flat")
+FORMATS = ("md", "latex", "csv", "json")
+
+
+def _warn(msg: str) -> None:
+    print(f"report: {msg}", file=sys.stderr)
+
+
+# -- loading ----------------------------------------------------------------
+
+def _load_run(run_dir: Path) -> dict | None:
+    path = run_dir / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except FileNotFoundError:
+        _warn(f"skipping unfinished run {run_dir} (no summary.json)")
+        return None
+    except json.JSONDecodeError as exc:
+        _warn(f"skipping {run_dir}: unreadable summary.json ({exc})")
+        return None
+    summary["run_dir"] = str(run_dir)
+    summary["_mtime"] = path.stat().st_mtime
+    return summary
+
+
+def _run_dirs(path: Path) -> list[Path]:
+    """Run directories under `path`: through index.json when there is one."""
+    if (path / "summary.json").exists() or (path / "run.json").exists():
+        return [path]
+    index = path / "index.json"
+    if index.exists():
+        entries = json.loads(index.read_text()).get("runs", [])
+        return [path / e["path"] for e in entries]
+    found = {p.parent for p in path.rglob("summary.json")}
+    found |= {p.parent for p in path.rglob("run.json")}   # unfinished ones, to report them
+    # A folder with its own index.json below `path` is read through its index.
+    for idx in path.rglob("index.json"):
+        inner = idx.parent
+        entries = json.loads(idx.read_text()).get("runs", [])
+        found = {d for d in found if inner not in d.parents}
+        found |= {inner / e["path"] for e in entries}
+    return sorted(found)
+
+
+def load_runs(paths) -> list[dict]:
+    """Summaries (plus `run_dir`) of the finished runs at or under `paths`,
+    sorted by task, model and path."""
+    runs, seen = [], set()
+    for p in [paths] if isinstance(paths, (str, Path)) else paths:
+        p = Path(p)
+        if not p.exists():
+            raise FileNotFoundError(f"{p} does not exist")
+        for d in _run_dirs(p):
+            key = d.resolve()
+            if key in seen:
+                continue
+            seen.add(key)
+            summary = _load_run(d)
+            if summary is not None:
+                runs.append(summary)
+    runs.sort(key=lambda r: (r["task"], r["model"], r["run_dir"]))
+    return runs
+
+
+# -- numbers and labels -----------------------------------------------------
+
+def speedup(summary: dict) -> float | None:
+    seed, best = summary.get("seed_score"), summary.get("best_score")
+    if not seed or best is None:
+        return None
+    return best / seed
+
+
+def held_out_failed(summary: dict) -> bool:
+    return summary.get("held_out_best") is None
+
+
+def outcome_label(summary: dict) -> str:
+    """The report's outcome label (rules in the module docstring)."""
+    s = speedup(summary)
+    if held_out_failed(summary):
+        return "held-out failure"
+    if s is not None and s >= MEANINGFUL:
+        ratio = summary.get("held_out_ratio")
+        if ratio is not None and ratio < HELD_OUT_KEEP:
+            return "silent regression"
+        return "generalizes"
+    if (summary.get("seed_score") or 0.0) >= SATURATED:
+        return "saturated"
+    return "flat"
+
+
+def _pick(runs: list[dict]) -> dict:
+    """Most iterations, then newest, then last path."""
+    return max(runs, key=lambda r: (r.get("iterations") or 0, r.get("_mtime", 0.0), r["run_dir"]))
+
+
+def models_of(runs: list[dict]) -> list[str]:
+    return sorted({r["model"] for r in runs})
+
+
+def main_table(runs: list[dict]) -> list[dict]:
+    """One row (an ordered dict) per task; per model: speedup, improved (bool),
+    held-out phi, held-out ratio, outcome. Values are raw numbers (None if unknown)."""
+    models = models_of(runs)
+    rows = []
+    for task in sorted({r["task"] for r in runs}):
+        row = {"task": task}
+        for m in models:
+            group = [r for r in runs if r["task"] == task and r["model"] == m]
+            r = _pick(group) if group else None
+            s = speedup(r) if r else None
+            row[f"{m} speedup"] = s
+            row[f"{m} improved"] = None if r is None else bool(s is not None and s >= MEANINGFUL)
+            row[f"{m} held-out phi"] = r.get("held_out_best") if r else None
+            row[f"{m} held-out ratio"] = r.get("held_out_ratio") if r else None
+            row[f"{m} outcome"] = outcome_label(r) if r else None
+        rows.append(row)
+    return rows
+
+
+def _count(history: list[dict], pred) -> int:
+    return sum(1 for h in history if h.get("iteration", 0) > 0 and pred(h))
+
+
+def details_table(runs: list[dict]) -> list[dict]:
+    """One row per run."""
+    rows = []
+    for r in runs:
+        hist = r.get("history", [])
+        tokens = r.get("tokens") or {}
+        rows.append({
+            "task": r["task"], "model": r["model"], "backend": r.get("backend"),
+            "iterations": r.get("iterations"),
+            "compile failures": _count(hist, lambda h: h.get("role") == "candidate"
+                                       and not h.get("compile_ok")),
+            "incorrect": _count(hist, lambda h: h.get("role") == "candidate"
+                                and h.get("compile_ok") and not h.get("correct")),
+            "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
+            "best iteration": r.get("best_iteration"),
+            "seed S": r.get("seed_score"), "best S": r.get("best_score"),
+            "tokens in": tokens.get("input", 0), "tokens out": tokens.get("output", 0),
+            "cost usd": r.get("cost_usd", 0.0), "wall s": r.get("wall_s"),
+            "search outcome": r.get("outcome"), "run": Path(r["run_dir"]).name,
+        })
+    return rows
+
+
+# -- rendering ----------------------------------------------------------------
+
+def _fmt_cell(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if key.endswith("speedup"):
+            return f"{value:.2f}x"
+        if key.endswith("cost usd"):
+            return f"{value:.4f}"
+        if key.endswith("wall s"):
+            return f"{value:.1f}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
+
+
+def _display(rows: list[dict]):
+    """Headers and formatted cells for md/latex: `X improved` columns become
+    the bold marking of `X speedup`. Returns (headers, cells, bold)."""
+    keys = list(rows[0]) if rows else []
+    marks = {k[: -len(" improved")] + " speedup": k for k in keys if k.endswith(" improved")}
+    shown = [k for k in keys if not k.endswith(" improved")]
+    cells, bold = [], []
+    for row in rows:
+        cells.append([_fmt_cell(k, row[k]) for k in shown])
+        bold.append([bool(k in marks and row.get(marks[k])) for k in shown])
+    return shown, cells, bold
+
+
+def _numeric(col: list[str]) -> bool:
+    vals = [c for c in col if c != "-"]
+    return bool(vals) and all(re.fullmatch(r"[-+]?[\d.]+(e[-+]?\d+)?x?", v) for v in vals)
+
+
+def render(rows: list[dict], fmt: str = "md") -> str:
+    """Render rows (main_table or details_table) as md, latex, csv or json."""
+    if fmt == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        if rows:
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        return buf.getvalue()
+    headers, cells, bold = _display(rows)
+    align = ["right" if _numeric([c[i] for c in cells]) else "left" for i in range(len(headers))]
+    if fmt == "md":
+        shown = [[f"**{c}**" if b else c for c, b in zip(cr, br)] for cr, br in zip(cells, bold)]
+        return tabulate(shown, headers=headers, tablefmt="github", colalign=align,
+                        disable_numparse=True) + "\n"
+    if fmt == "latex":
+        def tex(c: str, b: bool = False) -> str:
+            t = latex_escape(c)
+            t = re.sub(r"^([-+\d.]+)x$", r"\1$\\times$", t)
+            return rf"\textbf{{{t}}}" if b else t
+        spec = "".join("r" if a == "right" else "l" for a in align)
+        lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+                 " & ".join(tex(h) for h in headers) + r" \\", r"\midrule"]
+        lines += [" & ".join(tex(c, b) for c, b in zip(cr, br)) + r" \\"
+                  for cr, br in zip(cells, bold)]
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        return "\n".join(lines) + "\n"
+    raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+
+
+# -- plots -------------------------------------------------------------------------
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "device"
+
+
+def _save(fig, out: Path, stem: str) -> list[Path]:
+    paths = [out / f"{stem}.png", out / f"{stem}.svg"]
+    fig.savefig(paths[0], dpi=120, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
+    return paths
+
+
+def _grid(n: int):
+    import matplotlib.pyplot as plt
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)
+
+
+def plot_convergence(runs: list[dict], out: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+    tasks = sorted({r["task"] for r in runs})
+    fig, axes = _grid(len(tasks))
+    colors = dict(zip(models_of(runs), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10))
+    for ax, task in zip(axes, tasks):
+        for m in models_of(runs):
+            group = [r for r in runs if r["task"] == task and r["model"] == m]
+            if not group:
+                continue
+            r = _pick(group)
+            seed = r.get("seed_score")
+            xs, ys, best, fails = [], [], seed, []
+            for h in sorted(r.get("history", []), key=lambda h: h["iteration"]):
+                if h.get("is_new_best") and h.get("score") is not None:
+                    best = h["score"]
+                if h["iteration"] > 0 and not h.get("correct"):
+                    fails.append(h["iteration"])
+                xs.append(h["iteration"])
+                ys.append(best / seed if seed and best is not None else float("nan"))
+            c = colors[m]
+            ax.step(xs, ys, where="post", color=c, label=m, marker=".")
+            if fails:
+                ax.plot(fails, [1.0] * len(fails), "x", color=c, ms=8,
+                        label=f"{m}: failed / skipped")
+            bi = r.get("best_iteration")
+            if bi is not None and bi in xs:
+                ax.plot([bi], [ys[xs.index(bi)]], "*", color=c, ms=14, mec="black",
+                        label=f"{m}: best (iteration {bi})")
+        ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+        ax.axhline(MEANINGFUL, color="gray", lw=0.6, ls=":")
+        ax.set_title(task)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("best-so-far speedup (S / S_seed)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(fontsize=7)
+    fig.suptitle("Convergence: best-so-far in-distribution speedup")
+    fig.tight_layout()
+    paths = _save(fig, out, "convergence")
+    plt.close(fig)
+    return paths
+
+
+def _first_scored(result: dict | None) -> dict | None:
+    for s in (result or {}).get("sizes", []):
+        if not s.get("held_out") and s.get("correct") and s.get("seconds"):
+            return s
+    return None
+
+
+def _cached_roofline(backend: str, device: str):
+    """(Roofline, how) cached for this device: the current machine's own
+    fingerprint first, else the newest cached entry with the same name."""
+    try:
+        from mlxsci.cache import cache_dir
+        from mlxsci.roofline import Roofline
+    except Exception:   # noqa: BLE001 - MLX missing: fall back to the runs' data
+        return None, None
+    try:
+        from mlxsci.backends import get_backend
+        from mlxsci.roofline import cache_path
+        be = get_backend(backend)
+        if be.device_info()["name"] == device and cache_path(be).exists():
+            data = json.loads(cache_path(be).read_text())
+            return Roofline(**data), f"measured roofline, cached for fingerprint " \
+                                     f"{data['device'].get('fingerprint')}"
+    except Exception:   # noqa: BLE001 - backend unavailable here
+        pass
+    best = None
+    for path in cache_dir("roofline").glob("*.json"):
+        data = _read_json(path)
+        if not isinstance(data, dict) or data.get("backend") != backend:
+            continue
+        if (data.get("device") or {}).get("name") != device:
+            continue
+        if best is None or data.get("measured_at", "") > best.get("measured_at", ""):
+            best = data
+    if best is None:
+        return None, None
+    try:
+        return Roofline(**best), (f"cached roofline of the same device name, measured "
+                                  f"{best.get('measured_at')} (may differ from the runs')")
+    except TypeError:
+        return None, None
+
+
+def _roofline_points(runs: list[dict]) -> list[dict]:
+    """Per run: task, model, arithmetic intensity and achieved GFLOPS of seed and best."""
+    from mlxsci.task import load_task
+    points = []
+    for r in runs:
+        d = Path(r["run_dir"])
+        seed_res, best_res = _read_json(d / "00_result.json"), _read_json(d / "best_result.json")
+        first = _first_scored(seed_res)
+        if first is None:
+            continue
+        try:
+            task = load_task(r["task"])
+        except Exception:   # noqa: BLE001 - a task not installed here
+            continue
+        p = first["params"]
+        flops, nbytes, ws = task.flops(p), task.bytes_moved(p), task.working_set(p)
+        best_size = next((s for s in (best_res or {}).get("sizes", [])
+                          if s.get("label") == first["label"] and s.get("seconds")), None)
+        points.append({"task": r["task"], "model": r["model"], "flops": flops, "bytes": nbytes,
+                       "working_set": ws, "bound": task.bound, "label": first["label"],
+                       "ceiling": first.get("ceiling"),
+                       "seed": flops / first["seconds"] / 1e9,
+                       "best": flops / best_size["seconds"] / 1e9 if best_size else None})
+    return points
+
+
+def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+    import numpy as np
+    paths = []
+    devices = sorted({(r.get("backend", ""), r.get("device", "")) for r in runs})
+    for backend, device in devices:
+        group = [r for r in runs if (r.get("backend", ""), r.get("device", "")) == (backend, device)]
+        chosen = [_pick([g for g in group if (g["task"], g["model"]) == key])
+                  for key in sorted({(g["task"], g["model"]) for g in group})]
+        points = _roofline_points(chosen)
+        roof, how = _cached_roofline(backend, device)
+        if roof is not None:
+            bw_curve = [(ws, gbps) for ws, gbps in roof.bandwidth]
+            peak = roof.peak_gflops
+        else:
+            # No cached roofline for this device here: the ceilings the runs were
+            # scored against (GB/s at each size's working set, bandwidth tasks).
+            bw_curve = sorted((p["working_set"], p["ceiling"]) for p in points
+                              if p["bound"] == "bandwidth" and p["ceiling"])
+            peak = max((p["ceiling"] for p in points
+                        if p["bound"] == "compute" and p["ceiling"]), default=None)
+            how = ("no cached roofline for this device here: bandwidth from the ceilings "
+                   "recorded in the runs" + ("" if peak else "; FP32 peak unknown"))
+            _warn(f"{device}: {how}")
+        fig, (ax_bw, ax_roof) = plt.subplots(1, 2, figsize=(11, 4.2))
+        if bw_curve:
+            ax_bw.plot([w / 2**20 for w, _ in bw_curve], [g for _, g in bw_curve], "o-")
+        for p in points:
+            if p["bound"] == "bandwidth" and p["ceiling"]:
+                ax_bw.plot(p["working_set"] / 2**20, p["ceiling"], "s", mfc="none",
+                           color="gray")
+                ax_bw.annotate(p["task"], (p["working_set"] / 2**20, p["ceiling"]), fontsize=7)
+        ax_bw.set_xscale("log")
+        ax_bw.set_xlabel("working set (MiB)")
+        ax_bw.set_ylabel("bandwidth (GB/s)")
+        ax_bw.set_title("streaming bandwidth vs working set")
+
+        ais = [p["flops"] / p["bytes"] for p in points if p["flops"] > 0 and p["bytes"] > 0]
+        lo = min(ais + [0.1]) / 4
+        hi = max(ais + [10.0]) * 4
+        x = np.logspace(math.log10(lo), math.log10(hi), 200)
+        if bw_curve:
+            levels = {"DRAM (largest working set)": bw_curve[-1][1],
+                      "best cache level": max(g for _, g in bw_curve)}
+            for (name, gbps), ls in zip(levels.items(), ("-", "--")):
+                y = gbps * x if peak is None else np.minimum(gbps * x, peak)
+                ax_roof.plot(x, y, color="black", ls=ls, lw=1,
+                             label=f"{name}: {gbps:.3g} GB/s")
+        if peak:
+            ax_roof.axhline(peak, color="red", lw=0.8, ls=":",
+                            label=f"FP32 peak {peak:.3g} GFLOPS")
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10
+        for i, p in enumerate(points):
+            if p["flops"] <= 0:
+                _warn(f"{p['task']}: no FLOPs in its model; left out of the roofline chart")
+                continue
+            ai = p["flops"] / p["bytes"]
+            c = colors[i]
+            ax_roof.plot(ai, p["seed"], "o", mfc="none", color=c,
+                         label=f"{p['task']} ({p['model']}): seed")
+            if p["ceiling"]:   # the task's own ceiling, at its working set
+                roof_gflops = p["ceiling"] * (ai if p["bound"] == "bandwidth" else 1.0)
+                ax_roof.plot(ai, roof_gflops, "_", color=c, ms=18, mew=2,
+                             label=f"{p['task']}: ceiling at its working set")
+            if p["best"]:
+                ax_roof.plot(ai, p["best"], "o", color=c, label=f"{p['task']} ({p['model']}): best")
+                ax_roof.annotate("", (ai, p["best"]), (ai, p["seed"]),
+                                 arrowprops={"arrowstyle": "->", "color": c})
+        ax_roof.set_xscale("log")
+        ax_roof.set_yscale("log")
+        ax_roof.set_xlabel("arithmetic intensity (FLOP / byte, first scored size)")
+        ax_roof.set_ylabel("GFLOP/s")
+        ax_roof.set_title("roofline")
+        ax_roof.legend(fontsize=6)
+        fig.suptitle(f"{device} ({backend})\n{how}", fontsize=9)
+        fig.tight_layout()
+        paths += _save(fig, out, f"roofline_{_safe(device)}")
+        plt.close(fig)
+    return paths
+
+
+def _fractions(result: dict | None) -> dict:
+    return {s["label"]: s.get("fraction") for s in (result or {}).get("sizes", [])}
+
+
+def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+    keys = sorted({(r["task"], r["model"]) for r in runs})
+    fig, axes = _grid(len(keys))
+    for ax, key in zip(axes, keys):
+        r = _pick([g for g in runs if (g["task"], g["model"]) == key])
+        d = Path(r["run_dir"])
+        seed, best = _fractions(_read_json(d / "00_result.json")), \
+            _fractions(_read_json(d / "best_result.json"))
+        for name, target in (("seed", seed), ("best", best)):
+            held = _read_json(d / f"held_out_{name}.json")
+            for label, frac in _fractions((held or {}).get("result")).items():
+                target[f"{label}\n(held-out)"] = frac
+        labels = list(dict.fromkeys(list(seed) + list(best)))
+        xs = range(len(labels))
+        w = 0.38
+        ax.bar([x - w / 2 for x in xs], [seed.get(k) or 0.0 for k in labels], w, label="seed")
+        ax.bar([x + w / 2 for x in xs], [best.get(k) or 0.0 for k in labels], w,
+               label=f"best (iteration {r.get('best_iteration')})")
+        for x, k in zip(xs, labels):
+            if k in best and best[k] is None:
+                ax.text(x + w / 2, 0.02, "fail", rotation=90, fontsize=7, ha="center")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_ylabel("fraction of roofline")
+        ax.set_title(f"{key[0]} ({key[1]})")
+        ax.legend(fontsize=7)
+    fig.suptitle("Per-size fraction of the roofline: seed vs best")
+    fig.tight_layout()
+    paths = _save(fig, out, "fractions")
+    plt.close(fig)
+    return paths
+
+
+def write_plots(runs: list[dict], out) -> list[Path]:
+    """Convergence, roofline (one per device) and per-size fraction plots, PNG + SVG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not runs:
+        return []
+    return plot_convergence(runs, out) + plot_roofline(runs, out) + plot_fractions(runs, out)
+
+
+# -- command line ----------------------------------------------------------------
+
+def report_text(runs: list[dict], fmt: str = "md", details: bool = False) -> str:
+    main = main_table(runs)
+    if not details:
+        return render(main, fmt)
+    det = details_table(runs)
+    if fmt == "json":
+        return json.dumps({"main": main, "details": det}, indent=2) + "\n"
+    return render(main, fmt) + "\n" + render(det, fmt)
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--format", "fmt", default="md", type=click.Choice(FORMATS), show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the table here, not stdout.")
+@click.option("--plots", type=click.Path(file_okay=False), help="Write PNG and SVG plots here.")
+@click.option("--details", is_flag=True, help="Add the per-run details table.")
+def main(runs, fmt, out, plots, details):
+    """Tables (and plots) from search run directories or folders holding them."""
+    loaded = load_runs(runs)
+    if not loaded:
+        raise click.ClickException("no finished runs (summary.json) found")
+    text = report_text(loaded, fmt, details)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+    else:
+        click.echo(text, nl=False)
+    if plots:
+        for path in write_plots(loaded, plots):
+            click.echo(f"wrote {path}", err=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
