@@ -124,14 +124,19 @@ def metal_attributes_used(source: str) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
-class MetalSource:
-    """The generated Metal text plus where the user's header and body sit in it."""
+class GeneratedSource:
+    """Generated kernel text plus where the user's header and body sit in it."""
     text: str
     kernel_name: str
     header_first_line: int   # 1-based line of the header's first line in `text`
     body_first_line: int     # 1-based line of the body's first line in `text`
     params: tuple[tuple[str, str], ...]  # (parameter name, role) in signature order;
-    # role is "input", "shape", "strides", "ndim", "output" or "attr:<type>"
+    # role is "input", "shape", "strides", "ndim", "output" or (Metal) "attr:<type>"
+
+
+@dataclass(frozen=True)
+class MetalSource(GeneratedSource):
+    """What mx.fast.metal_kernel generates."""
 
 
 def metal_source(name: str, input_names: list[str], output_names: list[str], source: str,
@@ -249,14 +254,8 @@ def cuda_kernel_name(name: str, template: list[tuple[str, object]] | None = None
 
 
 @dataclass(frozen=True)
-class CudaSource:
-    """The generated CUDA text plus where the user's header and body sit in it."""
-    text: str
-    kernel_name: str
-    header_first_line: int   # 1-based line of the header's first line in `text`
-    body_first_line: int     # 1-based line of the body's first line in `text`
-    params: tuple[tuple[str, str], ...]  # (parameter name, role) in signature order;
-    # role is "input", "shape", "strides", "ndim" or "output"
+class CudaSource(GeneratedSource):
+    """What mx.fast.cuda_kernel generates."""
     # Inputs for which MLX passes a shape/strides/ndim argument that the
     # signature does not declare (0-d inputs whose `<name>_shape` etc. occurs
     # in the source): on a GPU every later argument is misaligned.
