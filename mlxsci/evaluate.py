@@ -30,7 +30,7 @@ import numpy as np
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, validate
-from mlxsci.reference_store import get_reference, verdict
+from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.roofline import Roofline, load_or_measure, metal_sci_ceiling
 from mlxsci.task import Size, Task, load_task
 
@@ -123,11 +123,13 @@ def _load_npz(path: Path) -> dict:
 
 
 def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Roofline,
-               backend_name: str, device_name: str) -> SizeResult:
-    """Every integrity check of one size, against the trusted reference."""
+               backend_name: str, device_name: str,
+               ref: Reference | None = None) -> SizeResult:
+    """Every integrity check of one size, against the trusted reference (loaded
+    from the cache unless the caller already holds it)."""
     out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
     out.timings = result.get("timings", {})
-    ref = get_reference(task, size.params)
+    ref = ref or get_reference(task, size.params)
     out.tol = ref.tolerance
     verified = _load_npz(jobdir / "verified.npz")
     out.error, passed, kind = verdict(task.name, verified, ref, size.params)
@@ -247,7 +249,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
 
     for size in sizes:
         say(f"{task.name} {size.label}: reference")
-        get_reference(task, size.params)
+        ref = get_reference(task, size.params)   # before the worker: its cost is not the candidate's
         job = {"task": task.ref, "source": source, "filename": filename,
                "backend": backend_name, "backend_options": options, "params": size.params,
                "n_warmup": n_warmup if n_warmup is not None else warm,
@@ -270,7 +272,8 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
                 res = failed_size(size, task, f"runtime error at size {size.label}: "
                                   f"{err['kind']}: {err['message']}", err["kind"])
             else:
-                res = check_size(task, size, result, jobdir, roof, backend_name, device["name"])
+                res = check_size(task, size, result, jobdir, roof, backend_name, device["name"],
+                                 ref)
         finally:
             shutil.rmtree(jobdir, ignore_errors=True)
         ev.sizes.append(res)
