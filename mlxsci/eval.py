@@ -16,6 +16,7 @@ from mlxsci.backends import backend_class, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse
 from mlxsci.evaluate import Evaluation, backend_options, dialect_of, evaluate
 from mlxsci.task import load_task, task_names
+from mlxsci.timers import TIMER_NAMES, check_timer
 
 
 def parse_assignments(text: str | None, what: str) -> dict:
@@ -41,18 +42,29 @@ def format_evaluation(ev: Evaluation) -> str:
         verdict = "ok" if s.correct else "FAIL"
         rows.append([s.label + (" (held-out)" if s.held_out else ""), verdict,
                      fmt(s.error, ".2e"), fmt(s.tol, ".2e"),
-                     fmt(None if s.seconds is None else s.seconds * 1e3, ".3f"),
+                     fmt(None if s.seconds is None else s.seconds * 1e3, ".4g"),
+                     fmt(None if s.noise is None else 100 * s.noise, ".1f"),
                      f"{fmt(s.achieved, '.2f')} {s.unit}".strip(), fmt(s.ceiling, ".2f"),
                      fmt(s.fraction, ".3f"), ",".join(s.flags)])
-    lines = [f"task {ev.task} on {ev.backend} ({ev.device}), {ev.dialect} dialect"]
+    lines = [f"task {ev.task} on {ev.backend} ({ev.device}), {ev.dialect} dialect, "
+             f"timer {ev.timer}"]
     if rows:
         lines.append(tabulate(rows, headers=["size", "verdict", "error", "tol", "ms (median)",
-                                             "achieved", "ceiling", "fraction", "flags"],
+                                             "noise %", "achieved", "ceiling", "fraction",
+                                             "flags"],
                               disable_numparse=True))
+    for s in ev.sizes:
+        if s.timer == "wall" and s.timer_info.get("repeats"):
+            floor = s.timer_info.get("floor_seconds")
+            lines.append(f"{s.label}: wall timer, {s.timer_info['repeats']} chained runs per eval"
+                         + (f", empty-eval floor {floor * 1e3:.4g} ms" if floor is not None else "")
+                         + " (an upper bound on device time)")
+            break
     if ev.sizes and any(s.metal_sci_fraction is not None for s in ev.sizes):
         lines.append("Metal-Sci chip-table fractions: " + ", ".join(
             f"{s.label}={fmt(s.metal_sci_fraction, '.3f')}" for s in ev.sizes))
     lines.append(f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
+                 + (f" (noise {100 * ev.noise:.1f}%)" if ev.noise is not None else "")
                  + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else ""))
     if ev.fail_reason:
         lines.append(f"fail_reason: {ev.fail_reason}")
@@ -117,9 +129,13 @@ def check_overrides(task, text, overrides, dialect):
 @click.option("--warmup", type=click.IntRange(min=1), help="Warm-up runs per size.")
 @click.option("--measure", type=click.IntRange(min=1), help="Timed runs per size.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
+@click.option("--timer", type=click.Choice(TIMER_NAMES), default=None,
+              help="How a run is timed: cupti (CUDA kernel activity; the default on CUDA), "
+                   "sim (the simulator's own clock; its default), wall (chained runs per "
+                   "eval, an upper bound; the default on Metal).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def main(task, source, backend, dialect, size_set, custom, params, warmup, measure, timeout,
-         as_json):
+         timer, as_json):
     """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
 
     TASK is a built-in task name or the path of a task folder of your own
@@ -147,6 +163,10 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
         backend_options(backend_name, dialect)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--dialect")
+    try:
+        check_timer(timer, backend_name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timer")
     if dialect and not t.seed_path(dialect).exists() and text is None:
         raise click.BadParameter(f"{task} has no {dialect} seed yet; give --source",
                                  param_hint="--dialect")
@@ -159,7 +179,7 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
     ev = evaluate(task, text, backend=backend, size_set=size_set, sizes=sizes,
                   filename=str(source) if source else None, n_warmup=warmup, n_measure=measure,
                   timeout=timeout, param_overrides=overrides, dialect=dialect,
-                  progress=progress)
+                  timer=timer, progress=progress)
     click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))
 
 

@@ -33,10 +33,16 @@ from mlxsci.candidate import CandidateError, parse, validate
 from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.roofline import Roofline, load_or_measure, metal_sci_ceiling
 from mlxsci.task import Size, Task, load_task
+from mlxsci.timers import check_timer, combined_noise, relative_spread
 
 # (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
 # simulator is deterministic and slow, so it needs fewer runs and more time.
 DEFAULTS = {"sim": (1, 3, 900.0), "gpu": (3, 10, 300.0)}
+# Warm-up goes on past the minimum until timings settle (GPU clocks ramp up
+# under load), at most this many runs or seconds; the simulator has no clocks
+# to ramp.
+SETTLE = {"sim": {"max_runs": 0, "max_seconds": 0.0},
+          "gpu": {"max_runs": 50, "max_seconds": 10.0}}
 
 
 @dataclass
@@ -47,9 +53,15 @@ class SizeResult:
     correct: bool = False
     error: float | None = None
     tol: float | None = None
-    seconds: float | None = None          # median of the timed runs
+    seconds: float | None = None          # device time per run: median of the timed runs
+                                          # (their minimum for the sim timer)
     seconds_min: float | None = None
     seconds_max: float | None = None
+    timer: str | None = None              # cupti, sim or wall (mlxsci.timers)
+    noise: float | None = None            # (max - min) / median of the timed runs
+    kernels: dict = field(default_factory=dict)   # name -> {launches, seconds} per run
+    timer_info: dict = field(default_factory=dict)  # wall: repeats, floor_seconds
+    warmup: dict = field(default_factory=dict)      # runs, settled
     achieved: float | None = None
     unit: str = ""
     ceiling: float | None = None
@@ -66,19 +78,22 @@ class Evaluation:
     backend: str
     device: str
     dialect: str = "metal"
+    timer: str | None = None
     compile_ok: bool = True
     correct: bool = False
     score: float | None = 0.0
     phi: float | None = None
+    noise: float | None = None    # of S: combined_noise of the scored sizes' noise
     fail_reason: str | None = None
     sizes: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
             "task": self.task, "backend": self.backend, "device": self.device,
-            "dialect": self.dialect,
+            "dialect": self.dialect, "timer": self.timer,
             "candidate": {"compile_ok": self.compile_ok, "correct": self.correct,
-                          "score": self.score, "phi": self.phi, "fail_reason": self.fail_reason},
+                          "score": self.score, "phi": self.phi, "noise": self.noise,
+                          "fail_reason": self.fail_reason},
             "sizes": [json_size(s) for s in self.sizes],
         }
 
@@ -141,7 +156,10 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
     if mutated:
         out.flags.append("input_mutated")
         problems.append(f"input mutated: {', '.join(mutated)}")
-    unwritten = {k: n for k, n in result.get("unwritten", {}).items() if n}
+    # Results the reference checks; a task's extra results only carry state from
+    # run to run for the wall timer's chains (Task.chain), as before this held.
+    unwritten = {k: n for k, n in result.get("unwritten", {}).items()
+                 if n and k in ref.outputs}
     if unwritten:
         out.flags.append("unwritten")
         problems.append("unwritten output: " + ", ".join(
@@ -159,8 +177,16 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
         out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
 
     seconds = sorted(result["seconds"])
-    out.seconds = float(np.median(seconds))
+    info = dict(result.get("timer") or {})
+    # The timer says which statistic of its runs is the size's time (mlxsci.timers).
+    pick_min = info.get("statistic") == "min"
+    out.seconds = seconds[0] if pick_min else float(np.median(seconds))
     out.seconds_min, out.seconds_max = seconds[0], seconds[-1]
+    out.timer = info.pop("timer", None)
+    out.timer_info = info
+    out.noise = result.get("noise", relative_spread(seconds))
+    out.kernels = result.get("kernels", {})
+    out.warmup = result.get("warmup", {})
     p = size.params
     nbytes, flops, ws = task.bytes_moved(p), task.flops(p), task.working_set(p)
     roof_seconds = roof.seconds(nbytes, flops, ws)
@@ -211,21 +237,23 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
              filename: str | None = None, n_warmup: int | None = None,
              n_measure: int | None = None, timeout: float | None = None,
              param_overrides: dict | None = None, dialect: str | None = None,
-             progress=None) -> Evaluation:
+             timer: str | None = None, progress=None) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
 
     dialect: "metal" or "cuda"; default: the file's extension when given, else
-    the backend's own (the simulator's default is metal)."""
+    the backend's own (the simulator's default is metal). timer: "cupti",
+    "sim" or "wall" (mlxsci.timers); default: the backend's own."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
     options = backend_options(backend_name, dialect or dialect_of(filename))
+    timer_name = check_timer(timer, backend_name)
     be = get_backend(backend_name, **options)
     if source is None:
         source = task.seed(be.dialect)
         filename = filename or str(task.seed_path(be.dialect))
     filename = filename or "<candidate>"
     device = be.device_info()
-    ev = Evaluation(task.name, backend_name, device["name"], be.dialect)
+    ev = Evaluation(task.name, backend_name, device["name"], be.dialect, timer_name)
     say = progress or (lambda msg: None)
 
     try:
@@ -245,7 +273,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     warm, measure, per_size = DEFAULTS[kind]
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     say(f"{task.name}: roofline for {device['name']}")
-    roof = load_or_measure(be, progress=say)
+    roof = load_or_measure(be, progress=say, timer=timer_name)
 
     for size in sizes:
         say(f"{task.name} {size.label}: reference")
@@ -254,7 +282,8 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
                "backend": backend_name, "backend_options": options, "params": size.params,
                "n_warmup": n_warmup if n_warmup is not None else warm,
                "n_measure": n_measure if n_measure is not None else measure,
-               "param_overrides": param_overrides}
+               "param_overrides": param_overrides, "timer": timer_name,
+               "settle": SETTLE[kind]}
         say(f"{task.name} {size.label}: running on {backend_name}")
         result, jobdir, tail = run_worker(job, timeout or per_size)
         try:
@@ -284,12 +313,61 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     ev.correct = ev.fail_reason is None and bool(ev.sizes)
     # S is Metal-Sci's score over the in-distribution sizes whenever they ran;
     # otherwise (smoke or user-given sizes) over whatever non-held-out sizes ran.
-    in_dist = [s.fraction for s, size in zip(ev.sizes, sizes) if task.is_in_dist(size)]
-    scored = in_dist or [s.fraction for s in ev.sizes if not s.held_out]
+    in_dist = [s for s, size in zip(ev.sizes, sizes) if task.is_in_dist(size)]
+    scored = in_dist or [s for s in ev.sizes if not s.held_out]
     if not ev.correct:
         ev.score = 0.0
     else:   # None when only held-out sizes ran: S is defined over the others
-        ev.score = geometric_mean(scored) if scored else None
+        ev.score = geometric_mean([s.fraction for s in scored]) if scored else None
+    ev.noise = combined_noise([s.noise for s in scored]) if scored and ev.correct else None
     held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
     ev.phi = held[0] if held and ev.correct else None
     return ev
+
+
+def compare(task_name: str, incumbent: str, candidate: str, *, backend: str = "auto",
+            size_set: str = "in-dist", sizes: list[Size] | None = None,
+            filenames: tuple[str, str] = ("incumbent", "candidate"),
+            dialect: str | None = None, timer: str | None = None, n_warmup: int | None = None,
+            n_measure: int | None = None, timeout: float | None = None) -> dict:
+    """Time two correct candidates against each other, interleaved in one worker
+    per size (mlxsci.worker.run_compare), so both see the same machine state.
+
+    Returns {"timer", "sizes": [{"label", "incumbent", "candidate" (seconds, by
+    the timer's statistic as in an evaluation), "speedup" (incumbent / candidate), "noise"}], "speedup" (geometric
+    mean over sizes), "noise" (combined_noise of the sizes' noise, each the
+    larger of the two candidates' spreads)}, or {"error": ...} when a worker
+    failed. Noise-aware acceptance (search --accept noise-aware) takes a
+    candidate only when the speedup lies beyond the noise (mlxsci.verdicts).
+    """
+    task = load_task(task_name)
+    backend_name = resolve_backend_name(backend)
+    options = backend_options(backend_name, dialect)
+    timer_name = check_timer(timer, backend_name)
+    kind = "sim" if backend_name == "sim" else "gpu"
+    warm, measure, per_size = DEFAULTS[kind]
+    sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
+    out = {"timer": timer_name, "sizes": []}
+    for size in sizes:
+        if task.is_held_out(size):
+            raise ValueError("a comparison never times held-out sizes")
+        job = {"compare": True, "task": task.ref, "sources": [incumbent, candidate],
+               "filenames": list(filenames), "backend": backend_name,
+               "backend_options": options, "params": size.params, "timer": timer_name,
+               "n_warmup": n_warmup if n_warmup is not None else warm,
+               # interleaved pairs: at least 5 of each, to see the spread
+               "n_measure": max(5, n_measure if n_measure is not None else measure)}
+        result, jobdir, tail = run_worker(job, timeout or per_size)
+        shutil.rmtree(jobdir, ignore_errors=True)
+        if result is None or "error" in result:
+            why = tail if result is None else f"{result['error']['kind']}: {result['error']['message']}"
+            return {"timer": timer_name, "error": f"comparison at size {size.label} failed: {why}"}
+        a, b = result["seconds"]
+        pick = min if result.get("timer", {}).get("statistic") == "min" else np.median
+        med_a, med_b = float(pick(a)), float(pick(b))
+        out["sizes"].append({"label": size.label, "incumbent": med_a, "candidate": med_b,
+                             "speedup": med_a / med_b if med_b > 0 else float("inf"),
+                             "noise": max(relative_spread(a), relative_spread(b))})
+    out["speedup"] = geometric_mean([s["speedup"] for s in out["sizes"]])
+    out["noise"] = combined_noise([s["noise"] for s in out["sizes"]])
+    return out

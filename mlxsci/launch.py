@@ -4,11 +4,13 @@ A task's `run(launch, inputs, params)` calls `launch(kernel_name, inputs,
 outputs=...)`; the Launcher looks up the candidate's body for that kernel,
 evaluates its launch expressions for the current size and params, and calls
 the backend kernel with MLX's call signature. The evaluator flips
-`init_value` to poison outputs during verification runs.
+`init_value` to poison outputs during verification runs. Per-step counters
+come from `launch.counter(step)` (through mlxsci.task.step_counter), made once.
 """
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 
 from mlxsci.backends.base import Backend
 from mlxsci.candidate import Candidate, template_args, to_kernel_spec
@@ -24,7 +26,9 @@ class Launcher:
     def __init__(self, backend: Backend, task: Task, candidate: Candidate, params: dict,
                  filename: str = "<candidate>", param_overrides: dict | None = None):
         self.task = task
+        self.backend = backend
         self.init_value = None
+        self.counters: dict = {}   # value -> 0-d uint32 device array (see counter)
         names = dict(task.launch_names(params))
         names.update(candidate.param_values(param_overrides))
         self.template = template_args(candidate, param_overrides) or None
@@ -50,6 +54,19 @@ class Launcher:
             grid=self.grid[name], threadgroup=self.threadgroup[name],
             template=self.template, init_value=init)
         return dict(zip(contract.outputs, results))
+
+    def counter(self, value: int):
+        """A per-step counter input (ising's step_idx, hmc's hmc_step_idx) as a
+        0-d uint32 array, made through the backend on first use and reused by
+        every later run at this size. On MLX's CUDA build a small array created
+        on the host lives in managed memory, so one made per launch between
+        timed runs makes kernels page-fault; a cached one is made during the
+        first (compiling) run only. Its dtype and rank never change, so the
+        kernel still compiles one variant."""
+        a = self.counters.get(value)
+        if a is None:
+            a = self.counters[value] = self.backend.to_device(np.array(value, dtype=np.uint32))
+        return a
 
     def compile_seconds(self) -> float | None:
         """Time spent compiling, where the backend measures it (the simulator does)."""

@@ -29,6 +29,7 @@ from mlxsci.backends import get_backend
 from mlxsci.backends.base import Backend
 from mlxsci.cache import atomic_write_json, cache_dir
 from mlxsci.candidate import parse, to_kernel_spec
+from mlxsci.timers import default_timer_name
 
 PROBES = {"metal": Path(__file__).with_name("probes") / "probes.metal",
           "cuda": Path(__file__).with_name("probes") / "probes.cu"}
@@ -152,12 +153,16 @@ def measure(backend: Backend, progress=None) -> Roofline:
                     datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 
-def cache_path(backend: Backend) -> Path:
-    return cache_dir("roofline") / f"{backend.device_info()['fingerprint']}.json"
+def cache_path(backend: Backend, timer: str | None = None) -> Path:
+    """One cached roofline per device and timer: a wall-clock ceiling is not
+    comparable with a CUPTI one."""
+    timer = timer or default_timer_name(backend.name)
+    return cache_dir("roofline") / f"{backend.device_info()['fingerprint']}-{timer}.json"
 
 
-def load_or_measure(backend: Backend, refresh: bool = False, progress=None) -> Roofline:
-    path = cache_path(backend)
+def load_or_measure(backend: Backend, refresh: bool = False, progress=None,
+                    timer: str | None = None) -> Roofline:
+    path = cache_path(backend, timer)
     if path.exists() and not refresh:
         try:
             return Roofline(**json.loads(path.read_text()))

@@ -61,6 +61,13 @@ class Task:
     working_set: Callable[[dict], float]       # bytes touched (picks the bandwidth level)
     bound: str                                 # "bandwidth" or "compute": the scored quantity
     validate_size: Callable[[dict], None] = lambda params: None  # raises ValueError
+    # Input name -> name of the result (a key of the dict `run` returns) that
+    # feeds that input in a next run, so that runs enqueued back to back each
+    # start from the previous run's results (they serialize on the GPU and none
+    # can be skipped). The result must have exactly the input's shape and
+    # dtype. Every input the kernels consume as evolving state is chained;
+    # constants (sizes, scalars, tables) are not. See chain_inputs.
+    chain: dict = field(default_factory=dict)
     # For the suite table (README): Metal-Sci's regime, what is checked with
     # which tolerance, and the scored roofline model, in words.
     regime: str = ""
@@ -129,6 +136,26 @@ class Task:
     def launch_names(self, params: dict) -> dict:
         """Integer size parameters usable in launch expressions."""
         return {k: v for k, v in params.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def chain_inputs(task: Task, inputs: dict, results: dict) -> dict:
+    """The inputs of a next run: a copy of `inputs` with each chained input
+    replaced by the result that feeds it (task.chain)."""
+    following = dict(inputs)
+    for name, result in task.chain.items():
+        following[name] = results[result]
+    return following
+
+
+def step_counter(launch, value: int):
+    """A per-step counter (0-d uint32) for a task's run. A Launcher makes each
+    one once on the device and reuses it (Launcher.counter); a plain function
+    standing in for launch (a dry run that records the launches) gets a fresh
+    array, as it never times anything."""
+    if hasattr(launch, "counter"):
+        return launch.counter(value)
+    import mlx.core as mx
+    return mx.array(value, dtype=mx.uint32)
 
 
 def task_names() -> list[str]:

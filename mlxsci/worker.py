@@ -7,10 +7,13 @@ only when it differs bitwise, of the last timed run (last.npz). The parent
 worker only measures, so a crash, a hang or a GPU fault here costs the
 parent nothing but a verdict.
 
-Protocol per size: inputs -> first run (compiles) -> warm-up runs -> timed
-runs (wall clock around run + mx.eval + synchronize, so lazy work cannot
-escape the timer) -> two verification runs whose outputs are poisoned with
-two different sentinels -> input checksums again.
+Protocol per size: inputs, all on the device (0-d scalars too) -> first run
+(compiles) -> warm-up runs until timings settle -> timed runs, each timed by
+the backend's timer (mlxsci.timers: CUPTI kernel activity on CUDA, the
+simulator's own clock, or chained wall clock; each waits for the run's
+results, so lazy work cannot escape it) -> two verification runs whose
+outputs are poisoned with two different sentinels -> input checksums again.
+A job with "compare" instead times two candidates interleaved (run_compare).
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ from mlxsci.launch import Launcher
 from mlxsci.launch_expr import LaunchExprError
 from mlxsci.reference_store import input_checksums
 from mlxsci.task import load_task
+from mlxsci.timers import (Work, default_timer_name, make_timer, median_kernels, relative_spread,
+                           settle)
 
 # Two poison values for outputs. An element equal to sentinel A in the first
 # verification run and to sentinel B in the second was never written.
@@ -76,65 +81,88 @@ def error_record(exc: BaseException, backend) -> dict:
             "traceback": traceback.format_exc(limit=8)}
 
 
+def pipeline_work(task, launcher, inputs: dict, params: dict, backend) -> Work:
+    """One pipeline run of a candidate, as the timers take it."""
+    def enqueue(inp: dict) -> dict:
+        return task.run(launcher, inp, params)
+
+    def wait(results) -> None:
+        if results is not None:
+            mx.eval(results)
+        backend.synchronize()
+
+    return Work(enqueue, inputs, wait, dict(task.chain), eager=backend.eager)
+
+
+def device_inputs(task, params: dict, backend) -> tuple[dict, dict]:
+    """The size's inputs on the device (all of them, 0-d scalars included, made
+    before anything is timed), and the checksums of the host originals."""
+    host = task.make_inputs(params)
+    checksums = input_checksums(host)
+    inputs = {k: backend.to_device(v) for k, v in host.items()}
+    mx.eval(list(inputs.values()))
+    return inputs, checksums
+
+
+def warm_up(timer, work: Work, job: dict) -> dict:
+    """Warm-up runs after the first (compiling) one: at least n_warmup - 1, then
+    on until timings settle (GPU clocks ramp), within the job's caps."""
+    extra = max(0, job["n_warmup"] - 1)
+    cap = job.get("settle") or {"max_runs": extra, "max_seconds": 0.0}
+    return settle(lambda: timer.time(work).seconds, min_runs=extra,
+                  max_runs=max(extra, cap["max_runs"]), max_seconds=cap["max_seconds"])
+
+
 def run_job(job: dict, outdir: Path) -> dict:
     timings: dict = {}
     result: dict = {"phase": "setup", "timings": timings}
-    backend = None
+    backend = timer = None
     try:
         task = load_task(job["task"])
         params = job["params"]
         backend = get_backend(job["backend"], **job.get("backend_options", {}))
         candidate = parse(job["source"], dialect=backend.dialect, filename=job["filename"])
+        timer = make_timer(job.get("timer") or default_timer_name(backend.name), backend,
+                           task.kernel_names)
 
         result["phase"] = "inputs"
         t = time.perf_counter()
-        host = task.make_inputs(params)
-        result["input_checksums_before"] = input_checksums(host)
-        inputs = {k: backend.to_device(v) for k, v in host.items()}
-        mx.eval(list(inputs.values()))
-        del host
+        inputs, result["input_checksums_before"] = device_inputs(task, params, backend)
         timings["inputs"] = time.perf_counter() - t
 
         launcher = Launcher(backend, task, candidate, params, job["filename"],
                             job.get("param_overrides"))
-
-        def one_run() -> dict:
-            outs = task.run(launcher, inputs, params)
-            mx.eval(list(outs.values()))
-            backend.synchronize()
-            return outs
+        work = pipeline_work(task, launcher, inputs, params, backend)
 
         result["phase"] = "compile"
         t = time.perf_counter()
-        one_run()
+        work.wait(work.enqueue(inputs))
         timings["first_run"] = time.perf_counter() - t
         timings["compile"] = launcher.compile_seconds()
 
         result["phase"] = "warmup"
         t = time.perf_counter()
-        for _ in range(max(0, job["n_warmup"] - 1)):  # the first run was one
-            one_run()
+        warm = warm_up(timer, work, job)
+        result["warmup"] = {"runs": warm["runs"], "settled": warm["settled"]}
         timings["warmup"] = time.perf_counter() - t
 
         result["phase"] = "timed"
-        seconds = []
-        outs = None
-        for _ in range(job["n_measure"]):
-            backend.synchronize()
-            t0 = time.perf_counter()
-            outs = one_run()
-            seconds.append(time.perf_counter() - t0)
-        result["seconds"] = seconds
-        timings["timed"] = float(sum(seconds))
-        last = to_numpy(outs)
-        del outs
+        t = time.perf_counter()
+        timed = [timer.time(work) for _ in range(job["n_measure"])]
+        timings["timed"] = time.perf_counter() - t
+        result["seconds"] = [x.seconds for x in timed]
+        result["timer"] = timer.info()
+        result["noise"] = relative_spread(result["seconds"])
+        result["kernels"] = median_kernels(timed)
+        last = to_numpy(timed[-1].results)
+        del timed
 
         result["phase"] = "verify"
         t = time.perf_counter()
         launcher.init_value = SENTINEL_A
-        verified = to_numpy(one_run())
+        verified = to_numpy(work.enqueue(inputs))
         launcher.init_value = SENTINEL_B
-        second = to_numpy(one_run())
+        second = to_numpy(work.enqueue(inputs))
         launcher.init_value = None
         result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
         result["input_checksums_after"] = input_checksums({k: np.array(v) for k, v in inputs.items()})
@@ -147,13 +175,59 @@ def run_job(job: dict, outdir: Path) -> dict:
         result["phase"] = "done"
     except Exception as exc:  # every failure of the candidate becomes a verdict
         result["error"] = error_record(exc, backend)
+    finally:
+        if timer is not None:
+            timer.close()
+    return result
+
+
+def run_compare(job: dict, outdir: Path) -> dict:
+    """Time two correct candidates at one size, interleaved in this one process
+    (same inputs, same device state, same clocks): warm both, then rounds of
+    A B / B A so drift in either direction hits both alike. Correctness is
+    not checked here; both were verified by their own evaluations."""
+    result: dict = {"phase": "setup"}
+    backend = timer = None
+    try:
+        task = load_task(job["task"])
+        params = job["params"]
+        backend = get_backend(job["backend"], **job.get("backend_options", {}))
+        timer = make_timer(job.get("timer") or default_timer_name(backend.name), backend,
+                           task.kernel_names)
+        result["phase"] = "inputs"
+        inputs, _ = device_inputs(task, params, backend)
+        works = []
+        for source, filename in zip(job["sources"], job["filenames"]):
+            candidate = parse(source, dialect=backend.dialect, filename=filename)
+            launcher = Launcher(backend, task, candidate, params, filename)
+            works.append(pipeline_work(task, launcher, inputs, params, backend))
+        result["phase"] = "warmup"
+        for work in works:
+            work.wait(work.enqueue(inputs))
+        for _ in range(max(1, job["n_warmup"] - 1)):
+            for work in works:
+                timer.time(work)
+        result["phase"] = "timed"
+        seconds: list = [[], []]
+        for k in range(job["n_measure"]):
+            order = (0, 1) if k % 2 == 0 else (1, 0)
+            for i in order:
+                seconds[i].append(timer.time(works[i]).seconds)
+        result["seconds"] = seconds
+        result["timer"] = timer.info()
+        result["phase"] = "done"
+    except Exception as exc:
+        result["error"] = error_record(exc, backend)
+    finally:
+        if timer is not None:
+            timer.close()
     return result
 
 
 def main(argv: list[str]) -> int:
     outdir = Path(argv[0])
     job = json.loads((outdir / "job.json").read_text())
-    result = run_job(job, outdir)
+    result = run_compare(job, outdir) if job.get("compare") else run_job(job, outdir)
     atomic_write_json(outdir / "result.json", result)
     return 0
 

@@ -100,10 +100,38 @@ def test_bad_launch_expression_is_a_structured_failure():
 def test_json_shape():
     data = run_smoke("saxpy", None).to_json()
     json.dumps(data)
-    assert set(data) == {"task", "backend", "device", "dialect", "candidate", "sizes"}
-    assert {"compile_ok", "correct", "score", "fail_reason"} <= set(data["candidate"])
+    assert set(data) == {"task", "backend", "device", "dialect", "timer", "candidate", "sizes"}
+    assert data["timer"] == "sim"
+    assert {"compile_ok", "correct", "score", "noise", "fail_reason"} <= set(data["candidate"])
     assert {"label", "correct", "error", "tol", "seconds", "achieved", "unit", "ceiling",
-            "fraction", "flags"} <= set(data["sizes"][0])
+            "fraction", "flags", "timer", "noise", "kernels", "warmup"} <= set(data["sizes"][0])
+
+
+def test_sizes_record_their_timer_noise_and_kernel_breakdown():
+    ev = evaluate("heat2d", None, backend="sim", size_set="smoke", n_measure=3)
+    assert ev.correct, ev.fail_reason
+    (size,) = ev.sizes
+    assert size.timer == "sim" and size.timer_info["statistic"] == "min"
+    assert size.seconds == size.seconds_min       # the sim timer's statistic
+    spread = size.seconds_max - size.seconds_min   # noise = spread / median, median in [min, max]
+    assert spread / size.seconds_max <= size.noise <= spread / size.seconds_min
+    (name, entry), = size.kernels.items()
+    assert name == "heat_step" and entry["launches"] == size.params["n_steps"]
+    assert entry["seconds"] > 0
+    assert ev.noise == pytest.approx(size.noise)   # one scored size: S's noise is its noise
+
+
+def test_wall_timer_on_request_reports_its_repeats_and_floor():
+    ev = evaluate("saxpy", None, backend="sim", size_set="smoke", n_measure=2, timer="wall")
+    assert ev.correct, ev.fail_reason and ev.timer == "wall"
+    (size,) = ev.sizes
+    assert size.timer == "wall" and size.timer_info["repeats"] >= 1
+    assert size.timer_info["floor_seconds"] >= 0 and size.kernels == {}
+
+
+def test_unknown_timer_is_refused_before_any_run():
+    with pytest.raises(ValueError, match="unknown timer"):
+        evaluate("saxpy", None, backend="sim", size_set="smoke", timer="stopwatch")
 
 
 def test_score_is_over_in_dist_sizes_and_phi_over_held_out():

@@ -73,9 +73,12 @@ class Kernel:
 
 
 class Backend:
-    """A place kernels run. Subclasses set `name` and `dialect`."""
+    """A place kernels run. Subclasses set `name` and `dialect`; `eager` says
+    whether a kernel call runs the kernel at once (the simulator) rather than
+    queueing lazy work that runs at mx.eval (MLX on a GPU)."""
     name: str = ""
     dialect: str = "metal"
+    eager: bool = False
 
     @classmethod
     def available(cls) -> bool:

@@ -152,13 +152,25 @@ class CudaBackend(MLXGPUBackend):
                                 header=spec.header)
         return MLXKernel(self, spec, k)
 
+    def device_info(self) -> dict:
+        info = super().device_info()
+        from mlxsci.backends.cuda_info import device_properties
+        props = device_properties()
+        if props is not None:
+            info["properties"] = props
+        return info
+
     def to_device(self, array):
-        # Host-created arrays live in managed memory on MLX's CUDA build; a copy made
-        # by a GPU op lives in device memory, which is what timed runs should read.
+        # Host-created arrays live in managed memory on MLX's CUDA build, and so
+        # does every allocation of <= 8 bytes (0-d scalars, counters): a small
+        # pool of managed pages. A page the host last wrote migrates to the GPU on
+        # the kernel's first access, and back whenever the host writes any array
+        # on it. A copy made by a GPU op is written on the device (device memory,
+        # or for scalars a pool page the GPU now holds), so kernels read it
+        # without faults, provided nothing is created or read on the host while
+        # timed runs go on (the worker makes every input and counter first).
         a = mx.array(array)
-        if a.ndim == 0:
-            return a
-        b = mx.array(a * 1).astype(a.dtype) if a.dtype != mx.bool_ else a
+        b = mx.logical_not(mx.logical_not(a)) if a.dtype == mx.bool_ else (a * 1).astype(a.dtype)
         mx.eval(b)
         return b
 

@@ -101,6 +101,7 @@ TASK = Task(
     working_set=lambda p: 8.0 * p["NX"] * p["NY"] * p["NZ"],
     bound="bandwidth",
     validate_size=validate_size,
+    chain={"u_in": "u"},
     regime="R7 wavefront (tridiagonal lines per axis)",
     check="max abs of the field",
     tolerance="1e-3 + 1e-3 * max|ref|",

@@ -114,6 +114,7 @@ TASK = Task(
     working_set=lambda p: 8.0 * p["NR"] * p["NZ"],
     bound="bandwidth",
     validate_size=validate_size,
+    chain={"psi_in": "psi"},
     regime="R5 multi-kernel (reduce + stencil, Picard)",
     check="max abs of psi",
     tolerance="1e-4 + 1e-5 * max|ref|",

@@ -63,6 +63,7 @@ TASK = Task(
     working_set=lambda p: 8.0 * p["NX"] * p["NY"],
     bound="bandwidth",
     validate_size=validate_size,
+    chain={"u_in": "u"},
     regime="R1 stencil (2-D, ping-pong)",
     check="max abs of the field",
     tolerance="1e-4 + 1e-5 * max|ref|",

@@ -15,8 +15,10 @@ MLX-native differences from Metal-Sci:
   step (starting from zeros). A kernel must therefore write every chain's count
   at every step (out = in + accepted), not only increment accepted chains.
 - `hmc_step_idx` (Metal-Sci binds a uint array at byte offset 4 * step) is a
-  0-d uint32 input passed anew at each of the T launches; the kernel source never
-  changes, so nothing recompiles per step.
+  0-d uint32 input with a different value at each of the T launches: the T
+  counters are made once per size on the device (Launcher.counter) and reused
+  by every later run; the kernel source never changes, so nothing recompiles
+  per step.
 - q ping-pongs q_in -> q_out as in Metal-Sci (the output of step t is q_in of step t+1).
 Roofline: the scored quantity is Metal-Sci's FLOP count, K T (L + 1)(2 d^2 - d)
 (the mat-vecs only), against FP32 peak. bytes_moved is what the MLX-native
@@ -24,10 +26,9 @@ pipeline streams per step (q in/out, accept_cnt in/out, A): T (8 K d + 8 K + 4 d
 """
 from pathlib import Path
 
-import mlx.core as mx
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, step_counter
 
 L_STEPS = 10
 EPS = 0.2
@@ -55,18 +56,19 @@ def make_inputs(p):
     u32 = lambda v: np.array(v, dtype=np.uint32)
     return {"q_in": q0, "accept_cnt": np.zeros(K, dtype=np.uint32), "A": prec,
             "K": u32(K), "d": u32(d), "L": u32(L_STEPS), "eps": np.array(EPS, dtype=np.float32),
-            "hmc_step_idx": u32(0),   # replaced at every launch by run()
+            "hmc_step_idx": u32(0),   # replaced at every launch by run() (a device counter)
             "seed": u32(RNG_SEED)}
 
 
 def run(launch, inp, p):
     # T dispatches; q ping-pongs and accept_cnt is carried from each step's
-    # output to the next step's input. The step index is a fresh 0-d input per launch.
+    # output to the next step's input. The step index is a 0-d device counter,
+    # one per step, made at the first run and reused by every later one.
     K, d = p["K"], p["d"]
     q, acc = inp["q_in"], inp["accept_cnt"]
     outputs = {"q_out": ((K, d), "float32"), "accept_cnt_out": ((K,), "uint32")}
     for t in range(p["T"]):
-        step = dict(inp, q_in=q, accept_cnt=acc, hmc_step_idx=mx.array(t, dtype=mx.uint32))
+        step = dict(inp, q_in=q, accept_cnt=acc, hmc_step_idx=step_counter(launch, t))
         out = launch("hmc_step", step, outputs=outputs)
         q, acc = out["q_out"], out["accept_cnt_out"]
     return {"q": q, "accept_cnt": acc}
@@ -131,6 +133,7 @@ TASK = Task(
     working_set=lambda p: float(8 * p["K"] * p["d"] + 8 * p["K"] + 4 * p["d"] ** 2),
     bound="compute",
     validate_size=validate_size,
+    chain={"q_in": "q", "accept_cnt": "accept_cnt"},
     regime="R2 compute (one thread per chain)",
     check="mean / covariance / acceptance of final chains",
     tolerance="mean 0.15 sigma, cov 0.30 rel. Frobenius, acceptance in [0.45, 0.999]",

@@ -89,6 +89,7 @@ TASK = Task(
     working_set=lambda p: 72.0 * p["NX"] * p["NY"],
     bound="bandwidth",
     validate_size=validate_size,
+    chain={"f_in": "f"},
     regime="R3 multi-field (D2Q9, SoA, ping-pong)",
     check="max abs over all 9 fields",
     tolerance="5e-4 + 1e-4 * max|ref|",

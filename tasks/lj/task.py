@@ -37,7 +37,9 @@ Where the MLX-native pipeline differs from Metal-Sci:
   (Metal-Sci reads cell_count after the timed runs for the same rule).
 - pos/vel are float32 arrays of shape (N, 4) (w = 0) cast to float4 in the
   bodies; the pairs (pos_in, vel_in) -> (pos_out, vel_out) ping-pong through
-  fresh MLX outputs rather than Metal-Sci's A/B buffers.
+  fresh MLX outputs rather than Metal-Sci's A/B buffers. run also returns the
+  full final pos/vel (pos_state, vel_state, unchecked) that a chained run
+  starts from.
 
 Roofline: the scored quantity is Metal-Sci's, 40 FLOPs per unordered pair
 within r_cut of the INITIAL configuration per step (each pair visited from
@@ -126,8 +128,10 @@ def run(launch, inp, p):
                                      cell_list=cells["cell_list"]),
                      outputs={"pos_out": ((n, 4), "float32"), "vel_out": ((n, 4), "float32")})
         pos, vel = out["pos_out"], out["vel_out"]
-    # Final unwrapped positions (xyz) and the last step's occupancy (overflow check).
-    return {"pos": pos[:, :3], "cell_count": cells["cell_count"]}
+    # Final unwrapped positions (xyz) and the last step's occupancy (overflow check);
+    # the full state feeds a chained run.
+    return {"pos": pos[:, :3], "cell_count": cells["cell_count"], "pos_state": pos,
+            "vel_state": vel}
 
 
 @lru_cache(maxsize=None)
@@ -223,6 +227,7 @@ TASK = Task(
     working_set=lambda p: 64.0 * p["N"] + 260.0 * p["M"] ** 3,
     bound="compute",
     validate_size=validate_size,
+    chain={"pos_in": "pos_state", "vel_in": "vel_state"},
     regime="R4 atomics (cell list, 2 kernels per step)",
     check="max abs of final positions (xyz); max cell_count <= 64",
     tolerance="1e-4 absolute",

@@ -110,6 +110,7 @@ TASK = Task(
     working_set=lambda p: 8.0 * p["N"] ** 3,
     bound="bandwidth",
     validate_size=validate_size,
+    chain={"u_in": "u"},
     regime="R8 bit-permutation (Morton-order 3-D stencil)",
     check="max abs of the field (row-major)",
     tolerance="1e-4 + 1e-5 * max|ref|",

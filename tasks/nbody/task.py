@@ -12,9 +12,11 @@ MLX binds as `const device float*`; kernel bodies cast them to float4. The
 pos/vel pairs ping-pong as in Metal-Sci (each step's outputs are the next
 step's inputs), but MLX hands every step fresh output arrays instead of
 Metal-Sci's two preallocated A/B buffers. Only the final positions' xyz are
-checked. The scored model is Metal-Sci's: 20 FLOPs per ordered pair (self
-pairs included) per step against peak FP32; the byte count (pos, vel in and
-out plus mass, once per step) only matters for the working-set level.
+checked; run also returns the full final pos/vel (pos_state, vel_state,
+unchecked) that a chained run starts from. The scored model is Metal-Sci's:
+20 FLOPs per ordered pair (self pairs included) per step against peak FP32;
+the byte count (pos, vel in and out plus mass, once per step) only matters
+for the working-set level.
 """
 from pathlib import Path
 
@@ -51,7 +53,8 @@ def run(launch, inp, p):
         out = launch("nbody_step", dict(inp, pos_in=pos, vel_in=vel),
                      outputs={"pos_out": (shape, "float32"), "vel_out": (shape, "float32")})
         pos, vel = out["pos_out"], out["vel_out"]
-    return {"pos": pos[:, :3]}   # only xyz of the final positions are checked
+    # Only xyz of the final positions are checked; the full state feeds a chained run.
+    return {"pos": pos[:, :3], "pos_state": pos, "vel_state": vel}
 
 
 def validate_size(p):
@@ -96,6 +99,7 @@ TASK = Task(
     working_set=lambda p: 68.0 * p["N"],
     bound="compute",
     validate_size=validate_size,
+    chain={"pos_in": "pos_state", "vel_in": "vel_state"},
     regime="R2 compute (all-pairs)",
     check="max abs of final positions (xyz)",
     tolerance="1e-3 + 1e-3 * max|ref|",

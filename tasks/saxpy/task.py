@@ -17,7 +17,8 @@ def make_inputs(p):
 
 
 def run(launch, inp, p):
-    # One dispatch; y is an input and y_out a fresh output, so every run starts from y0.
+    # One dispatch; y is an input and y_out a fresh output, so every run starts from y0
+    # (a chained run, TASK.chain, from the previous run's y).
     out = launch("saxpy", inp, outputs={"y_out": ((p["N"],), "float32")})
     return {"y": out["y_out"]}
 
@@ -51,6 +52,7 @@ TASK = Task(
     working_set=lambda p: 12.0 * p["N"],
     bound="bandwidth",
     validate_size=validate_size,
+    chain={"y": "y"},
     regime="R0 streaming (DRAM saturation)",
     check="max abs of y",
     tolerance="1e-5 * max(1, max|ref|)",

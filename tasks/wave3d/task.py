@@ -12,7 +12,8 @@ and writes `next` in place. Here `wave_step` reads the inputs `u_prev`,
 as the next step's (u_prev, u_curr). The data each step reads and writes is
 the same, so the byte model (12 bytes per cell per step: read u_prev, read
 u_curr, write u_next) is Metal-Sci's unchanged. The checked result is the
-final u_curr (Metal-Sci's buf[(n+1) mod 3]).
+final u_curr (Metal-Sci's buf[(n+1) mod 3]); run also returns the final u_prev
+(unchecked), which a chained run needs with it.
 """
 from pathlib import Path
 
@@ -50,14 +51,15 @@ def make_inputs(p):
 
 def run(launch, inp, p):
     # Metal-Sci's three-buffer rotation: the step's (curr, next) become the next
-    # step's (prev, curr). The answer is the last u_curr.
+    # step's (prev, curr). The answer is the last u_curr; u_prev, the field one
+    # step before it, completes the state a chained run starts from.
     prev, curr = inp["u_prev"], inp["u_curr"]
     shape = (p["NZ"], p["NY"], p["NX"])
     for _ in range(p["n_steps"]):
         step_inputs = dict(inp, u_prev=prev, u_curr=curr)
         nxt = launch("wave_step", step_inputs, outputs={"u_next": (shape, "float32")})["u_next"]
         prev, curr = curr, nxt
-    return {"u": curr}
+    return {"u": curr, "u_prev": prev}
 
 
 def validate_size(p):
@@ -101,6 +103,7 @@ TASK = Task(
     working_set=lambda p: 12.0 * p["NX"] * p["NY"] * p["NZ"],
     bound="bandwidth",
     validate_size=validate_size,
+    chain={"u_prev": "u_prev", "u_curr": "u"},
     regime="R1 stencil (3-D, leapfrog, 3 buffers)",
     check="max abs of the final u_curr",
     tolerance="1e-4 + 1e-5 * max|ref|",

@@ -64,7 +64,8 @@ class _Result(ctypes.Structure):
                 ("is_write", ctypes.c_int64), ("elem", ctypes.c_int64), ("line", ctypes.c_int64),
                 ("line2", ctypes.c_int64), ("n_done", ctypes.c_int64), ("n_wait", ctypes.c_int64),
                 ("odd_thread", ctypes.c_int64), ("group", ctypes.c_int64 * 3),
-                ("thread", ctypes.c_int64 * 3), ("addr", ctypes.c_uint64), ("aux", ctypes.c_int64)]
+                ("thread", ctypes.c_int64 * 3), ("addr", ctypes.c_uint64), ("aux", ctypes.c_int64),
+                ("cpu_ns", ctypes.c_int64)]
 
 
 # ------------------------------------------------------------------ guarded buffers
@@ -538,6 +539,8 @@ class SimKernel(Kernel):
                 return "retry_with_fibers"
             if kind != _K_OK:
                 raise self._fault(R, guards, tgc)
+            if self.backend.activity is not None:   # the sim timer is listening
+                self.backend.activity.append((spec.name, R.cpu_ns * 1e-9))
             for i, (gb, role, name, isz) in enumerate(guards):
                 off = gb.slack_violation()
                 if off is not None:
@@ -626,6 +629,8 @@ class SimKernel(Kernel):
 # ------------------------------------------------------------------ the backend
 class SimBackend(Backend):
     name = "sim"
+    eager = True    # a kernel call runs the kernel before it returns
+
 
     def __init__(self, dialect: str = "metal", launch_timeout_s: float = 60.0,
                  stack_size: int = 128 * 1024, force_fibers: bool | None = None):
@@ -638,6 +643,9 @@ class SimBackend(Backend):
         if force_fibers is None:
             force_fibers = os.environ.get("MLXSCI_SIM_FIBERS", "") not in ("", "0")
         self.force_fibers = bool(force_fibers)
+        # (kernel name, seconds) of every launch while the sim timer records
+        # (mlxsci.timers.SimTimer); None when nobody listens.
+        self.activity: list | None = None
         self.extra_defines: tuple[str, ...] = ()
         if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):
             self.extra_defines = ("-DSIM_FIBER_UCONTEXT=1",)

@@ -83,6 +83,7 @@ struct __SimResult {
     int64_t thread[3];    // position in threadgroup of the faulting thread
     uint64_t addr;
     int64_t aux;
+    int64_t cpu_ns;       // CPU time of this thread spent running the kernel's threads
 };
 
 // Per-thread coordinates handed to the glue, which turns them into the
