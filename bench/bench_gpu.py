@@ -1,0 +1,180 @@
+"""How far each way of timing a run is from the kernels' device time, and
+how steady the score is, for every task and size, on a GPU.
+
+    python bench/bench_gpu.py [--tasks all|saxpy,heat2d] [--sizes in-dist]
+                              [--processes 5] [--backend cuda] [--out DIR]
+
+For every task and size, in one process, with the seed's inputs made on the
+device first:
+- exact: the backend's device timer (cupti on CUDA: first kernel start to last
+  kernel end of one run; sim on the simulator), median of the runs;
+- wall: plain wall clock around one run (enqueue + mx.eval + synchronize),
+  what the harness measured before device timers, median of the runs;
+- amortized: the wall timer (R chained runs per eval, / R);
+and the ratios wall / exact and amortized / exact, which are the errors of the
+wall-clock timers. Then the seed's score S from `--processes` fresh
+`python -m mlxsci.eval` processes (each its own evaluation with the default
+timer and the cached roofline), its max / min, and the roofline's probe
+curves. Everything is printed and written to
+bench/results/<device>/bench_gpu_<date>.{md,json} with the date, the device,
+the driver (where known) and the MLX version.
+
+On the simulator (`--backend sim --sizes smoke`) the same script checks
+itself; its numbers are the simulator's, not a GPU's.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlx.core as mx
+from tabulate import tabulate
+
+from mlxsci.backends import get_backend, resolve_backend_name
+from mlxsci.candidate import parse
+from mlxsci.launch import Launcher
+from mlxsci.roofline import load_or_measure
+from mlxsci.task import load_task, task_names
+from mlxsci.timers import WallTimer, default_timer_name, make_timer
+from mlxsci.worker import device_inputs, pipeline_work
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def time_size(task, size, backend, runs: int) -> dict:
+    """Exact, plain wall and amortized wall time of one seed run at one size."""
+    inputs, _ = device_inputs(task, size.params, backend)
+    launcher = Launcher(backend, task, parse(task.seed(backend.dialect),
+                                             dialect=backend.dialect), size.params)
+    work = pipeline_work(task, launcher, inputs, size.params, backend)
+    work.wait(work.enqueue(inputs))                      # compile
+    exact = make_timer(default_timer_name(backend.name), backend, task.kernel_names)
+    try:
+        for _ in range(3):
+            exact.time(work)                             # warm up, clocks ramp
+        exact_s = [exact.time(work).seconds for _ in range(runs)]
+    finally:
+        exact.close()
+    wall_s = []
+    for _ in range(runs):
+        backend.synchronize()
+        t0 = time.perf_counter()
+        work.wait(work.enqueue(inputs))
+        wall_s.append(time.perf_counter() - t0)
+    amortized = WallTimer()
+    amortized_s = [amortized.time(work).seconds for _ in range(max(3, runs // 3))]
+    med = statistics.median
+    return {"task": task.name, "size": size.label, "timer": exact.name,
+            "exact_ms": med(exact_s) * 1e3, "exact_noise": spread(exact_s),
+            "wall_ms": med(wall_s) * 1e3, "amortized_ms": med(amortized_s) * 1e3,
+            "repeats": amortized.repeats, "floor_ms": amortized.floor_seconds * 1e3,
+            "wall_ratio": med(wall_s) / med(exact_s),
+            "amortized_ratio": med(amortized_s) / med(exact_s)}
+
+
+def spread(xs) -> float:
+    return (max(xs) - min(xs)) / statistics.median(xs)
+
+
+def fresh_scores(task: str, size_label: str, backend: str, processes: int) -> list:
+    """S of the seed at one size from fresh processes (python -m mlxsci.eval)."""
+    task_def = load_task(task)
+    size = next(s for key in ("smoke", "in-dist", "held-out") for s in task_def.size_set(key)
+                if s.label == size_label)
+    given = ",".join(f"{k}={v}" for k, v in size.params.items())
+    scores = []
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, "-m", "mlxsci.eval", task, "--backend", backend,
+                              "--size", given, "--json"], capture_output=True, text=True)
+        data = json.loads(out.stdout) if out.returncode == 0 else {}
+        scores.append((data.get("candidate") or {}).get("score"))
+    return scores
+
+
+def driver_version() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="all")
+    ap.add_argument("--sizes", default=None, help="size set (default: in-dist; smoke on sim)")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--runs", type=int, default=10, help="timed runs per timer and size")
+    ap.add_argument("--processes", type=int, default=5, help="fresh processes for S")
+    ap.add_argument("--out", default=None, help="folder (default bench/results/<device>)")
+    args = ap.parse_args()
+
+    backend_name = resolve_backend_name(args.backend)
+    backend = get_backend(backend_name)
+    size_set = args.sizes or ("smoke" if backend_name == "sim" else "in-dist")
+    tasks = task_names() if args.tasks == "all" else args.tasks.split(",")
+    info = backend.device_info()
+    stamp = datetime.date.today().isoformat()
+    meta = {"date": stamp, "device": info["name"], "backend": backend_name,
+            "mlx": mx.__version__, "driver": driver_version() if backend_name == "cuda" else None,
+            "properties": info.get("properties"), "size_set": size_set}
+    print(json.dumps(meta), flush=True)
+
+    rows = []
+    for name in tasks:
+        task = load_task(name)
+        for size in task.size_set(size_set):
+            row = time_size(task, size, backend, args.runs)
+            scores = fresh_scores(name, size.label, backend_name, args.processes)
+            ok = [s for s in scores if s]
+            row["scores"] = scores
+            row["score_max_over_min"] = max(ok) / min(ok) if len(ok) == len(scores) else None
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+
+    roofs = {}
+    for timer in {default_timer_name(backend_name), "wall"}:
+        roof = load_or_measure(backend, timer=timer)
+        roofs[timer] = {"bandwidth": roof.bandwidth, "peak_gflops": roof.peak_gflops,
+                        "extra": {k: v for k, v in vars(roof).items()
+                                  if k not in ("bandwidth", "peak_gflops", "device")}}
+
+    table = tabulate(
+        [[r["task"], r["size"], f"{r['exact_ms']:.4g}", f"{100 * r['exact_noise']:.1f}",
+          f"{r['wall_ms']:.4g}", f"{r['amortized_ms']:.4g}", r["repeats"],
+          f"{r['wall_ratio']:.2f}", f"{r['amortized_ratio']:.2f}",
+          " ".join("-" if s is None else f"{s:.3f}" for s in r["scores"]),
+          "-" if r["score_max_over_min"] is None else f"{r['score_max_over_min']:.3f}"]
+         for r in rows],
+        headers=["task", "size", f"{rows[0]['timer'] if rows else 'exact'} ms", "noise %",
+                 "wall ms", "amortized ms", "R", "wall/exact", "amortized/exact",
+                 f"S over {args.processes} processes", "S max/min"],
+        tablefmt="github", disable_numparse=True)
+    curves = []
+    for timer, roof in roofs.items():
+        curves.append(f"\nRoofline probes timed with `{timer}`: FP32 {roof['peak_gflops']:.1f} GFLOPS")
+        curves.append(tabulate([[f"{ws / 2**20:.3f}", f"{gbps:.1f}"] for ws, gbps in roof["bandwidth"]],
+                               headers=["working set MiB", "GB/s"], tablefmt="github"))
+    header = (f"# bench_gpu: {meta['device']} ({backend_name}), MLX {meta['mlx']}, "
+              f"driver {meta['driver'] or '-'}, {stamp}\n")
+    text = header + "\n" + table + "\n" + "\n".join(curves) + "\n"
+    print(text)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", info["name"]).strip("-")
+    out_dir = Path(args.out) if args.out else RESULTS / slug
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"bench_gpu_{stamp}.md").write_text(text)
+    (out_dir / f"bench_gpu_{stamp}.json").write_text(
+        json.dumps({"meta": meta, "rows": rows, "roofline": roofs}, indent=2))
+    print(f"written to {out_dir}")
+
+
+if __name__ == "__main__":
+    main()
