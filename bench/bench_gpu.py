@@ -30,7 +30,6 @@ import json
 import re
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from mlxsci.roofline import load_or_measure
 from mlxsci.task import load_task, task_names
 from mlxsci.timers import WallTimer, default_timer_name, make_timer
 from mlxsci.worker import device_inputs, pipeline_work
+from score_spread import fresh_scores   # bench/score_spread.py, beside this script
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -83,21 +83,6 @@ def spread(xs) -> float:
     return (max(xs) - min(xs)) / statistics.median(xs)
 
 
-def fresh_scores(task: str, size_label: str, backend: str, processes: int) -> list:
-    """S of the seed at one size from fresh processes (python -m mlxsci.eval)."""
-    task_def = load_task(task)
-    size = next(s for key in ("smoke", "in-dist", "held-out") for s in task_def.size_set(key)
-                if s.label == size_label)
-    given = ",".join(f"{k}={v}" for k, v in size.params.items())
-    scores = []
-    for _ in range(processes):
-        out = subprocess.run([sys.executable, "-m", "mlxsci.eval", task, "--backend", backend,
-                              "--size", given, "--json"], capture_output=True, text=True)
-        data = json.loads(out.stdout) if out.returncode == 0 else {}
-        scores.append((data.get("candidate") or {}).get("score"))
-    return scores
-
-
 def driver_version() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -133,7 +118,8 @@ def main():
         task = load_task(name)
         for size in task.size_set(size_set):
             row = time_size(task, size, backend, args.runs)
-            scores = fresh_scores(name, size.label, backend_name, args.processes)
+            given = ",".join(f"{k}={v}" for k, v in size.params.items())
+            scores = [s for s, _ in fresh_scores(name, given, backend_name, args.processes)]
             ok = [s for s in scores if s]
             row["scores"] = scores
             row["score_max_over_min"] = max(ok) / min(ok) if len(ok) == len(scores) else None
