@@ -33,7 +33,7 @@ from mlxsci.candidate import CandidateError, parse, validate
 from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.roofline import Roofline, load_or_measure, metal_sci_ceiling
 from mlxsci.task import Size, Task, load_task
-from mlxsci.timers import check_timer, combined_noise, relative_spread
+from mlxsci.timers import check_timer, combined_noise, run_noise
 
 # (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
 # simulator is deterministic and slow, so it needs fewer runs and more time.
@@ -188,7 +188,7 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
     out.seconds_min, out.seconds_max = seconds[0], seconds[-1]
     out.timer = info.pop("timer", None)
     out.timer_info = info
-    out.noise = result.get("noise", relative_spread(seconds))
+    out.noise = result.get("noise", run_noise(seconds, info.get("statistic", "median")))
     out.kernels = result.get("kernels", {})
     out.warmup = result.get("warmup", {})
     p = size.params
@@ -368,11 +368,12 @@ def compare(task_name: str, incumbent: str, candidate: str, *, backend: str = "a
             why = tail if result is None else f"{result['error']['kind']}: {result['error']['message']}"
             return {"timer": timer_name, "error": f"comparison at size {size.label} failed: {why}"}
         a, b = result["seconds"]
-        pick = min if result.get("timer", {}).get("statistic") == "min" else np.median
+        statistic = result.get("timer", {}).get("statistic", "median")
+        pick = min if statistic == "min" else np.median
         med_a, med_b = float(pick(a)), float(pick(b))
         out["sizes"].append({"label": size.label, "incumbent": med_a, "candidate": med_b,
                              "speedup": med_a / med_b if med_b > 0 else float("inf"),
-                             "noise": max(relative_spread(a), relative_spread(b))})
+                             "noise": max(run_noise(a, statistic), run_noise(b, statistic))})
     out["speedup"] = geometric_mean([s["speedup"] for s in out["sizes"]])
     out["noise"] = combined_noise([s["noise"] for s in out["sizes"]])
     return out

@@ -15,19 +15,28 @@ newest (summary.json's modification time), then the last path. Columns:
     outcome        one label, by the first rule that applies:
 
     held-out failure   the best fails at the held-out size (no Phi_best)
-    generalizes        speedup >= 1.05 and held-out ratio >= 1/1.05 (Phi is
-                       not worse beyond the same 5 % noise band), or the seed
-                       has no Phi to compare with
-    silent regression  speedup >= 1.05 but held-out ratio < 1/1.05: better on
-                       the scored sizes, worse on the unseen one
-    saturated          speedup < 1.05 and the seed already reaches S >= 0.8 of
-                       the roofline: little left to gain
-    flat               speedup < 1.05 and the seed is below 0.8
+    generalizes        the speedup is an improvement beyond the noise and the
+                       held-out ratio is not a regression beyond the noise (or
+                       the seed has no Phi to compare with)
+    silent regression  the speedup is an improvement beyond the noise but the
+                       held-out ratio is a regression beyond the noise: better
+                       on the scored sizes, worse on the unseen one
+    within noise       the best's S is above the seed's, but inside the noise
+                       band: no evidence of a change
+    saturated          no speedup, and the seed already reaches S >= 0.8 of the
+                       roofline: little left to gain
+    flat               no speedup, and the seed is below 0.8
 
-A speedup >= 1.05 is a meaningful improvement: bold in Markdown and LaTeX, a
-boolean `<model> improved` column in CSV and JSON. These labels are the
-report's own; the search's `outcome` field in summary.json (which calls a held-out
-drop beyond 10 % a regression) is shown in the details table.
+"Beyond the noise" is mlxsci.verdicts' rule, the one the search's summary.json
+uses too: a ratio above 1 + band (improved) or below 1 / (1 + band)
+(regressed), band = the larger of the two figures' measured noises (S noise
+for the speedup, the held-out size's noise for the ratio) and a 5 % floor.
+Runs recorded before noise was measured have no noise fields; their noise
+counts as 0, so the floor applies.
+
+Only an improvement beyond the noise is bold in Markdown and LaTeX (a boolean
+`<model> improved` column in CSV and JSON). The search's own `outcome` field
+in summary.json (same verdicts, its own names) is shown in the details table.
 
 Details table: one row per run (every run, not only the chosen ones).
 
@@ -55,10 +64,11 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-MEANINGFUL = 1.05          # a speedup at least this large counts as an improvement
+from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, REGRESSED, assess_summary
+
 SATURATED = 0.8            # a seed S at least this large leaves little to gain
-HELD_OUT_KEEP = 1 / MEANINGFUL   # held-out ratio below this is a regression
-OUTCOME_LABELS = ("generalizes", "silent regression", "held-out failure", "saturated", "flat")
+OUTCOME_LABELS = ("generalizes", "silent regression", "held-out failure", "within noise",
+                  "saturated", "flat")
 FORMATS = ("md", "latex", "csv", "json")
 
 
@@ -135,16 +145,25 @@ def held_out_failed(summary: dict) -> bool:
     return summary.get("held_out_best") is None
 
 
+def improved(summary: dict) -> bool:
+    """True when S_best / S_seed is an improvement beyond the noise."""
+    return assess_summary(summary)["improvement_verdict"] == IMPROVED
+
+
 def outcome_label(summary: dict) -> str:
-    """The report's outcome label (rules in the module docstring)."""
-    s = speedup(summary)
+    """The report's outcome label (rules in the module docstring). The verdicts
+    are recomputed from the summary's numbers and noises, not read from its
+    verdict fields, so old summaries (no noise) get labels by the same rule."""
     if held_out_failed(summary):
         return "held-out failure"
-    if s is not None and s >= MEANINGFUL:
-        ratio = summary.get("held_out_ratio")
-        if ratio is not None and ratio < HELD_OUT_KEEP:
+    verdicts = assess_summary(summary)
+    if verdicts["improvement_verdict"] == IMPROVED:
+        if verdicts["held_out_verdict"] == REGRESSED:
             return "silent regression"
         return "generalizes"
+    s = speedup(summary)
+    if s is not None and s > 1.0:
+        return "within noise"
     if (summary.get("seed_score") or 0.0) >= SATURATED:
         return "saturated"
     return "flat"
@@ -171,7 +190,7 @@ def main_table(runs: list[dict]) -> list[dict]:
             r = _pick(group) if group else None
             s = speedup(r) if r else None
             row[f"{m} speedup"] = s
-            row[f"{m} improved"] = None if r is None else bool(s is not None and s >= MEANINGFUL)
+            row[f"{m} improved"] = None if r is None else improved(r)
             row[f"{m} held-out phi"] = r.get("held_out_best") if r else None
             row[f"{m} held-out ratio"] = r.get("held_out_ratio") if r else None
             row[f"{m} outcome"] = outcome_label(r) if r else None
@@ -199,6 +218,8 @@ def details_table(runs: list[dict]) -> list[dict]:
             "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
             "best iteration": r.get("best_iteration"),
             "seed S": r.get("seed_score"), "best S": r.get("best_score"),
+            # the noise band the speedup was judged against (mlxsci.verdicts)
+            "S band": assess_summary(r)["improvement_band"],
             "tokens in": tokens.get("input", 0), "tokens out": tokens.get("output", 0),
             "cost usd": r.get("cost_usd", 0.0), "wall s": r.get("wall_s"),
             "search outcome": r.get("outcome"), "run": Path(r["run_dir"]).name,
@@ -346,7 +367,7 @@ def plot_convergence(runs: list[dict], out: Path) -> list[Path]:
                 ax.plot([bi], [ys[xs.index(bi)]], "*", color=c, ms=14, mec="black",
                         label=f"{m}: best (iteration {bi})")
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-        ax.axhline(MEANINGFUL, color="gray", lw=0.6, ls=":")
+        ax.axhline(1.0 + NOISE_FLOOR, color="gray", lw=0.6, ls=":")   # the least band
         ax.set_title(task)
         ax.set_xlabel("iteration")
         ax.set_ylabel("best-so-far speedup (S / S_seed)")

@@ -112,8 +112,13 @@ def sweep(tasks: list[str], models: list[str], iterations: int, *, backend: str 
               type=click.Choice(["one-plus-one", "best-of-n"]))
 @click.option("--base-url", default=None, help="OpenAI-compatible server for the models.")
 @click.option("--max-cost", default=None, type=float, help="USD cap per search.")
+@click.option("--accept", type=click.Choice(["strict", "noise-aware"]), default="strict",
+              show_default=True, help="Acceptance rule of each search (see mlxsci.search).")
+@click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
+              help="How runs are timed (default: the backend's own).")
 @click.option("--quiet", is_flag=True, help="Only one line per search.")
-def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, quiet):
+def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, accept, timer,
+         quiet):
     """Run searches for every task x model into OUT and index them for `mlxsci.report`."""
     from mlxsci.task import task_names
     known = task_names()
@@ -123,7 +128,13 @@ def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, 
         raise click.BadParameter(f"unknown task(s) {', '.join(unknown)}; known: "
                                  f"{', '.join(known)}", param_hint="--tasks")
     model_list = [m.strip() for m in models.split(",") if m.strip()]
-    options = {}
+    from mlxsci.backends import resolve_backend_name
+    from mlxsci.timers import check_timer
+    try:   # a timer that cannot time this backend would fail every search: say so once
+        check_timer(timer, resolve_backend_name(backend))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timer")
+    options = {"accept": accept, "timer": timer}
     if base_url:
         options["base_url"] = base_url
     if max_cost is not None:

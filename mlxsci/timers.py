@@ -131,6 +131,23 @@ def relative_spread(seconds) -> float:
     return (max(values) - min(values)) / med if med > 0 else 0.0
 
 
+def fastest_spread(seconds) -> float:
+    """The noise of a minimum: the relative spread of the fastest third of the
+    runs (at least two), (max - min) / min among them. A minimum does not move
+    with the slow outliers that (max - min) / median counts, only with how
+    tightly the fastest runs agree."""
+    values = sorted(s for s in seconds if s is not None)
+    if len(values) < 2 or values[0] <= 0:
+        return 0.0
+    fastest = values[:max(2, -(-len(values) // 3))]
+    return (fastest[-1] - fastest[0]) / fastest[0]
+
+
+def run_noise(seconds, statistic: str = "median") -> float:
+    """The noise of a size's time under the timer's statistic."""
+    return fastest_spread(seconds) if statistic == "min" else relative_spread(seconds)
+
+
 def combined_noise(noises) -> float:
     """The noise of a geometric mean of per-size figures with these noises:
     the geometric mean of (1 + noise), minus 1 (a score S is such a mean)."""

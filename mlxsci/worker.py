@@ -34,7 +34,7 @@ from mlxsci.launch import Launcher
 from mlxsci.launch_expr import LaunchExprError
 from mlxsci.reference_store import input_checksums
 from mlxsci.task import load_task
-from mlxsci.timers import (Work, default_timer_name, make_timer, median_kernels, relative_spread,
+from mlxsci.timers import (Work, default_timer_name, make_timer, median_kernels, run_noise,
                            settle)
 
 # Two poison values for outputs. An element equal to sentinel A in the first
@@ -156,8 +156,11 @@ def run_job(job: dict, outdir: Path) -> dict:
         timings["timed"] = time.perf_counter() - t
         result["seconds"] = [x.seconds for x in timed]
         result["timer"] = timer.info()
-        result["noise"] = relative_spread(result["seconds"])
-        result["kernels"] = median_kernels(timed)
+        result["noise"] = run_noise(result["seconds"], timer.statistic)
+        # The breakdown of the run the size's time comes from: the fastest one
+        # where the statistic is the minimum, else the per-kernel medians.
+        result["kernels"] = median_kernels(
+            [min(timed, key=lambda x: x.seconds)] if timer.statistic == "min" else timed)
         last = to_numpy(timed[-1].results)
         del timed
 

@@ -31,6 +31,14 @@ from mlxsci.eval import TaskArgument
               help="Kernel dialect (default: the backend's own; metal on the simulator).")
 @click.option("--sizes", type=click.Choice(["smoke", "in-dist"]), default=None,
               help="Sizes the search scores on. Default: in-dist on a GPU, smoke on the simulator.")
+@click.option("--accept", type=click.Choice(["strict", "noise-aware"]), default="strict",
+              show_default=True,
+              help="strict: a strictly higher S replaces the incumbent (Metal-Sci's (1+1)). "
+                   "noise-aware: such a candidate is re-timed against the incumbent in one "
+                   "worker and kept only if the speedup lies beyond the measured noise.")
+@click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
+              help="How a run is timed (default: cupti on CUDA when installed, else wall; "
+                   "sim on the simulator).")
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory "
               "(default results/<task>_<model>_<timestamp>).")
 @click.option("--resume", type=click.Path(exists=True, file_okay=False),
@@ -46,8 +54,8 @@ from mlxsci.eval import TaskArgument
               help="JSON price table {model: [USD per M input, USD per M output]}.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size evaluation.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def main(task, model, iterations, strategy, backend, dialect, sizes, out, resume, start, seed, max_cost,
-         base_url, api, prices, timeout, quiet):
+def main(task, model, iterations, strategy, backend, dialect, sizes, accept, timer, out, resume,
+         start, seed, max_cost, base_url, api, prices, timeout, quiet):
     """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
     from mlxsci.search.loop import run
     from mlxsci.search.proposer import ProposerError
@@ -60,7 +68,8 @@ def main(task, model, iterations, strategy, backend, dialect, sizes, out, resume
                                      param_hint="--backend")
     try:
         summary = run(task, model, iterations=iterations, strategy=strategy, backend=backend,
-                      sizes=sizes, dialect=dialect, out=out, resume=resume, seed=seed, max_cost=max_cost,
+                      sizes=sizes, dialect=dialect, accept=accept, timer=timer, out=out,
+                      resume=resume, seed=seed, max_cost=max_cost,
                       base_url=base_url, api=api, prices=prices, start=start, timeout=timeout,
                       quiet=quiet, echo=lambda m: click.echo(m))
     except (ProposerError, FileExistsError, ValueError) as exc:
@@ -71,7 +80,8 @@ def main(task, model, iterations, strategy, backend, dialect, sizes, out, resume
         return "-" if x is None else f"{x:.4f}"
     click.echo(f"{s['task']} / {s['model']} on {s['backend']}: S {f(s['seed_score'])} -> "
                f"{f(s['best_score'])}; held-out Phi {f(s['held_out_seed'])} -> "
-               f"{f(s['held_out_best'])}; outcome {s['outcome']}; "
+               f"{f(s['held_out_best'])}; outcome {s['outcome']} "
+               f"(noise band {s['improvement_band']:.1%}); "
                f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
                f"run directory {s['run_dir']}")
 

@@ -8,6 +8,12 @@ Held-out sizes never reach a proposer: candidates are scored on the search
 sizes (in-dist on a GPU, smoke on the simulator, or --sizes), and only after
 the last iteration are the seed and the best evaluated at the held-out size,
 giving Phi for each and the outcome.
+
+Whether S or Phi changed is judged against the measured noise, with the same
+verdicts the report uses (mlxsci.verdicts). With accept="noise-aware" a
+candidate the strict rule would take is re-timed against the incumbent in
+one worker (mlxsci.evaluate.compare) and taken only when the speedup lies
+beyond the noise.
 """
 from __future__ import annotations
 
@@ -18,17 +24,16 @@ from pathlib import Path
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import extract_from_response
-from mlxsci.evaluate import backend_options, evaluate
+from mlxsci.evaluate import backend_options, compare, evaluate
 from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.rundir import RunDir
-from mlxsci.search.strategies import Entry, State, make_strategy
+from mlxsci.search.strategies import (Entry, State, check_accept_rule, make_strategy,
+                                      noise_aware_decision)
 from mlxsci.task import load_task
+from mlxsci.timers import check_timer
+from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, REGRESSED, assess
 
-# Held-out fractions are noisy (Metal-Sci saw the same kernel vary by +-25 %);
-# a best whose Phi falls more than this below the seed's counts as a regression.
-HELD_OUT_NOISE = 0.10
-
-OUTCOMES = ("improved", "flat", "held_out_regression", "held_out_failure")
+OUTCOMES = ("improved", "within_noise", "flat", "held_out_regression", "held_out_failure")
 
 
 def default_run_dir(task: str, model: str) -> Path:
@@ -52,14 +57,44 @@ def _fmt(x) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def _outcome(seed_score, best_score, held_seed, held_best, best_is_seed) -> str:
+def _outcome(seed_score, best_score, held_seed, held_best, best_is_seed,
+             verdicts: dict) -> str:
+    """The search's outcome, by the first rule that applies (verdicts: assess()):
+    flat when the best is the seed or its S is not above the seed's; then
+    held_out_failure (the best fails at the held-out size, the seed does not);
+    held_out_regression (Phi dropped beyond the held-out band: a kernel tuned
+    to the scored sizes, whether or not its S gain is real); improved (S rose
+    beyond the band); else within_noise (S rose, but inside the band)."""
     if best_is_seed or best_score is None or seed_score is None or best_score <= seed_score:
         return "flat"
     if held_best is None and held_seed is not None:
         return "held_out_failure"
-    if held_seed and held_best is not None and held_best < held_seed * (1 - HELD_OUT_NOISE):
+    if verdicts["held_out_verdict"] == REGRESSED:
         return "held_out_regression"
-    return "improved"
+    if verdicts["improvement_verdict"] == IMPROVED:
+        return "improved"
+    return "within_noise"
+
+
+def _phi_noise(result: dict) -> float | None:
+    """The noise of Phi: that of the held-out size Phi is taken from (the first
+    correct one, as evaluate() takes it)."""
+    for s in result.get("sizes", []):
+        if s.get("held_out") and s.get("correct"):
+            return s.get("noise")
+    return None
+
+
+def _score_noise(result: dict) -> float | None:
+    return result.get("candidate", {}).get("noise")
+
+
+def _comparison_note(comparison: dict) -> str:
+    """The comparison in a progress line: 're-timed 1.031x, band 5.0%: within noise'."""
+    if "error" in comparison:
+        return "  re-timing failed: not accepted"
+    return (f"  re-timed {comparison['speedup']:.3f}x, band {comparison['band'] * 100:.1f}%: "
+            f"{comparison['verdict']}")
 
 
 class Search:
@@ -78,8 +113,24 @@ class Search:
     # -- evaluation ---------------------------------------------------------
     def evaluate(self, source: str, filename: str, size_set: str) -> dict:
         ev = evaluate(self.task.name, source, backend=self.backend, size_set=size_set,
-                      filename=filename, timeout=self.opts.get("timeout"), dialect=self.dialect)
+                      filename=filename, timeout=self.opts.get("timeout"), dialect=self.dialect,
+                      timer=self.opts.get("timer"))
         return ev.to_json()
+
+    def confirm(self, incumbent: Entry, entry: Entry) -> dict:
+        """Noise-aware acceptance of a candidate the strict rule would take:
+        re-time incumbent and candidate interleaved in one worker on the sizes
+        the search scores. Returns the comparison with `accepted` and `reason`."""
+        try:
+            comparison = compare(self.task.name, incumbent.source, entry.source,
+                                 backend=self.backend, size_set=self.opts["sizes"],
+                                 filenames=(f"iteration {incumbent.iteration}",
+                                            f"iteration {entry.iteration}"),
+                                 dialect=self.dialect, timer=self.opts.get("timer"),
+                                 timeout=self.opts.get("timeout"))
+        except Exception as exc:   # noqa: BLE001 - a failed re-timing rejects, never ends a run
+            comparison = {"error": f"comparison failed: {type(exc).__name__}: {exc}"}
+        return noise_aware_decision(comparison)
 
     # -- the seed -------------------------------------------------------------
     def seed_entry(self, history: list[dict]) -> Entry:
@@ -148,7 +199,8 @@ class Search:
                            seed_source=state.seed.source, seed_result=state.seed.result,
                            previous=previous, incumbent=incumbent,
                            history=ctx.history if shows_history else [],
-                           stagnation=shows_history and stagnating(ctx.history))
+                           stagnation=shows_history and stagnating(ctx.history),
+                           accept=self.opts.get("accept", "strict"))
         self.rd.write_text(self.rd.iter_file(it, "prompt.md"), user)
         tried = [state.seed.source] + [
             self.rd.iter_file(r["iteration"], "candidate").read_text()
@@ -189,7 +241,12 @@ class Search:
             record.update(role="candidate", compile_ok=cand["compile_ok"], correct=cand["correct"],
                           score=_entry_score(result), fail_reason=cand["fail_reason"],
                           source_path=path.name)
-            if self.strategy.accept(state, entry):
+            accepted = self.strategy.accept(state, entry)
+            if accepted and self.opts.get("accept", "strict") == "noise-aware":
+                self.say(f"iter {it}: S above the incumbent's; re-timing both")
+                record["comparison"] = self.confirm(state.best, entry)
+                accepted = record["comparison"]["accepted"]
+            if accepted:
                 state.best = entry
                 record["is_new_best"] = True
                 self.write_best(entry)
@@ -221,7 +278,7 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         strategy: str = "one-plus-one", backend: str = "auto", sizes: str | None = None,
         out: str | Path | None = None, resume: str | Path | None = None, seed: int = 0,
         max_cost: float | None = None, base_url: str | None = None, api: str = "auto",
-        dialect: str | None = None,
+        dialect: str | None = None, accept: str = "strict", timer: str | None = None,
         prices: str | dict | None = None, start: str | Path | None = None,
         timeout: float | None = None, quiet: bool = True, echo=print, proposer=None) -> dict:
     """Run (or resume) a search and return its summary (also in summary.json).
@@ -233,7 +290,12 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     GPU, smoke on the simulator). dialect: "metal" or "cuda" (the simulator runs
     either; GPUs their own). start: a candidate file to start from instead
     of the task's seed. max_cost: stop cleanly once this many USD are spent.
+    accept: "strict" (Metal-Sci's (1+1): any strictly higher S replaces the
+    incumbent) or "noise-aware" (such a candidate is re-timed against the
+    incumbent and kept only when the speedup lies beyond the noise).
+    timer: "cupti", "sim" or "wall" (mlxsci.timers; default: the backend's own).
     proposer: a Proposer object to use instead of `model` (library use, tests).
+    A resumed run keeps the options in its run.json (accept, timer included).
     """
     say = (lambda msg: None) if quiet else echo
     if resume is not None:
@@ -243,6 +305,9 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
             opts["iterations"] = iterations          # a resumed run may be extended
         if max_cost is not None:
             opts["max_cost"] = max_cost
+        # Run directories from before these options: the behaviour they ran with.
+        opts.setdefault("accept", "strict")
+        opts.setdefault("timer", None)
     else:
         backend = resolve_backend_name(backend)
         if sizes is None:
@@ -257,6 +322,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
                 "iterations": 10 if iterations is None else iterations, "strategy": strategy,
                 "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
                 "base_url": base_url, "api": api, "timeout": timeout, "dialect": dialect,
+                "accept": check_accept_rule(accept),   # fails early on an unknown rule
+                # The timer this backend uses, recorded by name so a resume times alike;
+                # fails early on one that cannot time this backend.
+                "timer": check_timer(timer, backend),
                 "start_source": Path(start).read_text() if start else None}
         make_strategy(strategy)   # fails early on an unknown strategy
         backend_options(backend, dialect)   # fails early on a dialect the backend cannot run
@@ -302,8 +371,9 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         verdict = ("skipped" if rec["role"] == "skipped" else
                    "correct" if rec["correct"] else "FAIL")
         score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
+        note = _comparison_note(rec["comparison"]) if "comparison" in rec else ""
         say(f"iter {it}/{opts['iterations']}  {verdict:8s} S={score:8s} "
-            f"best={state.best.score:.4f}{' (new)' if rec['is_new_best'] else ''}  "
+            f"best={state.best.score:.4f}{' (new)' if rec['is_new_best'] else ''}{note}  "
             f"{rec['elapsed_s']:.1f}s  ${cost:.4f}")
         if stopped:
             say(f"stopping: {stopped}")
@@ -316,20 +386,32 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     phi_best = held_best["candidate"]["phi"]
     seed_score = _entry_score(state.seed.result)
     best_score = _entry_score(state.best.result)
+    noises = {"seed_noise": _score_noise(state.seed.result),
+              "best_noise": _score_noise(state.best.result),
+              "held_out_seed_noise": _phi_noise(held_seed),
+              "held_out_best_noise": _phi_noise(held_best)}
+    verdicts = assess(seed_score, best_score, phi_seed, phi_best, **noises)
     ratio = phi_best / phi_seed if phi_seed and phi_best is not None else None
     device = state.seed.result.get("device", "")
     summary = {
         # The task's name (run.json keeps the folder of a task of your own).
         "task": search.task.name, "model": opts["model"], "strategy": opts["strategy"],
         "backend": opts["backend"], "device": device, "sizes": opts["sizes"],
+        "accept": opts["accept"], "timer": state.seed.result.get("timer"),
         "iterations": max(r["iteration"] for r in history),
         "seed_score": seed_score, "best_score": best_score,
         "improvement": best_score / seed_score if seed_score and best_score else None,
         "best_iteration": state.best.iteration,
         "held_out_seed": phi_seed, "held_out_best": phi_best, "held_out_ratio": ratio,
         "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
+        # The noise of each figure, the bands they give (mlxsci.verdicts) and the verdicts.
+        **noises, "noise_floor": NOISE_FLOOR,
+        "improvement_band": verdicts["improvement_band"],
+        "improvement_verdict": verdicts["improvement_verdict"],
+        "held_out_band": verdicts["held_out_band"],
+        "held_out_verdict": verdicts["held_out_verdict"],
         "outcome": _outcome(seed_score, best_score, phi_seed, phi_best,
-                            state.best is state.seed),
+                            state.best is state.seed, verdicts),
         "tokens": {"input": sum(r.get("input_tokens", 0) for r in history),
                    "output": sum(r.get("output_tokens", 0) for r in history)},
         # Wall time over all sessions of a resumed run: every iteration's own
@@ -340,7 +422,9 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         "history": history,
     }
     rd.write_json(rd.file("summary.json"), summary)
-    say(f"done: S seed={_fmt(seed_score)} best={_fmt(best_score)}  "
-        f"Phi seed={_fmt(phi_seed)} best={_fmt(phi_best)}  outcome={summary['outcome']}")
+    say(f"done: S seed={_fmt(seed_score)} best={_fmt(best_score)} "
+        f"({summary['improvement_verdict'] or 'n/a'}, band {verdicts['improvement_band']:.1%})  "
+        f"Phi seed={_fmt(phi_seed)} best={_fmt(phi_best)} "
+        f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}")
     summary["run_dir"] = str(rd_path)
     return summary

@@ -20,6 +20,11 @@ derived from the `Task` object, so a new task folder needs no prompt edits:
 Held-out sizes never reach a prompt: this module reads only the `smoke` and
 `in-dist` size sets, and `format_result` drops any size marked `held_out`
 (defence in depth; the loop passes only in-dist or smoke results).
+
+Each scored size's result also says how it was timed and how noisy the
+timing was, and, where the timer sees kernels (cupti, sim), where the time
+went per kernel: a proposer that knows one kernel takes 70 % of a run knows
+where to look.
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ HISTORY_LINES = 8            # history entries shown in an iteration-k prompt
 STAGNATION_WINDOW = 3        # correct candidate iterations looked at
 STAGNATION_BAND = 0.85       # "close to the best" means score >= 0.85 * best
 _MAX_MESSAGE = 3000          # characters of a compile log / failure shown
+KERNELS_SHOWN = 6            # kernels listed per size in the time breakdown, longest first
 
 _FENCE = {"metal": "metal", "cuda": "cuda"}
 
@@ -607,6 +613,55 @@ def _size_line(size: dict) -> str:
     return line
 
 
+def _duration(seconds: float) -> str:
+    """A time with its unit, 3 significant digits: 18.6 us, 1.25 ms, 182 us."""
+    scale, unit = next(((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
+                        if abs(seconds) >= s), (1e-9, "ns"))
+    v = seconds / scale
+    return f"{v:.0f} {unit}" if abs(v) >= 100 else f"{v:.3g} {unit}"
+
+
+def _kernel_part(name: str, entry: dict, run_seconds: float | None) -> str:
+    launches = int(entry.get("launches") or 0)
+    seconds = float(entry.get("seconds") or 0.0)
+    share = f" {seconds / run_seconds * 100:.0f}% of the run," if run_seconds else ""
+    each = f", {_duration(seconds / launches)} each" if launches else ""
+    plural = "launch" if launches == 1 else "launches"
+    return f"{name}{share} {launches} {plural}{each}"
+
+
+def _profile_lines(size: dict) -> list[str]:
+    """How a correct size was timed: the timer and the run-to-run noise, and
+    the GPU time per kernel where the timer records it (cupti, sim; the wall
+    timer sees only the whole run). Results from before timers had neither."""
+    timer, noise = size.get("timer"), size.get("noise")
+    kernels = size.get("kernels") or {}
+    lines = []
+    if timer is not None or noise is not None:
+        how = f"timer {timer}" if timer else "timer unknown"
+        if timer == "wall":
+            how += " (wall clock per run: an upper bound, host overhead included)"
+        if noise is not None:
+            how += f", noise {float(noise) * 100:.1f}% (spread of the timed runs)"
+        lines.append(f"  {how}")
+    if kernels:
+        # Shares of the run: the run's time is the span of its kernels (cupti) or
+        # their sum (sim), but the size's time can be another statistic of the
+        # runs than the per-kernel medians, so never divide by less than their sum.
+        total = sum(float(e.get("seconds") or 0.0) for e in kernels.values())
+        run_seconds = max(float(size.get("seconds") or 0.0), total) or None
+        ordered = sorted(kernels.items(), key=lambda kv: -float(kv[1].get("seconds") or 0.0))
+        parts = [_kernel_part(name, entry, run_seconds)
+                 for name, entry in ordered[:KERNELS_SHOWN]]
+        rest = ordered[KERNELS_SHOWN:]
+        if rest:
+            rest_s = sum(float(e.get("seconds") or 0.0) for _, e in rest)
+            share = f" ({rest_s / run_seconds * 100:.0f}% of the run)" if run_seconds else ""
+            parts.append(f"{len(rest)} more kernel(s){share}")
+        lines.append("  time per kernel: " + "; ".join(parts))
+    return lines
+
+
 def format_result(result: dict) -> str:
     """Metal-Sci-style result lines of an `Evaluation.to_json()` dict. Sizes
     marked `held_out` are dropped (and any failure text naming them), and phi
@@ -619,13 +674,19 @@ def format_result(result: dict) -> str:
         reason = "a check outside the scored sizes failed"
     if not cand.get("compile_ok", True):
         return f"COMPILE FAILED: {_clip(reason or 'unknown error')}"
-    lines = [_size_line(s) for s in sizes]
+    lines = []
+    for s in sizes:
+        lines.append(_size_line(s))
+        if s.get("correct"):
+            lines += _profile_lines(s)
     if not sizes:
         lines.append("(no size was evaluated)")
     if any(not s.get("correct") for s in sizes):
         lines.append("(evaluation stops at the first failing size; later sizes were not run)")
     if cand.get("correct") and cand.get("score") is not None:
-        lines.append(f"score (gmean of fraction): {float(cand['score']):.4f}")
+        noise = cand.get("noise")
+        lines.append(f"score (gmean of fraction): {float(cand['score']):.4f}"
+                     + ("" if noise is None else f" (noise {float(noise) * 100:.1f}%)"))
     else:
         lines.append("score (gmean of fraction): 0.0000 (rejected: not every size is correct)")
     if reason:
@@ -639,8 +700,17 @@ def format_history_line(record: dict) -> str:
     correct = bool(record.get("correct")) and not skipped
     score = record.get("score")
     shown = f"{float(score):.4f}" if correct and score is not None else "N/A"
-    return (f"iter {record.get('iteration')}: compile={'OK' if compile_ok else 'FAIL'} | "
+    line = (f"iter {record.get('iteration')}: compile={'OK' if compile_ok else 'FAIL'} | "
             f"correct={correct} | score={shown}")
+    comparison = record.get("comparison")
+    if comparison:   # noise-aware acceptance re-timed it against the incumbent
+        if comparison.get("speedup") is None:
+            line += " | re-timing failed, not kept"
+        else:
+            kept = "kept" if comparison.get("accepted") else "not kept"
+            line += (f" | re-timed against the incumbent: {float(comparison['speedup']):.3f}x, "
+                     f"{comparison.get('verdict')}, {kept}")
+    return line
 
 
 def stagnating(history: list[dict]) -> bool:
@@ -719,10 +789,11 @@ def _stagnation_notice(task: Task) -> str:
 def user_prompt(task: Task, dialect: str = "metal", *, iteration: int, seed_source: str,
                 seed_result: dict, previous: tuple[str, dict] | None,
                 incumbent: tuple[str, dict] | None, history: list[dict],
-                stagnation: bool) -> str:
+                stagnation: bool, accept: str = "strict") -> str:
     """The user prompt of one iteration (1-based). Iteration 1 shows the seed;
     later ones show the previous attempt, the incumbent when it differs, the
-    last entries of the history and, when asked, the stagnation notice."""
+    last entries of the history and, when asked, the stagnation notice.
+    accept: the search's acceptance rule, stated in the instructions."""
     _check_dialect(dialect)
     fence = _FENCE[dialect]
     names = ", ".join(f"`{k}`" for k in task.kernel_names)
@@ -782,10 +853,13 @@ def user_prompt(task: Task, dialect: str = "metal", *, iteration: int, seed_sour
     if previous_failed:
         steps.append("Your previous attempt did not produce a correct result: find and fix the "
                      "cause first (or go back to the incumbent and change it more carefully).")
+    rule = ("strictly higher score." if accept == "strict" else
+            "strictly higher score and a speedup beyond the timing noise when the two are "
+            "re-timed side by side.")
     steps.append("Beat the incumbent" + (f" (score {float(best_score):.4f})"
                                          if best_score is not None else "")
                  + " while staying correct at every size; a candidate replaces it only with a "
-                   "strictly higher score.")
+                 + rule)
     steps.append(f"Answer with a short explanation and then exactly one ```{fence} block "
                  f"holding the whole candidate file, with the kernels {names} under their "
                  "exact names.")

@@ -3,10 +3,20 @@
 A strategy sees the search state and decides the context of the next
 proposal; the loop owns proposing, evaluating and recording. Adding an
 island or archive strategy means adding a class here, nothing else.
+
+Acceptance rules sit on top of a strategy's own `accept`: `strict` takes
+what the strategy takes (Metal-Sci: a strictly higher S); `noise-aware`
+also asks for a re-timing of incumbent and candidate side by side
+(mlxsci.evaluate.compare) whose speedup lies beyond the noise, because two
+S values from separate workers differ by more than their own runs' spread.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from mlxsci.verdicts import IMPROVED, band, change
+
+ACCEPT_RULES = ("strict", "noise-aware")
 
 
 @dataclass
@@ -78,3 +88,28 @@ def make_strategy(name: str) -> Strategy:
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
     return STRATEGIES[name]()
+
+
+def check_accept_rule(name: str) -> str:
+    if name not in ACCEPT_RULES:
+        raise ValueError(f"unknown acceptance rule {name!r}; choose from {', '.join(ACCEPT_RULES)}")
+    return name
+
+
+def noise_aware_decision(comparison: dict) -> dict:
+    """The comparison (mlxsci.evaluate.compare's dict) with the decision added:
+    band (its noise, at least the floor), verdict of the speedup, accepted
+    (only when the verdict is improved) and reason. A failed comparison
+    ({"error": ...}) is not accepted: nothing shows the candidate is faster."""
+    out = dict(comparison)
+    if "error" in out:
+        out.update(accepted=False, verdict=None, band=None,
+                   reason=f"not accepted: {out['error']}")
+        return out
+    b = band(out.get("noise"))
+    verdict = change(out["speedup"], b)
+    out.update(band=b, verdict=verdict, accepted=verdict == IMPROVED)
+    how = f"re-timed speedup {out['speedup']:.3f}x against a band of {b:.1%}"
+    out["reason"] = (f"accepted: {how}" if out["accepted"]
+                     else f"not accepted: {how} is {verdict}")
+    return out

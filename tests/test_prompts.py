@@ -212,6 +212,111 @@ def test_format_result_drops_held_out_sizes_and_phi():
     assert held.label not in text and held_out_leaks(task, text) == []
 
 
+# --- how each size was timed: timer, noise, time per kernel -----------------------
+
+def profiled(size, i, kernels, timer="cupti", noise=0.031, held_out=False):
+    entry = size_entry(size, i, held_out=held_out)
+    entry.update(timer=timer, noise=noise, kernels=kernels)
+    return entry
+
+
+def test_format_result_shows_the_kernel_breakdown():
+    task = load_task("gradshaf")
+    sizes = task.size_set("in-dist")
+    res = result(task, score=0.25)
+    # 30 launches of 18.6 us out of a 0.786 ms run (71 %), the rest in the reduction
+    res["sizes"][0] = profiled(sizes[0], 0, {
+        "gradshaf_axis_reduce": {"launches": 30, "seconds": 30 * 7.6e-6},
+        "gradshaf_step": {"launches": 30, "seconds": 30 * 18.6e-6}})
+    res["sizes"][0]["seconds"] = 30 * (18.6e-6 + 7.6e-6)
+    res["sizes"][1] = profiled(sizes[1], 1, {}, timer="wall", noise=0.2)
+    res["candidate"]["noise"] = 0.042
+    lines = format_result(res).splitlines()
+    assert lines[1] == "  timer cupti, noise 3.1% (spread of the timed runs)"
+    assert lines[2] == ("  time per kernel: gradshaf_step 71% of the run, 30 launches, 18.6 us "
+                        "each; gradshaf_axis_reduce 29% of the run, 30 launches, 7.6 us each")
+    # The wall timer sees no kernels: its line says what it is, and no breakdown follows.
+    wall = lines.index(next(l for l in lines if l.startswith(sizes[1].label)))
+    assert lines[wall + 1].startswith("  timer wall (wall clock per run: an upper bound")
+    assert "noise 20.0%" in lines[wall + 1] and "time per kernel" not in lines[wall + 2]
+    assert lines[-1] == "score (gmean of fraction): 0.2500 (noise 4.2%)"
+
+
+def test_kernel_breakdown_lists_the_longest_first_and_sums_the_rest():
+    task = load_task("saxpy")
+    size = task.size_set("in-dist")[0]
+    kernels = {f"k{i}": {"launches": 1, "seconds": (i + 1) * 1e-6} for i in range(8)}
+    res = {"candidate": {"compile_ok": True, "correct": True, "score": 0.5},
+           "sizes": [profiled(size, 0, kernels, timer="sim")]}
+    res["sizes"][0]["seconds"] = 36e-6
+    line = format_result(res).splitlines()[2]
+    assert line.startswith("  time per kernel: k7 22% of the run, 1 launch, 8 us each; k6 ")
+    assert line.endswith("; 2 more kernel(s) (8% of the run)")
+
+
+def test_breakdown_never_for_a_held_out_size():
+    task = load_task("heat2d")
+    res = result(task, score=0.25)
+    held = task.size_set("held-out")[0]
+    res["sizes"].append(profiled(held, 3, {"heat_step": {"launches": 75, "seconds": 0.075}},
+                                 noise=0.777, held_out=True))
+    text = format_result(res)
+    assert held.label not in text and "75 launches" not in text and "77.7%" not in text
+    assert held_out_leaks(task, text) == []
+    # ... nor in a user prompt built from it, as incumbent or previous attempt.
+    history = [record(0, "seed", score=0.25, new_best=True), record(1, score=0.3)]
+    prompt = user_prompt(task, "metal", iteration=2, seed_source=task.seed(), seed_result=res,
+                         previous=(task.seed() + "// a\n", res),
+                         incumbent=(task.seed() + "// b\n", res), history=history,
+                         stagnation=False)
+    assert "75 launches" not in prompt and held_out_leaks(task, prompt) == []
+
+
+def test_user_prompt_shows_the_breakdown_of_incumbent_and_previous():
+    task = load_task("heat2d")
+    size = task.size_set("in-dist")[0]
+
+    def res(launches, us):
+        r = result(task, score=0.25)
+        r["sizes"][0] = profiled(size, 0, {"heat_step": {"launches": launches,
+                                                         "seconds": launches * us * 1e-6}})
+        r["sizes"][0]["seconds"] = launches * us * 1e-6
+        return r
+    history = [record(0, "seed", score=0.25, new_best=True), record(1, score=0.3, new_best=True),
+               record(2, score=0.28)]
+    text = user_prompt(task, "metal", iteration=3, seed_source=task.seed(),
+                       seed_result=result(task), previous=(task.seed() + "// p\n", res(50, 12.5)),
+                       incumbent=(task.seed() + "// i\n", res(50, 9.25)), history=history,
+                       stagnation=False)
+    previous = text[text.index("## Your previous attempt"):text.index("## Current best")]
+    incumbent = text[text.index("## Current best"):text.index("## History")]
+    assert "heat_step 100% of the run, 50 launches, 12.5 us each" in previous
+    assert "heat_step 100% of the run, 50 launches, 9.25 us each" in incumbent
+    assert "strictly higher score." in text and "timing noise" not in text
+
+
+def test_noise_aware_rule_and_re_timing_in_the_prompt():
+    task = load_task("saxpy")
+    kept = dict(record(1, score=0.3, new_best=True),
+                comparison={"speedup": 1.2, "verdict": "improved", "accepted": True})
+    dropped = dict(record(2, score=0.31),
+                   comparison={"speedup": 1.031, "verdict": "within noise", "accepted": False})
+    failed = dict(record(3, score=0.32), comparison={"error": "crash", "accepted": False})
+    assert format_history_line(kept).endswith(
+        "| re-timed against the incumbent: 1.200x, improved, kept")
+    assert format_history_line(dropped) == (
+        "iter 2: compile=OK | correct=True | score=0.3100 | re-timed against the incumbent: "
+        "1.031x, within noise, not kept")
+    assert format_history_line(failed).endswith("| re-timing failed, not kept")
+    text = user_prompt(task, "metal", iteration=4, seed_source=task.seed(),
+                       seed_result=result(task), previous=(task.seed() + "//x\n", result(task)),
+                       incumbent=None, history=[record(0, "seed", new_best=True), kept, dropped,
+                                                failed],
+                       stagnation=False, accept="noise-aware")
+    assert "1.031x, within noise, not kept" in text
+    assert "a speedup beyond the timing noise when the two are re-timed side by side" in text
+
+
 # --- history and stagnation -----------------------------------------------------------
 
 def test_history_shows_the_last_eight_entries():

@@ -5,12 +5,14 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
-from mlxsci.search import run
+from mlxsci.search import loop, run
 from mlxsci.search.proposer import Proposal, Proposer
 from mlxsci.task import load_task
+from mlxsci.verdicts import NOISE_FLOOR, change
 
 SAXPY = load_task("saxpy")
 HEAD = "//! kernel saxpy\n//! grid = (ceil_div(N, 256) * 256, 1, 1)\n//! threadgroup = (256, 1, 1)\n"
@@ -85,7 +87,13 @@ def test_run_directory_records_everything(tmp_path):
                 "tokens", "cost_usd", "wall_s"]:
         assert key in s, key
     assert s["iterations"] == 4 and s["tokens"] == {"input": 300, "output": 150}
-    assert s["cost_usd"] == pytest.approx(0.04) and s["outcome"] in ("improved", "flat")
+    assert s["cost_usd"] == pytest.approx(0.04)
+    # Iteration 1 differs from the seed only in its threadgroup: on the simulator
+    # its S and Phi differ from the seed's by timing noise, in either direction,
+    # so any outcome but a held-out failure can come out.
+    assert s["outcome"] in loop.OUTCOMES and s["outcome"] != "held_out_failure"
+    if s["best_iteration"] == 0:
+        assert s["outcome"] == "flat"
     assert summary["best_score"] == s["best_score"]
     # The iteration-3 prompt shows the broken attempt's compile failure.
     assert "COMPILE FAILED" in (out / "04_prompt.md").read_text() or \
@@ -213,3 +221,294 @@ def test_missing_api_key_is_a_usage_error_and_leaves_no_run_directory(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and "ANTHROPIC_API_KEY" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+# --- noise: summary verdicts and noise-aware acceptance (crafted evaluations) ---------
+
+SMOKE_LABEL = SAXPY.size_set("smoke")[0].label
+HELD_LABEL = SAXPY.size_set("held-out")[0].label
+
+
+def variant(name):
+    """A correct-looking candidate the crafted evaluator knows by name."""
+    return SAXPY.seed() + f"// crafted: {name}\n"
+
+
+class Crafted:
+    """Stands in for mlxsci.evaluate.evaluate: each candidate (by its `crafted:`
+    marker; the seed otherwise) has a given S and S noise on the search sizes
+    and a given Phi and Phi noise at the held-out size (Phi None: it fails there)."""
+
+    def __init__(self, table):
+        self.table = table         # name -> (S, S noise, Phi, Phi noise)
+        self.calls = []
+
+    def __call__(self, task, source, *, size_set, timer=None, **kw):
+        self.calls.append({"size_set": size_set, "timer": timer})
+        name = source.split("// crafted: ")[1].strip() if "// crafted: " in source else "seed"
+        score, noise, phi, phi_noise = self.table[name]
+        if size_set == "held-out":
+            ok = phi is not None
+            sizes = [{"label": HELD_LABEL, "held_out": True, "correct": ok, "fraction": phi,
+                      "noise": phi_noise, "timer": "sim", "seconds": 1e-3,
+                      "fail_reason": None if ok else f"correctness failed at size {HELD_LABEL}: "
+                                                    "max_abs=1 (tol=0.0001)"}]
+            cand = {"compile_ok": True, "correct": ok, "score": None if ok else 0.0, "phi": phi,
+                    "noise": None, "fail_reason": sizes[0]["fail_reason"]}
+        else:
+            sizes = [{"label": SMOKE_LABEL, "held_out": False, "correct": True, "fraction": score,
+                      "noise": noise, "timer": "sim", "seconds": 1e-3,
+                      "kernels": {"saxpy": {"launches": 1, "seconds": 1e-3}}}]
+            cand = {"compile_ok": True, "correct": True, "score": score, "phi": None,
+                    "noise": noise, "fail_reason": None}
+        result = {"task": "saxpy", "backend": "sim", "device": "crafted", "dialect": "metal",
+                  "timer": timer or "sim", "candidate": cand, "sizes": sizes}
+        return types.SimpleNamespace(to_json=lambda: result)
+
+
+def crafted_run(tmp_path, monkeypatch, table, names, **kw):
+    fake = Crafted(table)
+    monkeypatch.setattr(loop, "evaluate", fake)
+    proposer = Scripted([fenced(variant(n)) for n in names])
+    summary = run("saxpy", proposer=proposer, iterations=len(names), backend="sim",
+                  out=tmp_path / "run", **kw)
+    return summary, fake, proposer
+
+
+# name -> (S, S noise, Phi, Phi noise); the seed: S 0.30, Phi 0.50
+SEED = (0.30, 0.01, 0.50, 0.02)
+OUTCOME_CASES = {
+    # S up 20 % against a 5 % band; Phi unchanged
+    "improved": ({"best": (0.36, 0.02, 0.50, 0.02)}, "improved", "within noise"),
+    # S up 6.7 %, but the best's S noise is 8 %
+    "within_noise": ({"best": (0.32, 0.08, 0.50, 0.02)}, "within noise", "within noise"),
+    # S up 20 %, Phi down 20 % against a 5 % band
+    "held_out_regression": ({"best": (0.36, 0.02, 0.40, 0.02)}, "improved", "regressed"),
+    # the same Phi drop, inside the 30 % noise measured at the held-out size: not a regression
+    "held_out_noisy": ({"best": (0.36, 0.02, 0.40, 0.30)}, "improved", "within noise"),
+    # the best fails at the held-out size
+    "held_out_failure": ({"best": (0.36, 0.02, None, None)}, "improved", None),
+    # the candidate is slower: the seed stays the best
+    "flat": ({"best": (0.25, 0.01, 0.50, 0.02)}, "within noise", "within noise"),
+}
+
+
+@pytest.mark.parametrize("case", list(OUTCOME_CASES))
+def test_summary_outcome_from_noise(tmp_path, monkeypatch, case):
+    table, s_verdict, phi_verdict = OUTCOME_CASES[case]
+    summary, fake, _ = crafted_run(tmp_path, monkeypatch, dict(table, seed=SEED), ["best"])
+    expected = "improved" if case == "held_out_noisy" else case
+    assert summary["outcome"] == expected and expected in loop.OUTCOMES
+    best = table["best"] if case != "flat" else SEED
+    assert summary["seed_noise"] == SEED[1] and summary["best_noise"] == best[1]
+    assert summary["held_out_seed_noise"] == SEED[3]
+    assert summary["held_out_best_noise"] == best[3]
+    assert summary["noise_floor"] == NOISE_FLOOR
+    assert summary["improvement_band"] == max(NOISE_FLOOR, SEED[1], best[1])
+    assert summary["improvement_verdict"] == s_verdict
+    assert summary["held_out_verdict"] == phi_verdict
+    if phi_verdict is not None:
+        assert summary["held_out_band"] == max(NOISE_FLOOR, SEED[3], best[3])
+    # The facts stay whatever the verdict: seed vs best, and the keys other code reads.
+    assert summary["seed_score"] == SEED[0] and summary["best_score"] == best[0]
+    assert summary["best_iteration"] == (0 if case == "flat" else 1)
+    assert summary["improvement"] == pytest.approx(best[0] / SEED[0])
+    assert summary["held_out_seed"] == SEED[2] and summary["held_out_best"] == best[2]
+    assert summary["accept"] == "strict" and summary["timer"] == "sim"
+    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert on_disk["outcome"] == expected and on_disk["improvement_verdict"] == s_verdict
+
+
+def test_outcome_rules_in_order():
+    v = lambda s, h: {"improvement_verdict": s, "held_out_verdict": h}  # noqa: E731
+    assert loop._outcome(0.3, 0.3, 0.5, 0.5, True, v("within noise", "within noise")) == "flat"
+    assert loop._outcome(0.3, 0.29, 0.5, 0.5, False, v("within noise", "within noise")) == "flat"
+    assert loop._outcome(0.3, 0.4, 0.5, None, False, v("improved", None)) == "held_out_failure"
+    # a best within noise on S that also drops Phi beyond noise: the regression is the finding
+    assert loop._outcome(0.3, 0.31, 0.5, 0.3, False, v("within noise", "regressed")) \
+        == "held_out_regression"
+    assert loop._outcome(0.3, 0.4, None, None, False, v("improved", None)) == "improved"
+    assert loop._outcome(0.3, 0.31, None, 0.4, False, v("within noise", None)) == "within_noise"
+
+
+def fake_compare(result, calls):
+    def compare(task, incumbent, candidate, **kw):
+        calls.append({"task": task, "incumbent": incumbent, "candidate": candidate, **kw})
+        if isinstance(result, Exception):
+            raise result
+        return dict(result)
+    return compare
+
+
+def comparison(speedup, noise):
+    return {"timer": "sim", "sizes": [{"label": SMOKE_LABEL, "incumbent": 1e-3 * speedup,
+                                       "candidate": 1e-3, "speedup": speedup, "noise": noise}],
+            "speedup": speedup, "noise": noise}
+
+
+@pytest.mark.parametrize("result,accepted,verdict", [
+    (comparison(1.20, 0.03), True, "improved"),
+    (comparison(1.04, 0.02), False, "within noise"),     # inside the 5 % floor
+    (comparison(1.10, 0.12), False, "within noise"),     # inside the measured 12 %
+    ({"timer": "sim", "error": f"comparison at size {SMOKE_LABEL} failed: crash"}, False, None),
+    (RuntimeError("worker pool gone"), False, None),
+])
+def test_noise_aware_acceptance(tmp_path, monkeypatch, result, accepted, verdict):
+    calls = []
+    monkeypatch.setattr(loop, "compare", fake_compare(result, calls))
+    messages = []
+    table = {"seed": SEED, "faster": (0.36, 0.01, 0.50, 0.02), "next": (0.2, 0.01, 0.5, 0.02)}
+    summary, _, proposer = crafted_run(tmp_path, monkeypatch, table, ["faster", "next"],
+                                       accept="noise-aware", quiet=False, echo=messages.append)
+    rec = summary["history"][1]
+    assert len(calls) == 1          # iteration 2 scores lower: the strict rule already says no
+    assert calls[0]["incumbent"] == SAXPY.seed() and calls[0]["candidate"] == variant("faster")
+    assert (calls[0]["backend"], calls[0]["size_set"], calls[0]["dialect"], calls[0]["timer"]) \
+        == ("sim", "smoke", "metal", "sim")
+    assert rec["is_new_best"] is accepted and rec["comparison"]["accepted"] is accepted
+    assert rec["comparison"]["verdict"] == verdict
+    assert "comparison" not in summary["history"][2]
+    assert summary["best_iteration"] == (1 if accepted else 0)
+    # Without the candidate, S did not change at all: the outcome says so.
+    assert summary["outcome"] == ("improved" if accepted else "flat")
+    if verdict is None:
+        assert rec["comparison"]["reason"].startswith("not accepted: ")
+        assert "fail" in rec["comparison"]["reason"] or "gone" in rec["comparison"]["reason"]
+        assert any("re-timing failed: not accepted" in m for m in messages)
+    else:
+        assert rec["comparison"]["band"] == max(NOISE_FLOOR, result["noise"])
+        assert rec["comparison"]["speedup"] == result["speedup"]
+        assert any(f"re-timed {result['speedup']:.3f}x" in m and verdict in m for m in messages)
+    # The next prompt tells the proposer what happened, and the rule it is judged by.
+    assert ("not kept" in proposer.seen[1].user) is (not accepted)
+    assert "beyond the timing noise" in proposer.seen[1].user
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["accept"] == "noise-aware"
+    assert summary["accept"] == "noise-aware"
+
+
+def test_strict_acceptance_never_re_times(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(loop, "compare", fake_compare(comparison(1.0, 0.01), calls))
+    summary, _, proposer = crafted_run(tmp_path, monkeypatch,
+                                       {"seed": SEED, "faster": (0.31, 0.01, 0.50, 0.02)},
+                                       ["faster"])
+    assert calls == [] and summary["history"][1]["is_new_best"]
+    assert "comparison" not in summary["history"][1]
+    assert summary["outcome"] == "within_noise"        # 1.033x: kept by (1+1), not a gain
+
+
+def test_timer_reaches_every_evaluation_and_comparison(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(loop, "compare", fake_compare(comparison(1.2, 0.01), calls))
+    summary, fake, _ = crafted_run(tmp_path, monkeypatch,
+                                   {"seed": SEED, "faster": (0.36, 0.01, 0.5, 0.02)}, ["faster"],
+                                   accept="noise-aware", timer="wall")
+    assert {c["timer"] for c in fake.calls} == {"wall"}
+    assert {c["size_set"] for c in fake.calls} == {"smoke", "held-out"}
+    assert calls[0]["timer"] == "wall"
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["timer"] == "wall"
+
+
+def test_bad_options_fail_before_any_run_directory(tmp_path):
+    with pytest.raises(ValueError, match="cupti"):
+        run("saxpy", proposer=Scripted([]), backend="sim", timer="cupti", out=tmp_path / "a")
+    with pytest.raises(ValueError, match="acceptance"):
+        run("saxpy", proposer=Scripted([]), backend="sim", accept="lenient", out=tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("args,message", [(["--timer", "cupti"], "cupti"),
+                                          (["--timer", "stopwatch"], "stopwatch"),
+                                          (["--accept", "lenient"], "lenient")])
+def test_bad_timer_or_rule_is_a_usage_error(tmp_path, args, message):
+    proc = subprocess.run([sys.executable, "-m", "mlxsci.search", "--task", "saxpy", "--backend",
+                           "sim", "--out", str(tmp_path / "r"), *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()
+
+
+def test_resume_of_a_run_from_before_the_new_options(tmp_path, monkeypatch):
+    table = {"seed": SEED, "a": (0.36, 0.01, 0.5, 0.02), "b": (0.5, 0.01, 0.5, 0.02)}
+    crafted_run(tmp_path, monkeypatch, table, ["a"])
+    opts_path = tmp_path / "run" / "run.json"
+    opts = json.loads(opts_path.read_text())
+    for key in ("accept", "timer"):           # as written before these options existed
+        del opts[key]
+    opts_path.write_text(json.dumps(opts))
+    calls = []
+    monkeypatch.setattr(loop, "compare", fake_compare(comparison(1.0, 0.01), calls))
+    summary = run(None, resume=tmp_path / "run", iterations=2,
+                  proposer=Scripted([fenced(variant("b"))]))
+    assert [r["iteration"] for r in summary["history"]] == [0, 1, 2]
+    assert summary["accept"] == "strict" and calls == []          # strict, as it ran
+    assert summary["best_iteration"] == 2 and summary["outcome"] == "improved"
+
+
+def test_resume_keeps_noise_aware_acceptance(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(loop, "compare", fake_compare(comparison(1.3, 0.01), calls))
+    table = {"seed": SEED, "a": (0.25, 0.01, 0.5, 0.02), "b": (0.5, 0.01, 0.5, 0.02)}
+    crafted_run(tmp_path, monkeypatch, table, ["a"], accept="noise-aware", timer="wall")
+    assert calls == []                                          # "a" is slower: no re-timing
+    summary = run(None, resume=tmp_path / "run", iterations=2,
+                  proposer=Scripted([fenced(variant("b"))]))
+    assert len(calls) == 1 and calls[0]["timer"] == "wall"      # the run's own options
+    assert summary["history"][2]["comparison"]["accepted"] and summary["best_iteration"] == 2
+
+
+def test_noise_aware_autotune_on_the_simulator(tmp_path):
+    """A real run: autotune, --accept noise-aware, through the CLI."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "mlxsci.search", "--task", "saxpy", "--model",
+                           "autotune", "--iterations", "3", "--backend", "sim", "--accept",
+                           "noise-aware", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    opts = json.loads((out / "run.json").read_text())
+    assert opts["accept"] == "noise-aware" and opts["timer"] == "sim"
+    summary = json.loads((out / "summary.json").read_text())
+    history = summary["history"]
+    assert [r["iteration"] for r in history] == [0, 1, 2, 3]
+    # Exactly the candidates the strict rule would take were re-timed; only
+    # those re-timed beyond the noise became the best.
+    best = history[0]["score"]
+    for rec in history[1:]:
+        strict = rec["role"] == "candidate" and rec["correct"] and rec["score"] > best
+        assert ("comparison" in rec) is strict, rec
+        if strict:
+            cmp = rec["comparison"]
+            assert cmp["reason"].startswith(("accepted: ", "not accepted: "))
+            if "error" not in cmp:
+                assert cmp["timer"] == "sim"
+                assert [s["label"] for s in cmp["sizes"]] == [SMOKE_LABEL]
+                assert cmp["band"] >= NOISE_FLOOR and cmp["speedup"] > 0
+                assert cmp["verdict"] == change(cmp["speedup"], cmp["band"])
+                assert cmp["accepted"] is (cmp["verdict"] == "improved")
+                assert f"re-timed {cmp['speedup']:.3f}x" in proc.stdout
+            assert rec["is_new_best"] is cmp["accepted"]
+        else:
+            assert not rec["is_new_best"]
+        if rec["is_new_best"]:
+            best = rec["score"]
+    assert summary["outcome"] in loop.OUTCOMES
+    assert summary["improvement_verdict"] in ("improved", "within noise", "regressed")
+    assert summary["seed_noise"] is not None and summary["improvement_band"] >= NOISE_FLOOR
+
+
+def test_noise_aware_re_times_for_real_on_the_simulator(tmp_path):
+    """A real comparison: from a slow start, the seed is far faster (accepted
+    beyond any noise); a slower candidate after it is never re-timed."""
+    start = tmp_path / "slow.metal"
+    start.write_text(SLOW.format(loops=40))
+    proposer = Scripted([fenced(SAXPY.seed()), fenced(SLOW.format(loops=80))])
+    summary = run("saxpy", proposer=proposer, iterations=2, backend="sim", out=tmp_path / "r",
+                  start=start, accept="noise-aware")
+    first, second = summary["history"][1:]
+    cmp = first["comparison"]
+    assert cmp["timer"] == "sim" and [s["label"] for s in cmp["sizes"]] == [SMOKE_LABEL]
+    assert cmp["speedup"] > 1 + cmp["band"] and cmp["band"] >= NOISE_FLOOR
+    assert cmp["verdict"] == "improved" and cmp["accepted"] and first["is_new_best"]
+    assert cmp["sizes"][0]["incumbent"] > cmp["sizes"][0]["candidate"] > 0
+    assert "comparison" not in second and not second["is_new_best"]
+    assert summary["best_iteration"] == 1 and summary["accept"] == "noise-aware"

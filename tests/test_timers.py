@@ -18,7 +18,7 @@ from mlxsci.launch import Launcher
 from mlxsci.task import load_task
 from mlxsci.timers import (CuptiSource, CuptiTimer, KernelRecord, SimTimer, TimerError,
                            WallTimer, Work, check_timer, combined_noise, kernel_label,
-                           median_kernels, relative_spread, settle)
+                           median_kernels, relative_spread, run_noise, settle)
 from mlxsci.worker import pipeline_work
 
 HEAT = ("void mlx::core::cu::custom_kernel_heat_step_float_uint32_ts_uint32_ts_floats_float"
@@ -193,3 +193,10 @@ def test_sim_timer_reports_native_kernel_time_per_kernel():
     assert backend.activity is None    # nothing recorded outside a timed run
     np.testing.assert_array_equal(np.array(timing.results["u"]),
                                   np.array(task.run(launcher, inputs, size.params)["u"]))
+
+
+def test_noise_of_a_minimum_ignores_slow_outliers():
+    runs = [1.00, 1.01, 1.02, 1.5, 1.6, 2.0]          # two fastest of six agree to 1 %
+    assert run_noise(runs, "min") == pytest.approx(0.01)
+    assert run_noise(runs, "median") == pytest.approx(1.0 / 1.26)
+    assert run_noise([3.0, 1.0, 1.1], "min") == pytest.approx(0.1)   # at least two runs
