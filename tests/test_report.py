@@ -126,7 +126,14 @@ def test_labels_judge_against_the_measured_noise():
 
 def test_runs_without_noise_fields_get_the_floor(tmp_path):
     """Summaries written before noise was measured: no noise keys, noise 0, the floor."""
-    runs = load_runs([ROOT / "bench" / "results" / "runs"])
+    old_runs = tmp_path / "runs"
+    shutil.copytree(ROOT / "bench" / "results" / "runs", old_runs)
+    for path in old_runs.glob("*/summary.json"):   # as written before noise was measured
+        summary = json.loads(path.read_text())
+        for key in [k for k in summary if "noise" in k or "band" in k or "verdict" in k]:
+            del summary[key]
+        path.write_text(json.dumps(summary))
+    runs = load_runs([old_runs])
     assert runs and all("seed_noise" not in r for r in runs)
     for row in details_table(runs):
         assert row["S band"] == NOISE_FLOOR

@@ -1,6 +1,6 @@
 //! kernel heat_step
 //! grid = (ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)
-//! threadgroup = (16, 32, 1)
+//! threadgroup = (64, 4, 1)
 // Naive seed: one thread per cell, five direct global loads, no tiling.
 uint i = thread_position_in_grid.x;
 uint j = thread_position_in_grid.y;
