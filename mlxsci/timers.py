@@ -230,7 +230,19 @@ class KernelRecord:
 
 class CuptiSource:
     """Kernel activity records from CUPTI (cupti-python). drain() flushes
-    CUPTI's buffers and returns every kernel completed since the last drain."""
+    CUPTI's buffers and returns every kernel completed since the last drain.
+
+    CUPTI's activity buffers and callbacks belong to the process, so there is
+    one source per process (`CuptiSource.shared()`), enabled on first use and
+    kept: timers come and go (one per size, one for the probes), the source
+    stays, and a timer's close() only drains it."""
+    _shared: "CuptiSource | None" = None
+
+    @classmethod
+    def shared(cls) -> "CuptiSource":
+        if cls._shared is None:
+            cls._shared = cls()
+        return cls._shared
 
     def __init__(self):
         try:
@@ -264,9 +276,9 @@ class CuptiSource:
         return records
 
     def close(self) -> None:
+        """Forget what is buffered; collection stays on for the next timer."""
         try:
             self.drain()
-            self._cupti.activity_disable(self._kind)
         except Exception:
             pass
 
@@ -278,7 +290,7 @@ class CuptiTimer(Timer):
     name = "cupti"
 
     def __init__(self, source=None, kernel_names=()):
-        self.source = source if source is not None else CuptiSource()
+        self.source = source if source is not None else CuptiSource.shared()
         self.kernel_names = tuple(kernel_names)
 
     def time(self, work: Work) -> Timing:

@@ -7,6 +7,7 @@ kernels. The wall timer runs on a fake clock. The sim timer runs the real
 simulator.
 """
 import sys
+import types
 
 import mlx.core as mx
 import numpy as np
@@ -92,7 +93,7 @@ def test_cupti_without_records_is_an_error_not_a_zero_time():
 def test_cupti_source_without_cupti_python_says_what_to_do(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)
     with pytest.raises(TimerError, match="cupti-python"):
-        CuptiSource()
+        CuptiSource.shared()
 
 
 @pytest.mark.parametrize("raw,label", [
@@ -200,3 +201,53 @@ def test_noise_of_a_minimum_ignores_slow_outliers():
     assert run_noise(runs, "min") == pytest.approx(0.01)
     assert run_noise(runs, "median") == pytest.approx(1.0 / 1.26)
     assert run_noise([3.0, 1.0, 1.1], "min") == pytest.approx(0.1)   # at least two runs
+
+
+def fake_cupti_module():
+    """A stand-in for cupti-python's `cupti.cupti`: records the calls CuptiSource
+    makes and, on a flush, hands the 'completed' callback what the fake GPU ran."""
+    mod = types.SimpleNamespace(calls=[], pending=[])
+    mod.ActivityKind = types.SimpleNamespace(CONCURRENT_KERNEL=10, MEMCPY=1)
+
+    def register(requested, completed):
+        mod.calls.append("register")
+        mod.requested, mod.completed = requested, completed
+
+    def flush_all(flag):
+        mod.calls.append(f"flush({flag})")
+        if mod.pending:
+            batch, mod.pending = mod.pending, []
+            mod.completed(batch)
+
+    mod.activity_register_callbacks = register
+    mod.activity_enable = lambda kind: mod.calls.append(f"enable({kind})")
+    mod.activity_flush_all = flush_all
+    return mod
+
+
+def test_cupti_source_registers_once_and_keeps_only_kernel_records(monkeypatch):
+    mod = fake_cupti_module()
+    monkeypatch.setitem(sys.modules, "cupti", types.SimpleNamespace(cupti=mod))
+    monkeypatch.setitem(sys.modules, "cupti.cupti", mod)
+    monkeypatch.setattr(CuptiSource, "_shared", None)
+    record = lambda kind, name, start, end: types.SimpleNamespace(kind=kind, name=name,
+                                                                    start=start, end=end)
+    source = CuptiSource.shared()
+    assert CuptiSource.shared() is source and mod.calls == ["register", "enable(10)"]
+    assert mod.requested()[0] >= 1 << 20          # a buffer of some MiB, records unlimited
+    mod.pending = [record(10, HEAT, 100, 200), record(1, "memcpy", 50, 60),
+                   record(10, COPY, 210, 260)]
+    assert source.drain() == [KernelRecord(HEAT, 100, 200), KernelRecord(COPY, 210, 260)]
+    assert source.drain() == [] and mod.calls[-1] == "flush(1)"   # forced flush each time
+    timer = CuptiTimer(kernel_names=["heat_step"])
+    assert timer.source is source
+    def wait(results):   # the run's kernel completes while the timer waits for it
+        if results is not None:
+            mod.pending.append(record(10, HEAT, 1000, 1500))
+
+    mod.pending.append(record(10, HEAT, 1, 2))   # left over from earlier work: discarded
+    timing = timer.time(Work(lambda inputs: {"out": 1}, {}, wait))
+    assert timing.seconds == pytest.approx(500e-9) and timing.kernels == {
+        "heat_step": [1, pytest.approx(500e-9)]}
+    timer.close()
+    assert CuptiSource.shared() is source         # closing a timer keeps the source
