@@ -14,8 +14,9 @@ device first:
 and the ratios wall / exact and amortized / exact, which are the errors of the
 wall-clock timers. Then the seed's score S from `--processes` fresh
 `python -m mlxsci.eval` processes (each its own evaluation with the default
-timer and the cached roofline), its max / min, and the roofline's probe
-curves. Everything is printed and written to
+timer and the cached roofline), its max / min, the per-size fractions of the
+hand-tuned candidates in bench/candidates/ (saxpy: float4, grid-stride), and
+the roofline's probe curves. Everything is printed and written to
 bench/results/<device>/bench_gpu_<date>.{md,json} with the date, the device,
 the driver (where known) and the MLX version.
 
@@ -38,6 +39,7 @@ from tabulate import tabulate
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import parse
+from mlxsci.evaluate import evaluate
 from mlxsci.launch import Launcher
 from mlxsci.roofline import load_or_measure
 from mlxsci.task import load_task, task_names
@@ -46,6 +48,7 @@ from mlxsci.worker import device_inputs, pipeline_work
 from score_spread import fresh_scores   # bench/score_spread.py, beside this script
 
 RESULTS = Path(__file__).parent / "results"
+CANDIDATES = Path(__file__).parent / "candidates"
 
 
 def time_size(task, size, backend, runs: int) -> dict:
@@ -126,6 +129,20 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
 
+    # The hand-tuned candidates (bench/candidates/): how close a good kernel gets
+    # to the ceiling (a tuned saxpy at 64M should score >= 0.9 on an H100).
+    tuned = []
+    for path in sorted(CANDIDATES.glob(f"*{'.cu' if backend.dialect == 'cuda' else '.metal'}")):
+        task_name = path.name.split("_")[0]
+        if task_name not in tasks:
+            continue
+        ev = evaluate(task_name, path.read_text(), backend=backend_name, size_set=size_set,
+                      filename=str(path))
+        tuned.append({"candidate": path.name, "correct": ev.correct, "score": ev.score,
+                      "fail_reason": ev.fail_reason,
+                      "fractions": {sz.label: sz.fraction for sz in ev.sizes}})
+        print(json.dumps(tuned[-1]), flush=True)
+
     roofs = {}
     for timer in {default_timer_name(backend_name), "wall"}:
         roof = load_or_measure(backend, timer=timer)
@@ -149,6 +166,10 @@ def main():
         curves.append(f"\nRoofline probes timed with `{timer}`: FP32 {roof['peak_gflops']:.1f} GFLOPS")
         curves.append(tabulate([[f"{ws / 2**20:.3f}", f"{gbps:.1f}"] for ws, gbps in roof["bandwidth"]],
                                headers=["working set MiB", "GB/s"], tablefmt="github"))
+    for t in tuned:
+        curves.append(f"\nTuned candidate {t['candidate']}: " + (
+            ", ".join(f"{k} {v:.3f}" for k, v in t["fractions"].items())
+            if t["correct"] else f"FAILED: {t['fail_reason']}"))
     header = (f"# bench_gpu: {meta['device']} ({backend_name}), MLX {meta['mlx']}, "
               f"driver {meta['driver'] or '-'}, {stamp}\n")
     text = header + "\n" + table + "\n" + "\n".join(curves) + "\n"
@@ -158,7 +179,7 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"bench_gpu_{stamp}.md").write_text(text)
     (out_dir / f"bench_gpu_{stamp}.json").write_text(
-        json.dumps({"meta": meta, "rows": rows, "roofline": roofs}, indent=2))
+        json.dumps({"meta": meta, "rows": rows, "tuned": tuned, "roofline": roofs}, indent=2))
     print(f"written to {out_dir}")
 
 

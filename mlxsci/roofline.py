@@ -319,10 +319,12 @@ def measure(backend: Backend, progress=None, timer: str | None = None) -> Roofli
 
 # ------------------------------------------------------------------ cache
 def cache_path(backend: Backend, timer: str | None = None) -> Path:
-    """One cached roofline per device and timer: a wall-clock ceiling is not
-    comparable with a CUPTI one."""
+    """One cached roofline per device, dialect and timer: a wall-clock ceiling
+    is not comparable with a CUPTI one, and the simulator runs either
+    dialect's probes, which it does not run equally fast."""
     timer = timer or timers.default_timer_name(backend.name)
-    return cache_dir("roofline") / f"{backend.device_info()['fingerprint']}-{timer}.json"
+    name = f"{backend.device_info()['fingerprint']}-{backend.dialect}-{timer}.json"
+    return cache_dir("roofline") / name
 
 
 def load_cached(path: Path, digest: str) -> Roofline | None:

@@ -1,0 +1,20 @@
+"""The hand-tuned candidates the GPU bench scores (bench/candidates/) are
+correct, on the simulator, at the task's smoke size and at a size that is not
+a multiple of their vector width."""
+from pathlib import Path
+
+import pytest
+
+from mlxsci.evaluate import dialect_of, evaluate
+from mlxsci.task import load_task
+
+CANDIDATES = sorted((Path(__file__).parent.parent / "bench" / "candidates").glob("*.*"))
+
+
+@pytest.mark.parametrize("path", CANDIDATES, ids=lambda p: p.name)
+def test_bench_candidate_is_correct(path):
+    task = path.name.split("_")[0]
+    sizes = [*load_task(task).size_set("smoke"), load_task(task).custom_size({"N": 4 * 1000 + 3})]
+    ev = evaluate(task, path.read_text(), backend="sim", sizes=sizes, filename=str(path),
+                  dialect=dialect_of(str(path)), n_measure=1)
+    assert ev.correct, ev.fail_reason
