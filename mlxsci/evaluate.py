@@ -131,9 +131,30 @@ def run_worker(job: dict, timeout: float) -> tuple[dict | None, Path, str]:
     tail = err.decode(errors="replace")[-2000:]
     result_path = jobdir / "result.json"
     if not result_path.exists():
-        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-        return None, jobdir, f"worker died ({how}): {tail.strip()[-600:]}"
+        return None, jobdir, death_reason(proc.returncode, tail)
     return json.loads(result_path.read_text()), jobdir, tail
+
+
+def death_reason(returncode: int, stderr_tail: str) -> str:
+    """Why a worker ended without a result, never a bare "worker died": the
+    simulator's own last words when it left any (a fault it could not turn
+    into a verdict), else the signal or exit code by name with the end of
+    the worker's stderr."""
+    last_words = [ln for ln in stderr_tail.splitlines() if ln.startswith("mlxsci-sim:")]
+    if last_words:
+        return last_words[-1].strip()
+    tail = stderr_tail.strip()[-600:]
+    if returncode >= 0:
+        return f"the worker exited with exit code {returncode} without a result: {tail or '(no output)'}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    if name == "SIGKILL":
+        why = "killed from outside, most often by the system running out of memory"
+    else:
+        why = "a fault outside any kernel (in the harness or MLX)"
+    return f"the worker process died of {name}, {why}: {tail or '(no output)'}"
 
 
 def _load_npz(path: Path) -> dict:

@@ -2,8 +2,9 @@
 
 A task's `run(launch, inputs, params)` calls `launch(kernel_name, inputs,
 outputs=...)`; the Launcher looks up the candidate's body for that kernel,
-evaluates its launch expressions for the current size and params, and calls
-the backend kernel with MLX's call signature. The evaluator flips
+evaluates its launch expressions for the current size and params (checked
+against the dialect's launch limits, mlxsci.launch_limits), and calls the
+backend kernel with MLX's call signature. The evaluator flips
 `init_value` to poison outputs during verification runs. Per-step counters
 come from `launch.counter(step)` (through mlxsci.task.step_counter), made once.
 """
@@ -15,11 +16,27 @@ import numpy as np
 from mlxsci.backends.base import Backend
 from mlxsci.candidate import Candidate, template_args, to_kernel_spec
 from mlxsci.launch_expr import launch_dims
+from mlxsci.launch_limits import check_launch
 from mlxsci.task import Task
 
 
 def mx_dtype(name: str):
     return mx.bool_ if name == "bool" else getattr(mx, name)
+
+
+def launch_shapes(task: Task, candidate: Candidate, params: dict,
+                  param_overrides: dict | None = None) -> dict:
+    """Kernel name -> (grid, threadgroup) of `candidate` at the size `params`:
+    its launch expressions, else the task's, over the size's integers and the
+    candidate's params."""
+    names = dict(task.launch_names(params))
+    names.update(candidate.param_values(param_overrides))
+    shapes = {}
+    for contract in task.kernels:
+        block = candidate.kernel(contract.name)
+        shapes[contract.name] = (launch_dims(block.grid or contract.grid, names),
+                                 launch_dims(block.threadgroup or contract.threadgroup, names))
+    return shapes
 
 
 class Launcher:
@@ -29,20 +46,18 @@ class Launcher:
         self.backend = backend
         self.init_value = None
         self.counters: dict = {}   # value -> 0-d uint32 device array (see counter)
-        names = dict(task.launch_names(params))
-        names.update(candidate.param_values(param_overrides))
         self.template = template_args(candidate, param_overrides) or None
         self.kernels, self.grid, self.threadgroup = {}, {}, {}
+        # Launch shapes are fixed per size, so evaluate and check them once, up
+        # front: a bad expression or a launch over a limit fails before any kernel runs.
+        shapes = launch_shapes(task, candidate, params, param_overrides)
         for contract in task.kernels:
-            block = candidate.kernel(contract.name)
             spec = to_kernel_spec(candidate, contract.name, contract.inputs, contract.outputs,
                                   atomic_outputs=contract.atomic_outputs, filename=filename)
             self.kernels[contract.name] = backend.kernel(spec)
-            # Launch shapes are fixed per size, so evaluate them once, up front:
-            # a bad expression fails before any kernel runs.
-            self.grid[contract.name] = launch_dims(block.grid or contract.grid, names)
-            self.threadgroup[contract.name] = launch_dims(
-                block.threadgroup or contract.threadgroup, names)
+            grid, threadgroup = shapes[contract.name]
+            check_launch(backend.dialect, contract.name, grid, threadgroup)
+            self.grid[contract.name], self.threadgroup[contract.name] = grid, threadgroup
 
     def __call__(self, name: str, inputs: dict, outputs: dict) -> dict:
         contract = self.task.kernel(name)

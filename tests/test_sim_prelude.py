@@ -735,7 +735,7 @@ def test_rewrite_keeps_lines_in_place():
     out = rewrite_metal(text).split("\n")
     assert out[0].startswith("float4 a = __mlxsci_make<float,4>(")
     assert out[1].strip() == "1, 2,"
-    assert out[3] == "__SIM_THREADGROUP float t[4]; // float4(1)"
+    assert out[3] == 'typedef float __sim_tgt_t[4]; __SIM_TG_BIND(t, "float[4]"); // float4(1)'
     assert out[4] == "x = 1.5f16;"
 
 
@@ -765,9 +765,14 @@ def test_rewrite_examples():
         "x = static_cast<uint2>(f);": "x = __mlxsci_make<uint,2>(f);",
         "x = vec<T, N>(0);": "x = __mlxsci_make<T,N>(0);",
         "uint i = uint(x) + float2x2(1);": "uint i = uint(x) + float2x2(1);",
+        # guarded arrays: a reference bound to memory between guard pages
         "threadgroup atomic<int> c; threadgroup float2 s[TG];":
-            "__SIM_THREADGROUP atomic<int> c; __SIM_THREADGROUP float2 s[TG];",
-        "threadgroup vec<float, 4> v[8];": "__SIM_THREADGROUP vec<float, 4> v[8];",
+            'typedef atomic<int> __sim_tgt_c; __SIM_TG_BIND(c, "atomic<int>"); '
+            'typedef float2 __sim_tgt_s[TG]; __SIM_TG_BIND(s, "float2[TG]");',
+        "threadgroup vec<float, 4> v[8];":
+            'typedef vec<float, 4> __sim_tgt_v[8]; __SIM_TG_BIND(v, "vec<float, 4>[8]");',
+        # an initialiser: a plain (unguarded) static
+        "threadgroup float z = 0;": "__SIM_THREADGROUP float z = 0;",
         "void f(threadgroup float* t, threadgroup float& r);":
             "void f(threadgroup float* t, threadgroup float& r);",
         "x = 2h + 1e3h + 0.5H;": "x = 2.0f16 + 1e3f16 + 0.5f16;",

@@ -2,8 +2,9 @@
 
 Both wrap `mx.fast.metal_kernel` / `mx.fast.cuda_kernel` objects unchanged:
 the call signature is MLX's, outputs are lazy mx.arrays. What this module
-adds is error classification (compile error vs launch error vs GPU fault)
-and mapping compiler line numbers back to the candidate file.
+adds is a check of the launch limits before MLX is called
+(mlxsci.launch_limits), error classification (compile error vs launch error
+vs GPU fault) and mapping compiler line numbers back to the candidate file.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import re
 import mlx.core as mx
 
 from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
+from mlxsci.launch_limits import check_launch
 from mlxsci.signature import ArgInfo, cuda_source, metal_source
 
 
@@ -25,6 +27,9 @@ class MLXKernel(Kernel):
 
     def __call__(self, *, inputs, output_shapes, output_dtypes, grid, threadgroup,
                  template=None, init_value=None):
+        # Before MLX: over a limit, CUDA says only "invalid argument" and names no kernel.
+        # Shared memory is known only after compiling, so it is not checked here.
+        check_launch(self.spec.dialect, self.spec.name, grid, threadgroup)
         self._last_call = (inputs, output_dtypes, template)
         self.backend._last_kernel = self
         try:

@@ -5,8 +5,10 @@
 // supported line (N <= FFT_MAX), log2(N) butterfly stages with a barrier per
 // stage, twiddles by cosf/sinf per butterfly, only N/2 threads busy per stage;
 // the y and z passes read and write with a stride of N and N*N.
-// The grid (N, N*N, 1) is a whole number of (N, 1, 1) blocks, so every
-// launched thread owns a point: there is no edge to guard.
+// The grid (N, N, N) is a whole number of (N, 1, 1) blocks, so every
+// launched thread owns a point: there is no edge to guard. blockIdx.y and
+// blockIdx.z pick the line, as gridDim.y and gridDim.z are capped at 65535
+// blocks (a flat N*N line index in y would not fit for N > 255).
 #define FFT_MAX 1024
 #define FFT_PI_F 3.14159265358979323846f
 
@@ -24,16 +26,15 @@ __device__ inline float2 cmul(float2 a, float2 b) {
 }
 
 //! kernel fft3d_x
-//! grid = (N, N * N, 1)
+//! grid = (N, N, N)
 //! threadgroup = (N, 1, 1)
 __shared__ float2 buf[FFT_MAX];
 const float2* src = reinterpret_cast<const float2*>(in_data);
 float2* dst = reinterpret_cast<float2*>(out_data);
 const uint32_t n = N[0];
 uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-uint32_t line = blockIdx.y * blockDim.y + threadIdx.y;
-uint32_t k = line / n;
-uint32_t j = line % n;
+uint32_t j = blockIdx.y * blockDim.y + threadIdx.y;
+uint32_t k = blockIdx.z * blockDim.z + threadIdx.z;
 uint32_t base = (k * n + j) * n;
 uint32_t stride = 1;
 uint32_t logn = __ffs(n) - 1;
@@ -55,16 +56,15 @@ for (uint32_t half_len = 1; half_len < n; half_len <<= 1) {
 dst[base + t * stride] = buf[t];
 
 //! kernel fft3d_y
-//! grid = (N, N * N, 1)
+//! grid = (N, N, N)
 //! threadgroup = (N, 1, 1)
 __shared__ float2 buf[FFT_MAX];
 const float2* src = reinterpret_cast<const float2*>(in_data);
 float2* dst = reinterpret_cast<float2*>(out_data);
 const uint32_t n = N[0];
 uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-uint32_t line = blockIdx.y * blockDim.y + threadIdx.y;
-uint32_t k = line / n;
-uint32_t i = line % n;
+uint32_t i = blockIdx.y * blockDim.y + threadIdx.y;
+uint32_t k = blockIdx.z * blockDim.z + threadIdx.z;
 uint32_t base = k * n * n + i;
 uint32_t stride = n;
 uint32_t logn = __ffs(n) - 1;
@@ -86,16 +86,15 @@ for (uint32_t half_len = 1; half_len < n; half_len <<= 1) {
 dst[base + t * stride] = buf[t];
 
 //! kernel fft3d_z
-//! grid = (N, N * N, 1)
+//! grid = (N, N, N)
 //! threadgroup = (N, 1, 1)
 __shared__ float2 buf[FFT_MAX];
 const float2* src = reinterpret_cast<const float2*>(in_data);
 float2* dst = reinterpret_cast<float2*>(out_data);
 const uint32_t n = N[0];
 uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-uint32_t line = blockIdx.y * blockDim.y + threadIdx.y;
-uint32_t j = line / n;
-uint32_t i = line % n;
+uint32_t i = blockIdx.y * blockDim.y + threadIdx.y;
+uint32_t j = blockIdx.z * blockDim.z + threadIdx.z;
 uint32_t base = j * n + i;
 uint32_t stride = n * n;
 uint32_t logn = __ffs(n) - 1;

@@ -5,6 +5,8 @@
 // supported line (N <= FFT_MAX), log2(N) butterfly stages with a barrier per
 // stage, twiddles by cos/sin per butterfly, only N/2 threads busy per stage;
 // the y and z passes read and write with a stride of N and N*N.
+// Grid (N, N, N): gid.y and gid.z pick the line, as CUDA caps grid y and z
+// at 65535 blocks (a flat N*N line index in y would not fit for N > 255).
 #define FFT_MAX 1024
 
 inline float2 cmul(float2 a, float2 b) {
@@ -12,15 +14,14 @@ inline float2 cmul(float2 a, float2 b) {
 }
 
 //! kernel fft3d_x
-//! grid = (N, N * N, 1)
+//! grid = (N, N, N)
 //! threadgroup = (N, 1, 1)
 threadgroup float2 buf[FFT_MAX];
 const device float2* src = (const device float2*)in_data;
 device float2* dst = (device float2*)out_data;
 uint t = thread_position_in_grid.x;
-uint line = thread_position_in_grid.y;
-uint k = line / N;
-uint j = line % N;
+uint j = thread_position_in_grid.y;
+uint k = thread_position_in_grid.z;
 uint base = (k * N + j) * N;
 uint stride = 1;
 uint logn = ctz(N);
@@ -42,15 +43,14 @@ for (uint half_len = 1; half_len < N; half_len <<= 1) {
 dst[base + t * stride] = buf[t];
 
 //! kernel fft3d_y
-//! grid = (N, N * N, 1)
+//! grid = (N, N, N)
 //! threadgroup = (N, 1, 1)
 threadgroup float2 buf[FFT_MAX];
 const device float2* src = (const device float2*)in_data;
 device float2* dst = (device float2*)out_data;
 uint t = thread_position_in_grid.x;
-uint line = thread_position_in_grid.y;
-uint k = line / N;
-uint i = line % N;
+uint i = thread_position_in_grid.y;
+uint k = thread_position_in_grid.z;
 uint base = k * N * N + i;
 uint stride = N;
 uint logn = ctz(N);
@@ -72,15 +72,14 @@ for (uint half_len = 1; half_len < N; half_len <<= 1) {
 dst[base + t * stride] = buf[t];
 
 //! kernel fft3d_z
-//! grid = (N, N * N, 1)
+//! grid = (N, N, N)
 //! threadgroup = (N, 1, 1)
 threadgroup float2 buf[FFT_MAX];
 const device float2* src = (const device float2*)in_data;
 device float2* dst = (device float2*)out_data;
 uint t = thread_position_in_grid.x;
-uint line = thread_position_in_grid.y;
-uint j = line / N;
-uint i = line % N;
+uint i = thread_position_in_grid.y;
+uint j = thread_position_in_grid.z;
 uint base = j * N + i;
 uint stride = N * N;
 uint logn = ctz(N);

@@ -2,10 +2,12 @@
 
 Three passes per run, x then y then z, each a set of independent 1-D complex
 FFTs of length N (unnormalised, exp(-2 pi i ...), = numpy fftn). The host
-fixes one threadgroup of N threads per line: grid (N, N*N, 1), threadgroup
-(N, 1, 1); gid.x is the position along the transform axis and gid.y picks
-the line (x: k = gid.y / N, j = gid.y % N; y: k = gid.y / N, i = gid.y % N;
-z: j = gid.y / N, i = gid.y % N).
+fixes one threadgroup of N threads per line: grid (N, N, N), threadgroup
+(N, 1, 1); gid.x is the position along the transform axis and (gid.y, gid.z)
+pick the line (x: j = gid.y, k = gid.z; y: i = gid.y, k = gid.z; z: i =
+gid.y, j = gid.z). Metal-Sci's grid (N, N*N, 1), one flat line index in
+gid.y, is N*N blocks in CUDA's gridDim.y: 65536 at N = 256, over CUDA's
+limit of 65535 (mlxsci.launch_limits).
 
 Differences from Metal-Sci's pipeline:
 - complex data are float2 (re, im) buffers in Metal-Sci; MLX binds arrays by
@@ -14,8 +16,9 @@ Differences from Metal-Sci's pipeline:
 - the passes chain through fresh outputs (x: data -> B, y: B -> A, z: A -> B
   in Metal-Sci), so each pass reads the previous pass's output.
 - Metal-Sci's host rejects a pipeline whose max threads per threadgroup is
-  below N; MLX reports no such limit before launch, so a too-wide launch is a
-  runtime failure instead.
+  below N; here a launch over the dialect's limits (1024 threads per
+  threadgroup; on Metal a pipeline's own maximum, which MLX checks, can be
+  lower) is a runtime failure instead.
 
 Byte model. Metal-Sci scores 96 N^3 bytes per run (its code counts 16 B read
 + 16 B write per cell per pass), but a float2 is 8 B, so the physical
@@ -63,7 +66,7 @@ def _size(n):
     return Size(str(n), {"N": n})
 
 
-_LAUNCH = dict(grid="(N, N * N, 1)", threadgroup="(N, 1, 1)")
+_LAUNCH = dict(grid="(N, N, N)", threadgroup="(N, 1, 1)")
 
 TASK = Task(
     name="fft3d",
@@ -74,9 +77,9 @@ TASK = Task(
         "element (i, j, k) at float2 index (k*N + j)*N + i; bodies cast in_data/out_data to "
         "float2 pointers. Three kernels, run in order x, y, z, each reading the previous "
         "output and doing all 1-D FFTs of length N along its axis. Fixed launch per kernel: "
-        "grid (N, N*N, 1), threadgroup (N, 1, 1): one threadgroup per line, gid.x = "
-        "position along the axis; lines: x pass k = gid.y/N, j = gid.y%N; y pass "
-        "k = gid.y/N, i = gid.y%N; z pass j = gid.y/N, i = gid.y%N. Scored as memory bound "
+        "grid (N, N, N), threadgroup (N, 1, 1): one threadgroup per line, gid.x = "
+        "position along the axis; lines: x pass j = gid.y, k = gid.z; y pass "
+        "i = gid.y, k = gid.z; z pass i = gid.y, j = gid.z. Scored as memory bound "
         "with Metal-Sci's model of 96 N^3 bytes per run (physically 48 N^3: 3 passes x "
         "8 B read + 8 B write per cell)."),
     kernels=tuple(KernelContract(name=k, inputs=("in_data", "N"), outputs=("out_data",),

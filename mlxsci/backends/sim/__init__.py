@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlxsci import launch_limits
 from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
 from mlxsci.backends.sim import build
 from mlxsci.signature import (CUDA_MAX_NDIM, ArgInfo, _template_value, cuda_source, dtype_name,
@@ -42,7 +43,8 @@ from mlxsci.signature import (CUDA_MAX_NDIM, ArgInfo, _template_value, cuda_sour
 __all__ = ["SimBackend", "SimKernel"]
 
 # ------------------------------------------------------------------ ABI mirrors
-_K_OK, _K_OOB, _K_DIV, _K_DEADLOCK, _K_TIMEOUT, _K_CRASH, _K_NEED_FIBERS, _K_STACK, _K_SETUP = range(9)
+(_K_OK, _K_OOB, _K_DIV, _K_DEADLOCK, _K_TIMEOUT, _K_CRASH, _K_NEED_FIBERS, _K_STACK, _K_SETUP,
+ _K_TG_OOB, _K_MISALIGNED, _K_GP) = range(12)
 
 
 class _Guard(ctypes.Structure):
@@ -56,7 +58,8 @@ class _Launch(ctypes.Structure):
                 ("nbufs", ctypes.c_int64), ("guards", ctypes.POINTER(_Guard)),
                 ("nguards", ctypes.c_int64), ("use_fibers", ctypes.c_int64),
                 ("timeout_s", ctypes.c_double), ("stack_size", ctypes.c_int64),
-                ("tgmem", ctypes.c_void_p), ("tgmem_size", ctypes.c_int64)]
+                ("tgmem", ctypes.c_void_p), ("tgmem_size", ctypes.c_int64),
+                ("kernel", ctypes.c_char_p)]
 
 
 class _Result(ctypes.Structure):
@@ -65,7 +68,9 @@ class _Result(ctypes.Structure):
                 ("line2", ctypes.c_int64), ("n_done", ctypes.c_int64), ("n_wait", ctypes.c_int64),
                 ("odd_thread", ctypes.c_int64), ("group", ctypes.c_int64 * 3),
                 ("thread", ctypes.c_int64 * 3), ("addr", ctypes.c_uint64), ("aux", ctypes.c_int64),
-                ("cpu_ns", ctypes.c_int64)]
+                ("cpu_ns", ctypes.c_int64), ("code", ctypes.c_int64), ("tg_name", ctypes.c_uint64),
+                ("tg_decl", ctypes.c_uint64), ("tg_nelem", ctypes.c_int64), ("tg_esize", ctypes.c_int64),
+                ("after", ctypes.c_int64), ("near_kind", ctypes.c_int64), ("near_dist", ctypes.c_int64)]
 
 
 # ------------------------------------------------------------------ guarded buffers
@@ -79,7 +84,12 @@ _libc.munmap.restype = ctypes.c_int
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 PAGE = _mmap.PAGESIZE
-GUARD_BYTES = 64 * PAGE          # PROT_NONE on each side of every buffer
+# PROT_NONE address space on each side of every buffer: wide enough that any
+# 32-bit index, even of a 16-byte vector (2^31 * 16 bytes), lands in the
+# buffer's own guard and is reported as that buffer's element. Reserved, never
+# committed (MAP_NORESERVE): it costs no memory and no more time than a page.
+GUARD_BYTES = 32 << 30
+GUARD_BYTES_FALLBACK = 64 * PAGE  # where the address space is limited (ulimit -v)
 GARBAGE_BYTE = 0x5A               # uninitialised outputs: 0x5A5A5A5A = 1.5e16f, not 0, not NaN
 _MAP_NORESERVE = getattr(_mmap, "MAP_NORESERVE", 0x4000)
 
@@ -90,13 +100,16 @@ class _GuardedBuffer:
     def __init__(self, nbytes: int, end_aligned: bool):
         self.nbytes = nbytes
         self.data_len = max(PAGE, -(-nbytes // PAGE) * PAGE)
-        self.total = GUARD_BYTES + self.data_len + GUARD_BYTES
         flags = _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | _MAP_NORESERVE
-        lo = _libc.mmap(None, self.total, 0, flags, -1, 0)
-        if lo is None or lo == ctypes.c_void_p(-1).value:
+        for guard in (GUARD_BYTES, GUARD_BYTES_FALLBACK):
+            self.total = guard + self.data_len + guard
+            lo = _libc.mmap(None, self.total, 0, flags, -1, 0)
+            if lo is not None and lo != ctypes.c_void_p(-1).value:
+                break
+        else:
             raise MemoryError(f"mmap of {self.total} bytes failed (errno {ctypes.get_errno()})")
         self.lo = lo
-        self.data_start = lo + GUARD_BYTES
+        self.data_start = lo + guard
         if _libc.mprotect(self.data_start, self.data_len, _mmap.PROT_READ | _mmap.PROT_WRITE) != 0:
             _libc.munmap(lo, self.total)
             raise MemoryError("mprotect failed")
@@ -198,21 +211,16 @@ class _MetalDialect:
     group_word = "threadgroup"
     barrier_word = "threadgroup_barrier"
 
-    def launch_dims(self, grid, tg):
+    def launch_dims(self, kernel, grid, tg):
         """(grid, threadgroup, threadgroups) the runtime runs: exactly `grid`
         threads, threadgroups clamped to the grid, partial edge groups."""
-        tg_size = tg[0] * tg[1] * tg[2]
-        if tg_size > 1024:
-            raise KernelFault("launch", f"Thread group size ({tg_size}) is greater than  the maximum "
-                                        f"allowed threads per threadgroup (1024).")
+        launch_limits.check_launch(self.name, kernel, grid, tg)
         tgc = tuple(min(t, g) for t, g in zip(tg, grid))
         ngroups = tuple(-(-g // t) for g, t in zip(grid, tgc))
         return grid, tgc, ngroups
 
     def check_tgmem(self, spec, nbytes: int) -> None:
-        if nbytes > 32768:
-            raise KernelFault("launch", f"Threadgroup memory size ({nbytes}) exceeds the maximum "
-                                        f"threadgroup memory allowed (32768)")
+        launch_limits.check_shared_memory(self.name, spec.name, nbytes)
 
     def includes(self) -> list:
         rt = build.RUNTIME_DIR
@@ -288,8 +296,6 @@ class _CudaDialect:
     tag = "[custom_kernel]"
     group_word = "block"
     barrier_word = "__syncthreads"
-    STATIC_SMEM_LIMIT = 48 * 1024        # static __shared__ per block
-    OPTIN_SMEM_LIMIT = 227 * 1024        # with MLX's cuFuncSetAttribute (shared_memory > 48000; H100)
 
     def includes(self) -> list:
         rt = build.RUNTIME_DIR
@@ -302,26 +308,18 @@ class _CudaDialect:
     def needs_fibers(self, spec: KernelSpec) -> bool:
         return bool(self.fiber_words.search(spec.source) or self.fiber_words.search(spec.header))
 
-    def launch_dims(self, grid, tg):
+    def launch_dims(self, kernel, grid, tg):
         """MLX's CUDA launch: block = min(t, g), blocks = ceil(g / t) per
         dimension, every block full (the runtime gets the rounded-up grid)."""
-        block = tuple(min(t, g) for t, g in zip(tg, grid))
-        nthreads = block[0] * block[1] * block[2]
-        if nthreads > 1024 or block[2] > 64:
-            raise KernelFault("launch", f"block {block} ({nthreads} threads) exceeds CUDA's limits "
-                                        f"(1024 threads, z <= 64): the launch fails (invalid argument)")
-        blocks = tuple(-(-g // t) for g, t in zip(grid, tg))
-        if blocks[1] > 65535 or blocks[2] > 65535:
-            raise KernelFault("launch", f"grid of {blocks} blocks exceeds CUDA's limit of 65535 blocks "
-                                        f"in y and z: the launch fails (invalid argument)")
+        launch_limits.check_launch(self.name, kernel, grid, tg)
+        block, blocks = launch_limits.cuda_launch(grid, tg)
         return tuple(b * n for b, n in zip(block, blocks)), block, blocks
 
     def check_tgmem(self, spec, nbytes: int) -> None:
+        # nbytes counts static and dynamic bytes; the dynamic request decides
+        # whether MLX opted in to more than 48 KiB.
         dyn = int(getattr(spec, "shared_memory", 0) or 0)
-        limit = self.OPTIN_SMEM_LIMIT if dyn > 48000 else self.STATIC_SMEM_LIMIT
-        if nbytes > limit:
-            raise KernelFault("launch", f"shared memory per block ({nbytes} bytes, static and dynamic) "
-                                        f"exceeds the limit ({limit} bytes): the launch fails")
+        launch_limits.check_shared_memory(self.name, spec.name, nbytes, dyn)
 
     def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
         from mlxsci.backends.sim.rewrite import uses_dynamic_shared
@@ -345,7 +343,9 @@ class _CudaDialect:
                 launch_error = launch_error or (
                     "the kernel declares `extern __shared__` memory but was built with "
                     "shared_memory=0: on a GPU every access to it is out of bounds")
-            line1 = f"__SIM_THREADGROUP unsigned char __sim_dyn_smem[{max(16, -(-dyn // 16) * 16)}];"
+            n = max(16, -(-dyn // 16) * 16)
+            line1 = (f"typedef unsigned char __sim_tgt___sim_dyn_smem[{n}]; "     # guarded, as __shared__ arrays
+                     f'__SIM_TG_BIND(__sim_dyn_smem, "unsigned char[{n}]");')
         return _Generated(cs.text, cs.params, cs.kernel_name, self._regions(spec, cs, cs.text),
                           self._glue(cs), line1, launch_error)
 
@@ -446,7 +446,7 @@ class SimKernel(Kernel):
             raise KernelFault("launch", f"grid {grid} and threadgroup {tg} must be positive")
         if any(g >= 2 ** 31 for g in grid) or any(t >= 2 ** 31 for t in tg):
             raise KernelFault("launch", "grid and threadgroup dimensions must be below 2^31")
-        grid, tgc, ngroups = self.dialect.launch_dims(grid, tg)
+        grid, tgc, ngroups = self.dialect.launch_dims(spec.name, grid, tg)
 
         arrays = [_to_mx(x) for x in inputs]
         infos = [ArgInfo.of(a) for a in arrays]
@@ -475,6 +475,7 @@ class SimKernel(Kernel):
         keep = []                       # ctypes objects that must outlive the call
         bufs: list[int] = []
         guards: list[tuple[_GuardedBuffer, str, str, int]] = []   # (buffer, role, name, itemsize)
+        dtypes: list[str] = []                                    # numpy dtype name of each guard
         inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
         in_bufs: list[tuple[_GuardedBuffer, object, np.ndarray]] = []
         out_bufs: list[tuple[_GuardedBuffer, str, tuple]] = []
@@ -488,6 +489,7 @@ class SimKernel(Kernel):
                     gb = _GuardedBuffer(host.nbytes, end_aligned)
                     gb.bytes[:] = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
                     guards.append((gb, "input", name, itemsize))
+                    dtypes.append(str(arr.dtype).split(".")[-1])
                     in_bufs.append((gb, arr, host))
                     bufs.append(gb.base)
                 elif role in ("shape", "strides", "ndim"):
@@ -516,6 +518,7 @@ class SimKernel(Kernel):
                         fb = _host_bytes(fill).reshape(-1).view(np.uint8)
                         gb.bytes[:] = fb[: gb.nbytes]
                     guards.append((gb, "output", oname, npdt.itemsize))
+                    dtypes.append(odt)
                     out_bufs.append((gb, odt, shape))
                     bufs.append(gb.base)
             gtab = (_Guard * max(1, len(guards)))()
@@ -533,12 +536,13 @@ class SimKernel(Kernel):
             L.use_fibers = 1 if use_fibers else 0
             L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
             L.stack_size = self.backend.stack_size
+            L.kernel = v.kernel_name.encode()
             R = _Result()
             kind = v.entry(ctypes.byref(L), ctypes.byref(R))
             if kind == _K_NEED_FIBERS:
                 return "retry_with_fibers"
             if kind != _K_OK:
-                raise self._fault(R, guards, tgc)
+                raise self._fault(R, guards, tgc, dtypes)
             if self.backend.activity is not None:   # the sim timer is listening
                 self.backend.activity.append((spec.name, R.cpu_ns * 1e-9))
             for i, (gb, role, name, isz) in enumerate(guards):
@@ -571,7 +575,52 @@ class SimKernel(Kernel):
             for gb, *_ in guards:
                 gb.free()
 
-    def _fault(self, R: _Result, guards, tgc) -> KernelFault:
+    def _tg_array(self, R: _Result) -> tuple[str, str]:
+        """(description, name) of the threadgroup array R's tg_* fields name."""
+        name = ctypes.string_at(R.tg_name).decode(errors="replace")
+        decl = ctypes.string_at(R.tg_decl).decode(errors="replace")
+        if name == "__sim_dyn_smem":
+            return "dynamic shared memory (extern __shared__)", "extern __shared__"
+        word = "threadgroup" if self.dialect.name == "metal" else "__shared__"
+        return f"{word} array '{name}' ({decl})", name
+
+    @staticmethod
+    def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
+        """float4 for 16 bytes of a float32 buffer; a byte count otherwise."""
+        base = {"float32": "float", "float16": "half", "bfloat16": "bfloat", "int32": "int",
+                "uint32": "uint", "int16": "short", "uint16": "ushort"}.get(dtype or "")
+        lanes = nbytes // max(1, itemsize)
+        if base and lanes in (2, 3, 4):
+            return f"{base}{lanes}"
+        return f"{nbytes}-byte vector"
+
+    def _far_access(self, R: _Result, guards, where: str, details: dict) -> KernelFault | None:
+        """A fault beyond every guard region, as an access to the nearest
+        buffer or threadgroup array when a 32-bit index could reach it."""
+        elem = int(R.elem)
+        nbytes = guards[R.buf][0].nbytes if R.near_kind == 1 else int(R.tg_nelem * R.tg_esize)
+        # Farther than this, a stray pointer is likelier than a bad index.
+        if R.near_dist > max(64 << 20, 16 * nbytes):
+            return None
+        access = {1: "write", 0: "read"}.get(R.is_write, "access")
+        if R.near_kind == 1:
+            gb, role, name, isz = guards[R.buf]
+            what, n = f"{role} '{name}'", gb.nbytes // max(1, isz)
+            valid = f"valid elements 0..{n - 1}"
+        else:
+            what, name = self._tg_array(R)
+            role, n = "threadgroup", int(R.tg_nelem)
+            valid = f"bound {n}"
+        side = "before the start" if elem < 0 else "past the end"
+        details.update(buffer=name, role=role, element=elem, access=access, address=int(R.addr),
+                       distance=int(R.near_dist))
+        return KernelFault("out_of_bounds",
+                           f"out-of-bounds {access} of {what} at element {elem} ({side}, "
+                           f"{R.near_dist} bytes beyond it; {valid}) by {where}; the faulting "
+                           f"address {R.addr:#x} lies beyond every guard region, this is the "
+                           f"nearest buffer", details)
+
+    def _fault(self, R: _Result, guards, tgc, dtypes=()) -> KernelFault:
         group = tuple(R.group)
         thread = tuple(R.thread)
         gw = self.dialect.group_word
@@ -587,6 +636,52 @@ class SimKernel(Kernel):
             return KernelFault("out_of_bounds",
                                f"out-of-bounds {access} of {role} '{name}' at element {R.elem} "
                                f"({side}; valid elements 0..{n - 1}) by {where}", details)
+        if kind == _K_TG_OOB:
+            what, name = self._tg_array(R)
+            access = {1: "write", 0: "read"}.get(R.is_write, "access")
+            elem, bound = int(R.elem), int(R.tg_nelem)
+            details.update(buffer=name, role="threadgroup", element=elem, access=access)
+            if name == "extern __shared__":
+                pos = f"at byte {elem} (size {bound} bytes)"
+            else:
+                pos = f"at index {elem} (bound {bound})"
+            if R.after:
+                details.pop("group")
+                details.pop("thread")
+                return KernelFault("out_of_bounds", f"out-of-bounds {access} of {what} {pos}; "
+                                                    f"detected after the launch", details)
+            return KernelFault("out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}",
+                               details)
+        if kind == _K_MISALIGNED:
+            access = {1: "write", 0: "read"}.get(R.is_write, "access")
+            size, off = int(R.aux), int(R.elem)
+            if R.tg_name:
+                what, name = self._tg_array(R)
+                scalar = ctypes.string_at(R.tg_decl).decode(errors="replace").split("[")[0].strip()
+                dtype = {"float": "float32", "half": "float16", "int": "int32", "uint": "uint32",
+                         "unsigned int": "uint32"}.get(scalar)
+                vec = self._vector_name(size, dtype, int(R.tg_esize))
+            elif R.buf >= 0:
+                gb, role, name, isz = guards[R.buf]
+                what = f"{role} '{name}'"
+                vec = self._vector_name(size, dtypes[R.buf] if R.buf < len(dtypes) else None, isz)
+            else:
+                what, name, off = "memory", None, int(R.addr)
+                vec = self._vector_name(size, None, 0)
+            details.update(buffer=name, byte_offset=off, access=access, alignment=size)
+            where_off = f"at byte offset {off}" if name is not None else f"at address {off:#x}"
+            return KernelFault("misaligned", f"misaligned {vec} {access} of {what} {where_off} "
+                                             f"({vec} needs {size}-byte alignment) by {where}", details)
+        if kind == _K_GP:
+            details.update(signal="SIGSEGV", address=int(R.addr))
+            if R.addr:
+                garbage = " (the garbage pattern of uninitialised memory: a pointer read " \
+                          "before it was written?)" if (R.addr & 0xFFFFFFFF) == 0x5A5A5A5A else ""
+                return KernelFault("crash", f"SIGSEGV in {where}: access through the invalid "
+                                            f"(non-canonical) address {R.addr:#x}{garbage}", details)
+            return KernelFault("crash", f"SIGSEGV in {where}: general-protection fault (a misaligned "
+                                        f"vector access or an invalid pointer; the instruction could "
+                                        f"not be decoded)", details)
         if kind == _K_DIV:
             lines = [int(R.line)] + ([int(R.line2)] if R.line2 else [])
             details.update(lines=lines, n_done=int(R.n_done), n_wait=int(R.n_wait))
@@ -619,6 +714,17 @@ class SimKernel(Kernel):
         if R.sig in (signal.SIGSEGV, signal.SIGBUS):
             if R.addr < 65536:
                 extra = f": null pointer dereference (address {R.addr:#x})"
+            elif R.near_kind:
+                near = self._far_access(R, guards, where, details)
+                if near is not None:
+                    return near
+                if R.near_kind == 1:
+                    nearest = f"{guards[R.buf][1]} '{guards[R.buf][2]}'"
+                else:
+                    nearest = self._tg_array(R)[0]
+                extra = (f": invalid address {R.addr:#x}, {R.near_dist} bytes from the nearest buffer, "
+                         f"{nearest} (element {R.elem})")
+                details.update(nearest=nearest, distance=int(R.near_dist))
             else:
                 extra = f": invalid address {R.addr:#x}"
         elif R.sig == signal.SIGFPE:

@@ -22,7 +22,12 @@ What it rewrites (everything else is handled by runtime/metal_prelude.h):
 - half literals: 1.5h -> 1.5f16, 2h -> 2.0f16.
 - threadgroup variable declarations at the start of a statement whose
   declarator is not a pointer or reference:
-    threadgroup float tile[18][18];  -> __SIM_THREADGROUP float tile[18][18];
+    threadgroup float tile[18][18];
+      -> typedef float __sim_tgt_tile[18][18]; __SIM_TG_BIND(tile, "float[18][18]");
+  `tile` becomes a reference to an array the runtime maps between guard
+  pages, so an index past its bound is reported with the array's name
+  (runtime/sim_runtime.h). A declaration that is not `T name[dims], ...;`
+  (an initialiser, say) becomes a plain static: `__SIM_THREADGROUP T x = v;`.
   `threadgroup float* p` (and parameters) keep the keyword, which the prelude
   defines away.
 """
@@ -402,20 +407,81 @@ def _rewrite_constructors(text: str) -> str:
 
 
 _TG = re.compile(r"\bthreadgroup\b")
+# `name[d1][d2]` ending a declaration part (dims may be absent).
+_DECLARATOR = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$")
+_NEXT_DECLARATOR = re.compile(r"\s*" + _DECLARATOR.pattern)
+
+
+def _split_top(masked: str, start: int, end: int) -> list[tuple[int, int]]:
+    """[start, end) cut at the commas outside brackets and template arguments."""
+    parts, depth, angle, i0 = [], 0, 0, start
+    for i in range(start, end):
+        c = masked[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and c == "<":
+            angle += 1
+        elif depth == 0 and c == ">":
+            angle -= 1
+        elif depth == 0 and angle == 0 and c == ",":
+            parts.append((i0, i))
+            i0 = i + 1
+    parts.append((i0, end))
+    return parts
+
+
+def _guarded_decl(masked: str, kw_start: int, kw_end: int) -> tuple[int, str] | None:
+    """The guarded form of the declaration whose keyword (`threadgroup`,
+    `__shared__`) spans [kw_start, kw_end): (end of the statement, its
+    replacement), or None when it is not `T name[dims], name2[dims];`."""
+    semi = masked.find(";", kw_end)
+    if semi < 0:
+        return None
+    body = masked[kw_end:semi]
+    if any(c in body for c in "={}*&"):
+        return None
+    parts = _split_top(masked, kw_end, semi)
+    m0 = _DECLARATOR.search(masked, parts[0][0], parts[0][1])
+    if not m0 or not masked[parts[0][0]:m0.start()].strip():
+        return None
+    typ = " ".join(masked[parts[0][0]:m0.start()].split())   # comments blanked
+    decls = [m0]
+    for a, b in parts[1:]:
+        m = _NEXT_DECLARATOR.fullmatch(masked, a, b)
+        if not m:
+            return None
+        decls.append(m)
+    out = []
+    for m in decls:
+        name = m.group("name")
+        dims = "".join(masked[m.start("dims"):m.end("dims")].split())
+        if "[]" in dims:
+            return None
+        shown = (typ + dims).replace("\\", "\\\\").replace('"', '\\"')
+        out.append(f'typedef {typ} __sim_tgt_{name}{dims}; __SIM_TG_BIND({name}, "{shown}");')
+    return semi + 1, " ".join(out)
+
+
+def _starts_statement(masked: str, i: int) -> bool:
+    """Whether masked[i] begins a statement (or follows a preprocessor line)."""
+    before = _prev_nonspace(masked, i)
+    if before < 0 or masked[before] in ";{}":
+        return True
+    # allow a preceding preprocessor line ("#pragma ...\n threadgroup")
+    line_start = masked.rfind("\n", 0, i) + 1
+    prev_line_start = masked.rfind("\n", 0, max(0, line_start - 1)) + 1
+    return (masked[line_start:i].strip() == ""
+            and masked[prev_line_start:line_start].lstrip().startswith("#"))
 
 
 def _rewrite_threadgroup_decls(text: str) -> str:
     masked = mask_comments_and_strings(text)
     ed = _Edits()
     for m in _TG.finditer(masked):
-        before = _prev_nonspace(masked, m.start())
-        if before >= 0 and masked[before] not in ";{}":
-            # allow a preceding preprocessor line ("#pragma ...\n threadgroup")
-            line_start = masked.rfind("\n", 0, m.start()) + 1
-            prev_line_start = masked.rfind("\n", 0, max(0, line_start - 1)) + 1
-            if not (masked[line_start:m.start()].strip() == ""
-                    and masked[prev_line_start:line_start].lstrip().startswith("#")):
-                continue
+        if not _starts_statement(masked, m.start()):
+            continue
         # scan the type up to the declarator; template arguments may hold commas
         i = m.end()
         depth = 0
@@ -434,7 +500,12 @@ def _rewrite_threadgroup_decls(text: str) -> str:
             i += 1
         if pointer:
             continue
-        ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
+        guarded = _guarded_decl(masked, m.start(), m.end())
+        if guarded:
+            end, new = guarded
+            ed.add(m.start(), end, new, text[m.start():end])
+        else:
+            ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
     return ed.apply(text)
 
 
@@ -456,6 +527,12 @@ _STATIC_SHARED = re.compile(r"\bstatic(?P<ws>\s+)(?=__shared__\b)")
 _SHARED = re.compile(r"\b__shared__\b")
 
 
+# reinterpret_cast to a pointer to a CUDA vector type aligned beyond its element.
+_VECTOR_CAST = re.compile(r"\breinterpret_cast(?=\s*<\s*(?:(?:const|volatile)\s+)*"
+                          r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[24]"
+                          r"\s*(?:const\s*|volatile\s*)*\*\s*>)")
+
+
 def uses_dynamic_shared(text: str) -> bool:
     """Whether the CUDA text declares `extern __shared__` memory (outside comments)."""
     return bool(_EXTERN_SHARED.search(mask_comments_and_strings(text)))
@@ -467,10 +544,15 @@ def rewrite_cuda(text: str) -> str:
         __shared__ float tile[16][17];   -> __SIM_THREADGROUP float tile[16][17];
         static __shared__ int n;         -> __SIM_THREADGROUP int n;
         extern __shared__ float smem[];  -> float* const smem = (decltype(smem))(__sim_dyn_smem);
+        reinterpret_cast<float4*>(p)     -> __sim_cu_aligned<float4*>(p)
 
     __SIM_THREADGROUP is a static in the `sim_tgmem` section, shared by the
     block's threads and refilled with garbage before each block; the dynamic
     buffer `__sim_dyn_smem` (shared_memory bytes) is defined by the dialect.
+    A `__shared__` declaration of the form `T name[dims], ...;` at the start
+    of a statement gets guard pages instead, as Metal's threadgroup arrays do:
+        __shared__ float tile[16][17];
+          -> typedef float __sim_tgt_tile[16][17]; __SIM_TG_BIND(tile, "float[16][17]");
     Comments and string literals are never touched.
     """
     masked = mask_comments_and_strings(text)
@@ -481,12 +563,32 @@ def rewrite_cuda(text: str) -> str:
         name = m.group("name")
         ed.add(m.start(), m.end(), f"{typ}* const {name} = (decltype({name}))(__sim_dyn_smem);", "")
         taken.append((m.start(), m.end()))
+    for m in _SHARED.finditer(masked):
+        if any(a <= m.start() < b for a, b in taken):
+            continue
+        # `static` and `volatile` may come first: static goes, volatile joins the type
+        start, qual = m.start(), ""
+        while True:
+            before = _prev_nonspace(masked, start)
+            word = _word_before(masked, before) if before >= 0 else ""
+            if word not in ("static", "volatile"):
+                break
+            start = before - len(word) + 1
+            qual = "volatile " if word == "volatile" else qual
+        guarded = _guarded_decl(masked, m.start(), m.end()) if _starts_statement(masked, start) else None
+        if guarded:
+            end, new = guarded
+            new = new.replace("typedef ", "typedef " + qual) if qual else new
+            ed.add(start, end, new, text[start:end])
+            taken.append((start, end))
+        else:
+            ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
     for m in _STATIC_SHARED.finditer(masked):
         if not any(a <= m.start() < b for a, b in taken):
             ed.add(m.start(), m.end(), "", m.group(0))
-    for m in _SHARED.finditer(masked):
-        if not any(a <= m.start() < b for a, b in taken):
-            ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
+    # checked, so a misaligned vector access fails as on a GPU (cuda_prelude.h)
+    for m in _VECTOR_CAST.finditer(masked):
+        ed.add(m.start(), m.end(), "__sim_cu_aligned", "")
     out = ed.apply(text)
     assert out.count("\n") == text.count("\n"), "rewrite_cuda changed the line count"
     return out

@@ -105,6 +105,21 @@ __SIM_CU_VEC(float, float, 8, 4, 16)
 __SIM_CU_VEC(double, double, 16, 8, 16)
 #undef __SIM_CU_VEC
 
+// rewrite_cuda turns reinterpret_cast<float4*>(p) into __sim_cu_aligned<float4*>(p):
+// a GPU faults ("misaligned address") on a vector access through a pointer not
+// aligned to the vector, where the CPU copies the struct field by field and
+// would not notice. One AND per cast.
+template <class P> struct __sim_cu_pointee;
+template <class T> struct __sim_cu_pointee<T*> { typedef T type; static constexpr int64_t write = -1; };
+template <class T> struct __sim_cu_pointee<const T*> { typedef T type; static constexpr int64_t write = 0; };
+template <class P, class S> static __SIM_CU_ALWAYS P __sim_cu_aligned(S p) {
+    typedef __sim_cu_pointee<P> Q;
+    const int64_t align = (int64_t)alignof(typename Q::type);
+    if ((uintptr_t)p & (uintptr_t)(align - 1))
+        __sim_misaligned((const void*)(uintptr_t)p, align, Q::write);
+    return reinterpret_cast<P>(p);
+}
+
 struct dim3 {
     unsigned int x, y, z;
     constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}

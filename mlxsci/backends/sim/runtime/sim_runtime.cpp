@@ -170,11 +170,41 @@ struct State {
     sigjmp_buf jb;
     pthread_t thread;
     volatile sig_atomic_t active;
+    volatile sig_atomic_t in_handler;   // a fault inside on_signal means our state is gone
     char* altstack;
     int64_t page;
 };
 
 State G;
+
+// Guarded threadgroup arrays of this library (mapped once, kept for its life:
+// namespace-scope references bind to them at load time).
+const int kMaxTgArrays = 1024;
+__SimTgArray* g_tg[kMaxTgArrays];
+int g_ntg;
+const int64_t kTgGuardBytes = (int64_t)1 << 30;   // PROT_NONE each side: address space only
+
+// The first byte of `a`'s slack (outside [ptr, ptr + nbytes) but inside its
+// read-write pages) that is no longer the garbage pattern, or null.
+char* tg_slack_violation(const __SimTgArray* a) {
+    char* data = a->lo + kTgGuardBytes;
+    char* end = a->hi - kTgGuardBytes;
+    for (char* p = data; p < a->ptr; ++p)
+        if ((unsigned char)*p != __SIM_GARBAGE_BYTE) return p;
+    for (char* p = a->ptr + a->nbytes; p < end; ++p)
+        if ((unsigned char)*p != __SIM_GARBAGE_BYTE) return p;
+    return nullptr;
+}
+
+void set_tg_fault(__SimResult* R, const __SimTgArray* a, uintptr_t addr) {
+    R->kind = __SIM_TG_OOB;
+    R->tg_name = (uint64_t)(uintptr_t)a->name;
+    R->tg_decl = (uint64_t)(uintptr_t)a->decl;
+    R->tg_esize = a->esize > 0 ? a->esize : 1;
+    R->tg_nelem = a->nbytes / R->tg_esize;
+    int64_t off = (int64_t)(addr - (uintptr_t)a->ptr);
+    R->elem = off >= 0 ? off / R->tg_esize : -((-off + R->tg_esize - 1) / R->tg_esize);
+}
 
 const int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGALRM};
 const int kNumSignals = (int)(sizeof(kSignals) / sizeof(kSignals[0]));
@@ -233,6 +263,190 @@ uintptr_t fault_sp(void* uctx) {
 #endif
 }
 
+#if defined(__linux__) && defined(__x86_64__)
+// The memory operand of the instruction at the faulting RIP. A #GP fault
+// (si_code SI_KERNEL) carries no address: in kernel code it comes from a
+// legacy SSE instruction whose 16-byte operand is misaligned, or from an
+// access through a non-canonical pointer (e.g. the garbage pattern
+// 0x5A5A... read as one). Decodes prefixes, REX, ModRM, SIB and
+// displacement; *size is 16 for packed SSE forms, 0 otherwise.
+bool decode_gp(void* uctx, uintptr_t* ea, int64_t* size, int64_t* write) {
+    static const int regs[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP,
+                                 REG_RSI, REG_RDI, REG_R8,  REG_R9,  REG_R10, REG_R11,
+                                 REG_R12, REG_R13, REG_R14, REG_R15};
+    const greg_t* g = ((ucontext_t*)uctx)->uc_mcontext.gregs;
+    const unsigned char* p = (const unsigned char*)g[REG_RIP];
+    int rep = 0, rex = 0;
+    for (int i = 0; i < 4; ++i, ++p) {
+        unsigned char b = *p;
+        if (b == 0xF2 || b == 0xF3) rep = b;
+        else if (!(b == 0x66 || b == 0x67 || b == 0xF0 || b == 0x2E || b == 0x3E || b == 0x26 ||
+                   b == 0x36 || b == 0x64 || b == 0x65)) break;
+    }
+    if ((*p & 0xF0) == 0x40) rex = *p++;
+    int map = 1;
+    if (*p == 0x0F) {
+        ++p;
+        map = 2;
+        if (*p == 0x38 || *p == 0x3A) { ++p; map = 3; }
+    }
+    const int op = *p++;
+    if (map == 1) {
+        // one-byte opcodes with a ModRM memory operand
+        bool modrm = (op <= 0x3F && (op & 7) < 4) || op == 0x63 || op == 0x69 || op == 0x6B ||
+                     (op >= 0x80 && op <= 0x8B) || op == 0xC0 || op == 0xC1 || op == 0xC6 ||
+                     op == 0xC7 || (op >= 0xD0 && op <= 0xD3) || (op >= 0xD8 && op <= 0xDF) ||
+                     op == 0xF6 || op == 0xF7 || op == 0xFE || op == 0xFF;
+        if (!modrm) return false;
+    }
+    const int m = *p++;
+    const int mod = m >> 6, rm = m & 7;
+    if (mod == 3) return false;
+    int64_t addr = 0;
+    int32_t d32;
+    if (rm == 4) {
+        const int sib = *p++;
+        const int idx = ((sib >> 3) & 7) | ((rex & 2) << 2);
+        const int base = (sib & 7) | ((rex & 1) << 3);
+        if (idx != 4) addr += (int64_t)g[regs[idx]] << (sib >> 6);
+        if ((base & 7) == 5 && mod == 0) {
+            memcpy(&d32, p, 4);
+            p += 4;
+            addr += d32;
+        } else {
+            addr += (int64_t)g[regs[base]];
+        }
+    } else if (rm == 5 && mod == 0) {
+        return false;  // RIP-relative: the kernel's constants, never the culprit
+    } else {
+        addr += (int64_t)g[regs[rm | ((rex & 1) << 3)]];
+    }
+    if (mod == 1) {
+        addr += (int8_t)*p;
+    } else if (mod == 2) {
+        memcpy(&d32, p, 4);
+        addr += d32;
+    }
+    *ea = (uintptr_t)addr;
+    // F2/F3 forms are scalar or unaligned moves: no alignment requirement.
+    *size = (map >= 2 && !rep) ? 16 : 0;
+    if (map == 2) *write = (op == 0x29 || op == 0x2B || op == 0x7F || op == 0xE7 || op == 0x11) ? 1 : 0;
+    else if (map == 1) *write = (op == 0x88 || op == 0x89 || op == 0xC6 || op == 0xC7 ||
+                                 (op <= 0x3F && (op & 7) < 2)) ? 1 : 0;
+    else *write = 0;
+    return true;
+}
+#endif
+
+// Fault bookkeeping outside State: a fault inside the handler (or after a
+// jump through a clobbered jmp_buf) must still be recognised.
+volatile sig_atomic_t g_in_handler;
+volatile sig_atomic_t g_fatal;
+
+void put_str(char*& o, char* end, const char* s) {
+    while (*s && o < end) *o++ = *s++;
+}
+
+void put_int(char*& o, char* end, int64_t v) {
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+    do { tmp[n++] = (char)('0' + u % 10); u /= 10; } while (u && n < 24);
+    if (v < 0 && o < end) *o++ = '-';
+    while (n && o < end) *o++ = tmp[--n];
+}
+
+// Last resort: the simulator's own state is no longer trustworthy (a second
+// fault while handling one). Say what is known on stderr, async-signal-safely,
+// and die of the signal so the parent sees it.
+[[noreturn]] void die_with_message(int sig) {
+    if (!g_fatal) {
+        g_fatal = 1;
+        char buf[512];
+        char* o = buf;
+        char* end = buf + sizeof(buf) - 1;
+        put_str(o, end, "mlxsci-sim: fatal signal ");
+        put_int(o, end, sig);
+        put_str(o, end, " while handling a fault of kernel '");
+        const __SimLaunch* L = G.L;
+        const char* k = L ? L->kernel : nullptr;
+        put_str(o, end, k ? k : "?");
+        put_str(o, end, "' (thread (");
+        for (int d = 0; d < 3; ++d) { put_int(o, end, __sim_progress[3 + d]); put_str(o, end, d < 2 ? ", " : ""); }
+        put_str(o, end, ") of group (");
+        for (int d = 0; d < 3; ++d) { put_int(o, end, __sim_progress[d]); put_str(o, end, d < 2 ? ", " : ""); }
+        put_str(o, end, ")): the simulator's state was overwritten, most likely by an out-of-bounds "
+                        "write to threadgroup/__shared__ memory it could not guard\n");
+        *o = 0;
+        ssize_t r = write(2, buf, (size_t)(o - buf));
+        (void)r;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+    _exit(128 + sig);
+}
+
+// Fills R's near_* fields with the buffer or threadgroup array closest to
+// `addr` (an address in no guard region): Python decides whether the access
+// is plausibly one of its elements.
+void record_nearest(__SimResult* R, uintptr_t addr) {
+    const __SimLaunch* L = G.L;
+    uint64_t best = ~(uint64_t)0;
+    for (int64_t i = 0; i < L->nguards; ++i) {
+        const __SimGuard& g = L->guards[i];
+        uint64_t d = addr < g.base ? g.base - addr : addr >= g.base + g.nbytes ? addr - (g.base + g.nbytes) + 1 : 0;
+        if (d < best) {
+            best = d;
+            R->near_kind = 1;
+            R->buf = i;
+            int64_t off = (int64_t)(addr - g.base);
+            int64_t isz = g.itemsize > 0 ? g.itemsize : 1;
+            R->elem = off >= 0 ? off / isz : -((-off + isz - 1) / isz);
+        }
+    }
+    for (int i = 0; i < g_ntg; ++i) {
+        const __SimTgArray* a = g_tg[i];
+        uintptr_t b = (uintptr_t)a->ptr;
+        uint64_t d = addr < b ? b - addr : addr >= b + a->nbytes ? addr - (b + a->nbytes) + 1 : 0;
+        if (d < best) {
+            best = d;
+            R->near_kind = 2;
+            set_tg_fault(R, a, addr);
+        }
+    }
+    R->near_dist = (int64_t)best;
+}
+
+const __SimTgArray* tg_containing(uintptr_t addr, bool with_guards) {
+    for (int i = 0; i < g_ntg; ++i) {
+        const __SimTgArray* a = g_tg[i];
+        uintptr_t lo = with_guards ? (uintptr_t)a->lo : (uintptr_t)a->ptr;
+        uintptr_t hi = with_guards ? (uintptr_t)a->hi : (uintptr_t)a->ptr + a->nbytes;
+        if (addr >= lo && addr < hi) return a;
+    }
+    return nullptr;
+}
+
+// R for a misaligned access at `ea`: the buffer or threadgroup array it is
+// in (buf / tg_*) and the byte offset from its start (elem).
+void locate_misaligned(__SimResult* R, uintptr_t ea) {
+    const __SimLaunch* L = G.L;
+    R->kind = __SIM_MISALIGNED;
+    R->addr = ea;
+    for (int64_t i = 0; i < L->nguards; ++i) {
+        const __SimGuard& g = L->guards[i];
+        if (ea >= g.lo && ea < g.hi) {
+            R->buf = i;
+            R->elem = (int64_t)(ea - g.base);
+        }
+    }
+    if (const __SimTgArray* a = tg_containing(ea, true)) {
+        set_tg_fault(R, a, ea);
+        R->kind = __SIM_MISALIGNED;
+        R->elem = (int64_t)(ea - (uintptr_t)a->ptr);
+    }
+}
+
 void on_signal(int sig, siginfo_t* info, void* uctx) {
     if (!G.active || !pthread_equal(pthread_self(), G.thread)) {
         if (sig == SIGALRM) {
@@ -240,15 +454,19 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
             if (G.active) pthread_kill(G.thread, SIGALRM);
             return;
         }
+        if (g_in_handler) die_with_message(sig);   // a clobbered jmp_buf jumped off into nowhere
         // Not ours: put the previous handler back and let the fault recur.
         int slot = signal_slot(sig);
         if (slot >= 0) sigaction(sig, &g_old_actions[slot], nullptr);
         else signal(sig, SIG_DFL);
         return;
     }
+    if (g_in_handler && sig != SIGALRM) die_with_message(sig);
+    g_in_handler = 1;
     __SimResult* R = G.R;
     record_position(R);
     R->sig = sig;
+    R->code = info->si_code;
     if (sig == SIGALRM) {
         R->kind = __SIM_TIMEOUT;
         siglongjmp(G.jb, 1);
@@ -256,8 +474,29 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
     uintptr_t addr = (uintptr_t)info->si_addr;
     R->addr = addr;
     R->is_write = -1;
+    R->buf = -1;
     if (sig == SIGSEGV || sig == SIGBUS) {
         const __SimLaunch* L = G.L;
+#if defined(__linux__) && defined(__x86_64__)
+        if (info->si_code == SI_KERNEL && addr == 0) {
+            uintptr_t ea;
+            int64_t size = 0, w = -1;
+            R->kind = __SIM_GP_FAULT;
+            if (decode_gp(uctx, &ea, &size, &w)) {
+                R->addr = ea;
+                R->aux = size;
+                R->is_write = w;
+                bool canonical = (int64_t)ea >> 47 == 0 || (int64_t)ea >> 47 == -1;
+                if (canonical && size && ea % (uintptr_t)size) {
+                    locate_misaligned(R, ea);
+                } else if (canonical) {
+                    R->kind = __SIM_CRASH;   // an ordinary bad address after all
+                    addr = ea;
+                }
+            }
+            if (R->kind != __SIM_CRASH) siglongjmp(G.jb, 1);
+        }
+#endif
         for (int64_t i = 0; i < L->nguards; ++i) {
             const __SimGuard& g = L->guards[i];
             if (addr >= g.lo && addr < g.hi) {
@@ -269,6 +508,11 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
                 R->is_write = fault_is_write(uctx);
                 siglongjmp(G.jb, 1);
             }
+        }
+        if (const __SimTgArray* a = tg_containing(addr, true)) {
+            set_tg_fault(R, a, addr);
+            R->is_write = fault_is_write(uctx);
+            siglongjmp(G.jb, 1);
         }
         if (G.stacks && G.nstacks > 0) {
             uintptr_t lo = (uintptr_t)G.stacks;
@@ -283,7 +527,7 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
                 }
             }
         }
-        R->is_write = fault_is_write(uctx);
+        if (R->is_write < 0) R->is_write = fault_is_write(uctx);
         // A fault just below the interrupted stack pointer: the stack ran out
         // (the fast path runs on the caller's stack).
         uintptr_t sp = fault_sp(uctx);
@@ -292,6 +536,7 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
             R->aux = -1;
             siglongjmp(G.jb, 1);
         }
+        if (addr >= 65536) record_nearest(R, addr);
     }
     R->kind = __SIM_CRASH;
     siglongjmp(G.jb, 1);
@@ -535,11 +780,64 @@ void run_fibers(__SimLaunch* L) {
             tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
         }
         if (L->tgmem_size) memset(L->tgmem, __SIM_GARBAGE_BYTE, (size_t)L->tgmem_size);
+        __sim_tg_fill();
         run_group_fibers(gid, tsz);
     }
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ threadgroup arrays
+extern "C" __SIM_HIDDEN char* __sim_tg_alloc(__SimTgArray* a) {
+    if (a->ptr) return a->ptr;
+    int64_t page = sysconf(_SC_PAGESIZE);
+    int64_t align = a->align > 16 ? a->align : 16;
+    int64_t n = a->nbytes > 0 ? a->nbytes : 1;
+    int64_t data = (n + align + page - 1) / page * page;
+    size_t total = (size_t)(2 * kTgGuardBytes + data);
+    void* m = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        // Out of address space: an unguarded array still lets the kernel run.
+        static char fallback[1 << 16] __attribute__((aligned(64)));
+        static int64_t used;
+        used = (used + align - 1) / align * align;
+        if (used + n > (int64_t)sizeof(fallback)) __builtin_trap();
+        a->ptr = fallback + used;
+        used += n;
+        return a->ptr;
+    }
+    char* lo = (char*)m;
+    mprotect(lo + kTgGuardBytes, (size_t)data, PROT_READ | PROT_WRITE);
+    memset(lo + kTgGuardBytes, __SIM_GARBAGE_BYTE, (size_t)data);
+    a->lo = lo;
+    a->hi = lo + total;
+    // End-aligned (to the array's alignment, at least 16 as the old statics
+    // were): index `bound` is the first byte of the guard pages.
+    uintptr_t end = (uintptr_t)(lo + kTgGuardBytes + data);
+    a->ptr = (char*)((end - (uintptr_t)a->nbytes) & ~(uintptr_t)(align - 1));
+    if (g_ntg < kMaxTgArrays) g_tg[g_ntg++] = a;
+    return a->ptr;
+}
+
+extern "C" __SIM_HIDDEN void __sim_tg_register(__SimTgArray* first, __SimTgArray* last) {
+    for (__SimTgArray* a = first; a && a < last; ++a) __sim_tg_alloc(a);
+    // Slack written by an earlier (faulty) launch must not be reported again.
+    for (int i = 0; i < g_ntg; ++i) {
+        __SimTgArray* a = g_tg[i];
+        char* data = a->lo + kTgGuardBytes;
+        memset(data, __SIM_GARBAGE_BYTE, (size_t)(a->hi - kTgGuardBytes - data));
+    }
+}
+
+extern "C" __SIM_HIDDEN int64_t __sim_tg_bytes(const __SimTgArray* first, const __SimTgArray* last) {
+    int64_t n = 0;
+    for (const __SimTgArray* a = first; a && a < last; ++a) n += (a->nbytes + 15) / 16 * 16;
+    return n;
+}
+
+extern "C" __SIM_HIDDEN void __sim_tg_fill(void) {
+    for (int i = 0; i < g_ntg; ++i) memset(g_tg[i]->ptr, __SIM_GARBAGE_BYTE, (size_t)g_tg[i]->nbytes);
+}
 
 // ------------------------------------------------------------------ kernel-facing API
 extern "C" __SIM_HIDDEN void __sim_simd_wait_need(const void* site, __SimResolver resolve,
@@ -571,6 +869,16 @@ extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line) {
     switch_to_scheduler(f);
 }
 
+extern "C" __SIM_HIDDEN void __sim_misaligned(const void* p, int64_t align, int64_t is_write) {
+    __SimResult* R = G.R;
+    record_position(R);
+    R->buf = -1;
+    locate_misaligned(R, (uintptr_t)p);
+    R->aux = align;
+    R->is_write = is_write;
+    siglongjmp(G.jb, 1);
+}
+
 extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void) {
     return G.cur < 0 ? 0u : (uint32_t)(G.cur & 31);
 }
@@ -579,6 +887,7 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
                                            __SimThreadFn thread_fn, __SimFastFn fast_fn) {
     memset(R, 0, sizeof(*R));
     R->is_write = -1;
+    g_in_handler = 0;
     G.page = sysconf(_SC_PAGESIZE);
     G.L = L;
     G.R = R;
@@ -647,8 +956,20 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
         R->cpu_ns = (int64_t)(cpu1.tv_sec - cpu0.tv_sec) * 1000000000 + (cpu1.tv_nsec - cpu0.tv_nsec);
         G.active = 0;
         R->kind = __SIM_OK;
+        // A write just outside an array's bound that stayed inside its pages
+        // (before the start, or the few bytes of alignment past the end).
+        for (int i = 0; i < g_ntg; ++i) {
+            char* bad = tg_slack_violation(g_tg[i]);
+            if (bad) {
+                set_tg_fault(R, g_tg[i], (uintptr_t)bad);
+                R->is_write = 1;
+                R->after = 1;
+                break;
+            }
+        }
     } else {
         G.active = 0;
+        g_in_handler = 0;
     }
     if (L->timeout_s > 0) {
         struct itimerval zero;

@@ -11,12 +11,19 @@
 #define __SIM_HIDDEN __attribute__((visibility("hidden")))
 #define __SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
-// Storage of `threadgroup` declarations (the rewrite turns
-// `threadgroup float tile[18][18];` into `__SIM_THREADGROUP float tile[18][18];`).
-// Threadgroups run one after another, so one static instance is shared by all
-// fibers of the group that is running. Every such variable lands in the
-// `sim_tgmem` section, which the runtime refills with a garbage pattern before
-// each threadgroup starts (threadgroup memory is uninitialised on a GPU).
+// Storage of `threadgroup` declarations. The rewrite turns
+// `threadgroup float tile[18][18];` into
+// `typedef float __sim_tgt_tile[18][18]; __SIM_TG_BIND(tile, "float[18][18]");`:
+// `tile` becomes a reference to an array the runtime maps between PROT_NONE
+// guard pages, end-aligned, so an index past the bound faults and the fault
+// handler names the array (a plain static would overflow silently into the
+// runtime's own state). Threadgroups run one after another, so one instance
+// is shared by all fibers of the running group; the runtime refills it with a
+// garbage pattern before each group (threadgroup memory is uninitialised).
+//
+// Declarations the rewrite cannot take apart (`__SIM_THREADGROUP T x = v;`,
+// or `__shared__` produced by a macro) stay plain statics in the `sim_tgmem`
+// section, refilled the same way but unguarded.
 #if defined(__ELF__)
 #define __SIM_THREADGROUP __attribute__((section("sim_tgmem"), aligned(16))) static
 extern "C" char __start_sim_tgmem[] __attribute__((weak, visibility("hidden")));
@@ -27,6 +34,49 @@ extern "C" char __stop_sim_tgmem[] __attribute__((weak, visibility("hidden")));
 static char* const __start_sim_tgmem = 0;
 static char* const __stop_sim_tgmem = 0;
 #endif
+
+// One guarded threadgroup array (shared with Python through __SimResult).
+struct __SimTgArray {
+    const char* name;     // as declared in the kernel
+    const char* decl;     // its type, e.g. "float[18][18]"
+    int64_t nbytes;
+    int64_t esize;        // innermost element size (float for float[18][18])
+    int64_t align;
+    char* ptr;            // first byte; 0 until the runtime maps it
+    char* lo;             // the whole mapping, guard pages included
+    char* hi;
+};
+
+template <class T> struct __sim_tg_base { typedef T type; };
+template <class T, unsigned long N> struct __sim_tg_base<T[N]> : __sim_tg_base<T> {};
+template <class T> constexpr int64_t __sim_tg_esize() {
+    return (int64_t)sizeof(typename __sim_tg_base<T>::type);
+}
+
+// Maps the array on first use (ELF: the entry maps every record first).
+extern "C" __SIM_HIDDEN char* __sim_tg_alloc(__SimTgArray* a);
+static inline __attribute__((always_inline)) char* __sim_tg_ptr(__SimTgArray* a) {
+    char* p = a->ptr;
+    return __builtin_expect(p != 0, 1) ? p : __sim_tg_alloc(a);
+}
+
+// Every record sits in the `sim_tgarrays` section, so the entry point can map
+// and size them all before any thread runs.
+#if defined(__ELF__)
+#define __SIM_TGA_SECTION __attribute__((section("sim_tgarrays"), used, aligned(8)))
+extern "C" __SimTgArray __start_sim_tgarrays[] __attribute__((weak, visibility("hidden")));
+extern "C" __SimTgArray __stop_sim_tgarrays[] __attribute__((weak, visibility("hidden")));
+#else
+#define __SIM_TGA_SECTION
+static __SimTgArray* const __start_sim_tgarrays = 0;
+static __SimTgArray* const __stop_sim_tgarrays = 0;
+#endif
+
+#define __SIM_TG_BIND(NAME, DECL)                                                       \
+    static __SimTgArray __sim_tga_##NAME __SIM_TGA_SECTION = {                          \
+        #NAME, DECL, (int64_t)sizeof(__sim_tgt_##NAME), __sim_tg_esize<__sim_tgt_##NAME>(), \
+        (int64_t)alignof(__sim_tgt_##NAME), 0, 0, 0};                                   \
+    __sim_tgt_##NAME& NAME = *(__sim_tgt_##NAME*)__sim_tg_ptr(&__sim_tga_##NAME)
 
 // Garbage byte written into uninitialised outputs, buffer slack and
 // threadgroup memory: 0x5A5A5A5A is 1.53e16 as float, never zero or NaN.
@@ -54,6 +104,7 @@ struct __SimLaunch {
     int64_t stack_size;
     char* tgmem;          // filled in by the kernel's entry point
     int64_t tgmem_size;
+    const char* kernel;   // name, for the last-resort message of a fatal fault
 };
 
 enum {
@@ -66,6 +117,9 @@ enum {
     __SIM_NEED_FIBERS = 6,
     __SIM_STACK_OVERFLOW = 7,
     __SIM_SETUP_FAILED = 8,
+    __SIM_TG_OOB = 9,        // threadgroup array: tg_* fields, elem, is_write
+    __SIM_MISALIGNED = 10,   // addr, aux = access bytes, is_write
+    __SIM_GP_FAULT = 11,     // x86 general-protection fault: addr when decoded, else 0
 };
 
 struct __SimResult {
@@ -84,6 +138,14 @@ struct __SimResult {
     uint64_t addr;
     int64_t aux;
     int64_t cpu_ns;       // CPU time of this thread spent running the kernel's threads
+    int64_t code;         // si_code of the signal
+    uint64_t tg_name;     // TG_OOB: the array's name and type (C strings)
+    uint64_t tg_decl;
+    int64_t tg_nelem;     // TG_OOB: elements of tg_esize bytes
+    int64_t tg_esize;
+    int64_t after;        // TG_OOB: 1 when found in the slack after the launch (no thread known)
+    int64_t near_kind;    // CRASH at an address in no guard: 1 buffer `buf`, 2 threadgroup
+    int64_t near_dist;    //   array tg_*, nearest to it (bytes away); elem is relative to it
 };
 
 // Per-thread coordinates handed to the glue, which turns them into the
@@ -107,6 +169,12 @@ typedef void (*__SimThreadFn)(void* const* bufs, const __SimThread* t);
 typedef void (*__SimFastFn)(const __SimLaunch* L);
 
 // ---- runtime entry points (sim_runtime.cpp) ----
+// Maps every record in [first, last) (once) and refills the arrays' slack.
+extern "C" __SIM_HIDDEN void __sim_tg_register(__SimTgArray* first, __SimTgArray* last);
+// Threadgroup bytes of the records (each rounded to 16, as the section's statics are).
+extern "C" __SIM_HIDDEN int64_t __sim_tg_bytes(const __SimTgArray* first, const __SimTgArray* last);
+// Refills every mapped array with the garbage pattern: before each threadgroup.
+extern "C" __SIM_HIDDEN void __sim_tg_fill(void);
 extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
                                            __SimThreadFn thread_fn, __SimFastFn fast_fn);
 // Where the running thread is, for diagnostics: group xyz, thread xyz.
@@ -130,6 +198,9 @@ extern "C" __SIM_HIDDEN void __sim_simd_wait_need(const void* site, __SimResolve
                                                   const void* in, void* out, int64_t arg, int64_t arg2,
                                                   uint32_t need);
 extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line);
+// A vector access through `p`, which is not `align`-aligned: ends the launch
+// with __SIM_MISALIGNED (is_write: 1, 0, or -1 unknown).
+extern "C" __SIM_HIDDEN [[noreturn]] void __sim_misaligned(const void* p, int64_t align, int64_t is_write);
 extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void);
 
 // ---- the fiber-free fast path, inlined into the kernel library ----
@@ -161,6 +232,7 @@ static void __sim_fast_loop(const __SimLaunch* L) {
         t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
         __sim_progress[0] = gx; __sim_progress[1] = gy; __sim_progress[2] = gz;
         if (tgsize) __builtin_memset(tgmem, __SIM_GARBAGE_BYTE, (unsigned long)tgsize);
+        __sim_tg_fill();
         uint32_t lin = 0;
         for (uint32_t z = 0; z < t.tsz[2]; ++z)
         for (uint32_t y = 0; y < t.tsz[1]; ++y)
@@ -191,11 +263,13 @@ template <class T> struct __sim_bind<T&> { static T& get(void* p) { return *(T*)
     __SIM_EXPORT int64_t __sim_entry(__SimLaunch* L, __SimResult* R) {             \
         L->tgmem = __start_sim_tgmem;                                              \
         L->tgmem_size = (int64_t)(__stop_sim_tgmem - __start_sim_tgmem);           \
+        __sim_tg_register(__start_sim_tgarrays, __stop_sim_tgarrays);              \
         __sim_setup_const(L);                                                      \
         return __sim_run(L, R, &THREAD_FN, &__sim_fast_loop<&THREAD_FN>);          \
     }                                                                              \
     __SIM_EXPORT int64_t __sim_tgmem_bytes(void) {                                 \
-        return (int64_t)(__stop_sim_tgmem - __start_sim_tgmem);                    \
+        return (int64_t)(__stop_sim_tgmem - __start_sim_tgmem) +                   \
+               __sim_tg_bytes(__start_sim_tgarrays, __stop_sim_tgarrays);          \
     }
 
 #endif
