@@ -15,6 +15,7 @@ from tabulate import tabulate
 from mlxsci.backends import backend_class, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse
 from mlxsci.evaluate import Evaluation, backend_options, dialect_of, evaluate
+from mlxsci.sanitizer import TOOLS as SANITIZER_TOOLS, check_sanitize
 from mlxsci.task import load_task, task_names
 from mlxsci.timers import TIMER_NAMES, check_timer
 
@@ -63,6 +64,9 @@ def format_evaluation(ev: Evaluation) -> str:
     if ev.sizes and any(s.metal_sci_fraction is not None for s in ev.sizes):
         lines.append("Metal-Sci chip-table fractions: " + ", ".join(
             f"{s.label}={fmt(s.metal_sci_fraction, '.3f')}" for s in ev.sizes))
+    if ev.sanitized:
+        lines.append(f"ran under compute-sanitizer {ev.sanitized}: timings are not comparable, "
+                     "no score")
     lines.append(f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
                  + (f" (noise {100 * ev.noise:.1f}%)" if ev.noise is not None else "")
                  + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else ""))
@@ -133,14 +137,23 @@ def check_overrides(task, text, overrides, dialect):
               help="How a run is timed: cupti (CUDA kernel activity; the default on CUDA), "
                    "sim (the simulator's own clock; its default), wall (chained runs per "
                    "eval, an upper bound; the default on Metal).")
+@click.option("--sanitize", type=click.Choice(SANITIZER_TOOLS), default=None,
+              help="CUDA only: run each size's worker under NVIDIA's compute-sanitizer "
+                   "(memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory "
+                   "races); a reported error fails the size. Timings under it mean nothing, "
+                   "so the result has no score.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def main(task, source, backend, dialect, size_set, custom, params, warmup, measure, timeout,
-         timer, as_json):
+         timer, sanitize, as_json):
     """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
 
     TASK is a built-in task name or the path of a task folder of your own
     (task.py, reference.py, seed.metal; see examples/conv1d)."""
     t = load_task(task)
+    try:   # before availability: say what --sanitize needs even where CUDA is missing
+        check_sanitize(sanitize, resolve_backend_name(backend))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sanitize")
     if backend != "auto" and not backend_class(backend).available():
         raise click.BadParameter(f"{backend} is not available on this machine "
                                  "(use --backend sim or auto)", param_hint="--backend")
@@ -179,7 +192,7 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
     ev = evaluate(task, text, backend=backend, size_set=size_set, sizes=sizes,
                   filename=str(source) if source else None, n_warmup=warmup, n_measure=measure,
                   timeout=timeout, param_overrides=overrides, dialect=dialect,
-                  timer=timer, progress=progress)
+                  timer=timer, sanitize=sanitize, progress=progress)
     click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))
 
 

@@ -7,6 +7,8 @@ a timeout, and checks what comes back:
   NaN-safe (err <= tol);
 - no output element left unwritten;
 - the last timed run's output (when it differs bitwise) also within tolerance;
+- on the simulator, the verified outputs the same as those of a run with the
+  threads in reverse order (schedule_race): a difference is a race;
 - every input's checksum before and after equal to the reference inputs';
 - a fraction above 1.0 of the measured roofline is flagged `suspicious`.
 Score S = geometric mean of the fractions of the in-distribution sizes (of the
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlxsci import sanitizer
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, validate
 from mlxsci.reference_store import Reference, get_reference, verdict
@@ -90,9 +93,10 @@ class Evaluation:
     noise: float | None = None    # of S: combined_noise of the scored sizes' noise
     fail_reason: str | None = None
     sizes: list = field(default_factory=list)
+    sanitized: str | None = None  # the compute-sanitizer tool the sizes ran under (not scored)
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "task": self.task, "backend": self.backend, "device": self.device,
             "dialect": self.dialect, "timer": self.timer,
             "candidate": {"compile_ok": self.compile_ok, "correct": self.correct,
@@ -100,6 +104,9 @@ class Evaluation:
                           "fail_reason": self.fail_reason},
             "sizes": [json_size(s) for s in self.sizes],
         }
+        if self.sanitized:   # only sanitized runs carry it; their score is None
+            data["sanitized"] = self.sanitized
+        return data
 
 
 def json_size(s: SizeResult) -> dict:
@@ -114,25 +121,59 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
 
 
-def run_worker(job: dict, timeout: float) -> tuple[dict | None, Path, str]:
-    """Run one size in a fresh process. Returns (result or None, job dir, stderr tail)."""
+def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = None
+               ) -> tuple[dict | None, Path, str]:
+    """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
+
+    sanitize: (tool, compute-sanitizer executable) to run the worker under
+    NVIDIA's compute-sanitizer (mlxsci.sanitizer); a kernel fault it reports
+    is returned as the result's error, whatever the worker itself wrote."""
     jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-"))
     (jobdir / "job.json").write_text(json.dumps(job))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "mlxsci.worker", str(jobdir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
+    if sanitize:
+        argv = sanitizer.sanitizer_command(sanitize[1], sanitize[0], jobdir / "sanitizer.log", argv)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
         proc.communicate()
-        return None, jobdir, f"timeout: no verdict within {timeout:g} s"
+        found = sanitizer_finding(jobdir, sanitize)
+        return found or None, jobdir, f"timeout: no verdict within {timeout:g} s"
     tail = err.decode(errors="replace")[-2000:]
+    found = sanitizer_finding(jobdir, sanitize)
+    if found:
+        return found, jobdir, tail
     result_path = jobdir / "result.json"
     if not result_path.exists():
-        return None, jobdir, death_reason(proc.returncode, tail)
+        return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
     return json.loads(result_path.read_text()), jobdir, tail
+
+
+def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | None:
+    """The worker's result when compute-sanitizer reported a kernel fault: an
+    error of the tool's kind (memcheck, racecheck) naming what, where and who."""
+    log = jobdir / "sanitizer.log"
+    if not sanitize or not log.exists():
+        return None
+    text = log.read_text(errors="replace")
+    faults = sanitizer.kernel_faults(sanitizer.parse_sanitizer_log(text, sanitize[0]))
+    if not faults:
+        return None
+    return {"error": {"kind": sanitize[0], "message": sanitizer.verdict(faults, text),
+                      "details": {"log": text[-4000:]}}}
+
+
+def sanitizer_context(jobdir: Path) -> str:
+    """What compute-sanitizer said about itself, for a worker that died under it."""
+    log = jobdir / "sanitizer.log"
+    if not log.exists():
+        return ""
+    said = sanitizer.tool_problems(log.read_text(errors="replace"))
+    return ("\ncompute-sanitizer: " + "; ".join(said)) if said else ""
 
 
 def death_reason(returncode: int, stderr_tail: str) -> str:
@@ -160,6 +201,68 @@ def death_reason(returncode: int, stderr_tail: str) -> str:
 def _load_npz(path: Path) -> dict:
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+RACE_VERDICT = "result depends on thread scheduling: a race"
+
+
+def _scalar_text(x) -> str:
+    """An output element as a message shows it: 3, -1, 0.123456791, nan, True."""
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, (np.integer, int)):
+        return str(int(x))
+    return format(float(x), ".9g")
+
+
+def _race_message(name: str, a: np.ndarray, b: np.ndarray, i: int) -> str:
+    return (f"{RACE_VERDICT} (output '{name}' differs between schedules at element {i}: "
+            f"{_scalar_text(a.flat[i])} vs {_scalar_text(b.flat[i])})")
+
+
+def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | None:
+    """The race verdict when outputs of one run and of the same run with the
+    threads in another order (the simulator's schedules) differ in a way
+    that matters, else None. Only outputs the reference checks count.
+
+    Integer and bool outputs must be bitwise equal: integer sums, minima and
+    maxima (atomic or not) do not depend on the order of their terms. Float
+    outputs may differ in the last bits when terms add in another order (lj:
+    atomics fill its cell lists in another order, so forces sum in another
+    order), so they count as different where an element differs by more than
+    the task's tolerance (NaN on one side only counts, NaN on both does not),
+    or where the task's own verdict, `judge(outputs) -> (error, passed)`
+    against the reference, passes one run and fails the other (a task whose
+    tolerance is not an absolute error per element, such as hmc's statistics).
+    """
+    close_calls = []    # (largest difference, name, a, b, element): floats within the tolerance
+    for name in ref.outputs:
+        if name not in first or name not in second:
+            continue
+        a, b = np.asarray(first[name]), np.asarray(second[name])
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"{RACE_VERDICT} (output '{name}' has shape {a.shape} {a.dtype} in one " \
+                   f"schedule and {b.shape} {b.dtype} in the other)"
+        a, b = a.reshape(-1), b.reshape(-1)
+        if not np.issubdtype(a.dtype, np.inexact):
+            differ = np.flatnonzero(a != b)
+            if differ.size:
+                return _race_message(name, a, b, int(differ[0]))
+            continue
+        both_nan = np.isnan(a) & np.isnan(b)
+        wide = np.complex128 if np.iscomplexobj(a) else np.float64
+        diff = np.abs(a.astype(wide) - b.astype(wide))
+        beyond = np.flatnonzero(~both_nan & ~(diff <= ref.tolerance))   # NaN-safe
+        if beyond.size:
+            return _race_message(name, a, b, int(beyond[0]))
+        differ = np.flatnonzero(~both_nan & (a != b))
+        if differ.size:
+            i = int(differ[np.argmax(diff[differ])])
+            close_calls.append((float(diff[i]), name, a, b, i))
+    if close_calls and bool(judge(first)[1]) != bool(judge(second)[1]):
+        _, name, a, b, i = max(close_calls, key=lambda c: c[0])
+        return _race_message(name, a, b, i)
+    return None
 
 
 def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Roofline,
@@ -197,6 +300,12 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
             problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
     if not passed:
         problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
+    if result.get("reversed_equals_verified") is False:   # the simulator's second schedule
+        race = schedule_race(verified, _load_npz(jobdir / "reversed.npz"), ref,
+                             lambda outputs: verdict(task.name, outputs, ref, size.params)[:2])
+        if race:
+            out.flags.append("race")
+            problems.insert(0, race)   # the cause of any wrong result above
     out.correct = not problems
     if problems:
         out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
@@ -262,16 +371,23 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
              filename: str | None = None, n_warmup: int | None = None,
              n_measure: int | None = None, timeout: float | None = None,
              param_overrides: dict | None = None, dialect: str | None = None,
-             timer: str | None = None, progress=None) -> Evaluation:
+             timer: str | None = None, sanitize: str | None = None,
+             progress=None) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
 
     dialect: "metal" or "cuda"; default: the file's extension when given, else
     the backend's own (the simulator's default is metal). timer: "cupti",
-    "sim" or "wall" (mlxsci.timers); default: the backend's own."""
+    "sim" or "wall" (mlxsci.timers); default: the backend's own.
+    sanitize: "memcheck" or "racecheck" (cuda backend only): each size's worker
+    runs under NVIDIA's compute-sanitizer, and a fault it reports (out-of-bounds
+    or misaligned access, shared-memory hazard) fails the size. Timing under
+    the sanitizer is meaningless, so the result records `sanitized` and has no
+    score (None) and no phi; correctness is checked as usual."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
     options = backend_options(backend_name, dialect or dialect_of(filename))
     timer_name = check_timer(timer, backend_name)
+    sanitizer_exe = sanitizer.check_sanitize(sanitize, backend_name)
     be = get_backend(backend_name, **options)
     if source is None:
         source = task.seed(be.dialect)
@@ -310,8 +426,14 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
                "param_overrides": param_overrides, "timer": timer_name,
                "settle": SETTLE[kind],
                "extra_runs": EXTRA_RUNS[kind] if n_measure is None else None}
-        say(f"{task.name} {size.label}: running on {backend_name}")
-        result, jobdir, tail = run_worker(job, timeout or per_size)
+        size_timeout = timeout or per_size
+        if sanitize:
+            job = sanitized_job(job, n_warmup, n_measure)
+            size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
+        say(f"{task.name} {size.label}: running on {backend_name}"
+            + (f" under compute-sanitizer {sanitize}" if sanitize else ""))
+        result, jobdir, tail = run_worker(job, size_timeout,
+                                          (sanitize, sanitizer_exe) if sanitize else None)
         try:
             if result is None:
                 flag = "timeout" if tail.startswith("timeout") else "crash"
@@ -348,7 +470,36 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     ev.noise = combined_noise([s.noise for s in scored]) if scored and ev.correct else None
     held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
     ev.phi = held[0] if held and ev.correct else None
+    if sanitize:
+        mark_sanitized(ev, sanitize)
     return ev
+
+
+# A sanitized worker runs slower (every memory access is checked), so the
+# default time allowed per size grows by this factor.
+SANITIZER_SLOWDOWN = 4
+
+
+def sanitized_job(job: dict, n_warmup: int | None, n_measure: int | None) -> dict:
+    """A size's job for a run under compute-sanitizer: its timings mean
+    nothing, so as few runs as the protocol allows (unless asked for more),
+    timed by the wall clock, which needs no profiling interface beside the
+    sanitizer's own (CUPTI under compute-sanitizer is untested here)."""
+    return dict(job, timer="wall",
+                n_warmup=n_warmup if n_warmup is not None else 1,
+                n_measure=n_measure if n_measure is not None else 1,
+                settle={"max_runs": 0, "max_seconds": 0.0}, extra_runs=None)
+
+
+def mark_sanitized(ev: Evaluation, tool: str) -> None:
+    """Record that the sizes ran under compute-sanitizer `tool`: their
+    fractions are flagged, and a correct candidate gets no score or phi, since
+    times measured under the sanitizer compare with nothing."""
+    ev.sanitized = tool
+    for s in ev.sizes:
+        s.flags.append("sanitized")
+    if ev.correct:
+        ev.score, ev.phi, ev.noise = None, None, None
 
 
 def compare(task_name: str, incumbent: str, candidate: str, *, backend: str = "auto",

@@ -226,14 +226,23 @@ CUDA_TYPES = {
 # MAX_NDIM of MLX's CUDA device code: Shape and Strides are arrays of this size.
 CUDA_MAX_NDIM = 10
 
-# What build_kernel puts before the header (its `default_header`).
+# What build_kernel puts before the header (its `default_header`), as the
+# released MLX 0.32.4 CUDA wheels hold it: the string literal in libmlx.so of
+# mlx-cuda-12==0.32.4 is exactly these 5 lines, so the header starts on line 6
+# of the program NVRTC compiles. Other trees of ml-explore/mlx (e.g. commit
+# d6b204b5, mlx/backend/cuda/custom_kernel.cpp, `default_header`) add
+# `#define inf cuda::std::numeric_limits<float>::infinity()` and a blank line:
+# a mirror with those 2 lines placed the body 2 lines lower than NVRTC numbers
+# it, so mapped lines came out 2 too small (an error on line 6 of a candidate
+# read as line 4 on an H100 with 0.32.4). So
+# 0.32.4 has no `inf` macro, and a body that uses `inf` fails to compile there
+# and on the simulator alike. mlx_gpu.CudaBackend measures the offset at run
+# time too, so a later MLX that adds lines still maps right.
 CUDA_DEFAULT_HEADER = (
     "\n"
     '#include "mlx/backend/cuda/device/utils.cuh"\n'
     "\n"
     "#include <cooperative_groups.h>\n"
-    "\n"
-    "#define inf cuda::std::numeric_limits<float>::infinity()\n"
     "\n"
 )
 

@@ -116,9 +116,12 @@ def sweep(tasks: list[str], models: list[str], iterations: int, *, backend: str 
               show_default=True, help="Acceptance rule of each search (see mlxsci.search).")
 @click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
               help="How runs are timed (default: the backend's own).")
+@click.option("--sanitize", type=click.Choice(["memcheck", "racecheck"]), default=None,
+              help="CUDA only: every candidate first runs under NVIDIA's compute-sanitizer "
+                   "(see mlxsci.search).")
 @click.option("--quiet", is_flag=True, help="Only one line per search.")
 def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, accept, timer,
-         quiet):
+         sanitize, quiet):
     """Run searches for every task x model into OUT and index them for `mlxsci.report`."""
     from mlxsci.task import task_names
     known = task_names()
@@ -134,7 +137,14 @@ def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, 
         check_timer(timer, resolve_backend_name(backend))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timer")
+    from mlxsci.sanitizer import check_sanitize
+    try:   # likewise a sanitizer that cannot run
+        check_sanitize(sanitize, resolve_backend_name(backend))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sanitize")
     options = {"accept": accept, "timer": timer}
+    if sanitize:
+        options["sanitize"] = sanitize
     if base_url:
         options["base_url"] = base_url
     if max_cost is not None:

@@ -12,7 +12,9 @@ Protocol per size: inputs, all on the device (0-d scalars too) -> first run
 the backend's timer (mlxsci.timers: CUPTI kernel activity on CUDA, the
 simulator's own clock, or chained wall clock; each waits for the run's
 results, so lazy work cannot escape it) -> two verification runs whose
-outputs are poisoned with two different sentinels -> input checksums again.
+outputs are poisoned with two different sentinels -> on the simulator, the
+first verification run once more with the threads in reverse order (races show
+as a difference; the parent judges it) -> input checksums again.
 A job with "compare" instead times two candidates interleaved (run_compare).
 """
 from __future__ import annotations
@@ -43,6 +45,9 @@ SENTINEL_A = float("nan")
 SENTINEL_B = -1.25e30
 INT_SENTINEL_A = 0x5A
 INT_SENTINEL_B = 0x25
+# SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*): the
+# extra verification run uses the one the backend does not.
+FORWARD_SCHEDULE, REVERSED_SCHEDULE = 0, 1
 
 
 def sentinels_for(dtype: np.dtype) -> tuple[float, float]:
@@ -56,6 +61,29 @@ def unwritten_count(a: np.ndarray, b: np.ndarray) -> int:
     hit_b = b == np.array(sb).astype(b.dtype)
     hit_a = np.isnan(a) if np.isnan(sa) else a == np.array(sa).astype(a.dtype)
     return int(np.count_nonzero(hit_a & hit_b))
+
+
+def run_reversed(work: Work, inputs: dict, launcher, backend) -> dict:
+    """The first verification run again (same poison), with the simulator's
+    threads in reverse order (mlxsci.backends.sim, SimBackend.schedule): a GPU
+    orders neither threadgroups nor simdgroups without a barrier, so a result
+    that depends on the order is a race the one fixed order would hide. One
+    extra run per size, no recompiling: the order is a launch field. (Where
+    MLXSCI_SIM_SCHEDULE made the reversed order the backend's own, the extra
+    run is in index order.)"""
+    own = backend.schedule
+    backend.schedule = FORWARD_SCHEDULE if own == REVERSED_SCHEDULE else REVERSED_SCHEDULE
+    launcher.init_value = SENTINEL_A
+    try:
+        return to_numpy(work.enqueue(inputs))
+    except KernelFault as exc:
+        raise KernelFault(exc.kind, f"{exc.message} (only with the threads in another order, "
+                                    f"{'reversed' if own == FORWARD_SCHEDULE else 'forward'}: the "
+                                    f"kernel depends on the order threads run in, a race)",
+                          dict(exc.details, schedule=backend.schedule)) from exc
+    finally:
+        backend.schedule = own
+        launcher.init_value = None
 
 
 def to_numpy(outputs: dict) -> dict:
@@ -172,6 +200,10 @@ def run_job(job: dict, outdir: Path) -> dict:
         second = to_numpy(work.enqueue(inputs))
         launcher.init_value = None
         result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
+        reversed_run = None
+        if hasattr(backend, "schedule"):     # the simulator; GPUs have their own orders
+            reversed_run = run_reversed(work, inputs, launcher, backend)
+            result["reversed_equals_verified"] = same_bits(reversed_run, verified)
         result["input_checksums_after"] = input_checksums({k: np.array(v) for k, v in inputs.items()})
         timings["verify"] = time.perf_counter() - t
 
@@ -179,6 +211,8 @@ def run_job(job: dict, outdir: Path) -> dict:
         result["last_equals_verified"] = same_bits(last, verified)
         if not result["last_equals_verified"]:
             np.savez(outdir / "last.npz", **last)
+        if reversed_run is not None and not result["reversed_equals_verified"]:
+            np.savez(outdir / "reversed.npz", **reversed_run)
         result["phase"] = "done"
     except Exception as exc:  # every failure of the candidate becomes a verdict
         result["error"] = error_record(exc, backend)

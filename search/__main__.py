@@ -39,6 +39,10 @@ from mlxsci.eval import TaskArgument
 @click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
               help="How a run is timed (default: cupti on CUDA when installed, else wall; "
                    "sim on the simulator).")
+@click.option("--sanitize", type=click.Choice(["memcheck", "racecheck"]), default=None,
+              help="CUDA only: before timing, run every candidate under NVIDIA's "
+                   "compute-sanitizer (memcheck or racecheck); one it reports an error for "
+                   "fails, with that error as its verdict.")
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory "
               "(default results/<task>_<model>_<timestamp>).")
 @click.option("--resume", type=click.Path(exists=True, file_okay=False),
@@ -54,13 +58,20 @@ from mlxsci.eval import TaskArgument
               help="JSON price table {model: [USD per M input, USD per M output]}.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size evaluation.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def main(task, model, iterations, strategy, backend, dialect, sizes, accept, timer, out, resume,
-         start, seed, max_cost, base_url, api, prices, timeout, quiet):
+def main(task, model, iterations, strategy, backend, dialect, sizes, accept, timer, sanitize, out,
+         resume, start, seed, max_cost, base_url, api, prices, timeout, quiet):
     """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
     from mlxsci.search.loop import run
     from mlxsci.search.proposer import ProposerError
     if not task and not resume:
         raise click.UsageError("give --task (or --resume RUN_DIR)")
+    if sanitize:   # before availability: say what --sanitize needs even where CUDA is missing
+        from mlxsci.backends import resolve_backend_name
+        from mlxsci.sanitizer import check_sanitize
+        try:
+            check_sanitize(sanitize, resolve_backend_name(backend))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sanitize")
     if backend not in ("auto", "sim"):
         from mlxsci.backends import backend_class
         if not backend_class(backend).available():
@@ -68,7 +79,8 @@ def main(task, model, iterations, strategy, backend, dialect, sizes, accept, tim
                                      param_hint="--backend")
     try:
         summary = run(task, model, iterations=iterations, strategy=strategy, backend=backend,
-                      sizes=sizes, dialect=dialect, accept=accept, timer=timer, out=out,
+                      sizes=sizes, dialect=dialect, accept=accept, timer=timer,
+                      sanitize=sanitize, out=out,
                       resume=resume, seed=seed, max_cost=max_cost,
                       base_url=base_url, api=api, prices=prices, start=start, timeout=timeout,
                       quiet=quiet, echo=lambda m: click.echo(m))

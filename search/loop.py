@@ -25,6 +25,7 @@ from pathlib import Path
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import extract_from_response
 from mlxsci.evaluate import backend_options, compare, evaluate
+from mlxsci.sanitizer import check_sanitize
 from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import (Entry, State, check_accept_rule, make_strategy,
@@ -112,10 +113,19 @@ class Search:
 
     # -- evaluation ---------------------------------------------------------
     def evaluate(self, source: str, filename: str, size_set: str) -> dict:
-        ev = evaluate(self.task.name, source, backend=self.backend, size_set=size_set,
-                      filename=filename, timeout=self.opts.get("timeout"), dialect=self.dialect,
-                      timer=self.opts.get("timer"))
-        return ev.to_json()
+        common = dict(backend=self.backend, size_set=size_set, filename=filename,
+                      timeout=self.opts.get("timeout"), dialect=self.dialect)
+        tool = self.opts.get("sanitize")
+        if tool:
+            # Under the sanitizer first: a fault it names is the verdict; times
+            # come only from the run without it, so scores stay comparable.
+            checked = evaluate(self.task.name, source, sanitize=tool, **common)
+            if not checked.correct:
+                return checked.to_json()
+        result = evaluate(self.task.name, source, timer=self.opts.get("timer"), **common).to_json()
+        if tool:
+            result["sanitizer_check"] = tool   # passed under compute-sanitizer `tool`
+        return result
 
     def confirm(self, incumbent: Entry, entry: Entry) -> dict:
         """Noise-aware acceptance of a candidate the strict rule would take:
@@ -279,7 +289,8 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         out: str | Path | None = None, resume: str | Path | None = None, seed: int = 0,
         max_cost: float | None = None, base_url: str | None = None, api: str = "auto",
         dialect: str | None = None, accept: str = "strict", timer: str | None = None,
-        prices: str | dict | None = None, start: str | Path | None = None,
+        sanitize: str | None = None, prices: str | dict | None = None,
+        start: str | Path | None = None,
         timeout: float | None = None, quiet: bool = True, echo=print, proposer=None) -> dict:
     """Run (or resume) a search and return its summary (also in summary.json).
 
@@ -294,6 +305,8 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     incumbent) or "noise-aware" (such a candidate is re-timed against the
     incumbent and kept only when the speedup lies beyond the noise).
     timer: "cupti", "sim" or "wall" (mlxsci.timers; default: the backend's own).
+    sanitize: "memcheck" or "racecheck" (cuda only): every candidate first runs
+    under NVIDIA's compute-sanitizer, and one with a reported fault fails.
     proposer: a Proposer object to use instead of `model` (library use, tests).
     A resumed run keeps the options in its run.json (accept, timer included).
     """
@@ -308,6 +321,7 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         # Run directories from before these options: the behaviour they ran with.
         opts.setdefault("accept", "strict")
         opts.setdefault("timer", None)
+        opts.setdefault("sanitize", None)
     else:
         backend = resolve_backend_name(backend)
         if sizes is None:
@@ -326,9 +340,11 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
                 # The timer this backend uses, recorded by name so a resume times alike;
                 # fails early on one that cannot time this backend.
                 "timer": check_timer(timer, backend),
+                "sanitize": sanitize,
                 "start_source": Path(start).read_text() if start else None}
         make_strategy(strategy)   # fails early on an unknown strategy
         backend_options(backend, dialect)   # fails early on a dialect the backend cannot run
+        check_sanitize(sanitize, backend)   # fails early where compute-sanitizer cannot run
     if proposer is None:   # before any directory is made: a missing API key fails cleanly
         from mlxsci.search.prices import load_prices
         from mlxsci.search.proposers import make_proposer

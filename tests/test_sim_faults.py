@@ -59,7 +59,7 @@ def run(backend, name, source):
 def shared_overflow(backend, offset):
     w = WORDS[backend.dialect]
     return "\n".join([w["shared"], w["l"], w["i"], f"t[l + {offset}] = 1.0f;", w["sync"],
-                      f"out[i] = t[l];"])
+                      "out[i] = t[l];"])
 
 
 @pytest.mark.parametrize("offset, index", [(1, 32), (40, 40), (100000, 100000)])
@@ -128,3 +128,28 @@ def test_a_dead_worker_is_explained():
     assert "SIGKILL" in reason and "memory" in reason
     reason = death_reason(3, "RuntimeError: boom\n")
     assert "exit code 3" in reason and "RuntimeError: boom" in reason
+
+
+# ------------------------------------------------------------ an index never written
+INDEX_FROM_UNWRITTEN = {
+    # An index kept in group-shared memory, read before any thread wrote it:
+    # it reads as poison (0xFFFFFFFF), an access 16 GiB past the output's end.
+    "metal": ("threadgroup uint slot[1];\n"
+              "uint l = thread_position_in_threadgroup.x;\n"
+              "if (l == WRITER) slot[0] = thread_position_in_grid.x;\n"
+              "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+              "out[slot[0] + l] = 1.0f;"),
+    "cuda": ("__shared__ unsigned slot[1];\n"
+             "if (threadIdx.x == WRITER) slot[0] = blockIdx.x * blockDim.x;\n"
+             "__syncthreads();\n"
+             "out[slot[0] + threadIdx.x] = 1.0f;"),
+}
+
+
+def test_index_read_from_unwritten_shared_memory_is_named(backend):
+    src = INDEX_FROM_UNWRITTEN[backend.dialect]
+    e = run(backend, "idx_unwritten", src.replace("WRITER", "100000"))
+    assert isinstance(e, KernelFault) and e.kind == "out_of_bounds"
+    assert e.details["buffer"] == "out" and e.details["element"] >= 0xFFFFFFFF
+    out = run(backend, "idx_written", src.replace("WRITER", "0"))
+    np.testing.assert_array_equal(out, np.ones(N, np.float32))

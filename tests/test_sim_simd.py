@@ -1,8 +1,9 @@
 """SIMD-group and quad-group functions of the simulator against NumPy models.
 
 Threadgroups of 40 threads: simdgroup 0 has 32 lanes, simdgroup 1 only 8
-(a partial simdgroup). Lanes whose source lane is out of range or inactive
-keep their own value.
+(a partial simdgroup). A shuffle_up/down whose source lane is out of range
+keeps the caller's own value (defined by the specification); one whose source
+lane is inactive (past the end of the partial simdgroup) reads poison, NaN.
 """
 from __future__ import annotations
 
@@ -89,7 +90,9 @@ def _model(name, v, p, u):
         us = u[start:start + m]
         for i in range(m):
             def src(j):
-                return xs[j] if 0 <= j < m else xs[i]
+                if 0 <= j < m:
+                    return xs[j]
+                return xs[i] if j < 0 or j >= w else np.nan    # out of range / inactive
             lane = i  # lane within the segment
             if name == "simd_shuffle":
                 r = src((i * 7 + 3) % 32)

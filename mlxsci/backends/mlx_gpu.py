@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 import mlx.core as mx
 
@@ -60,13 +61,93 @@ class MLXKernel(Kernel):
 
 def map_generated_line(src, spec: KernelSpec, line: int) -> int | None:
     """Generated-text line -> candidate-file line (None inside the generated signature)."""
-    header_lines = spec.header.count("\n")
+    # A header without a final newline still has its last line (fused with
+    # the line MLX writes after it).
+    header_lines = spec.header.count("\n") + (1 if spec.header and not spec.header.endswith("\n")
+                                              else 0)
     if src.header_first_line <= line < src.header_first_line + header_lines:
         return spec.header_line + (line - src.header_first_line)
     body_lines = spec.source.count("\n") + 1
     if src.body_first_line <= line < src.body_first_line + body_lines:
         return spec.body_line + (line - src.body_first_line)
     return None
+
+
+# ------------------------------------------------------------- NVRTC's log
+# MLX 0.32.4 raises RuntimeError("Failed to compile kernel: <log>.") with the
+# log of nvrtcGetProgramLog (mlx/backend/cuda/jit_module.cpp, compile()). The
+# program is named "<kernel name>_<hex hash of its text>.cu" (the "{}_{:x}"
+# format in libmlx.so of mlx-cuda-12 0.32.4). Each diagnostic of the log opens
+# with `FILE(LINE): SEVERITY: MESSAGE`, warnings with their number
+# (`warning #177-D: ...`), then echoes the source line and a caret line; the
+# log ends with `N error(s) detected in the compilation of "FILE".` (the
+# format of NVRTC logs quoted in NVIDIA/Fuser#1499, NVIDIA/warp#1129,
+# cupy/cupy#5294). FILE is the program for its own lines, else a header it
+# includes (MLX's embedded headers, the CUDA toolkit's).
+COMPILE_FAILED = "Failed to compile kernel: "
+_NVRTC_DIAGNOSTIC = re.compile(
+    r"(?P<file>\S(?:.*?\S)?)\((?P<line>\d+)\): "
+    r"(?P<severity>catastrophic error|error|warning|remark)"
+    r"(?: #(?P<number>\d+)(?:-[A-Z])?)?: (?P<message>.*)")
+
+
+@dataclass(frozen=True)
+class NvrtcDiagnostic:
+    """One diagnostic of an NVRTC log."""
+    file: str
+    line: int
+    severity: str       # "error", "catastrophic error", "warning" or "remark"
+    message: str
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity.endswith("error")
+
+    @property
+    def in_program(self) -> bool:
+        """In the text MLX compiled (named `<kernel>_<hash>.cu`, no directory),
+        not in a header it includes."""
+        return self.file.endswith(".cu") and "/" not in self.file and "\\" not in self.file
+
+
+def parse_nvrtc_log(text: str) -> list[NvrtcDiagnostic]:
+    """The diagnostics of an NVRTC log (or of MLX's exception text holding one)."""
+    found = []
+    for raw in text.splitlines():
+        # MLX puts its prefix on the log's first line.
+        line = raw.split(COMPILE_FAILED, 1)[-1]
+        m = _NVRTC_DIAGNOSTIC.fullmatch(line.rstrip())
+        if m:
+            found.append(NvrtcDiagnostic(m["file"], int(m["line"]), m["severity"],
+                                         m["message"].strip()))
+    return found
+
+
+def first_error(diagnostics: list[NvrtcDiagnostic]) -> NvrtcDiagnostic | None:
+    """The error to report: the first in the program's own text (where the
+    candidate's lines are), else the first in any header."""
+    errors = [d for d in diagnostics if d.is_error]
+    in_program = [d for d in errors if d.in_program]
+    return (in_program or errors or [None])[0]
+
+
+# The CUDA line probe: a kernel whose header's first line is an error, so the
+# line NVRTC gives it is where MLX puts the header in the text it compiles.
+LINE_PROBE = "mlxsci_line_probe"
+_PROBE_SOURCE = "o[0] = a[0];"
+_PROBE_HEADER = f"#error {LINE_PROBE}\n"
+
+
+def probe_line_shift(probe_log: str) -> int:
+    """NVRTC's line of the probe's header minus the line signature.cuda_source
+    gives it: 0 while the mirror is exact, the number of lines a later MLX adds
+    before the header otherwise. 0 when the log holds no probe error."""
+    expected = cuda_source(LINE_PROBE, ["a"], ["o"], _PROBE_SOURCE, _PROBE_HEADER,
+                           [ArgInfo("float32", (8,))], ["float32"]).header_first_line
+    for d in parse_nvrtc_log(probe_log):
+        if d.is_error and d.in_program and LINE_PROBE in d.message:
+            return d.line - expected
+    return 0
 
 
 class MLXGPUBackend(Backend):
@@ -145,6 +226,7 @@ class MetalBackend(MLXGPUBackend):
 class CudaBackend(MLXGPUBackend):
     name = "cuda"
     dialect = "cuda"
+    _line_shift: int | None = None
 
     @classmethod
     def available(cls) -> bool:
@@ -183,14 +265,42 @@ class CudaBackend(MLXGPUBackend):
         if isinstance(exc, (CompileError, KernelFault)):
             return exc
         text = str(exc)
-        if "Failed to compile kernel" in text:
-            # NVRTC numbers lines of the generated text exactly as verbose=True prints it.
-            m = re.search(r"\.cu\((\d+)\): error: (.*)", text)
-            message = m.group(2).strip() if m else text.strip().splitlines()[0]
-            line = None
-            if m and self._last_kernel is not None:
-                line = self._last_kernel.candidate_line(int(m.group(1)))
-            return CompileError(message, line, text)
+        if COMPILE_FAILED.strip() in text:
+            return self.compile_error(text)
         if "failed:" in text and "cuda" in text.lower():
             return KernelFault("gpu_fault", text.strip())
         return None
+
+    def compile_error(self, text: str) -> CompileError:
+        """MLX's "Failed to compile kernel" text -> the first error, at its
+        line of the candidate file (None for a header MLX or CUDA includes)."""
+        err = first_error(parse_nvrtc_log(text))
+        if err is None:
+            return CompileError(text.strip().splitlines()[0], None, text)
+        if not err.in_program:
+            return CompileError(f"{err.message} (in {err.file}, line {err.line})", None, text)
+        line = None
+        if self._last_kernel is not None:
+            line = self._last_kernel.candidate_line(err.line - self.line_shift())
+        return CompileError(err.message, line, text)
+
+    def line_shift(self) -> int:
+        """Lines MLX puts before the header beyond those signature.cuda_source
+        writes (0 on MLX 0.32.4), measured once per process, when the first
+        compile error needs it, by compiling the line probe."""
+        if CudaBackend._line_shift is None:
+            CudaBackend._line_shift = probe_line_shift(self._probe_log())
+        return CudaBackend._line_shift
+
+    @staticmethod
+    def _probe_log() -> str:
+        """MLX's error text for the line probe: "" where it cannot run (no CUDA
+        build of MLX), so the mirror's own numbering stands."""
+        try:
+            probe = mx.fast.cuda_kernel(name=LINE_PROBE, input_names=["a"], output_names=["o"],
+                                        source=_PROBE_SOURCE, header=_PROBE_HEADER)
+            mx.eval(probe(inputs=[mx.zeros((8,))], output_shapes=[(8,)],
+                          output_dtypes=[mx.float32], grid=(1, 1, 1), threadgroup=(1, 1, 1)))
+        except RuntimeError as exc:
+            return str(exc)
+        return ""

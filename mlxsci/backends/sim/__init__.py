@@ -36,7 +36,7 @@ import numpy as np
 
 from mlxsci import launch_limits
 from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
-from mlxsci.backends.sim import build
+from mlxsci.backends.sim import build, language_rules
 from mlxsci.signature import (CUDA_MAX_NDIM, ArgInfo, _template_value, cuda_source, dtype_name,
                               metal_source)
 
@@ -59,7 +59,7 @@ class _Launch(ctypes.Structure):
                 ("nguards", ctypes.c_int64), ("use_fibers", ctypes.c_int64),
                 ("timeout_s", ctypes.c_double), ("stack_size", ctypes.c_int64),
                 ("tgmem", ctypes.c_void_p), ("tgmem_size", ctypes.c_int64),
-                ("kernel", ctypes.c_char_p)]
+                ("kernel", ctypes.c_char_p), ("schedule", ctypes.c_int64)]
 
 
 class _Result(ctypes.Structure):
@@ -142,6 +142,19 @@ class _GuardedBuffer:
 
 
 # ------------------------------------------------------------------ helpers
+def _uninitialised_hint(addr: int) -> str:
+    """A note when a bad address looks like a pointer read from memory never
+    written: outputs and slack hold 0x5A bytes, threadgroup memory poison 0xFF."""
+    low = addr & 0xFFFFFFFF
+    if low == 0x5A5A5A5A:
+        return (" (the garbage pattern of an uninitialised output: a pointer read before it "
+                "was written?)")
+    if low == 0xFFFFFFFF:
+        return (" (the poison of unwritten threadgroup/shared memory: a pointer read before "
+                "it was written?)")
+    return ""
+
+
 def _to_mx(x):
     import mlx.core as mx
     if isinstance(x, mx.array):
@@ -206,7 +219,7 @@ class _Generated:
 class _MetalDialect:
     """mx.fast.metal_kernel: MLX's generated Metal text, the Metal prelude."""
     name = "metal"
-    fiber_words = re.compile(r"simd_|quad_|barrier")
+    fiber_words = re.compile(r"simd_|simdgroup_|quad_|barrier")
     tag = "[metal_kernel]"
     group_word = "threadgroup"
     barrier_word = "threadgroup_barrier"
@@ -405,6 +418,10 @@ class SimKernel(Kernel):
         v = self._variants.get(key)
         if v is not None:
             return v
+        # What the real compiler rejects and clang-as-C++ would accept (language_rules.py).
+        violation = language_rules.check(self.dialect.name, gen.text, gen.regions, spec.source_file)
+        if violation is not None:
+            raise violation
         started = time.perf_counter()
         rewritten = self.dialect.rewrite(gen.text)
         if rewritten.count("\n") != gen.text.count("\n"):
@@ -537,6 +554,7 @@ class SimKernel(Kernel):
             L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
             L.stack_size = self.backend.stack_size
             L.kernel = v.kernel_name.encode()
+            L.schedule = self.backend.schedule
             R = _Result()
             kind = v.entry(ctypes.byref(L), ctypes.byref(R))
             if kind == _K_NEED_FIBERS:
@@ -675,8 +693,7 @@ class SimKernel(Kernel):
         if kind == _K_GP:
             details.update(signal="SIGSEGV", address=int(R.addr))
             if R.addr:
-                garbage = " (the garbage pattern of uninitialised memory: a pointer read " \
-                          "before it was written?)" if (R.addr & 0xFFFFFFFF) == 0x5A5A5A5A else ""
+                garbage = _uninitialised_hint(int(R.addr))
                 return KernelFault("crash", f"SIGSEGV in {where}: access through the invalid "
                                             f"(non-canonical) address {R.addr:#x}{garbage}", details)
             return KernelFault("crash", f"SIGSEGV in {where}: general-protection fault (a misaligned "
@@ -723,10 +740,10 @@ class SimKernel(Kernel):
                 else:
                     nearest = self._tg_array(R)[0]
                 extra = (f": invalid address {R.addr:#x}, {R.near_dist} bytes from the nearest buffer, "
-                         f"{nearest} (element {R.elem})")
+                         f"{nearest} (element {R.elem}){_uninitialised_hint(int(R.addr))}")
                 details.update(nearest=nearest, distance=int(R.near_dist))
             else:
-                extra = f": invalid address {R.addr:#x}"
+                extra = f": invalid address {R.addr:#x}{_uninitialised_hint(int(R.addr))}"
         elif R.sig == signal.SIGFPE:
             extra = ": arithmetic exception (integer division by zero?)"
         return KernelFault("crash", f"{signame} in {where}{extra}", details)
@@ -749,6 +766,9 @@ class SimBackend(Backend):
         if force_fibers is None:
             force_fibers = os.environ.get("MLXSCI_SIM_FIBERS", "") not in ("", "0")
         self.force_fibers = bool(force_fibers)
+        # The order threads run in (runtime/sim_runtime.h, __SIM_SCHEDULE_*): 0 in order,
+        # 1 reversed. The worker verifies once more under 1 to expose races.
+        self.schedule = int(os.environ.get("MLXSCI_SIM_SCHEDULE", "0") or 0)
         # (kernel name, seconds) of every launch while the sim timer records
         # (mlxsci.timers.SimTimer); None when nobody listens.
         self.activity: list | None = None

@@ -273,24 +273,52 @@ def _elem_n(m: re.Match) -> tuple[str, str]:
     return m.group("telem"), m.group("tn")
 
 
+# `T (name)`: a parenthesised declarator, which C++ (and so MSL) reads as a
+# parameter wherever it can: `float4 v(float(i));` declares a function.
+_PAREN_DECLARATOR = re.compile(r"\s*[A-Za-z_]\w*\s*\(\s*[A-Za-z_]\w*\s*\)\s*$")
+_TYPE_THEN_NAME = re.compile(r"\s*[A-Za-z_][\w:]*\s+[A-Za-z_]\w*\s*(?:$|[=\[])")
+_BARE_NAME = re.compile(r"\s*[A-Za-z_][\w:]*\s*$")
+
+
+def _item_kind(item: str) -> str:
+    """What one comma-separated item of `float4 name(...)` is: "param" (it
+    declares a parameter: `float a`, `device float* p`, `uint`, `float (x)`),
+    "value" (`uint(4)`, `float2(a, b)`, `int(a) * 2`, `1.0f`, `-x`) or
+    "either" (a bare name: a variable, or the type of an unnamed parameter)."""
+    m = _IDENT.search(item)
+    if not m or item[:m.start()].strip():
+        return "value"
+    if m.group(0) == "metal" and item[m.end():].lstrip().startswith("::"):
+        # metal::float4 (a type) or metal::max(a, b) (a value): judge the name
+        m = _IDENT.search(item, item.index("::", m.end()) + 2) or m
+    first = m.group(0)
+    if not (first in _DECL_WORDS or _VECTOR_TYPE_WORD.fullmatch(first)):
+        if _TYPE_THEN_NAME.match(item):
+            return "param"
+        return "either" if _BARE_NAME.match(item) else "value"
+    rest = item[m.end():].lstrip()
+    if rest.startswith("{"):
+        return "value"
+    if rest.startswith("("):
+        declarator = _PAREN_DECLARATOR.match(item) or rest[1:].lstrip()[:1] in ("*", "&", "^")
+        return "param" if declarator else "value"
+    return "param"
+
+
 def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
-    """Whether the parenthesised text after `float4 name` declares a function."""
+    """Whether the parenthesised text after `float4 name` declares a function:
+    as in C++, when every item can declare a parameter. So
+    `constexpr uint3 M(uint(4), 2, 3)` and `float4 v(float(i), 0.0f, 0.0f, 1.0f)`
+    are vector constants, `float4 v(a, b)` is one too, and
+    `float4 f(float a, uint2 b)` is a function."""
     inner = masked[open_i + 1:close_i]
     after = masked[_skip_ws(masked, close_i + 1):_skip_ws(masked, close_i + 1) + 6]
     if after.startswith("{") or after.startswith("->") or after.startswith("const"):
         return True
     if not inner.strip():
         return True  # float4 f(); is a function declaration in C++ too
-    words = _IDENT.findall(inner.split(",")[0])
-    if not words:
-        return False
-    first = words[0]
-    if first in _DECL_WORDS or _VECTOR_TYPE_WORD.fullmatch(first):
-        return True
-    # "Type name" (two identifiers separated only by spaces): a parameter
-    if re.match(r"\s*[A-Za-z_][\w:]*\s+[A-Za-z_]\w*\s*(?:$|[,=\[])", inner.split(",")[0]):
-        return True
-    return False
+    kinds = {_item_kind(masked[a:b]) for a, b in _split_top(masked, open_i + 1, close_i)}
+    return "value" not in kinds and "param" in kinds
 
 
 def _rewrite_constructors(text: str) -> str:

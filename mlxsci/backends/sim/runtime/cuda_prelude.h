@@ -406,32 +406,60 @@ static __SIM_CU_ALWAYS int __syncthreads_or(int pred, int line = __builtin_LINE(
 
 // ---- warp functions on the runtime's SIMD rendezvous ----------------------------
 // Lanes are linear thread indices mod 32 (x fastest), as in CUDA. A lane that
-// reaches a different call site (or has returned) is inactive; reading an
-// inactive or out-of-range lane returns the caller's own value.
+// reaches a different call site (or has returned, or lies past the end of a
+// partial last warp) is not executing the call.
+//
+// Which reads are defined (CUDA C++ Programming Guide, "Warp Shuffle
+// Functions"): "Threads may only read data from another thread which is
+// actively participating in the __shfl_sync() command. If the target thread is
+// inactive, the retrieved value is undefined"; `mask` names the participating
+// threads. Defined without reading another lane: __shfl_sync wraps srcLane
+// modulo width; __shfl_up_sync leaves the lower `delta` lanes of each width
+// segment unchanged, __shfl_down_sync the upper `delta` lanes; __shfl_xor_sync
+// returns the caller's own value when the source lies in a later segment. A
+// source lane outside the caller's mask or not executing the call reads
+// poison (__SIM_POISON_BYTE): NaN for floats, all ones for integers.
 enum { __SIM_CU_IDX, __SIM_CU_UP, __SIM_CU_DOWN, __SIM_CU_XOR };
+
+// The source lane (0..31) of lane `l`, or -1 where the guide defines the
+// result as the caller's own value.
+template <int Kind>
+static int64_t __sim_cu_shfl_source(int64_t l, int64_t a, int64_t w) {
+    const int64_t base = l / w * w, li = l - base;
+    switch (Kind) {
+        case __SIM_CU_IDX: return base + ((a % w) + w) % w;
+        case __SIM_CU_UP: return li - a >= 0 ? l - a : -1;
+        case __SIM_CU_DOWN: return li + a < w ? l + a : -1;
+        case __SIM_CU_XOR: {
+            const int64_t src = l ^ a;
+            return src / w > l / w ? -1 : src;
+        }
+    }
+    return -1;
+}
+
+// arg = the lane operand; arg2 = width in the low 32 bits, the caller's mask in
+// the high 32 bits.
 template <class T, int Kind>
 static void __sim_cu_r_shfl(__SimLaneIO* const* io, uint32_t mask) {
     for (int l = 0; l < 32; ++l) {
         if (!(mask & (1u << l))) continue;
-        int64_t w = io[l]->arg2;
+        int64_t w = (int32_t)(uint32_t)io[l]->arg2;
         if (w <= 0 || w > 32) w = 32;
-        const int64_t base = l / w * w, li = l - base, a = io[l]->arg;
-        int64_t src = -1;
-        switch (Kind) {
-            case __SIM_CU_IDX: src = base + ((a % w) + w) % w; break;
-            case __SIM_CU_UP: src = li - a >= 0 ? l - a : -1; break;
-            case __SIM_CU_DOWN: src = li + a < w ? l + a : -1; break;
-            case __SIM_CU_XOR: src = l ^ a; if (src / w > l / w) src = -1; break;
-        }
-        T v = *(const T*)io[l]->in;
-        if (src >= 0 && src < 32 && (mask & (1u << src))) v = *(const T*)io[src]->in;
-        *(T*)io[l]->out = v;
+        const uint32_t participants = mask & (uint32_t)((uint64_t)io[l]->arg2 >> 32);
+        const int64_t src = __sim_cu_shfl_source<Kind>(l, io[l]->arg, w);
+        T* out = (T*)io[l]->out;
+        if (src < 0) *out = *(const T*)io[l]->in;
+        else if (src < 32 && (participants & (1u << src))) *out = *(const T*)io[src]->in;
+        else __builtin_memset((void*)out, __SIM_POISON_BYTE, sizeof(T));
     }
 }
 #define __SIM_CU_SHFL(NAME, KIND, ARGT)                                                       \
     template <class T> __SIM_CU_COLLECTIVE T NAME(unsigned mask, T var, ARGT a, int width = 32) { \
         T out = var;                                                                           \
-        __sim_cu_wait(__SIM_CU_SITE, &__sim_cu_r_shfl<T, KIND>, &var, &out, (int64_t)a, width, mask); \
+        const int64_t width_and_mask = (int64_t)(((uint64_t)mask << 32) | (uint32_t)width);    \
+        __sim_cu_wait(__SIM_CU_SITE, &__sim_cu_r_shfl<T, KIND>, &var, &out, (int64_t)a,       \
+                      width_and_mask, mask);                                                   \
         return out;                                                                            \
     }
 __SIM_CU_SHFL(__shfl_sync, __SIM_CU_IDX, int)

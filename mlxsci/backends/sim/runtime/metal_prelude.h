@@ -247,7 +247,7 @@ using common_t = typename common<rm<T>...>::type;
 
 // Element i of a vector, or the scalar itself.
 template <typename X>
-inline auto el(const X& x, int i) {
+constexpr auto el(const X& x, int i) {
   if constexpr (has_comp<X>)
     return x[i];
   else
@@ -309,9 +309,14 @@ using uint_of = std::make_unsigned_t<T>;
 // and .r .g .b .a, [i], swizzles whose components are in increasing order
 // (m.xy, m.zw, m.xzw, m.rgb, ...), implicit construction from a comparison
 // result (float4 < float4 gives an int4 of -1/0) or a scalar, ! && || & | ^
-// == !=, and all/any/select in namespace metal. Not supported on them:
+// == != (element-wise, also with a comparison result on the other side:
+// `m && (v < 1.0f)`: MSL 3.2 §3.1 items 5, 6, 8 and 9 make comparisons of
+// vectors bool vectors and && || ! act on them), constexpr bool vector
+// constants, and all/any/select (MSL 3.2 §6.4) in namespace metal. Not
+// supported on them:
 // other swizzles (m.yx, m.xx), assigning one swizzle from the same swizzle
-// (a.xy = b.xy: write a.xy = bool2(b.xy)), and a vector condition in ?:.
+// (a.xy = b.xy: write a.xy = bool2(b.xy)), and a vector condition in ?:
+// (which MSL rejects too: §3.1 item 10 wants a scalar Boolean).
 // ---------------------------------------------------------------------------
 namespace __mlxsci {
 
@@ -351,7 +356,7 @@ struct boolvec_storage;
 template <>
 struct boolvec_storage<2> {
   union {
-    bool __a[2];
+    bool __a[2] = {};
     struct {
       bool x, y;
     };
@@ -365,7 +370,7 @@ struct boolvec_storage<2> {
 template <>
 struct alignas(4) boolvec_storage<3> {
   union {
-    bool __a[3];
+    bool __a[3] = {};
     struct {
       bool x, y, z;
     };
@@ -385,7 +390,7 @@ struct alignas(4) boolvec_storage<3> {
 template <>
 struct boolvec_storage<4> {
   union {
-    bool __a[4];
+    bool __a[4] = {};
     struct {
       bool x, y, z, w;
     };
@@ -417,27 +422,30 @@ struct boolvec_storage<4> {
   };
 };
 
+// The constructors are constexpr (the storage's array is its initialised
+// union member) so that `constexpr bool4 M = bool4(true, false, ...)` is a
+// constant, as in MSL.
 template <int N>
 struct boolvec : boolvec_storage<N> {
-  boolvec() : boolvec(false) {}
-  boolvec(bool s) {
+  constexpr boolvec() : boolvec(false) {}
+  constexpr boolvec(bool s) {
     for (int i = 0; i < N; ++i) this->__a[i] = s;
   }
-  boolvec(const boolvec& o) {
+  constexpr boolvec(const boolvec& o) {
     for (int i = 0; i < N; ++i) this->__a[i] = o.__a[i];
   }
-  boolvec& operator=(const boolvec& o) {
+  constexpr boolvec& operator=(const boolvec& o) {
     for (int i = 0; i < N; ++i) this->__a[i] = o.__a[i];
     return *this;
   }
   // a comparison result (int/short/long vector of -1/0) or any N-vector
   template <typename V, std::enable_if_t<vt<V>::is_vec && vt<V>::n == N, int> = 0>
-  boolvec(const V& v) {
+  constexpr boolvec(const V& v) {
     for (int i = 0; i < N; ++i) this->__a[i] = static_cast<bool>(v[i]);
   }
-  bool& operator[](int i) { return this->__a[i]; }
-  const bool& operator[](int i) const { return this->__a[i]; }
-  boolvec operator!() const {
+  constexpr bool& operator[](int i) { return this->__a[i]; }
+  constexpr const bool& operator[](int i) const { return this->__a[i]; }
+  constexpr boolvec operator!() const {
     boolvec r;
     for (int i = 0; i < N; ++i) r.__a[i] = !this->__a[i];
     return r;
@@ -452,15 +460,23 @@ template <int N, int... I>
 struct is_boolish_t<bswz<N, I...>> : std::true_type {};
 template <typename T>
 constexpr bool is_boolish = is_boolish_t<rm<T>>::value;
+// What may meet an N-component bool vector in a logical or equality operator:
+// a bool, or a bool vector or comparison result (clang gives an integer vector
+// of -1/0 where MSL has a bool vector) of the same size; bool4 && bool3 is an
+// error, as in MSL.
+template <typename T, int N>
+constexpr bool bool_partner =
+    std::is_same_v<rm<T>, bool> || (is_boolish<T> && vt<rm<T>>::n == N) ||
+    (vt<rm<T>>::is_vec && is_iscalar<typename vt<rm<T>>::elem> && vt<rm<T>>::n == N);
 template <typename A, typename B>
-constexpr bool bool_operands = (is_boolish<A> && (is_boolish<B> || std::is_same_v<rm<B>, bool>)) ||
-                               (std::is_same_v<rm<A>, bool> && is_boolish<B>);
+constexpr bool bool_operands = (is_boolish<A> && bool_partner<B, vt<rm<A>>::n>) ||
+                               (is_boolish<B> && bool_partner<A, vt<rm<B>>::n>);
 template <typename A, typename B>
 constexpr int bool_n = vt<rm<A>>::n > vt<rm<B>>::n ? vt<rm<A>>::n : vt<rm<B>>::n;
 
 #define __MLXSCI_BOOLVEC_OP(OP)                                                   \
   template <typename A, typename B, std::enable_if_t<bool_operands<A, B>, int> = 0> \
-  inline boolvec<bool_n<A, B>> operator OP(const A& a, const B& b) {              \
+  constexpr boolvec<bool_n<A, B>> operator OP(const A& a, const B& b) {           \
     boolvec<bool_n<A, B>> r;                                                      \
     for (int i = 0; i < bool_n<A, B>; ++i)                                        \
       r[i] = static_cast<bool>(static_cast<bool>(el(a, i)) OP static_cast<bool>(el(b, i))); \
@@ -535,14 +551,21 @@ struct packed_storage<T, 4> {
 template <typename T, int N>
 struct packed : packed_storage<T, N> {
   using vec_type = T __attribute__((ext_vector_type(N)));
+ private:
+  struct from_vec {};
+  template <int... I>
+  constexpr packed(from_vec, const vec_type& v, std::integer_sequence<int, I...>)
+      : packed_storage<T, N>{{{v[I]...}}} {}
+
+ public:
   packed() = default;
-  packed(const vec_type& v) {
-    for (int i = 0; i < N; ++i) this->__a[i] = v[i];
-  }
+  // constexpr (the storage's array is initialised as an aggregate), so that
+  // `constexpr packed_float3 P = packed_float3(1, 2, 3)` is a constant, as in MSL
+  constexpr packed(const vec_type& v) : packed(from_vec{}, v, std::make_integer_sequence<int, N>{}) {}
   template <typename A0, typename... A,
             std::enable_if_t<!(sizeof...(A) == 0 && std::is_same_v<rm<A0>, packed>), int> = 0>
-  explicit packed(const A0& a0, const A&... a);
-  operator vec_type() const {
+  constexpr explicit packed(const A0& a0, const A&... a);
+  constexpr operator vec_type() const {
     vec_type r{};
     for (int i = 0; i < N; ++i) r[i] = this->__a[i];
     return r;
@@ -647,7 +670,7 @@ template <typename T, int N>
 using vec_t = typename vsel<T, N>::type;
 
 template <typename T, int N, typename A>
-inline void put(vec_t<T, N>& r, int& k, const A& a) {
+constexpr void put(vec_t<T, N>& r, int& k, const A& a) {
   if constexpr (has_comp<A>) {
     for (int i = 0; i < vt<A>::n; ++i) r[k++] = static_cast<T>(a[i]);
   } else {
@@ -657,8 +680,10 @@ inline void put(vec_t<T, N>& r, int& k, const A& a) {
   }
 }
 
+// constexpr, so that vector constants (`constexpr uint3 M(1, 2, 3);`,
+// `constexpr float4 V = float4(0.5f);`) are constant expressions, as in MSL.
 template <typename T, int N, typename... A>
-inline vec_t<T, N> make(const A&... a) {
+constexpr vec_t<T, N> make(const A&... a) {
   static_assert(N >= 2 && N <= 4, "vectors have 2, 3 or 4 components");
   constexpr int total = (0 + ... + vt<rm<A>>::n);
   vec_t<T, N> r{};
@@ -681,15 +706,12 @@ inline vec_t<T, N> make(const A&... a) {
 template <typename T, int N>
 template <typename A0, typename... A,
           std::enable_if_t<!(sizeof...(A) == 0 && std::is_same_v<rm<A0>, packed<T, N>>), int>>
-packed<T, N>::packed(const A0& a0, const A&... a) {
-  vec_type t = make<T, N>(a0, a...);
-  for (int i = 0; i < N; ++i) this->__a[i] = t[i];
-}
+constexpr packed<T, N>::packed(const A0& a0, const A&... a) : packed(make<T, N>(a0, a...)) {}
 
 }  // namespace __mlxsci
 
 template <typename T, int N, typename... A>
-inline __mlxsci::vec_t<T, N> __mlxsci_make(const A&... a) {
+constexpr __mlxsci::vec_t<T, N> __mlxsci_make(const A&... a) {
   return __mlxsci::make<T, N>(a...);
 }
 
@@ -703,11 +725,12 @@ namespace __mlxsci {
 template <typename T, int C, int R>
 struct mat {
   using col_type = T __attribute__((ext_vector_type(R)));
-  col_type __c[C];
-  mat() {
+  // constexpr constructors: `constexpr float2x2 R = float2x2(...)` is a constant, as in MSL
+  col_type __c[C] = {};
+  constexpr mat() {
     for (int c = 0; c < C; ++c) __c[c] = col_type(0);
   }
-  explicit mat(T s) {
+  constexpr explicit mat(T s) {
     for (int c = 0; c < C; ++c) {
       __c[c] = col_type(0);
       if (c < R) __c[c][c] = s;
@@ -715,15 +738,15 @@ struct mat {
   }
   template <typename... A, std::enable_if_t<(sizeof...(A) == C && C > 1) &&
                                                 (std::is_same_v<rm<A>, col_type> && ...), int> = 0>
-  mat(const A&... cols) : __c{cols...} {}
+  constexpr mat(const A&... cols) : __c{cols...} {}
   template <typename... A, std::enable_if_t<sizeof...(A) == C * R && (is_scalar<rm<A>> && ...), int> = 0>
-  mat(const A&... s) {
+  constexpr mat(const A&... s) {
     const T v[] = {static_cast<T>(s)...};
     for (int c = 0; c < C; ++c)
       for (int r = 0; r < R; ++r) __c[c][r] = v[c * R + r];
   }
-  col_type& operator[](int c) { return __c[c]; }
-  const col_type& operator[](int c) const { return __c[c]; }
+  constexpr col_type& operator[](int c) { return __c[c]; }
+  constexpr const col_type& operator[](int c) const { return __c[c]; }
   mat& operator+=(const mat& o) {
     for (int c = 0; c < C; ++c) __c[c] += o.__c[c];
     return *this;
@@ -1323,6 +1346,8 @@ template <typename A, typename B, typename C, typename R = __mlxsci::common_t<A,
           __mlxsci::en<__mlxsci::vt<R>::is_vec || __mlxsci::is_scalar<R>> = 0>
 inline R select(A a, B b, C c) {
   if constexpr (__mlxsci::vt<R>::is_vec) {
+    static_assert(!__mlxsci::has_comp<C> || __mlxsci::vt<C>::n == __mlxsci::vt<R>::n,
+                  "select: the condition and the values have different numbers of components");
     R r{};
     for (int i = 0; i < __mlxsci::vt<R>::n; ++i) {
       bool ci;
@@ -1741,6 +1766,171 @@ inline T determinant(const __mlxsci::mat<T, 4, 4>& m) {
     T s = (c % 2 == 0) ? T(1) : T(-1);
     d += s * m[c][0] * metal::determinant(minor);
   }
+  return d;
+}
+
+// ---- SIMD-group matrices -----------------------------------------------------------------
+// MSL 3.2 §2.4: simdgroup_matrix<T, Cols, Rows> with T half, bfloat (Metal 3.1+) or float
+// and Cols = Rows = 8 (simdgroup_half8x8, simdgroup_bfloat8x8, simdgroup_float8x8); the
+// threads of a SIMD-group execute every operation on it cooperatively, so each operation
+// must run under control flow that is uniform in the SIMD-group (otherwise undefined),
+// and "the mapping of matrix elements to threads in the SIMD-group is unspecified".
+// MSL 3.2 §6.7 (§6.8 in MSL 4), Tables 6.9 and 6.10: the diagonal constructor,
+// make_filled_simdgroup_matrix, simdgroup_load/simdgroup_store (threadgroup or device
+// memory; elements_per_row = the row stride of the memory layout, default Cols;
+// matrix_origin, default 0; transpose_matrix, default false), simdgroup_multiply
+// (d = a * b), simdgroup_multiply_accumulate (d = a * b + c) and a * b.
+//
+// Emulation: every lane holds the WHOLE 8x8 matrix (64 elements, row-major). A load
+// reads all 64 elements, a multiply computes the full product, a store writes all 64,
+// every lane the same values. Because the spec requires the whole SIMD-group to execute
+// each call with the same arguments (uniform control flow), every lane's copy equals the
+// matrix the SIMD-group holds together, whatever the hardware's element-to-lane mapping
+// is, so results are those of the GPU (up to the accumulation order, which the spec does
+// not fix: here products are summed in k order in float and rounded to T once).
+// Loads and stores are collective: the lanes meet before the memory access (so writes
+// that other lanes made before the call are seen, as in the GPU's lockstep execution)
+// and after it (so no lane's later write reaches the access); the access itself runs on
+// each lane, where a fault is reported against the lane and the buffer.
+// What it cannot catch: a call in divergent control flow or with arguments that differ
+// between lanes (undefined on the GPU, here each lane computes a whole, correct-looking
+// matrix); code that depends on the hardware's element-to-lane mapping (the undocumented
+// thread_elements(): rejected, see below).
+// Where the spec gives no semantics (MSL 3.2 §6.7 lists matrix_origin without
+// describing it), the layout is the one kernels written for Apple GPUs rely on:
+// matrix_origin = (column, row) of the tile's first element in the memory layout, and
+// with transpose_matrix element (r, c) of the matrix is memory element (c, r) of the tile.
+namespace __sgm {
+template <typename T>
+constexpr bool elem_ok =
+    std::is_same_v<T, float> || std::is_same_v<T, _Float16> || std::is_same_v<T, __bf16>;
+
+// The lanes of the SIMD-group that reach this call site meet here (no data moves):
+// the runtime's collective rendezvous, the one simdgroup_barrier uses.
+inline void meet(const void* site) {
+#ifdef MLXSCI_SIM_RUNTIME_H
+  __sim_simd_wait(site, nullptr, nullptr, nullptr, 0, 0);
+#else
+  (void)site;  // the prelude compiled on its own (tests): one thread, nothing to meet
+#endif
+}
+}  // namespace __sgm
+
+template <typename T, int Cols, int Rows>
+struct simdgroup_matrix {
+  static_assert(__sgm::elem_ok<T>,
+                "simdgroup_matrix: the element type must be half, bfloat or float "
+                "(Metal Shading Language Specification 3.2, section 2.4)");
+  static_assert(Cols == 8 && Rows == 8,
+                "simdgroup_matrix: only 8x8 matrices exist (Metal Shading Language "
+                "Specification 3.2, section 2.4)");
+  T __e[Rows][Cols];  // the whole matrix, row-major: every lane holds all of it
+
+  // Declared without a value the GPU's registers hold garbage: here NaN, so a kernel
+  // that multiplies or stores a matrix it never loaded or filled fails verification.
+  simdgroup_matrix() { fill(static_cast<T>(__builtin_nanf(""))); }
+  // MSL 3.2 Table 6.9: a diagonal matrix with the given value.
+  explicit simdgroup_matrix(T dval) {
+    fill(T(0));
+    for (int i = 0; i < Rows && i < Cols; ++i) __e[i][i] = dval;
+  }
+  void fill(T value) {
+    for (int r = 0; r < Rows; ++r)
+      for (int c = 0; c < Cols; ++c) __e[r][c] = value;
+  }
+  // MLX's steel GEMM uses this undocumented member; the simulator does not model the
+  // hardware's element-to-lane mapping, so it says so instead of a bare "no member".
+  template <typename U = T>
+  auto thread_elements() const {  // auto: the assertion is the first error, not a use of void
+    static_assert(!std::is_same_v<U, U>,
+                  "simdgroup_matrix::thread_elements() is not in the Metal Shading Language "
+                  "Specification (3.2, section 2.4: the element-to-thread mapping is "
+                  "unspecified) and the simulator does not model it; use simdgroup_load / "
+                  "simdgroup_store");
+    return 0;
+  }
+};
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+
+// MSL 3.2 Table 6.9: a matrix filled with the given value.
+template <typename T, int Cols, int Rows>
+inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value) {
+  simdgroup_matrix<T, Cols, Rows> m(T(0));
+  m.fill(value);
+  return m;
+}
+
+// Element (r, c) of a tile at `origin` (column, row) in a row-major layout with
+// `elements_per_row` elements per row; transposed: the tile's element (c, r).
+inline ulong __simdgroup_offset(int r, int c, ulong elements_per_row, ulong2 origin,
+                                bool transpose_matrix) {
+  const ulong row = origin.y + ulong(transpose_matrix ? c : r);
+  const ulong col = origin.x + ulong(transpose_matrix ? r : c);
+  return row * elements_per_row + col;
+}
+
+// MSL 3.2 Table 6.9 (threadgroup and device memory: one overload, address spaces are not
+// modelled). T is deduced from both arguments, so a half pointer into a float matrix is
+// rejected, as Metal's declarations reject it.
+template <typename T, int Cols, int Rows>
+__attribute__((noinline, convergent)) void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d,
+                                                          const T* src,
+                                                          ulong elements_per_row = Cols,
+                                                          ulong2 matrix_origin = 0,
+                                                          bool transpose_matrix = false) {
+  const char* site = static_cast<const char*>(__builtin_return_address(0));
+  __sgm::meet(site);
+  simdgroup_matrix<T, Cols, Rows> m(T(0));
+  for (int r = 0; r < Rows; ++r)
+    for (int c = 0; c < Cols; ++c)
+      m.__e[r][c] = src[__simdgroup_offset(r, c, elements_per_row, matrix_origin, transpose_matrix)];
+  __sgm::meet(site + 1);
+  d = m;
+}
+
+template <typename T, int Cols, int Rows>
+__attribute__((noinline, convergent)) void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a,
+                                                           T* dst,
+                                                           ulong elements_per_row = Cols,
+                                                           ulong2 matrix_origin = 0,
+                                                           bool transpose_matrix = false) {
+  const char* site = static_cast<const char*>(__builtin_return_address(0));
+  __sgm::meet(site);
+  for (int r = 0; r < Rows; ++r)
+    for (int c = 0; c < Cols; ++c)
+      dst[__simdgroup_offset(r, c, elements_per_row, matrix_origin, transpose_matrix)] = a.__e[r][c];
+  __sgm::meet(site + 1);
+}
+
+// MSL 3.2 Table 6.10: d = a * b + c (a is Rows x K, b is K x Cols). The operands are
+// taken by value, so d may be one of them (acc = a * b + acc).
+template <typename T, int Cols, int Rows, int K>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, Cols, Rows>& d,
+                                          simdgroup_matrix<T, K, Rows> a,
+                                          simdgroup_matrix<T, Cols, K> b,
+                                          simdgroup_matrix<T, Cols, Rows> c) {
+  for (int r = 0; r < Rows; ++r)
+    for (int j = 0; j < Cols; ++j) {
+      float acc = static_cast<float>(c.__e[r][j]);
+      for (int k = 0; k < K; ++k)
+        acc += static_cast<float>(a.__e[r][k]) * static_cast<float>(b.__e[k][j]);
+      d.__e[r][j] = static_cast<T>(acc);
+    }
+}
+// MSL 3.2 Table 6.10: d = a * b.
+template <typename T, int Cols, int Rows, int K>
+inline void simdgroup_multiply(simdgroup_matrix<T, Cols, Rows>& d,
+                               const simdgroup_matrix<T, K, Rows>& a,
+                               const simdgroup_matrix<T, Cols, K>& b) {
+  metal::simdgroup_multiply_accumulate(d, a, b, simdgroup_matrix<T, Cols, Rows>(T(0)));
+}
+template <typename T, int Cols, int Rows, int K>
+inline simdgroup_matrix<T, Cols, Rows> operator*(const simdgroup_matrix<T, K, Rows>& a,
+                                                 const simdgroup_matrix<T, Cols, K>& b) {
+  simdgroup_matrix<T, Cols, Rows> d(T(0));
+  metal::simdgroup_multiply(d, a, b);
   return d;
 }
 

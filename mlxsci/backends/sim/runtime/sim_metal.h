@@ -67,51 +67,72 @@ struct __sim_op_min {
 
 // ---- resolvers: run once per rendezvous with every active lane --------------
 // W is the segment width: 32 for simd_*, 4 for quad_*.
+//
+// Which reads are defined (Metal Shading Language Specification 3.2, 6.9.2
+// and 6.9.3): "A thread needs to only read data from another active thread in
+// the SIMD-group", where an inactive thread is one not executing this call
+// (diverged away, returned, or absent because the group is partial). The
+// lane of simd_shuffle / simd_broadcast "needs to be a valid SIMD lane ID".
+// The only own-value cases the specification defines are simd_shuffle_up's
+// lower `delta` lanes and simd_shuffle_down's upper `delta` lanes ("doesn't
+// modify ... because it doesn't wrap"). Every other source lane that is not
+// an active lane of this rendezvous reads poison (__SIM_POISON_BYTE).
 enum { __SIM_SH_IDX, __SIM_SH_XOR, __SIM_SH_UP, __SIM_SH_DOWN, __SIM_SH_ROT_UP,
        __SIM_SH_ROT_DOWN, __SIM_SH_FILL_UP, __SIM_SH_FILL_DOWN };
 
+// Where lane `li` of its segment reads from.
+struct __SimShuffleSource {
+    int64_t lane;     // lane within the segment; outside [0, W) when none exists
+    bool keep_own;    // defined no-op: the caller keeps its own data
+    bool filling;     // the *_and_fill_* functions: read the source's `filling`
+};
+
+template <int Kind, int W>
+static __SimShuffleSource __sim_shuffle_source(int64_t li, int64_t a, int64_t modulo) {
+    __SimShuffleSource s = {-1, false, false};
+    const int64_t m = modulo > 0 ? modulo : W;      // fill: vector width
+    const int64_t seg = li / m * m, lj = li - seg;
+    switch (Kind) {
+        case __SIM_SH_IDX: s.lane = a; break;
+        case __SIM_SH_XOR: s.lane = li ^ a; break;
+        case __SIM_SH_UP: s.lane = li - a; s.keep_own = s.lane < 0; break;
+        case __SIM_SH_DOWN: s.lane = li + a; s.keep_own = s.lane >= W; break;
+        case __SIM_SH_ROT_UP: s.lane = ((li - a) % W + W) % W; break;
+        case __SIM_SH_ROT_DOWN: s.lane = ((li + a) % W + W) % W; break;
+        case __SIM_SH_FILL_UP:
+            // lanes below delta take the top of `filling`
+            s.filling = lj - a < 0;
+            s.lane = seg + lj - a + (s.filling ? m : 0);
+            break;
+        case __SIM_SH_FILL_DOWN:
+            // lanes at or above m - delta take the bottom of `filling`
+            s.filling = lj + a >= m;
+            s.lane = seg + lj + a - (s.filling ? m : 0);
+            break;
+    }
+    return s;
+}
+
+template <class T> static inline void __sim_poison(T* out) {
+    __builtin_memset((void*)out, __SIM_POISON_BYTE, sizeof(T));
+}
+
+// io[l]->in is T data, or T[2] {data, filling} for the *_and_fill_* functions.
 template <class T, int Kind, int W>
 static void __sim_r_shuffle(__SimLaneIO* const* io, uint32_t mask) {
     for (int l = 0; l < 32; ++l) {
         if (!(mask & (1u << l))) continue;
         const int base = l & ~(W - 1);
-        const int li = l - base;
-        const int64_t a = io[l]->arg;
-        int64_t src = 0;
-        const void* from = nullptr;
-        switch (Kind) {
-            case __SIM_SH_IDX: src = a; break;
-            case __SIM_SH_XOR: src = li ^ a; break;
-            case __SIM_SH_UP: src = li - a; break;
-            case __SIM_SH_DOWN: src = li + a; break;
-            case __SIM_SH_ROT_UP: src = ((li - a) % W + W) % W; break;
-            case __SIM_SH_ROT_DOWN: src = ((li + a) % W + W) % W; break;
-            case __SIM_SH_FILL_UP:
-                // lanes below delta take the top of `filling` (arg2 = modulo width)
-                {
-                    const int64_t m = io[l]->arg2 > 0 ? io[l]->arg2 : W;
-                    const int64_t seg = li / m * m, lj = li - seg;
-                    if (lj - a >= 0) src = seg + lj - a;
-                    else { src = seg + lj - a + m; from = (const char*)io[l]->in + sizeof(T); }
-                }
-                break;
-            case __SIM_SH_FILL_DOWN:
-                {
-                    const int64_t m = io[l]->arg2 > 0 ? io[l]->arg2 : W;
-                    const int64_t seg = li / m * m, lj = li - seg;
-                    if (lj + a < m) src = seg + lj + a;
-                    else { src = seg + lj + a - m; from = (const char*)io[l]->in + sizeof(T); }
-                }
-                break;
+        const __SimShuffleSource s =
+            __sim_shuffle_source<Kind, W>(l - base, io[l]->arg, io[l]->arg2);
+        T* out = (T*)io[l]->out;
+        if (s.keep_own) {
+            *out = *(const T*)io[l]->in;
+        } else if (s.lane >= 0 && s.lane < W && (mask & (1u << (base + s.lane)))) {
+            *out = ((const T*)io[base + s.lane]->in)[s.filling ? 1 : 0];
+        } else {
+            __sim_poison(out);
         }
-        const T* own = (const T*)io[l]->in;
-        T v = *own;
-        if (src >= 0 && src < W && (mask & (1u << (base + src)))) {
-            const int s = base + (int)src;
-            if (from) v = *((const T*)io[s]->in + 1);
-            else v = *(const T*)io[s]->in;
-        }
-        *(T*)io[l]->out = v;
     }
 }
 

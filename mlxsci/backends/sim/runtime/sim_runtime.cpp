@@ -276,6 +276,9 @@ bool decode_gp(void* uctx, uintptr_t* ea, int64_t* size, int64_t* write) {
                                  REG_R12, REG_R13, REG_R14, REG_R15};
     const greg_t* g = ((ucontext_t*)uctx)->uc_mcontext.gregs;
     const unsigned char* p = (const unsigned char*)g[REG_RIP];
+    // A jump to a bad address (a call through a null pointer) faults on the
+    // fetch itself: there is no instruction to read.
+    if ((uintptr_t)p < 65536 || (uintptr_t)p >> 47) return false;
     int rep = 0, rex = 0;
     for (int i = 0; i < 4; ++i, ++p) {
         unsigned char b = *p;
@@ -478,19 +481,23 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
     if (sig == SIGSEGV || sig == SIGBUS) {
         const __SimLaunch* L = G.L;
 #if defined(__linux__) && defined(__x86_64__)
-        if (info->si_code == SI_KERNEL && addr == 0) {
+        // Linux reports no address for a #GP fault (SI_KERNEL) nor for a page
+        // fault at a kernel-half address (e.g. the poison 0xFFFF... read as a
+        // pointer: SEGV_MAPERR at 0): the instruction tells where it went.
+        if (addr == 0) {
             uintptr_t ea;
             int64_t size = 0, w = -1;
-            R->kind = __SIM_GP_FAULT;
+            R->kind = info->si_code == SI_KERNEL ? __SIM_GP_FAULT : __SIM_CRASH;
             if (decode_gp(uctx, &ea, &size, &w)) {
                 R->addr = ea;
                 R->aux = size;
                 R->is_write = w;
                 bool canonical = (int64_t)ea >> 47 == 0 || (int64_t)ea >> 47 == -1;
-                if (canonical && size && ea % (uintptr_t)size) {
+                if (info->si_code == SI_KERNEL && canonical && size && ea % (uintptr_t)size) {
                     locate_misaligned(R, ea);
                 } else if (canonical) {
                     R->kind = __SIM_CRASH;   // an ordinary bad address after all
+                    R->aux = 0;
                     addr = ea;
                 }
             }
@@ -648,6 +655,78 @@ void set_progress(const __SimThread& t) {
     }
 }
 
+// Resumes fiber i if it can run, until it blocks (barrier, SIMD op) or returns.
+void run_fiber(int64_t i) {
+    Fiber* f = &G.fibers[i];
+    if (f->state != F_RUNNABLE) return;
+    G.cur = i;
+    set_progress(f->t);
+    switch_to_fiber(f);
+    G.cur = -1;
+}
+
+// Resolves every SIMD rendezvous of the simdgroup of fibers [lo, hi) whose
+// lanes are all there; returns whether any was. A rendezvous whose `need`
+// lanes are alive (not returned) but not all there yet waits for them
+// (CUDA's *_sync masks): on pass 0 it is left waiting and *any_deferred set;
+// on pass 1 (nothing else can move) it resolves with the lanes that are there.
+bool resolve_simdgroup(int64_t lo, int64_t hi, int pass, bool* any_deferred) {
+    __SimLaneIO* io[32];
+    bool resolved = false;
+    uint32_t alive = 0, deferred = 0;
+    for (int64_t i = lo; i < hi; ++i)
+        if (G.fibers[i].state != F_DONE) alive |= 1u << (i - lo);
+    for (;;) {
+        const void* site = nullptr;
+        __SimResolver res = nullptr;
+        bool found = false;
+        for (int64_t i = lo; i < hi; ++i) {
+            if (G.fibers[i].state == F_SIMD && !(deferred & (1u << (i - lo)))) {
+                site = G.fibers[i].site;
+                res = G.fibers[i].resolve;
+                found = true;
+                break;
+            }
+        }
+        if (!found) break;
+        uint32_t mask = 0, need = 0;
+        for (int64_t i = lo; i < hi; ++i) {
+            Fiber* f = &G.fibers[i];
+            if (f->state == F_SIMD && f->site == site) {
+                mask |= 1u << (i - lo);
+                need |= f->need;
+                io[i - lo] = &f->io;
+            } else {
+                io[i - lo] = nullptr;
+            }
+        }
+        if (pass == 0 && (need & alive & ~mask)) {
+            deferred |= mask;
+            *any_deferred = true;
+            continue;
+        }
+        resolved = true;
+        for (int64_t i = hi - lo; i < 32; ++i) io[i] = nullptr;
+        if (res) res(io, mask);
+        for (int64_t i = lo; i < hi; ++i)
+            if (mask & (1u << (i - lo))) G.fibers[i].state = F_RUNNABLE;
+    }
+    return resolved;
+}
+
+// __SIM_SCHEDULE_REVERSED: runs the simdgroup of fibers [lo, hi) on its own,
+// lanes in reverse order, resolving its SIMD operations as it goes, until
+// every lane waits at a threadgroup barrier, has returned, or waits for
+// lanes that are not coming yet. No other simdgroup runs meanwhile, so one
+// that reads what a lower simdgroup writes without a barrier reads it
+// before it is written (on a GPU nothing orders them).
+void run_simdgroup_alone(int64_t lo, int64_t hi) {
+    bool deferred = false;
+    do {
+        for (int64_t i = hi - 1; i >= lo; --i) run_fiber(i);
+    } while (resolve_simdgroup(lo, hi, 0, &deferred));
+}
+
 // Runs one threadgroup to completion with one fiber per thread.
 void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
     const int64_t n = (int64_t)tsz[0] * tsz[1] * tsz[2];
@@ -664,66 +743,23 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
         f->t.nthr = (uint32_t)n;
         init_fiber(f, G.stacks + lin * G.stack_stride + G.page, G.stack_size);
     }
-    __SimLaneIO* io[32];
+    const bool reversed = G.L->schedule == __SIM_SCHEDULE_REVERSED;
     for (;;) {
-        for (int64_t i = 0; i < n; ++i) {
-            Fiber* f = &G.fibers[i];
-            if (f->state != F_RUNNABLE) continue;
-            G.cur = i;
-            set_progress(f->t);
-            switch_to_fiber(f);
-            G.cur = -1;
+        if (reversed) {
+            for (int64_t lo = (n - 1) / 32 * 32; lo >= 0; lo -= 32)
+                run_simdgroup_alone(lo, lo + 32 < n ? lo + 32 : n);
+        } else {
+            for (int64_t i = 0; i < n; ++i) run_fiber(i);
         }
-        // Everyone is blocked or done. SIMD rendezvous first.
-        // A rendezvous whose `need` lanes are alive (not returned) but not all
-        // there yet waits for them (CUDA's *_sync masks), unless nothing else
-        // can move: then it resolves with the lanes that are there.
+        // Everyone is blocked or done. SIMD rendezvous first; one still
+        // waiting for lanes of its mask resolves only when nothing else can.
         bool any_simd = false;
         bool any_deferred = false;
         for (int pass = 0; pass < 2 && !any_simd; ++pass) {
-        if (pass == 1 && !any_deferred) break;
-        for (int64_t sg = 0; sg * 32 < n; ++sg) {
-            const int64_t lo = sg * 32;
-            const int64_t hi = lo + 32 < n ? lo + 32 : n;
-            uint32_t alive = 0, deferred = 0;
-            for (int64_t i = lo; i < hi; ++i)
-                if (G.fibers[i].state != F_DONE) alive |= 1u << (i - lo);
-            for (;;) {
-                const void* site = nullptr;
-                __SimResolver res = nullptr;
-                bool found = false;
-                for (int64_t i = lo; i < hi; ++i) {
-                    if (G.fibers[i].state == F_SIMD && !(deferred & (1u << (i - lo)))) {
-                        site = G.fibers[i].site;
-                        res = G.fibers[i].resolve;
-                        found = true;
-                        break;
-                    }
-                }
-                if (!found) break;
-                uint32_t mask = 0, need = 0;
-                for (int64_t i = lo; i < hi; ++i) {
-                    Fiber* f = &G.fibers[i];
-                    if (f->state == F_SIMD && f->site == site) {
-                        mask |= 1u << (i - lo);
-                        need |= f->need;
-                        io[i - lo] = &f->io;
-                    } else {
-                        io[i - lo] = nullptr;
-                    }
-                }
-                if (pass == 0 && (need & alive & ~mask)) {
-                    deferred |= mask;
-                    any_deferred = true;
-                    continue;
-                }
-                any_simd = true;
-                for (int64_t i = hi - lo; i < 32; ++i) io[i] = nullptr;
-                if (res) res(io, mask);
-                for (int64_t i = lo; i < hi; ++i)
-                    if (mask & (1u << (i - lo))) G.fibers[i].state = F_RUNNABLE;
-            }
-        }
+            if (pass == 1 && !any_deferred) break;
+            for (int64_t lo = 0; lo < n; lo += 32)
+                any_simd = resolve_simdgroup(lo, lo + 32 < n ? lo + 32 : n, pass, &any_deferred) ||
+                           any_simd;
         }
         if (any_simd) continue;
         int64_t n_done = 0, n_wait = 0, first_wait = -1, odd = -1;
@@ -769,19 +805,54 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
     }
 }
 
+// The k-th of the indices 0..n-1 in the schedule's order (reversed or not).
+uint32_t in_order(int64_t k, int64_t n, bool reversed) {
+    return (uint32_t)(reversed ? n - 1 - k : k);
+}
+
 void run_fibers(__SimLaunch* L) {
-    for (int64_t gz = 0; gz < L->ngroups[2]; ++gz)
-    for (int64_t gy = 0; gy < L->ngroups[1]; ++gy)
-    for (int64_t gx = 0; gx < L->ngroups[0]; ++gx) {
-        uint32_t gid[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)gz};
+    const bool rev = L->schedule == __SIM_SCHEDULE_REVERSED;
+    for (int64_t kz = 0; kz < L->ngroups[2]; ++kz)
+    for (int64_t ky = 0; ky < L->ngroups[1]; ++ky)
+    for (int64_t kx = 0; kx < L->ngroups[0]; ++kx) {
+        uint32_t gid[3] = {in_order(kx, L->ngroups[0], rev), in_order(ky, L->ngroups[1], rev),
+                           in_order(kz, L->ngroups[2], rev)};
         uint32_t tsz[3];
         for (int d = 0; d < 3; ++d) {
             int64_t rest = L->grid[d] - (int64_t)gid[d] * L->tg[d];
             tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
         }
-        if (L->tgmem_size) memset(L->tgmem, __SIM_GARBAGE_BYTE, (size_t)L->tgmem_size);
-        __sim_tg_fill();
+        __sim_tg_fill(L->tgmem, L->tgmem_size);
         run_group_fibers(gid, tsz);
+    }
+}
+
+// __SIM_SCHEDULE_REVERSED on the fiber-free path: __sim_fast_loop
+// (sim_runtime.h) backwards, groups and then their threads last first. It
+// calls the kernel's thread function through its pointer, so the forward
+// loop, with the kernel inlined into it, stays exactly as fast as it was.
+void run_fast_reversed(__SimLaunch* L) {
+    __SimThread t;
+    for (int64_t gz = L->ngroups[2] - 1; gz >= 0; --gz)
+    for (int64_t gy = L->ngroups[1] - 1; gy >= 0; --gy)
+    for (int64_t gx = L->ngroups[0] - 1; gx >= 0; --gx) {
+        t.gid[0] = (uint32_t)gx; t.gid[1] = (uint32_t)gy; t.gid[2] = (uint32_t)gz;
+        for (int d = 0; d < 3; ++d) {
+            int64_t rest = L->grid[d] - (int64_t)t.gid[d] * L->tg[d];
+            t.tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
+        }
+        t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
+        // Fresh threadgroup memory, as the forward loops give every group.
+        __sim_tg_fill(L->tgmem, L->tgmem_size);
+        uint32_t lin = t.nthr;
+        for (int64_t z = t.tsz[2] - 1; z >= 0; --z)
+        for (int64_t y = t.tsz[1] - 1; y >= 0; --y)
+        for (int64_t x = t.tsz[0] - 1; x >= 0; --x) {
+            t.lid[0] = (uint32_t)x; t.lid[1] = (uint32_t)y; t.lid[2] = (uint32_t)z;
+            t.lin = --lin;
+            set_progress(t);
+            G.fn(L->bufs, &t);
+        }
     }
 }
 
@@ -835,8 +906,9 @@ extern "C" __SIM_HIDDEN int64_t __sim_tg_bytes(const __SimTgArray* first, const 
     return n;
 }
 
-extern "C" __SIM_HIDDEN void __sim_tg_fill(void) {
-    for (int i = 0; i < g_ntg; ++i) memset(g_tg[i]->ptr, __SIM_GARBAGE_BYTE, (size_t)g_tg[i]->nbytes);
+extern "C" __SIM_HIDDEN void __sim_tg_fill(char* tgmem, int64_t tgsize) {
+    if (tgsize) memset(tgmem, __SIM_POISON_BYTE, (size_t)tgsize);
+    for (int i = 0; i < g_ntg; ++i) memset(g_tg[i]->ptr, __SIM_POISON_BYTE, (size_t)g_tg[i]->nbytes);
 }
 
 // ------------------------------------------------------------------ kernel-facing API
@@ -951,6 +1023,7 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
         if (L->timeout_s > 0) setitimer(ITIMER_REAL, &it, &old_it);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
         if (L->use_fibers) run_fibers(L);
+        else if (L->schedule == __SIM_SCHEDULE_REVERSED) run_fast_reversed(L);
         else fast_fn(L);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
         R->cpu_ns = (int64_t)(cpu1.tv_sec - cpu0.tv_sec) * 1000000000 + (cpu1.tv_nsec - cpu0.tv_nsec);

@@ -18,8 +18,9 @@
 // guard pages, end-aligned, so an index past the bound faults and the fault
 // handler names the array (a plain static would overflow silently into the
 // runtime's own state). Threadgroups run one after another, so one instance
-// is shared by all fibers of the running group; the runtime refills it with a
-// garbage pattern before each group (threadgroup memory is uninitialised).
+// is shared by all fibers of the running group; the runtime refills it with
+// poison (__SIM_POISON_BYTE) before each group: threadgroup memory is
+// uninitialised, and a kernel that reads it before writing it must fail.
 //
 // Declarations the rewrite cannot take apart (`__SIM_THREADGROUP T x = v;`,
 // or `__shared__` produced by a macro) stay plain statics in the `sim_tgmem`
@@ -78,9 +79,19 @@ static __SimTgArray* const __stop_sim_tgarrays = 0;
         (int64_t)alignof(__sim_tgt_##NAME), 0, 0, 0};                                   \
     __sim_tgt_##NAME& NAME = *(__sim_tgt_##NAME*)__sim_tg_ptr(&__sim_tga_##NAME)
 
-// Garbage byte written into uninitialised outputs, buffer slack and
-// threadgroup memory: 0x5A5A5A5A is 1.53e16 as float, never zero or NaN.
+// Garbage byte written into uninitialised outputs, buffer slack and the
+// slack around guarded threadgroup arrays: 0x5A5A5A5A is 1.53e16 as float,
+// never zero or NaN.
 #define __SIM_GARBAGE_BYTE 0x5A
+
+// Poison: the value of every read the GPU leaves undefined. Threadgroup /
+// __shared__ memory is refilled with it before each group (never written in
+// this launch), and a SIMD shuffle from an inactive or nonexistent lane
+// returns it. 0xFF is the one byte that is NaN in float32 (0xFFFFFFFF),
+// float16 and bfloat16 (0xFFFF) and float64, so any float result that
+// depends on it is NaN and fails verification; integers read -1 / all ones
+// (0xFFFFFFFF), a fixed pattern that is a wrong index or count almost always.
+#define __SIM_POISON_BYTE 0xFF
 
 // ---- structures shared with Python (ctypes mirrors them in sim/__init__.py) ----
 struct __SimGuard {
@@ -105,6 +116,23 @@ struct __SimLaunch {
     char* tgmem;          // filled in by the kernel's entry point
     int64_t tgmem_size;
     const char* kernel;   // name, for the last-resort message of a fatal fault
+    // The order threads run in (a GPU guarantees none between simdgroups
+    // without a barrier, and none between threadgroups of one launch), so a
+    // result that depends on it shows as a difference between two schedules:
+    // __SIM_SCHEDULE_FORWARD or __SIM_SCHEDULE_REVERSED.
+    int64_t schedule;
+};
+
+enum {
+    // Groups, simdgroups and threads in index order, switching fibers at
+    // every barrier or SIMD sync point: a write "before" a read in index
+    // order is seen by it.
+    __SIM_SCHEDULE_FORWARD = 0,
+    // Groups in reverse order; within a group, simdgroups from the last to
+    // the first, each run on its own up to the next threadgroup barrier (its
+    // SIMD operations resolved as it goes), threads of a simdgroup in
+    // reverse order, as are threads of a group on the fiber-free path.
+    __SIM_SCHEDULE_REVERSED = 1,
 };
 
 enum {
@@ -173,8 +201,9 @@ typedef void (*__SimFastFn)(const __SimLaunch* L);
 extern "C" __SIM_HIDDEN void __sim_tg_register(__SimTgArray* first, __SimTgArray* last);
 // Threadgroup bytes of the records (each rounded to 16, as the section's statics are).
 extern "C" __SIM_HIDDEN int64_t __sim_tg_bytes(const __SimTgArray* first, const __SimTgArray* last);
-// Refills every mapped array with the garbage pattern: before each threadgroup.
-extern "C" __SIM_HIDDEN void __sim_tg_fill(void);
+// Poisons the group's memory before each threadgroup: the `sim_tgmem` statics
+// [tgmem, tgmem + tgsize) and every mapped array (not their slack).
+extern "C" __SIM_HIDDEN void __sim_tg_fill(char* tgmem, int64_t tgsize);
 extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
                                            __SimThreadFn thread_fn, __SimFastFn fast_fn);
 // Where the running thread is, for diagnostics: group xyz, thread xyz.
@@ -231,8 +260,7 @@ static void __sim_fast_loop(const __SimLaunch* L) {
         }
         t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
         __sim_progress[0] = gx; __sim_progress[1] = gy; __sim_progress[2] = gz;
-        if (tgsize) __builtin_memset(tgmem, __SIM_GARBAGE_BYTE, (unsigned long)tgsize);
-        __sim_tg_fill();
+        __sim_tg_fill(tgmem, tgsize);
         uint32_t lin = 0;
         for (uint32_t z = 0; z < t.tsz[2]; ++z)
         for (uint32_t y = 0; y < t.tsz[1]; ++y)
