@@ -7,7 +7,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from mlxsci.backends.base import KernelFault, KernelSpec
+from mlxsci.backends.base import CompileError, KernelFault, KernelSpec
 from mlxsci.backends.sim import SimBackend, build
 from mlxsci.signature import METAL_ATTRIBUTES
 
@@ -273,6 +273,28 @@ def test_determinism_and_compile_cache(backend, tmp_path, monkeypatch):
     b = np.asarray(backend.kernel(spec)(**kw)[0])
     assert build.STATS["compiles"] == before + 1
     assert a.tobytes() == b.tobytes()
+
+
+def test_compile_cache_is_keyed_by_content_not_path(backend, tmp_path, monkeypatch):
+    # The same text from two files compiles once; each file's compile error
+    # still names that file (the TU says <candidate-file>, the log is renamed).
+    monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
+    kw = dict(inputs=[mx.ones(8)], output_shapes=[(8,)], output_dtypes=[mx.float32],
+              grid=(8, 1, 1), threadgroup=(8, 1, 1))
+    src = "uint i = thread_position_in_grid.x;\ny[i] = x[i] * 2.0f;"
+    before = build.STATS["compiles"]
+    for path in ("/tmp/a/one.metal", "/tmp/b/two.metal"):
+        spec = KernelSpec("same", ("x",), ("y",), src, source_file=path, body_line=7)
+        np.testing.assert_array_equal(np.asarray(backend.kernel(spec)(**kw)[0]), np.full(8, 2.0))
+    assert build.STATS["compiles"] == before + 1
+    bad = src.replace("x[i]", "x[i] + nowhere")
+    for path in ("/tmp/a/one.metal", "/tmp/b/two.metal"):
+        spec = KernelSpec("bad", ("x",), ("y",), bad, source_file=path, body_line=7)
+        with pytest.raises(CompileError) as e:
+            backend.kernel(spec)(**kw)
+        assert e.value.line == 8 and f"{path}:8:" in e.value.log
+        assert build.CANDIDATE_FILE not in e.value.log
+    assert build.STATS["compiles"] == before + 2
 
 
 def test_ucontext_fallback(monkeypatch):

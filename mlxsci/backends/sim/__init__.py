@@ -431,7 +431,8 @@ class SimKernel(Kernel):
             if first.strip():
                 raise CompileError("internal: the generated text's first line is not empty", None, "")
             rewritten = gen.line1 + nl + rest
-        tu = build.assemble(rewritten, gen.regions, gen.glue, self.dialect.includes())
+        tu = build.assemble(rewritten, gen.regions, gen.glue, self.dialect.includes(),
+                            candidate_file=spec.source_file)
         so = build.build_library(tu, spec.source_file, self.backend.extra_defines)
         lib = build.load_library(so)
         entry = getattr(lib, "__sim_entry")

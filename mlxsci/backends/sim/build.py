@@ -152,17 +152,27 @@ class Region:
     start_line: int
 
 
-def assemble(text: str, regions: list[Region], glue: str, includes: list[Path]) -> str:
+# What the TU's #line directives call the candidate's file: the compiled
+# library depends on the candidate's text, not on where the file lives, so
+# the cache key must not hold its path (build_library puts the real name back
+# into compiler logs).
+CANDIDATE_FILE = "<candidate-file>"
+
+
+def assemble(text: str, regions: list[Region], glue: str, includes: list[Path],
+             candidate_file: str | None = None) -> str:
     """The full TU: `includes` (runtime headers, prelude, post headers, in
     order), then the (rewritten) kernel text with a #line directive at the
-    start of every region, then the glue."""
+    start of every region, then the glue. Regions of `candidate_file` are
+    named CANDIDATE_FILE."""
     lines = text.split("\n")
     out = [f'#include "{p}"' for p in includes]
     for r in regions:
         chunk = lines[r.first - 1:r.last]
         if not chunk:
             continue
-        out.append(f'#line {r.start_line} "{_line_file(r.file)}"')
+        name = CANDIDATE_FILE if candidate_file is not None and r.file == candidate_file else r.file
+        out.append(f'#line {r.start_line} "{_line_file(name)}"')
         out.extend(chunk)
     out.append('#line 1 "<sim-glue>"')
     out.append(glue)
@@ -218,7 +228,11 @@ def _error_in_kernel_text(log: str, source_file: str) -> bool:
 def build_library(tu: str, source_file: str = "<candidate>",
                   extra_defines: tuple[str, ...] = ()) -> Path:
     """Compile `tu` into a cached shared library, returning its path.
-    Raises CompileError with the candidate line of the first error."""
+    Raises CompileError with the candidate line of the first error; the log
+    names `source_file` where the TU says CANDIDATE_FILE."""
+    def named(log: str) -> str:
+        return log.replace(f'{CANDIDATE_FILE}:', f'{_line_file(source_file)}:')
+
     with _lock:
         digest = hashlib.sha256()
         digest.update(tu.encode())
@@ -234,7 +248,7 @@ def build_library(tu: str, source_file: str = "<candidate>",
             return so
         if err.exists():
             STATS["cache_hits"] += 1
-            raise parse_compile_error(err.read_text(), source_file)
+            raise parse_compile_error(named(err.read_text()), source_file)
         rt = _runtime_object(extra_defines)
         cpp = d / f"k-{key}.cpp"
         fd, tmp_cpp = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".cpp.tmp", dir=d)
@@ -251,19 +265,19 @@ def build_library(tu: str, source_file: str = "<candidate>",
             if res.returncode == 0:
                 break
             log = res.stderr + res.stdout
-            if _error_in_kernel_text(log, source_file):
+            if _error_in_kernel_text(named(log), source_file):
                 break
             # The first error is outside the kernel text (system headers, the
             # compiler's own cache): possibly transient, so try once more and
             # never cache it.
         if res.returncode != 0:
             os.unlink(tmp_so)
-            if _error_in_kernel_text(log, source_file):
+            if _error_in_kernel_text(named(log), source_file):
                 fd, tmp_err = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".err.tmp", dir=d)
                 with os.fdopen(fd, "w") as f:
                     f.write(log)
                 os.replace(tmp_err, err)
-            raise parse_compile_error(log, source_file)
+            raise parse_compile_error(named(log), source_file)
         os.replace(tmp_so, so)
         return so
 
