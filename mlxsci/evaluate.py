@@ -1,8 +1,9 @@
 """The evaluation protocol: a candidate, a task, sizes -> a verdict and a score.
 
 The trusted side. It parses and validates the candidate, holds the cached
-NumPy reference, runs each size in a worker subprocess (mlxsci.worker) under
-a timeout, and checks what comes back:
+NumPy reference, runs the sizes of a candidate in one worker subprocess
+(mlxsci.worker; CandidateWorker), each size under its own timeout and checked
+before the next is handed over, and checks what comes back:
 - the verified outputs (poisoned with two sentinels) against the reference,
   NaN-safe (err <= tol);
 - no output element left unwritten;
@@ -20,11 +21,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -151,6 +154,174 @@ def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = Non
     if not result_path.exists():
         return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
     return json.loads(result_path.read_text()), jobdir, tail
+
+
+class CandidateWorker:
+    """One worker process (mlxsci.worker --serve) that runs the sizes of one
+    candidate in order, so imports and set-up are paid once per candidate.
+
+    Isolation is as with a process per size where it matters: no two
+    candidates share a process; each size has its own time limit, counted
+    from the moment the parent hands it over (the first size's includes the
+    process's start, as before); a crash or hang ends the process and is that
+    size's verdict, and the parent hands over no later size. The parent hands
+    a size over only after it has checked the size before, so no check runs
+    beside a timed run and nothing runs past a failing size. run() answers as
+    run_worker() does: (result or None, job dir, stderr tail).
+    """
+
+    # The worker's command line, before "--serve FD" (tests put a stand-in here).
+    command = (sys.executable, "-m", "mlxsci.worker")
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.status = None          # the read end of the worker's "done" pipe
+        self.logdir = Path(tempfile.mkdtemp(prefix="mlxsci-worker-"))
+        self.stderr_path = self.logdir / "stderr"
+        self.ended: str | None = None   # why the process can take no more sizes
+
+    def __enter__(self) -> "CandidateWorker":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None and self.proc is not None:
+            self.kill()   # interrupted (Ctrl-C): the size it runs has no one to answer to
+        self.close()
+
+    def start(self) -> None:
+        read_end, write_end = os.pipe()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [*self.command, "--serve", str(write_end)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                pass_fds=(write_end,), start_new_session=True)
+        os.close(write_end)
+        self.status = os.fdopen(read_end, "rb", buffering=0)
+
+    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+        jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-"))
+        (jobdir / "job.json").write_text(json.dumps(job))
+        if self.ended:
+            return None, jobdir, f"the worker ended at an earlier size: {self.ended}"
+        if self.proc is None:
+            self.start()
+        stderr_from = self.stderr_path.stat().st_size
+        deadline = time.monotonic() + timeout
+        try:
+            self.proc.stdin.write(f"{jobdir}\n".encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:   # the process died before reading it: answered below
+            pass
+        said = self.wait_for_line(deadline)
+        tail = self.stderr_tail(stderr_from)
+        if said == "done":
+            return json.loads((jobdir / "result.json").read_text()), jobdir, tail
+        if said is None:
+            self.kill()
+            self.ended = f"timeout: no verdict within {timeout:g} s"
+            return None, jobdir, self.ended
+        # The pipe closed without "done": the process ended during this size.
+        returncode = self.reap(deadline)
+        tail = self.stderr_tail(stderr_from)
+        if (jobdir / "result.json").exists():
+            # It died after writing this size's verdict, which stands (as a
+            # process per size had it); a next size gets a fresh process.
+            self.forget()
+            return json.loads((jobdir / "result.json").read_text()), jobdir, tail
+        self.ended = death_reason(returncode, tail)
+        return None, jobdir, self.ended
+
+    def wait_for_line(self, deadline: float) -> str | None:
+        """The worker's next line ("done"); "" when its end of the pipe closed
+        (it died); None when the deadline passed first."""
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.status], [], [], left)[0]:
+                return None
+            chunk = self.status.read(1)
+            if not chunk:
+                return ""
+            line += chunk
+        return line.decode(errors="replace").strip()
+
+    def stderr_tail(self, start: int) -> str:
+        """What the worker wrote to stderr since `start` (this size), its end."""
+        with open(self.stderr_path, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")[-2000:]
+
+    def reap(self, deadline: float) -> int:
+        """The exit status of a worker whose pipe closed, killing it (and all
+        it started) if it lingers past the size's deadline."""
+        try:
+            return self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
+    def forget(self) -> None:
+        """Drop a process that has ended, so that the next size starts one."""
+        self.close_pipes()
+        self.proc, self.status = None, None
+
+    def close_pipes(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:   # BrokenPipeError: it had ended already
+            pass
+        self.status.close()
+
+    def kill(self) -> None:
+        """End the worker and anything it started (its own process group).
+        Only while the worker is not yet reaped: until then its id, which
+        names the group, cannot go to another process."""
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def close(self) -> None:
+        """Tell the worker no size follows, wait a moment for it to exit, and
+        kill what is left of it; then remove its log."""
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()   # end of stdin: the worker exits
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=CLOSE_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self.close_pipes()
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+# Seconds a worker may take to exit once told that no size follows.
+CLOSE_GRACE_SECONDS = 10.0
+
+
+class ProcessPerSize:
+    """A fresh worker process for every size (run_worker), for sizes under
+    compute-sanitizer: the sanitizer writes one log per process and its
+    records say nothing of which size was running, so one process holds one
+    size and every fault it reports is that size's. The imports a process per
+    size repeats (~0.4 s) are small beside a sanitized run."""
+
+    def __init__(self, sanitize: tuple[str, str]):
+        self.sanitize = sanitize
+
+    def __enter__(self) -> "ProcessPerSize":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+        return run_worker(job, timeout, self.sanitize)
 
 
 def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | None:
@@ -366,14 +537,29 @@ def dialect_of(filename: str | None) -> str | None:
     return "metal" if filename.endswith(".metal") else None
 
 
+def _prepare(be, timer_name: str, announce, detail) -> Roofline:
+    """What evaluations on this machine build or measure once (the simulator's
+    compiler, the roofline); `announce` hears a line as each piece of that work
+    starts (nothing on warm caches), `detail` the roofline probes' results."""
+    if be.name == "sim":
+        from mlxsci.backends.sim.build import prepare_toolchain
+        prepare_toolchain(announce)
+    return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
+
+
 def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto",
              size_set: str = "in-dist", sizes: list[Size] | None = None,
              filename: str | None = None, n_warmup: int | None = None,
              n_measure: int | None = None, timeout: float | None = None,
              param_overrides: dict | None = None, dialect: str | None = None,
              timer: str | None = None, sanitize: str | None = None,
-             progress=None) -> Evaluation:
+             progress=None, announce=None) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
+
+    progress: a callable taking each progress line. announce: one taking only
+    the lines that say once-per-machine work starts (building the simulator's
+    compiler, measuring the roofline: minutes on a first run), default
+    `progress`; a search passes it alone.
 
     dialect: "metal" or "cuda"; default: the file's extension when given, else
     the backend's own (the simulator's default is metal). timer: "cupti",
@@ -414,49 +600,54 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     warm, measure, per_size = DEFAULTS[kind]
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     say(f"{task.name}: roofline for {device['name']}")
-    roof = load_or_measure(be, progress=say, timer=timer_name)
+    roof = _prepare(be, timer_name, announce or say, say)
 
-    for size in sizes:
-        say(f"{task.name} {size.label}: reference")
-        ref = get_reference(task, size.params)   # before the worker: its cost is not the candidate's
-        job = {"task": task.ref, "source": source, "filename": filename,
-               "backend": backend_name, "backend_options": options, "params": size.params,
-               "n_warmup": n_warmup if n_warmup is not None else warm,
-               "n_measure": n_measure if n_measure is not None else measure,
-               "param_overrides": param_overrides, "timer": timer_name,
-               "settle": SETTLE[kind],
-               "extra_runs": EXTRA_RUNS[kind] if n_measure is None else None}
-        size_timeout = timeout or per_size
-        if sanitize:
-            job = sanitized_job(job, n_warmup, n_measure)
-            size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
-        say(f"{task.name} {size.label}: running on {backend_name}"
-            + (f" under compute-sanitizer {sanitize}" if sanitize else ""))
-        result, jobdir, tail = run_worker(job, size_timeout,
-                                          (sanitize, sanitizer_exe) if sanitize else None)
-        try:
-            if result is None:
-                flag = "timeout" if tail.startswith("timeout") else "crash"
-                res = failed_size(size, task, f"runtime error at size {size.label}: {tail}", flag)
-            elif "error" in result:
-                err = result["error"]
-                if err["kind"] in ("compile", "format"):
-                    ev.compile_ok = False
-                    line = f"{filename}:{err['line']}: " if err.get("line") else ""
-                    ev.fail_reason = f"{err['kind']} error: {line}{err['message']}"
-                    ev.correct, ev.score = False, 0.0
-                    return ev
-                res = failed_size(size, task, f"runtime error at size {size.label}: "
-                                  f"{err['kind']}: {err['message']}", err["kind"])
-            else:
-                res = check_size(task, size, result, jobdir, roof, backend_name, device["name"],
-                                 ref)
-        finally:
-            shutil.rmtree(jobdir, ignore_errors=True)
-        ev.sizes.append(res)
-        if not res.correct:
-            ev.fail_reason = res.fail_reason
-            break
+    # One process runs all sizes of the candidate (CandidateWorker), one size
+    # at a time, each checked before the next is handed over.
+    runner = ProcessPerSize((sanitize, sanitizer_exe)) if sanitize else CandidateWorker()
+    with runner as worker:
+        for size in sizes:
+            say(f"{task.name} {size.label}: reference")
+            # Before the worker takes the size: its cost is not the candidate's.
+            ref = get_reference(task, size.params)
+            job = {"task": task.ref, "source": source, "filename": filename,
+                   "backend": backend_name, "backend_options": options, "params": size.params,
+                   "n_warmup": n_warmup if n_warmup is not None else warm,
+                   "n_measure": n_measure if n_measure is not None else measure,
+                   "param_overrides": param_overrides, "timer": timer_name,
+                   "settle": SETTLE[kind],
+                   "extra_runs": EXTRA_RUNS[kind] if n_measure is None else None}
+            size_timeout = timeout or per_size
+            if sanitize:
+                job = sanitized_job(job, n_warmup, n_measure)
+                size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
+            say(f"{task.name} {size.label}: running on {backend_name}"
+                + (f" under compute-sanitizer {sanitize}" if sanitize else ""))
+            result, jobdir, tail = worker.run(job, size_timeout)
+            try:
+                if result is None:
+                    flag = "timeout" if tail.startswith("timeout") else "crash"
+                    res = failed_size(size, task, f"runtime error at size {size.label}: {tail}",
+                                      flag)
+                elif "error" in result:
+                    err = result["error"]
+                    if err["kind"] in ("compile", "format"):
+                        ev.compile_ok = False
+                        line = f"{filename}:{err['line']}: " if err.get("line") else ""
+                        ev.fail_reason = f"{err['kind']} error: {line}{err['message']}"
+                        ev.correct, ev.score = False, 0.0
+                        return ev
+                    res = failed_size(size, task, f"runtime error at size {size.label}: "
+                                      f"{err['kind']}: {err['message']}", err["kind"])
+                else:
+                    res = check_size(task, size, result, jobdir, roof, backend_name, device["name"],
+                                     ref)
+            finally:
+                shutil.rmtree(jobdir, ignore_errors=True)
+            ev.sizes.append(res)
+            if not res.correct:
+                ev.fail_reason = res.fail_reason
+                break
 
     ev.correct = ev.fail_reason is None and bool(ev.sizes)
     # S is Metal-Sci's score over the in-distribution sizes whenever they ran;

@@ -341,13 +341,22 @@ def load_cached(path: Path, digest: str) -> Roofline | None:
     return roof if roof.probe_digest == digest else None
 
 
+MEASURING = "measuring the roofline of this machine (once)..."
+
+
 def load_or_measure(backend: Backend, refresh: bool = False, progress=None,
-                    timer: str | None = None) -> Roofline:
+                    timer: str | None = None, announce=None) -> Roofline:
+    """The cached roofline, else a measured one. `announce` (default:
+    `progress`) hears MEASURING before a measurement (not on a cache hit);
+    `progress` hears each probe's result."""
     path = cache_path(backend, timer)
     if not refresh:
         roof = load_cached(path, probe_digest(backend, plan_for(backend)))
         if roof is not None:
             return roof
+    announce = announce or progress
+    if announce is not None:
+        announce(MEASURING)
     roof = measure(backend, progress, timer)
     atomic_write_json(path, asdict(roof))
     return roof

@@ -1,10 +1,19 @@
-"""The worker: runs one candidate at one size in its own process.
+"""The worker: runs one candidate, size after size, in its own process.
 
-`python -m mlxsci.worker JOBDIR` reads JOBDIR/job.json and writes
-JOBDIR/result.json plus the outputs of the verified run (verified.npz) and,
-only when it differs bitwise, of the last timed run (last.npz). The parent
-(mlxsci.evaluate) holds the reference and does every check against it; the
-worker only measures, so a crash, a hang or a GPU fault here costs the
+A job is one size: JOBDIR/job.json in, JOBDIR/result.json out, plus the
+outputs of the verified run (verified.npz) and, only when it differs bitwise,
+of the last timed run (last.npz). Two ways to run jobs:
+- `python -m mlxsci.worker JOBDIR`: one job, then exit (a comparison, or a
+  size under compute-sanitizer);
+- `python -m mlxsci.worker --serve FD`: the sizes of one candidate, in one
+  process, so the imports and the backend's set-up are paid once per
+  candidate, not once per size. The parent writes a job's folder on stdin
+  (one line) only after it has checked the size before; the worker runs it,
+  writes result.json, then "done" on file descriptor FD. End of stdin ends
+  the worker. The parent times each size from the moment it sends its line,
+  so a crash or a hang is that size's verdict and later sizes never run.
+The parent (mlxsci.evaluate) holds the reference and does every check against
+it; the worker only measures, so a crash, a hang or a GPU fault here costs the
 parent nothing but a verdict.
 
 Protocol per size: inputs, all on the device (0-d scalars too) -> first run
@@ -19,7 +28,9 @@ A job with "compare" instead times two candidates interleaved (run_compare).
 """
 from __future__ import annotations
 
+import gc
 import json
+import os
 import sys
 import time
 import traceback
@@ -265,11 +276,43 @@ def run_compare(job: dict, outdir: Path) -> dict:
     return result
 
 
-def main(argv: list[str]) -> int:
-    outdir = Path(argv[0])
+def run_one(outdir: Path) -> None:
+    """The job in `outdir`, its result written to outdir/result.json."""
     job = json.loads((outdir / "job.json").read_text())
     result = run_compare(job, outdir) if job.get("compare") else run_job(job, outdir)
     atomic_write_json(outdir / "result.json", result)
+
+
+def release_memory() -> None:
+    """Give the last size's buffers back between sizes, so each size starts
+    with as little held as a fresh process had (MLX keeps freed buffers in
+    a cache for reuse; outputs are poisoned, so reuse could not pass a stale
+    answer either way)."""
+    gc.collect()
+    mx.clear_cache()
+
+
+def serve(status_fd: int) -> int:
+    """Run the jobs whose folders arrive one per line on stdin, in order,
+    saying "done" on `status_fd` after each result is written."""
+    # Only this process may hold the pipe: the parent reads its end closing as
+    # this process's death, which a child holding a copy would hide.
+    os.set_inheritable(status_fd, False)
+    with os.fdopen(status_fd, "w", buffering=1) as status:
+        for line in sys.stdin:
+            outdir = line.strip()
+            if not outdir:
+                continue
+            run_one(Path(outdir))
+            release_memory()
+            status.write("done\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--serve"]:
+        return serve(int(argv[1]))
+    run_one(Path(argv[0]))
     return 0
 
 

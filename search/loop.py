@@ -113,8 +113,11 @@ class Search:
 
     # -- evaluation ---------------------------------------------------------
     def evaluate(self, source: str, filename: str, size_set: str) -> dict:
+        # announce: a first run on a machine builds the simulator's compiler and
+        # measures the roofline, and says so rather than stay silent for minutes.
         common = dict(backend=self.backend, size_set=size_set, filename=filename,
-                      timeout=self.opts.get("timeout"), dialect=self.dialect)
+                      timeout=self.opts.get("timeout"), dialect=self.dialect,
+                      announce=self.say)
         tool = self.opts.get("sanitize")
         if tool:
             # Under the sanitizer first: a fault it names is the verdict; times

@@ -18,11 +18,17 @@ Every input and output lives in its own mapping with PROT_NONE guard pages on
 both sides; placement alternates per launch between end-aligned (catches
 overflow) and start-aligned (catches underflow). Faults, barrier divergence,
 deadlock and timeouts come back as KernelFault; the Python caller lives on.
+
+The launch path is kept cheap (issue 11: ~0.1-0.3 ms of host work per small
+launch, 1-2 ms before): mappings are reused across launches (_BufferPool; only
+after a clean launch, data bytes rewritten every time), generated text and
+launch checks are cached per call signature and launch shape.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import mmap as _mmap
 import os
 import platform
@@ -30,6 +36,7 @@ import re
 import signal
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,8 +44,8 @@ import numpy as np
 from mlxsci import launch_limits
 from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
 from mlxsci.backends.sim import build, language_rules
-from mlxsci.signature import (CUDA_MAX_NDIM, ArgInfo, _template_value, cuda_source, dtype_name,
-                              metal_source)
+from mlxsci.signature import (CUDA_MAX_NDIM, ArgInfo, _template_kind, _template_value, cuda_source,
+                              dtype_name, metal_source)
 
 __all__ = ["SimBackend", "SimKernel"]
 
@@ -82,6 +89,10 @@ _libc.mprotect.restype = ctypes.c_int
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.munmap.restype = ctypes.c_int
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.memcmp.restype = ctypes.c_int
+_libc.memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+_libc.memmove.restype = ctypes.c_void_p
+_libc.memmove.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
 PAGE = _mmap.PAGESIZE
 # PROT_NONE address space on each side of every buffer: wide enough that any
@@ -92,6 +103,15 @@ GUARD_BYTES = 32 << 30
 GUARD_BYTES_FALLBACK = 64 * PAGE  # where the address space is limited (ulimit -v)
 GARBAGE_BYTE = 0x5A               # uninitialised outputs: 0x5A5A5A5A = 1.5e16f, not 0, not NaN
 _MAP_NORESERVE = getattr(_mmap, "MAP_NORESERVE", 0x4000)
+_GARBAGE_RUNS: dict = {}
+
+
+def _garbage_bytes(n: int) -> bytes:
+    """n garbage bytes: what untouched slack holds (one string per length)."""
+    run = _GARBAGE_RUNS.get(n)
+    if run is None:
+        run = _GARBAGE_RUNS[n] = bytes([GARBAGE_BYTE]) * n
+    return run
 
 
 class _GuardedBuffer:
@@ -99,6 +119,7 @@ class _GuardedBuffer:
 
     def __init__(self, nbytes: int, end_aligned: bool):
         self.nbytes = nbytes
+        self.end_aligned = end_aligned
         self.data_len = max(PAGE, -(-nbytes // PAGE) * PAGE)
         flags = _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | _MAP_NORESERVE
         for guard in (GUARD_BYTES, GUARD_BYTES_FALLBACK):
@@ -120,9 +141,15 @@ class _GuardedBuffer:
         self.pages.fill(GARBAGE_BYTE)
         off = self.base - self.data_start
         self.bytes = self.pages[off:off + nbytes]
+        self._front, self._back = self.pages[:off], self.pages[off + nbytes:]
 
     def slack_violation(self) -> int | None:
         """Byte offset (relative to base) of the first changed slack byte, if any."""
+        # Fast path: the slack (under a page plus 15 bytes of alignment on
+        # either side) compared as byte strings, about 1 us.
+        if (self._front.tobytes() == _garbage_bytes(self._front.size)
+                and self._back.tobytes() == _garbage_bytes(self._back.size)):
+            return None
         off = self.base - self.data_start
         front = self.pages[:off]
         bad = np.flatnonzero(front != GARBAGE_BYTE)
@@ -136,9 +163,75 @@ class _GuardedBuffer:
 
     def free(self) -> None:
         if self.lo:
-            self.pages = self.bytes = None
+            self.pages = self.bytes = self._front = self._back = None
             _libc.munmap(self.lo, self.total)
             self.lo = 0
+
+
+class _BufferPool:
+    """Guarded buffers kept between launches, by (nbytes, end_aligned).
+
+    Mapping a buffer, faulting its pages in and unmapping it cost 0.1-0.6 ms
+    per buffer, most of a small launch. A buffer comes back here only after a
+    launch that ended without a fault and whose slack bytes all still hold the
+    garbage pattern, so a buffer taken from the pool is in the state of a fresh
+    one except for its data bytes, which every launch overwrites (inputs with
+    their values, outputs with garbage or init_value) before the kernel runs.
+    Placement is part of the key, so the alternation of end- and start-aligned
+    launches (overflow, underflow) is kept. Bounded in count and bytes (each
+    buffer also reserves 64 GiB of address space): least recently used first out.
+    """
+    MAX_BUFFERS = 64
+    MAX_BYTES = 128 << 20       # data bytes held across all pooled buffers
+    MAX_BUFFER_BYTES = 32 << 20  # larger buffers are mapped per launch, as before
+
+    def __init__(self):
+        self._free: OrderedDict = OrderedDict()   # (nbytes, end_aligned) -> [buffers]
+        self._count = 0
+        self._bytes = 0
+
+    def take(self, nbytes: int, end_aligned: bool) -> _GuardedBuffer:
+        """A buffer of `nbytes` whose data bytes the caller must overwrite."""
+        key = (nbytes, end_aligned)
+        free = self._free.get(key)
+        if free:
+            gb = free.pop()
+            if not free:
+                del self._free[key]
+            self._count -= 1
+            self._bytes -= gb.data_len
+            return gb
+        return _GuardedBuffer(nbytes, end_aligned)
+
+    def give(self, gb: _GuardedBuffer) -> None:
+        """Keep `gb` (its slack checked clean after a launch without a fault)."""
+        if gb.data_len > self.MAX_BUFFER_BYTES:
+            gb.free()
+            return
+        key = (gb.nbytes, gb.end_aligned)
+        self._free.setdefault(key, []).append(gb)
+        self._free.move_to_end(key)
+        self._count += 1
+        self._bytes += gb.data_len
+        while self._count > self.MAX_BUFFERS or self._bytes > self.MAX_BYTES:
+            self._evict_oldest()
+
+    def _evict_oldest(self) -> None:
+        key, free = next(iter(self._free.items()))
+        gb = free.pop(0)
+        if not free:
+            del self._free[key]
+        self._count -= 1
+        self._bytes -= gb.data_len
+        gb.free()
+
+    def clear(self) -> None:
+        while self._count:
+            self._evict_oldest()
+
+
+# One pool per process, used under _launch_lock (launches run one at a time).
+_POOL = _BufferPool()
 
 
 # ------------------------------------------------------------------ helpers
@@ -162,6 +255,18 @@ def _to_mx(x):
     return mx.array(x)
 
 
+_ARG_INFOS: dict = {}
+
+
+def _arg_info(arr) -> ArgInfo:
+    """ArgInfo.of(arr), made once per (dtype, shape)."""
+    key = (arr.dtype, arr.shape)
+    info = _ARG_INFOS.get(key)
+    if info is None:
+        info = _ARG_INFOS[key] = ArgInfo.of(arr)
+    return info
+
+
 def _np_dtype(name: str):
     if name == "bfloat16":
         return np.dtype(np.uint16)
@@ -174,6 +279,41 @@ def _host_bytes(arr) -> np.ndarray:
     if arr.dtype == mx.bfloat16:
         return np.asarray(arr.view(mx.uint16))
     return np.asarray(arr)
+
+
+_INIT_PATTERNS: dict = {}
+
+
+def _init_pattern(odt: str, init_value) -> np.ndarray:
+    """The bytes of one element of mx.full(init_value, dtype=odt), which an
+    output initialised with init_value repeats. (mx.full keeps float32 for a
+    float value and an integer dtype: the pattern is then 4 bytes whatever
+    the output's itemsize, as it always was here.)"""
+    exact = np.float64(init_value).tobytes() if isinstance(init_value, float) else init_value
+    key = (odt, type(init_value).__name__, exact)    # NaN != NaN: key by bits
+    pattern = _INIT_PATTERNS.get(key)
+    if pattern is None:
+        import mlx.core as mx
+        one = _host_bytes(mx.full((1,), init_value, dtype=getattr(mx, odt)))
+        pattern = _INIT_PATTERNS[key] = one.reshape(-1).view(np.uint8).copy()
+    return pattern
+
+
+def _fill_output(gb: "_GuardedBuffer", odt: str, init_value) -> None:
+    """Every data byte of an output before the launch: init_value where the
+    caller asks for it (MLX's init_value), else the garbage pattern, so a
+    stale value from an earlier launch never survives in a reused buffer."""
+    dst = gb.bytes
+    if init_value is None:
+        dst.fill(GARBAGE_BYTE)
+        return
+    pattern = _init_pattern(odt, init_value)
+    width = pattern.size                      # 1, 2, 4 or 8: an element's bytes
+    whole = dst.size - dst.size % width
+    if whole:
+        word = np.dtype(f"u{width}")
+        dst[:whole].view(word).fill(pattern.view(word)[0])
+    dst[whole:] = pattern[: dst.size - whole]
 
 
 _SIGNAMES = {int(s): s.name for s in signal.Signals}
@@ -190,6 +330,19 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _signature_key(infos, out_dtypes, template) -> tuple | None:
+    """What the generated text depends on besides the kernel spec: input
+    dtypes and shapes, output dtypes, template arguments (kind and value, so
+    True and 1 differ). None when a template value has no key (the generator
+    then reports it)."""
+    try:
+        targs = tuple((name, _template_kind(value), _template_value(value))
+                      for name, value in (template or ()))
+    except (TypeError, ValueError, KeyError):
+        return None
+    return tuple(infos), tuple(out_dtypes), targs
 
 
 @dataclass
@@ -407,11 +560,26 @@ class SimKernel(Kernel):
         self.spec = spec
         self.dialect = backend._dialect
         self._variants: dict[str, _Variant] = {}
+        # The same variants by call signature, so a repeated launch generates no text.
+        self._by_signature: dict[tuple, _Variant] = {}
+        # (grid, threadgroup) -> the launch dimensions, for launches that passed the checks.
+        self._dims: dict[tuple, tuple] = {}
         self.launches = 0
         self.compile_seconds = 0.0   # time spent generating, compiling and loading variants
         self._needs_fibers = self.dialect.needs_fibers(spec)
 
     def _variant(self, infos, out_dtypes, template) -> _Variant:
+        """The compiled variant for this call signature; generated text is
+        produced only for a signature not seen before."""
+        key = _signature_key(infos, out_dtypes, template)
+        v = self._by_signature.get(key) if key is not None else None
+        if v is None:
+            v = self._variant_of_text(infos, out_dtypes, template)
+            if key is not None:
+                self._by_signature[key] = v
+        return v
+
+    def _variant_of_text(self, infos, out_dtypes, template) -> _Variant:
         spec = self.spec
         gen = self.dialect.generate(spec, infos, out_dtypes, template)
         key = gen.text + "\0" + gen.line1
@@ -435,10 +603,12 @@ class SimKernel(Kernel):
                             candidate_file=spec.source_file)
         so = build.build_library(tu, spec.source_file, self.backend.extra_defines)
         lib = build.load_library(so)
-        entry = getattr(lib, "__sim_entry")
+        # lib[...] makes a function object of our own (getattr caches one per
+        # library, shared with any other user of the same loaded library).
+        entry = lib["__sim_entry"]
         entry.restype = ctypes.c_int64
         entry.argtypes = [ctypes.POINTER(_Launch), ctypes.POINTER(_Result)]
-        tgb = getattr(lib, "__sim_tgmem_bytes")
+        tgb = lib["__sim_tgmem_bytes"]
         tgb.restype = ctypes.c_int64
         v = _Variant(entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()),
                      gen.launch_error)
@@ -464,10 +634,13 @@ class SimKernel(Kernel):
             raise KernelFault("launch", f"grid {grid} and threadgroup {tg} must be positive")
         if any(g >= 2 ** 31 for g in grid) or any(t >= 2 ** 31 for t in tg):
             raise KernelFault("launch", "grid and threadgroup dimensions must be below 2^31")
-        grid, tgc, ngroups = self.dialect.launch_dims(spec.name, grid, tg)
+        dims = self._dims.get((grid, tg))
+        if dims is None:   # checked once per shape: a refused launch raises every time
+            dims = self._dims[(grid, tg)] = self.dialect.launch_dims(spec.name, grid, tg)
+        grid, tgc, ngroups = dims
 
         arrays = [_to_mx(x) for x in inputs]
-        infos = [ArgInfo.of(a) for a in arrays]
+        infos = [_arg_info(a) for a in arrays]
         out_names = [dtype_name(d) for d in output_dtypes]
         v = self._variant(infos, out_names, template)
         if v.launch_error:
@@ -495,47 +668,34 @@ class SimKernel(Kernel):
         guards: list[tuple[_GuardedBuffer, str, str, int]] = []   # (buffer, role, name, itemsize)
         dtypes: list[str] = []                                    # numpy dtype name of each guard
         inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
-        in_bufs: list[tuple[_GuardedBuffer, object, np.ndarray]] = []
+        in_bufs: list[tuple[_GuardedBuffer, np.ndarray, np.ndarray]] = []
         out_bufs: list[tuple[_GuardedBuffer, str, tuple]] = []
         out_iter = iter(zip(spec.output_names, out_names, output_shapes))
+        clean = False                   # the buffers may go back to the pool
         try:
             for name, role in v.params:
                 if role == "input":
                     arr, info = inputs_by_name[name]
                     host = _host_bytes(arr)
-                    itemsize = host.dtype.itemsize
-                    gb = _GuardedBuffer(host.nbytes, end_aligned)
-                    gb.bytes[:] = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
-                    guards.append((gb, "input", name, itemsize))
-                    dtypes.append(str(arr.dtype).split(".")[-1])
-                    in_bufs.append((gb, arr, host))
+                    src = host if host.flags.c_contiguous else np.ascontiguousarray(host)
+                    gb = _POOL.take(src.nbytes, end_aligned)
+                    guards.append((gb, "input", name, src.dtype.itemsize))
+                    gb.bytes[:] = src.reshape(-1).view(np.uint8)
+                    dtypes.append(info.dtype)
+                    in_bufs.append((gb, host, src))
                     bufs.append(gb.base)
                 elif role in ("shape", "strides", "ndim"):
-                    base = name[: -len("_" + role)]
-                    arr, info = inputs_by_name[base]
-                    # CUDA passes Shape/Strides by value: MAX_NDIM entries.
-                    if role == "shape":
-                        c = (ctypes.c_int32 * max(CUDA_MAX_NDIM, info.ndim))(*info.shape)
-                    elif role == "strides":
-                        st = [1] * info.ndim
-                        for d in range(info.ndim - 2, -1, -1):
-                            st[d] = st[d + 1] * info.shape[d + 1]
-                        c = (ctypes.c_int64 * max(CUDA_MAX_NDIM, info.ndim))(*st)
-                    else:
-                        c = ctypes.c_int32(info.ndim)
+                    c = self._shape_arg(name, role, inputs_by_name)
                     keep.append(c)
                     bufs.append(ctypes.addressof(c))
                 elif role == "output":
                     oname, odt, oshape = next(out_iter)
                     shape = tuple(int(s) for s in oshape)
                     npdt = _np_dtype(odt)
-                    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-                    gb = _GuardedBuffer(n * npdt.itemsize, end_aligned)
-                    if init_value is not None:
-                        fill = mx.full((max(n, 1),), init_value, dtype=getattr(mx, odt))
-                        fb = _host_bytes(fill).reshape(-1).view(np.uint8)
-                        gb.bytes[:] = fb[: gb.nbytes]
+                    n = math.prod(shape)
+                    gb = _POOL.take(n * npdt.itemsize, end_aligned)
                     guards.append((gb, "output", oname, npdt.itemsize))
+                    _fill_output(gb, odt, init_value)
                     dtypes.append(odt)
                     out_bufs.append((gb, odt, shape))
                     bufs.append(gb.base)
@@ -575,24 +735,40 @@ class SimKernel(Kernel):
                         f"(valid elements 0..{n - 1}); detected after the launch",
                         {"buffer": name, "role": role, "element": elem, "access": "write"})
             # A GPU kernel can write its inputs: make the caller see it.
-            for gb, arr, host in in_bufs:
-                new = gb.bytes
-                old = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
-                if not np.array_equal(new, old):
+            for gb, host, src in in_bufs:
+                if src.nbytes and _libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:
                     if host.flags.c_contiguous and host.flags.writeable:
-                        host.reshape(-1).view(np.uint8)[:] = new
+                        _libc.memmove(host.ctypes.data, gb.base, src.nbytes)
             outs = []
             for gb, odt, shape in out_bufs:
-                npdt = _np_dtype(odt)
-                data = np.frombuffer(gb.bytes, dtype=npdt).reshape(shape)
+                # mx.array copies: the buffer goes back to the pool.
+                data = np.frombuffer(gb.bytes, dtype=_np_dtype(odt)).reshape(shape)
                 a = mx.array(data)
                 if odt == "bfloat16":
                     a = a.view(mx.bfloat16)
                 outs.append(a)
+            clean = True
             return outs
         finally:
             for gb, *_ in guards:
-                gb.free()
+                if clean:
+                    _POOL.give(gb)
+                else:
+                    gb.free()
+
+    @staticmethod
+    def _shape_arg(name: str, role: str, inputs_by_name: dict):
+        """CUDA's by-value Shape/Strides (MAX_NDIM entries) or ndim of an input."""
+        base = name[: -len("_" + role)]
+        _arr, info = inputs_by_name[base]
+        if role == "shape":
+            return (ctypes.c_int32 * max(CUDA_MAX_NDIM, info.ndim))(*info.shape)
+        if role == "strides":
+            st = [1] * info.ndim
+            for d in range(info.ndim - 2, -1, -1):
+                st[d] = st[d + 1] * info.shape[d + 1]
+            return (ctypes.c_int64 * max(CUDA_MAX_NDIM, info.ndim))(*st)
+        return ctypes.c_int32(info.ndim)
 
     def _tg_array(self, R: _Result) -> tuple[str, str]:
         """(description, name) of the threadgroup array R's tg_* fields name."""

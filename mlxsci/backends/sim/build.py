@@ -16,9 +16,19 @@ The kernel text is MLX's exact generated source (mlxsci.signature), passed
 through the line-preserving Metal -> C++ rewrite, so every diagnostic inside
 the header or body carries the candidate file's own line number.
 
-It is linked with the runtime object (sim_runtime.cpp, compiled once) into a
-shared library cached under $MLXSCI_CACHE_DIR/sim/ by the sha256 of the TU,
-the runtime sources, the flags and the compiler version.
+It is compiled to an object file, then linked with the runtime object
+(sim_runtime.cpp, compiled once) into a shared library cached under
+$MLXSCI_CACHE_DIR/sim/ by the sha256 of the TU, the runtime sources, the flags
+and the compiler version.
+
+Only the link needs libraries, and the kernels need no C++ runtime: they are
+built without exceptions and RTTI, allocate nothing with `new`, and use the C++
+standard library for inline templates only (<cmath>, <type_traits>, ...). So
+the link leaves out libc++, libc++abi and libunwind (`-nostdlib++`), which zig
+would otherwise build from source on a machine's first link (about two minutes
+of a 2-core machine); what it still builds once is compiler_rt (half-precision
+conversions and other helpers the compiler calls: several seconds).
+test_sim_toolchain.py checks that no C++ runtime symbol is left undefined.
 """
 from __future__ import annotations
 
@@ -50,8 +60,13 @@ CXX_FLAGS = (
     "-fno-omit-frame-pointer", "-fno-finite-loops", "-fstack-clash-protection", "-fsigned-char", "-flax-vector-conversions=none",
     "-Xclang", "-ffloat16-excess-precision=none", "-Xclang", "-fbfloat16-excess-precision=none",
 )
+# The link: objects only, so -nostdlib++ costs no headers (the compile step
+# keeps the libc++ headers the prelude includes). -O2 and -mcpu=baseline
+# because zig builds compiler_rt for the link's optimization mode and CPU: with
+# no -O it builds a debug compiler_rt plus the UBSan runtime (over a minute).
 # -z defs: an undefined function is a build error, not a dlopen failure later.
-LINK_FLAGS = ("-shared",) if sys.platform == "darwin" else ("-shared", "-Wl,-z,defs")
+LINK_FLAGS = ("-O2", "-mcpu=baseline", "-nostdlib++", "-shared") + (
+    () if sys.platform == "darwin" else ("-Wl,-z,defs",))
 
 # Counters a test (or a curious user) can read.
 STATS = {"compiles": 0, "runtime_compiles": 0, "cache_hits": 0, "loads": 0}
@@ -116,8 +131,23 @@ def _atomic_write_from(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+def zig_cache_dir() -> Path:
+    """The zig cache the simulator's builds use: one per zig version, inside
+    zig's own global cache ($ZIG_GLOBAL_CACHE_DIR, else $XDG_CACHE_HOME/zig or
+    ~/.cache/zig, as zig picks it). With libc++ in the link, two zig installs
+    sharing one cache were seen to rebuild it on alternate links; compiler_rt
+    alone was not (two installs of zig 0.17.1, one cache: built once), so
+    installs of one version share this directory."""
+    base = os.environ.get("ZIG_GLOBAL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zig")
+    path = Path(base, f"mlxsci-{zig_version()}")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
+    env["ZIG_GLOBAL_CACHE_DIR"] = env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache_dir())
     return subprocess.run([zig_executable(), *args], capture_output=True, text=True, env=env)
 
 
@@ -136,6 +166,44 @@ def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
         raise RuntimeError("building the simulator runtime failed:\n" + res.stderr)
     _atomic_write_from(Path(tmp), obj)
     return obj
+
+
+# What every link needs from zig's cache (compiler_rt) is built on a machine's
+# first link; prepare_toolchain does that first link with this empty library,
+# which then marks the zig cache as prepared.
+_TOOLCHAIN_STUB = "extern \"C\" int mlxsci_toolchain_stub(void) { return 0; }\n"
+PREPARING_TOOLCHAIN = "preparing the simulator's compiler (once per machine)..."
+
+
+def toolchain_stub_path() -> Path:
+    key = hashlib.sha256(" ".join(CXX_FLAGS + LINK_FLAGS).encode()).hexdigest()[:16]
+    return zig_cache_dir() / f"toolchain-{key}.so"
+
+
+def prepare_toolchain(progress=None) -> bool:
+    """Build what every kernel link needs, once per zig cache, telling
+    `progress` (a callable taking a line) when that work starts. Returns whether
+    there was work to do."""
+    with _lock:
+        stub = toolchain_stub_path()
+        if stub.exists():
+            return False
+        if progress is not None:
+            progress(PREPARING_TOOLCHAIN)
+        fd, tmp_cpp = tempfile.mkstemp(prefix="toolchain.", suffix=".cpp", dir=stub.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(_TOOLCHAIN_STUB)
+        tmp_so = Path(tmp_cpp).with_suffix(".so.tmp")
+        try:
+            res = _compile_and_link(Path(tmp_cpp), tmp_so, ())
+            if res.returncode != 0:
+                raise RuntimeError(f"preparing the simulator's compiler ({zig_executable()}) "
+                                   "failed:\n" + res.stderr + res.stdout)
+            os.replace(tmp_so, stub)
+        finally:
+            Path(tmp_cpp).unlink(missing_ok=True)
+            tmp_so.unlink(missing_ok=True)
+        return True
 
 
 def _line_file(name: str) -> str:
@@ -225,6 +293,22 @@ def _error_in_kernel_text(log: str, source_file: str) -> bool:
     return "undefined symbol" in log
 
 
+def _compile_and_link(cpp: Path, so: Path, extra_defines: tuple[str, ...],
+                      *objects: Path) -> subprocess.CompletedProcess:
+    """Compile the TU to an object (with the C++ headers), then link it with
+    `objects` (the runtime object) without the C++ runtime libraries (see the
+    module's doc). Returns the failing step's result, else the link's."""
+    obj = so.with_name(so.name + ".o")    # zig tells inputs apart by extension
+    try:
+        res = _run_compiler(["c++", *CXX_FLAGS, *extra_defines, "-I", str(INCLUDE_DIR),
+                             "-x", "c++", "-c", str(cpp), "-o", str(obj)])
+        if res.returncode != 0:
+            return res
+        return _run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
+    finally:
+        obj.unlink(missing_ok=True)
+
+
 def build_library(tu: str, source_file: str = "<candidate>",
                   extra_defines: tuple[str, ...] = ()) -> Path:
     """Compile `tu` into a cached shared library, returning its path.
@@ -257,10 +341,8 @@ def build_library(tu: str, source_file: str = "<candidate>",
         os.replace(tmp_cpp, cpp)
         fd, tmp_so = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".so.tmp", dir=d)
         os.close(fd)
-        args = ["c++", *CXX_FLAGS, *extra_defines, *LINK_FLAGS, "-I", str(INCLUDE_DIR),
-                "-x", "c++", str(cpp), "-x", "none", str(rt), "-o", tmp_so]
         for attempt in range(2):
-            res = _run_compiler(args)
+            res = _compile_and_link(cpp, Path(tmp_so), extra_defines, rt)
             STATS["compiles"] += 1
             if res.returncode == 0:
                 break

@@ -1,0 +1,209 @@
+"""One worker process per candidate for all its sizes (issue 11, outcome 3).
+
+The process runs the sizes in order, each under its own time limit, and a
+crash or a hang at one size is that size's verdict: the sizes before it keep
+their results and the sizes after it never run. Real kernels on the
+simulator show it end to end; a stand-in worker (a short script speaking the
+same protocol) shows what the parent does with each way a process can end,
+and which sizes it was handed.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import textwrap
+import time
+
+import pytest
+
+from mlxsci.evaluate import CandidateWorker, evaluate
+from mlxsci.task import Size
+
+SIZES = [Size("1000", {"N": 1000}), Size("2001", {"N": 2001}), Size("3000", {"N": 3000})]
+
+# saxpy that does `{fault}` at N == 2001 only, the second of SIZES. _exit is
+# libc's: the process ends at once, without a result, as a crash does.
+SAXPY_WITH_FAULT = {
+    "metal": """//! header
+extern "C" void _exit(int);
+//! kernel saxpy
+uint i = thread_position_in_grid.x;
+if (i >= N) {{
+    return;
+}}
+if (N == {at}) {{
+    {fault}
+}}
+y_out[i] = a * x[i] + y[i];
+""",
+    "cuda": """//! header
+extern "C" void _exit(int);
+//! kernel saxpy
+//! grid = (ceil_div(N, 256) * 256, 1, 1)
+//! threadgroup = (256, 1, 1)
+uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+if (i >= N[0]) {{
+    return;
+}}
+if (N[0] == {at}) {{
+    {fault}
+}}
+y_out[i] = a[0] * x[i] + y[i];
+""",
+}
+EXIT = "_exit(3);"
+HANG = {"metal": "while (x[i] == x[i]) { y_out[i] += 1.0f; }",
+        "cuda": "while (x[i] == x[i]) { y_out[i] += 1.0f; }"}
+
+
+def saxpy_with_fault(dialect: str, fault: str, at: int = 2001) -> str:
+    return SAXPY_WITH_FAULT[dialect].format(fault=fault, at=at)
+
+
+def run_sizes(source: str, dialect: str, **kw):
+    return evaluate("saxpy", source, backend="sim", sizes=SIZES, n_measure=2,
+                    dialect=dialect, **kw)
+
+
+# ------------------------------------------------------------ real kernels
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(dialect):
+    ev = run_sizes(saxpy_with_fault(dialect, EXIT), dialect)
+    assert not ev.correct and ev.score == 0.0
+    assert [s.label for s in ev.sizes] == ["1000", "2001"]   # the third never ran
+    first, second = ev.sizes
+    assert first.correct and first.fraction > 0 and first.flags == []
+    assert not second.correct and second.flags == ["crash"]
+    assert "runtime error at size 2001" in second.fail_reason
+    assert "exit code 3" in second.fail_reason
+
+
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+def test_the_same_kernel_without_the_crash_passes_every_size(dialect):
+    ev = run_sizes(saxpy_with_fault(dialect, EXIT, at=7), dialect)   # no size has N == 7
+    assert ev.correct, ev.fail_reason
+    assert [s.label for s in ev.sizes] == ["1000", "2001", "3000"]
+    assert all(s.correct for s in ev.sizes)
+
+
+@pytest.mark.slow
+def test_a_hang_at_one_size_times_out_that_size_only():
+    # 15 s per size: the first size's includes the process start and compiling.
+    ev = run_sizes(saxpy_with_fault("metal", HANG["metal"]), "metal", timeout=15)
+    assert [s.label for s in ev.sizes] == ["1000", "2001"]
+    assert ev.sizes[0].correct
+    assert ev.sizes[1].flags == ["timeout"] and "within 15 s" in ev.sizes[1].fail_reason
+
+
+# ------------------------------------------------------------ a stand-in worker
+# Speaks mlxsci.worker's --serve protocol; what it does at each size comes from
+# the job ("act"): "ok", "exit" (dies without a result), "hang", "slow" (takes
+# 1.5 s, then answers), "die_after_result" (writes the result, then dies), and
+# "linger" (answers, then ignores the end of stdin). It logs every job folder
+# it is handed, and its process id, to the file in $STANDIN_LOG.
+STANDIN = textwrap.dedent("""
+    import json, os, sys, time
+    status = os.fdopen(int(sys.argv[2]), "w", buffering=1)
+    log = open(os.environ["STANDIN_LOG"], "a", buffering=1)
+    linger = False
+    for line in sys.stdin:
+        jobdir = line.strip()
+        act = json.load(open(os.path.join(jobdir, "job.json")))["act"]
+        log.write(json.dumps({"pid": os.getpid(), "act": act}) + "\\n")
+        if act == "exit":
+            sys.stderr.write("boom\\n")
+            os._exit(5)
+        if act == "hang":
+            time.sleep(3600)
+        if act == "slow":
+            time.sleep(1.5)
+        linger = linger or act == "linger"
+        with open(os.path.join(jobdir, "result.json"), "w") as f:
+            json.dump({"act": act}, f)
+        if act == "die_after_result":
+            os._exit(0)
+        status.write("done\\n")
+    if linger:
+        time.sleep(3600)
+""")
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN)
+    log = tmp_path / "handed.log"
+    monkeypatch.setenv("STANDIN_LOG", str(log))
+    monkeypatch.setattr(CandidateWorker, "command", (sys.executable, str(script)))
+
+    def handed() -> list[dict]:
+        return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+    return handed
+
+
+def run_acts(acts: list[str], timeout: float = 10.0) -> list[tuple]:
+    """Hand the stand-in one size per act, stopping after the first that
+    fails, as evaluate() does; (result, stderr tail) of each."""
+    answers = []
+    with CandidateWorker() as worker:
+        for act in acts:
+            result, jobdir, tail = worker.run({"act": act}, timeout)
+            answers.append((result, tail))
+            if result is None:
+                break
+    return answers
+
+
+def test_a_death_at_the_second_size_keeps_the_first_and_hands_over_no_third(standin):
+    answers = run_acts(["ok", "exit", "ok"])
+    assert len(answers) == 2
+    assert answers[0][0] == {"act": "ok"}
+    assert answers[1][0] is None and "exit code 5" in answers[1][1] and "boom" in answers[1][1]
+    assert [h["act"] for h in standin()] == ["ok", "exit"]
+    assert len({h["pid"] for h in standin()}) == 1   # both sizes in one process
+
+
+def test_a_hang_times_out_that_size_only(standin):
+    started = time.monotonic()
+    answers = run_acts(["ok", "hang", "ok"], timeout=2.0)
+    assert time.monotonic() - started < 30   # killed, not waited for
+    assert answers[0][0] == {"act": "ok"}
+    assert answers[1] == (None, "timeout: no verdict within 2 s")
+    assert [h["act"] for h in standin()] == ["ok", "hang"]
+
+
+def test_each_size_has_its_own_time_limit(standin):
+    # 3 s in all, 1.5 s each: within a 2.5 s limit per size.
+    answers = run_acts(["slow", "slow"], timeout=2.5)
+    assert [a[0] for a in answers] == [{"act": "slow"}, {"act": "slow"}]
+
+
+def test_a_size_after_a_dead_process_is_refused_not_run(standin):
+    with CandidateWorker() as worker:
+        assert worker.run({"act": "exit"}, 10)[0] is None
+        result, _, tail = worker.run({"act": "ok"}, 10)
+    assert result is None and tail.startswith("the worker ended at an earlier size")
+    assert [h["act"] for h in standin()] == ["exit"]
+
+
+def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_process(standin):
+    answers = run_acts(["die_after_result", "ok"])
+    assert [a[0] for a in answers] == [{"act": "die_after_result"}, {"act": "ok"}]
+    assert len({h["pid"] for h in standin()}) == 2
+
+
+def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
+    # (the module by name: the package's `evaluate` attribute is the function)
+    monkeypatch.setattr(sys.modules["mlxsci.evaluate"], "CLOSE_GRACE_SECONDS", 0.5)
+    with CandidateWorker() as worker:
+        assert worker.run({"act": "linger"}, 10)[0] == {"act": "linger"}
+        proc = worker.proc
+    assert proc.returncode == -signal.SIGKILL   # killed, not left running
+    assert not worker.logdir.exists()
+
+
+def test_each_candidate_has_its_own_process(standin):
+    run_acts(["ok"])
+    run_acts(["ok"])
+    assert len({h["pid"] for h in standin()}) == 2
