@@ -102,6 +102,7 @@ out[i] = acc;
 """
 
 
+@pytest.mark.slow
 def test_conv1d_task_loads_by_path_and_its_function_matches_numpy():
     task = mlxsci.load_task(str(CONV1D))
     assert task.name == "conv1d" and task.kernel_names == ["conv1d"]
@@ -112,6 +113,7 @@ def test_conv1d_task_loads_by_path_and_its_function_matches_numpy():
     np.testing.assert_allclose(out, np.correlate(x, w, mode="same"), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_conv1d_seed_is_correct_in_both_dialects_and_a_wrong_candidate_fails():
     for dialect in ("metal", "cuda"):
         ev = mlxsci.evaluate(str(CONV1D), backend="sim", size_set="smoke", dialect=dialect)
@@ -127,6 +129,7 @@ def run_cli(*args, cwd):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_eval_cli_takes_a_task_folder(tmp_path):
     proc = run_cli("mlxsci.eval", str(CONV1D), "--backend", "sim", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -137,6 +140,7 @@ def test_eval_cli_takes_a_task_folder(tmp_path):
     assert "neither a built-in task" in proc.stderr and "saxpy" in proc.stderr
 
 
+@pytest.mark.slow
 def test_search_cli_on_a_task_folder_writes_a_summary(tmp_path):
     proc = run_cli("mlxsci.search", "--task", str(CONV1D), "--model", "autotune",
                    "--iterations", "2", "--backend", "sim", "--quiet", cwd=tmp_path)

@@ -12,6 +12,7 @@ CANDIDATES = sorted((Path(__file__).parent.parent / "bench" / "candidates").glob
 
 
 @pytest.mark.parametrize("path", CANDIDATES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_bench_candidate_is_correct(path):
     task = path.name.split("_")[0]
     sizes = list(load_task(task).size_set("smoke"))

@@ -22,6 +22,7 @@ def test_json_output_for_a_user_given_size():
     assert size["label"] == "NX=67,NY=45,n_steps=4" and size["correct"]
 
 
+@pytest.mark.slow
 def test_human_table_and_failing_candidate_still_exit_zero(tmp_path):
     bad = tmp_path / "bad.metal"
     bad.write_text("//! kernel saxpy\nuint i = thread_position_in_grid.x;\n"

@@ -35,6 +35,7 @@ def test_seed_correct_on_smoke(task):
 
 
 @pytest.mark.parametrize("task", ["saxpy", "heat2d"])
+@pytest.mark.slow
 def test_seed_correct_on_first_in_dist_size(task):
     size = load_task(task).size_set("in-dist")[0]
     ev = evaluate(task, None, backend="sim", sizes=[size], n_warmup=1, n_measure=1)
@@ -42,6 +43,7 @@ def test_seed_correct_on_first_in_dist_size(task):
     assert ev.sizes[0].label == size.label
 
 
+@pytest.mark.slow
 def test_unwritten_output_is_caught():
     # Skips the last 8 elements: whatever the buffer held must not pass.
     ev = run_smoke("saxpy", saxpy("if (i + 8 < N) y_out[i] = a * x[i] + y[i];"))
@@ -50,6 +52,7 @@ def test_unwritten_output_is_caught():
     assert "8 element(s) of y never written" in ev.fail_reason
 
 
+@pytest.mark.slow
 def test_mutated_input_is_caught():
     body = ("y_out[i] = a * x[i] + y[i];\n"
             "const_cast<device float*>(x)[i] = x[i] * 1.0001f;")
@@ -59,12 +62,14 @@ def test_mutated_input_is_caught():
     assert "input mutated: x" in ev.fail_reason
 
 
+@pytest.mark.slow
 def test_nan_output_fails_even_against_nan_unsafe_comparison():
     ev = run_smoke("saxpy", saxpy("y_out[i] = NAN;"))
     assert not ev.correct
     assert ev.sizes[0].error == float("inf")
 
 
+@pytest.mark.slow
 def test_zero_output_fails():
     ev = run_smoke("saxpy", saxpy("y_out[i] = 0.0f;"))
     assert not ev.correct and "correctness failed" in ev.fail_reason
@@ -78,6 +83,7 @@ def test_compile_error_points_at_candidate_line():
     assert f"bad.metal:{line}:" in ev.fail_reason
 
 
+@pytest.mark.slow
 def test_hang_becomes_a_timeout_verdict():
     src = saxpy("while (x[i] == x[i]) { y_out[i] += 1.0f; }")
     ev = run_smoke("saxpy", src, timeout=15)
@@ -121,6 +127,7 @@ def test_sizes_record_their_timer_noise_and_kernel_breakdown():
     assert ev.noise == pytest.approx(size.noise)   # one scored size: S's noise is its noise
 
 
+@pytest.mark.slow
 def test_wall_timer_on_request_reports_its_repeats_and_floor():
     ev = evaluate("saxpy", None, backend="sim", size_set="smoke", n_measure=2, timer="wall")
     assert ev.correct, ev.fail_reason and ev.timer == "wall"
@@ -134,6 +141,7 @@ def test_unknown_timer_is_refused_before_any_run():
         evaluate("saxpy", None, backend="sim", size_set="smoke", timer="stopwatch")
 
 
+@pytest.mark.slow
 def test_score_is_over_in_dist_sizes_and_phi_over_held_out():
     task = load_task("saxpy")
     smoke, first = task.size_set("smoke")[0], task.size_set("in-dist")[0]

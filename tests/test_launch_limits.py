@@ -197,6 +197,7 @@ def tgmem_spec(dialect, nbytes, name="k", spec_class=KernelSpec, **kw):
     ("cuda", 49152, "kernel big: shared memory per block = 49168 bytes (static and dynamic, "
                     "without opt-in) exceeds CUDA's limit of 49152 bytes"),
 ])
+@pytest.mark.slow
 def test_sim_threadgroup_memory(sims, dialect, limit, message):
     with pytest.raises(KernelFault) as e:
         sim_run(sims[dialect], tgmem_spec(dialect, limit + 16, "big"), (1, 1, 1), (1, 1, 1))
@@ -205,6 +206,7 @@ def test_sim_threadgroup_memory(sims, dialect, limit, message):
 
 
 @needs_sim
+@pytest.mark.slow
 def test_sim_cuda_dynamic_shared_memory_opt_in(sims):
     @dataclass(frozen=True)
     class Spec(KernelSpec):

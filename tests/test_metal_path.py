@@ -95,6 +95,7 @@ def test_metal_errors_are_classified():
 
 
 @pytest.mark.parametrize("task_name", __import__("mlxsci.task", fromlist=["task_names"]).task_names())
+@pytest.mark.slow
 def test_one_metal_variant_per_kernel(task_name):
     """Per-step scalars are 0-d inputs, never source or template changes: the
     whole pipeline of every task compiles exactly one variant per kernel."""

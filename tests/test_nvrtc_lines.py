@@ -238,6 +238,7 @@ def test_inf_is_undefined_as_on_mlx_0324(sim):
     assert e.value.line == 21 and "inf" in e.value.message
 
 
+@pytest.mark.slow
 def test_numeric_limits_infinity_compiles(sim):
     out = run_one(sim, "int i = threadIdx.x;\n"
                        "o[i] = x[i] < cuda::std::numeric_limits<float>::infinity() ? 1.0f : 0.0f;")

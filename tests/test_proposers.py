@@ -3,7 +3,6 @@ the offline autotuner, replay, routing and prices."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +65,7 @@ def proposer_for(fake, api, model, url_attr, **kw):
 # --- LLM proposers against the fake server ---------------------------------------
 
 @pytest.mark.parametrize("api,model,url_attr", APIS)
+@pytest.mark.slow
 def test_success_captures_text_usage_cost_reasoning(fake, api, model, url_attr):
     fake.script(ok(SAXPY_ANSWER, reasoning="VEC=4 amortises index math.",
                    input_tokens=2000, output_tokens=1000))
@@ -119,10 +119,11 @@ def test_persistent_server_error_becomes_proposal_error(fake, api, model, url_at
 
 @pytest.mark.parametrize("api,model,url_attr", APIS)
 def test_timeout_becomes_proposal_error_after_retries(fake, api, model, url_attr):
+    # The server answers each request only after 3 s: an APITimeoutError after
+    # two requests means each attempt gave up before its answer came (how long
+    # that took depends on the machine's load, so it is not asserted).
     fake.script(slow(3.0, times=None))
-    t0 = time.monotonic()
     r = proposer_for(fake, api, model, url_attr, timeout_s=0.25, max_retries=1).propose(ctx_for())
-    assert time.monotonic() - t0 < 2.5
     assert r.text is None and r.error.startswith("APITimeoutError")
     assert len(fake.requests) == 2
 

@@ -26,6 +26,7 @@ def test_the_section_has_examples_and_they_use_the_simulator():
         assert all(b == '"sim"' for b in re.findall(r"backend=([^,)\s]+)", block)), block
 
 
+@pytest.mark.slow
 def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     shutil.copytree(ROOT / "examples", tmp_path / "examples",
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,8 +1,11 @@
 """Reports and sweeps from real offline searches (autotune on the simulator).
 
-Two real runs (saxpy, heat2d) are made once per module; the outcome labels
-are exercised on copies of the real saxpy run whose summary.json numbers are
-edited, so every other file in those directories is what a search wrote.
+The real runs are the committed samples in bench/results/runs (saxpy, heat2d:
+what `python -m mlxsci.sweep` wrote), copied once per module so no test can
+change them; the outcome labels are exercised on copies of the real saxpy run
+whose summary.json numbers are edited, so every other file in those
+directories is what a search wrote. One slow test makes a fresh run, so a
+change to what a search writes cannot hide behind the committed samples.
 """
 import csv
 import io
@@ -20,19 +23,18 @@ from mlxsci.report import (details_table, load_runs, main_table, outcome_label, 
 from mlxsci.verdicts import NOISE_FLOOR
 
 ROOT = Path(__file__).resolve().parents[1]
-ITERATIONS = 2
+SAMPLE_RUNS = ROOT / "bench" / "results" / "runs"
+# The committed sample runs' length (each was asked for this many iterations).
+ITERATIONS = json.loads((SAMPLE_RUNS / "saxpy_autotune" / "run.json").read_text())["iterations"]
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
-    """{task: run dir} of real autotune searches on the simulator."""
-    from mlxsci.search import run
+    """{task: run dir} of real autotune searches on the simulator: copies of
+    the committed sample runs (a sweep's folder, index.json included)."""
     base = tmp_path_factory.mktemp("real")
-    dirs = {}
-    for task in ("saxpy", "heat2d"):
-        dirs[task] = base / "runs" / f"{task}_autotune"
-        run(task, "autotune", iterations=ITERATIONS, backend="sim", out=dirs[task])
-    return dirs
+    shutil.copytree(SAMPLE_RUNS, base / "runs")
+    return {task: base / "runs" / f"{task}_autotune" for task in ("saxpy", "heat2d")}
 
 
 def edit_copy(src: Path, dst: Path, **changes) -> Path:
@@ -152,6 +154,22 @@ def test_every_label_in_main_table(crafted, label):
                                                       "held-out failure"))
 
 
+@pytest.mark.slow
+def test_a_fresh_run_reads_like_the_samples(real, tmp_path):
+    """The other tests read the committed samples; a search run now must write
+    everything they read, or the samples no longer stand for one."""
+    from mlxsci.search import run
+    run("saxpy", "autotune", iterations=1, backend="sim", out=tmp_path / "fresh")
+    sample = json.loads((real["saxpy"] / "summary.json").read_text())
+    fresh = json.loads((tmp_path / "fresh" / "summary.json").read_text())
+    assert set(sample) <= set(fresh), sorted(set(sample) - set(fresh))
+    assert set(sample["history"][1]) <= set(fresh["history"][1])
+    for table in (main_table, details_table):
+        (from_sample,), (from_fresh,) = (table(load_runs([d])) for d in (real["saxpy"],
+                                                                            tmp_path / "fresh"))
+        assert list(from_sample) == list(from_fresh)
+
+
 def test_real_runs_main_table(real):
     runs = load_runs([real["saxpy"].parent])
     assert [r["task"] for r in runs] == ["heat2d", "saxpy"]
@@ -199,12 +217,13 @@ def test_formats(crafted, real):
         render(rows, "html")
 
 
+@pytest.mark.slow
 def test_details_table(real, crafted, tmp_path):
     # Mark iterations of a copied run as a compile failure and a wrong result,
     # and add a skipped one, as the search would have recorded them.
     d = edit_copy(crafted["flat"], tmp_path / "details")
     summary = json.loads((d / "summary.json").read_text())
-    hist = summary["history"]
+    hist = summary["history"][:3]          # the seed and two iterations
     hist[1].update(compile_ok=False, correct=False, score=None, is_new_best=False)
     hist[2].update(compile_ok=True, correct=False, score=None, is_new_best=False)
     hist.append({**hist[2], "iteration": 3, "role": "skipped", "source_path": None})
@@ -267,6 +286,7 @@ def _plots_ok(folder: Path) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_plots(real, crafted, tmp_path):
     runs = load_runs([real["saxpy"].parent, crafted["held-out failure"]])
     paths = write_plots(runs, tmp_path / "plots")
@@ -274,6 +294,7 @@ def test_plots(real, crafted, tmp_path):
     _plots_ok(tmp_path / "plots")
 
 
+@pytest.mark.slow
 def test_plots_without_cached_roofline(real, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(report, "_cached_roofline", lambda backend, device: (None, None))
     write_plots(load_runs([real["saxpy"].parent]), tmp_path / "plots")
@@ -281,6 +302,7 @@ def test_plots_without_cached_roofline(real, tmp_path, monkeypatch, capsys):
     assert "no cached roofline" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_plots(real, tmp_path):
     out = CliRunner().invoke(report.main, [str(real["saxpy"].parent), "--plots",
                                            str(tmp_path / "p")])

@@ -155,6 +155,7 @@ def test_read_probe_counts_only_where_copy_cannot_fill_the_gpu():
     assert roof.bw(64 * mib) == 310.0
 
 
+@pytest.mark.slow
 def test_real_sim_measurement_covers_every_working_set():
     be = SimBackend(dialect="metal")
     roof = measure(be)

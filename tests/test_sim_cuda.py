@@ -30,6 +30,7 @@ def test_dialect_must_match(backend):
         backend.kernel(KernelSpec("k", (), ("o",), "o[0] = 1;"))
 
 
+@pytest.mark.slow
 def test_saxpy_scalars_are_pointers(backend):
     src = """
         uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -43,6 +44,7 @@ def test_saxpy_scalars_are_pointers(backend):
     np.testing.assert_array_equal(np.asarray(o), 2 * np.arange(1000) + 1)
 
 
+@pytest.mark.slow
 def test_whole_blocks_are_launched(backend):
     # 100 threads requested in blocks of 64: 128 run; the count says so.
     k = make(backend, "count", [], ["n"], "atomicAdd(&n[0], 1);")
@@ -59,6 +61,7 @@ def test_whole_blocks_are_launched(backend):
     assert "block" in e.value.message
 
 
+@pytest.mark.slow
 def test_indices_on_a_3d_launch(backend):
     src = """
         uint32_t gx = blockIdx.x * blockDim.x + threadIdx.x;
@@ -84,6 +87,7 @@ def test_indices_on_a_3d_launch(backend):
     np.testing.assert_array_equal(np.asarray(o), want)
 
 
+@pytest.mark.slow
 def test_shared_tile_reverse_with_syncthreads(backend):
     src = """
         __shared__ float tile[64];
@@ -100,6 +104,7 @@ def test_shared_tile_reverse_with_syncthreads(backend):
     np.testing.assert_array_equal(np.asarray(o), np.arange(256).reshape(4, 64)[:, ::-1].reshape(-1))
 
 
+@pytest.mark.slow
 def test_dynamic_shared_memory(backend):
     @dataclass(frozen=True)
     class Spec(KernelSpec):
@@ -241,6 +246,7 @@ __device__ int warp_sum(int v) {
 
 
 @pytest.mark.parametrize("name", list(WARP_OPS))
+@pytest.mark.slow
 def test_warp_function_matches_model(warp_results, name):
     x, o = warp_results
     got = o[list(WARP_OPS).index(name)]
@@ -257,6 +263,7 @@ def test_warp_function_matches_model(warp_results, name):
 
 
 # ---------------------------------------------------------------- atomics, cg, types
+@pytest.mark.slow
 def test_atomics_from_many_threads(backend):
     src = """
         uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -283,6 +290,7 @@ def test_atomics_from_many_threads(backend):
     assert cas[0] == 1 and bits[0] == 0xFFFFFFFF and sub[0] == -2000
 
 
+@pytest.mark.slow
 def test_cooperative_groups_thread_rank(backend):
     src = """
         auto grid = cg::this_grid();
@@ -300,6 +308,7 @@ def test_cooperative_groups_thread_rank(backend):
     np.testing.assert_array_equal(np.asarray(lin), (np.arange(96) % 16) * 1000 + 16)
 
 
+@pytest.mark.slow
 def test_vector_types_and_half(backend):
     src = """
         uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -323,6 +332,7 @@ def test_vector_types_and_half(backend):
     np.testing.assert_array_equal(np.asarray(ho), (h.astype(np.float32) * 2 + 0.5).astype(np.float16))
 
 
+@pytest.mark.slow
 def test_vector_types_have_no_arithmetic(backend):
     k = make(backend, "vecadd", [], ["o"], "float4 a = make_float4(1, 2, 3, 4);\nfloat4 b = a + a;\no[0] = b.x;",
              source_file="cand.cu", body_line=20)
@@ -332,6 +342,7 @@ def test_vector_types_have_no_arithmetic(backend):
     assert e.value.line == 21
 
 
+@pytest.mark.slow
 def test_template_params_shapes_and_math(backend):
     src = """
         int i = threadIdx.x + blockIdx.x * blockDim.x;
@@ -356,6 +367,7 @@ def test_template_params_shapes_and_math(backend):
                                rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_zero_d_input_named_in_the_source_is_refused(backend):
     # `s_shape` occurs in the body: MLX passes the argument, the signature has no parameter.
     k = make(backend, "quirk", ["x", "s"], ["o"], "// s_shape unused\no[0] = x[0] * s[0];")
@@ -366,6 +378,7 @@ def test_zero_d_input_named_in_the_source_is_refused(backend):
 
 
 # ---------------------------------------------------------------- diagnostics
+@pytest.mark.slow
 def test_compile_error_maps_to_candidate_lines(backend):
     k = make(backend, "cerr", [], ["o"], "int i = threadIdx.x;\no[i] = undefined_name;",
              source_file="cand.cu", body_line=40)
@@ -399,6 +412,7 @@ def test_barrier_divergence_early_return(backend):
     assert e.value.details["n_done"] == 24
 
 
+@pytest.mark.slow
 def test_timeout():
     be = SimBackend(dialect="cuda", launch_timeout_s=0.5)
     k = be.kernel(KernelSpec("spin", ("n",), ("o",), "int k = 0; while (n[0] > 0) { k++; } o[0] = k;",

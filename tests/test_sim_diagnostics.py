@@ -93,6 +93,7 @@ def test_barrier_divergence_different_call_sites(backend):
     assert sorted(e.value.details["lines"]) == [6, 7]
 
 
+@pytest.mark.slow
 def test_infinite_loop_times_out_and_process_survives():
     be = SimBackend(launch_timeout_s=0.5)
     k = be.kernel(KernelSpec("spin", (), ("out",),
@@ -142,6 +143,7 @@ def test_input_writes_reach_the_callers_array(backend):
     np.testing.assert_array_equal(np.asarray(x), np.arange(64) + 100)
 
 
+@pytest.mark.slow
 def test_crashes_are_reported_and_the_next_launch_works(backend):
     # null dereference through a pointer the compiler cannot see
     k = backend.kernel(KernelSpec("nullp", ("z",), ("out",),
@@ -185,6 +187,7 @@ def test_diagnostics_are_deterministic(backend):
     assert msgs[0] == msgs[1] and "out_of_bounds" in msgs[0]
 
 
+@pytest.mark.slow
 def test_host_signal_handlers_are_restored():
     import signal
     import time

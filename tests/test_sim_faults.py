@@ -63,6 +63,7 @@ def shared_overflow(backend, offset):
 
 
 @pytest.mark.parametrize("offset, index", [(1, 32), (40, 40), (100000, 100000)])
+@pytest.mark.slow
 def test_shared_array_overflow_names_array_index_and_bound(backend, offset, index):
     e = run(backend, f"tg_oob_{offset}", shared_overflow(backend, offset))
     assert isinstance(e, KernelFault) and e.kind == "out_of_bounds"
@@ -72,6 +73,7 @@ def test_shared_array_overflow_names_array_index_and_bound(backend, offset, inde
     assert f"of {WORDS[backend.dialect]['group']} (" in e.message   # which thread did it
 
 
+@pytest.mark.slow
 def test_shared_array_within_bound_passes(backend):
     out = run(backend, "tg_ok", shared_overflow(backend, 0))
     assert isinstance(out, np.ndarray)
@@ -84,6 +86,7 @@ def misaligned(backend, offset):
                       f"if (i < {N // 4 - 1}) p[i] = {w['one4']};"])
 
 
+@pytest.mark.slow
 def test_misaligned_vector_access_names_buffer_offset_alignment(backend):
     e = run(backend, "misaligned", misaligned(backend, 1))
     assert isinstance(e, KernelFault) and e.kind == "misaligned"
@@ -92,6 +95,7 @@ def test_misaligned_vector_access_names_buffer_offset_alignment(backend):
     assert (e.details["buffer"], e.details["byte_offset"], e.details["alignment"]) == ("out", 4, 16)
 
 
+@pytest.mark.slow
 def test_aligned_vector_access_passes(backend):
     out = run(backend, "aligned", misaligned(backend, 4))
     assert isinstance(out, np.ndarray)
@@ -106,6 +110,7 @@ def far_write(backend, offset):
 
 
 @pytest.mark.parametrize("offset", [N, 4096, 10_000_000])
+@pytest.mark.slow
 def test_out_of_bounds_at_any_distance_names_buffer_and_element(backend, offset):
     e = run(backend, f"far_{offset}", far_write(backend, offset))
     assert isinstance(e, KernelFault) and e.kind == "out_of_bounds"
@@ -113,6 +118,7 @@ def test_out_of_bounds_at_any_distance_names_buffer_and_element(backend, offset)
     assert f"output 'out' at element {offset}" in e.message
 
 
+@pytest.mark.slow
 def test_in_bounds_write_passes(backend):
     out = run(backend, "near_ok", far_write(backend, 0))
     np.testing.assert_array_equal(out, np.ones(N, np.float32))
@@ -146,6 +152,7 @@ INDEX_FROM_UNWRITTEN = {
 }
 
 
+@pytest.mark.slow
 def test_index_read_from_unwritten_shared_memory_is_named(backend):
     src = INDEX_FROM_UNWRITTEN[backend.dialect]
     e = run(backend, "idx_unwritten", src.replace("WRITER", "100000"))

@@ -37,6 +37,7 @@ def run(backend, body, inputs, output_shapes, output_dtypes, grid, threadgroup, 
     return [np.array(o.astype(mx.float32)) if o.dtype == mx.bfloat16 else np.array(o) for o in outs]
 
 
+@pytest.mark.slow
 def test_vector_constructors_swizzles_and_conversions(backend):
     x = (np.arange(64, dtype=np.float32) * 0.37 - 5).astype(np.float32)
     body = """
@@ -99,6 +100,7 @@ def test_half_buffers_round_like_numpy(backend):
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
 
 
+@pytest.mark.slow
 def test_bfloat16_buffers(backend):
     x = mx.array(np.linspace(-2, 2, 64).astype(np.float32)).astype(mx.bfloat16)
     body = """
@@ -115,6 +117,7 @@ def test_bfloat16_buffers(backend):
     np.testing.assert_array_equal(outf, xf * 3)
 
 
+@pytest.mark.slow
 def test_device_atomics_int(backend):
     n = 1000
     body = """
@@ -132,6 +135,7 @@ def test_device_atomics_int(backend):
     assert out.tolist() == want
 
 
+@pytest.mark.slow
 def test_device_atomics_float_and_uint(backend):
     x = np.linspace(0, 1, 512).astype(np.float32)
     body = """
@@ -156,6 +160,7 @@ def test_device_atomics_float_and_uint(backend):
     assert c[0] == 300 and c[1] == 299 and 100 <= c[2] < 400
 
 
+@pytest.mark.slow
 def test_threadgroup_atomics_and_arrays(backend):
     x = np.random.default_rng(1).uniform(0, 1, 256).astype(np.float32)
     body = """
@@ -184,6 +189,7 @@ def test_threadgroup_atomics_and_arrays(backend):
     assert counts.tolist() == (g > 0.5).sum(1).tolist()
 
 
+@pytest.mark.slow
 def test_threadgroup_vector_arrays_and_2d_tiles(backend):
     x = np.arange(16 * 16, dtype=np.float32).reshape(16, 16)
     body = """

@@ -92,6 +92,7 @@ def test_metal_program_scope_constant_runs(metal, decl):
     np.testing.assert_array_equal(out, X * 3)
 
 
+@pytest.mark.slow
 def test_metal_function_scope_static_is_rejected_and_a_constant_table_runs(metal):
     body = TID + "static const float W[2] = {1.0f, 2.0f};\nout[i] = x[i] * W[i % 2];\n"
     e = rejected(metal, body)
@@ -101,6 +102,7 @@ def test_metal_function_scope_static_is_rejected_and_a_constant_table_runs(metal
 
 
 # -- pointers and references name their address space (MSL 4) --
+@pytest.mark.slow
 def test_metal_pointer_without_address_space_is_rejected(metal):
     e = rejected(metal, TID + "float* o = out;\no[i] = x[i];\n")
     assert "pointer type must have explicit address space qualifier" in e.message, e
@@ -220,6 +222,7 @@ def test_cuda_host_standard_header_is_rejected(cuda, header):
     assert "cannot open source file" in e.message and e.line == HEADER_LINE + 1, e
 
 
+@pytest.mark.slow
 def test_cuda_device_headers_and_builtins_run(cuda):
     # cuda::std::numeric_limits comes with MLX's default utils.cuh include.
     header = "#include <cuda_fp16.h>\n#include <cooperative_groups.h>\n"
@@ -234,12 +237,14 @@ def test_cuda_std_namespace_is_rejected(cuda, call):
     assert 'namespace "std" has no member' in e.message and e.line == BODY_LINE + 2, e
 
 
+@pytest.mark.slow
 def test_cuda_device_math_twin_runs(cuda):
     out = run(cuda, CTID + "float v = x[i];\nout[i] = fminf(v, 1.0f) + sqrtf(v) + fabsf(v) + min(i, 3);\n")
     np.testing.assert_allclose(out, np.minimum(X, 1) + np.sqrt(X) + X + np.minimum(np.arange(64), 3),
                                rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_cuda_host_only_function_is_rejected(cuda):
     body = CTID + "out[i] = twice(x[i]);\n"
     e = rejected(cuda, body, "__host__ float twice(float v) { return 2.0f * v; }\n")
@@ -255,12 +260,14 @@ def test_cuda_host_header_names_are_undefined(cuda, use):
     assert "is undefined" in e.message and e.line == BODY_LINE + 1, e
 
 
+@pytest.mark.slow
 def test_cuda_names_the_candidate_defines_run(cuda):
     header = "#define M_PI 3.14159265358979f\ntypedef unsigned int uint;\n"
     out = run(cuda, CTID + "uint j = i;\nout[j] = x[j] * M_PI;\n", header)
     np.testing.assert_allclose(out, X * np.float32(3.14159265358979), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_cuda_lambdas_are_allowed(cuda):
     out = run(cuda, CTID + "auto sq = [](float v) { return v * v; };\nout[i] = sq(x[i]);\n")
     np.testing.assert_array_equal(out, X * X)
@@ -302,6 +309,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 @pytest.mark.parametrize("task_ref", task_names() + [str(p) for p in sorted(EXAMPLES.glob("*"))
                                                      if (p / "task.py").is_file()])
+@pytest.mark.slow
 def test_every_seed_passes_the_checker(task_ref, dialect):
     task = load_task(task_ref)
     cand = load_candidate(task.seed_path(dialect), dialect)

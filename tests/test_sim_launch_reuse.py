@@ -145,6 +145,7 @@ def test_unwritten_output_never_shows_an_earlier_launch(backend, taken):
         np.testing.assert_array_equal(o, np.full(N, init, dtype=np.float32))
 
 
+@pytest.mark.slow
 def test_template_and_dtype_changes_make_new_variants(backend):
     body = {"metal": "uint i = thread_position_in_grid.x; out[i] = x[i] * K;",
             "cuda": "uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; "

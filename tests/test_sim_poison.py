@@ -93,6 +93,7 @@ def test_metal_tree_reduction_in_a_partial_simdgroup_is_nan(metal):
     assert np.isnan(got[32])
 
 
+@pytest.mark.slow
 def test_metal_tree_reduction_in_a_full_simdgroup_and_simd_sum_are_defined(metal):
     # shuffle_down leaves the upper `delta` lanes' own value (defined), and
     # simd_sum reduces over the active lanes of a partial simdgroup.
@@ -103,6 +104,7 @@ def test_metal_tree_reduction_in_a_full_simdgroup_and_simd_sum_are_defined(metal
     np.testing.assert_array_equal(got, [sum(range(32))] * 32 + [sum(range(32, 40))] * 8)
 
 
+@pytest.mark.slow
 def test_metal_broadcast_from_a_returned_lane_is_nan(metal):
     src = """
         uint g = thread_position_in_grid.x;
@@ -153,6 +155,7 @@ def test_metal_quad_shuffle_reads_only_active_quad_lanes(metal):
     np.testing.assert_array_equal(got[q >= 2], (np.arange(32) ^ 3)[q >= 2])
 
 
+@pytest.mark.slow
 def test_metal_rotate_and_fill_read_inactive_lanes_as_nan(metal):
     # A partial simdgroup of 8 lanes: rotate_down(1) on lane 7 wraps to lane 0
     # (active); shuffle_and_fill_down(…, 1) on lane 7 takes filling of lane 8
@@ -170,6 +173,7 @@ def test_metal_rotate_and_fill_read_inactive_lanes_as_nan(metal):
 
 
 # ---------------------------------------------------------------- CUDA warps
+@pytest.mark.slow
 def test_cuda_shuffle_from_a_lane_not_in_the_mask_is_nan(cuda):
     src = """
         int g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -184,6 +188,7 @@ def test_cuda_shuffle_from_a_lane_not_in_the_mask_is_nan(cuda):
     assert np.all(got[lane >= 16] == -1.0)
 
 
+@pytest.mark.slow
 def test_cuda_shuffle_with_the_full_mask_is_defined(cuda):
     src = """
         int g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -196,6 +201,7 @@ def test_cuda_shuffle_with_the_full_mask_is_defined(cuda):
     np.testing.assert_array_equal(got, np.where(g % 32 < 16, g ^ 16, -1.0))
 
 
+@pytest.mark.slow
 def test_cuda_tree_reduction_in_a_partial_warp(cuda):
     # A block of 40 threads: warp 1 has lanes 0..7. Reading lanes 8..31 is
     # undefined (poison); guarding the sum by the warp's real size is the fix.
@@ -222,6 +228,7 @@ def test_cuda_tree_reduction_in_a_partial_warp(cuda):
     assert got[0] == sum(range(32)) and got[32] == sum(range(32, 40))
 
 
+@pytest.mark.slow
 def test_cuda_shuffle_from_an_exited_lane(cuda):
     wrong = """
         int g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -240,6 +247,7 @@ def test_cuda_shuffle_from_an_exited_lane(cuda):
     np.testing.assert_array_equal(got, [-1 if i == 5 else 5 for i in range(32)])
 
 
+@pytest.mark.slow
 def test_cuda_up_down_keep_their_own_value_at_the_segment_edge(cuda):
     # Defined by the guide: lower/upper `delta` lanes of each width segment are unchanged.
     src = """
@@ -276,6 +284,7 @@ TG_CUDA = """
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow
 def test_unwritten_threadgroup_memory_is_nan(metal, cuda, dialect):
     backend, src = (metal, TG_METAL) if dialect == "metal" else (cuda, TG_CUDA)
     got = run(backend, f"poison_tg_{dialect}", src.format(cond="l % 2 == 0"), 64, 32)
@@ -286,6 +295,7 @@ def test_unwritten_threadgroup_memory_is_nan(metal, cuda, dialect):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow
 def test_written_threadgroup_memory_is_defined(metal, cuda, dialect):
     backend, src = (metal, TG_METAL) if dialect == "metal" else (cuda, TG_CUDA)
     got = run(backend, f"poison_tg_ok_{dialect}", src.format(cond="true"), 64, 32)

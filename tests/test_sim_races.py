@@ -136,6 +136,7 @@ def test_twin_with_the_barrier_is_the_same_under_both_schedules(dialect, with_si
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow
 def test_race_between_groups_through_a_device_buffer_shows_when_reversed(dialect):
     src = METAL_GLOBAL if dialect == "metal" else CUDA_GLOBAL
     np.testing.assert_array_equal(run(dialect, src, FORWARD, "race_global"), WANT_GLOBAL)

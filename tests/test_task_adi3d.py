@@ -11,6 +11,7 @@ TASK = load_task("adi3d")
 
 @pytest.mark.parametrize("label, max_ref", [("64x64x64x20", 0.744), ("96x96x96x15", 0.899),
                                             ("128x128x128x10", 0.960)])
+@pytest.mark.slow
 def test_reference_max_matches_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("in-dist") if s.label == label]
     out = ref.solve(TASK.make_inputs(size.params), size.params)

@@ -17,6 +17,7 @@ def solve(size):
 @pytest.mark.parametrize("label, max_ref", [
     ("64x64x64x30", 0.400), ("160x160x160x20", 0.608), ("192x192x192x15", 0.832),
     ("128x128x128x20", 0.428)])
+@pytest.mark.slow
 def test_max_ref_and_tolerance_match_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("all") if s.label == label]
     ref = solve(size)

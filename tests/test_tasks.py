@@ -7,6 +7,7 @@ from mlxsci.task import task_names
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 @pytest.mark.parametrize("task", task_names())
+@pytest.mark.slow
 def test_seed_passes_smoke_on_simulator(task, dialect):
     ev = evaluate(task, None, backend="sim", size_set="smoke", n_warmup=1, n_measure=1,
                   dialect=dialect)

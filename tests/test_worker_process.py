@@ -67,6 +67,7 @@ def run_sizes(source: str, dialect: str, **kw):
 
 
 # ------------------------------------------------------------ real kernels
+@pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(dialect):
     ev = run_sizes(saxpy_with_fault(dialect, EXIT), dialect)
@@ -79,6 +80,7 @@ def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(dialect)
     assert "exit code 3" in second.fail_reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_the_same_kernel_without_the_crash_passes_every_size(dialect):
     ev = run_sizes(saxpy_with_fault(dialect, EXIT, at=7), dialect)   # no size has N == 7
@@ -164,6 +166,7 @@ def test_a_death_at_the_second_size_keeps_the_first_and_hands_over_no_third(stan
     assert len({h["pid"] for h in standin()}) == 1   # both sizes in one process
 
 
+@pytest.mark.slow   # waits out a time limit
 def test_a_hang_times_out_that_size_only(standin):
     started = time.monotonic()
     answers = run_acts(["ok", "hang", "ok"], timeout=2.0)
@@ -173,6 +176,7 @@ def test_a_hang_times_out_that_size_only(standin):
     assert [h["act"] for h in standin()] == ["ok", "hang"]
 
 
+@pytest.mark.slow   # waits out a time limit
 def test_each_size_has_its_own_time_limit(standin):
     # 3 s in all, 1.5 s each: within a 2.5 s limit per size.
     answers = run_acts(["slow", "slow"], timeout=2.5)
@@ -193,6 +197,7 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
     assert len({h["pid"] for h in standin()}) == 2
 
 
+@pytest.mark.slow   # waits out a time limit
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
     # (the module by name: the package's `evaluate` attribute is the function)
     monkeypatch.setattr(sys.modules["mlxsci.evaluate"], "CLOSE_GRACE_SECONDS", 0.5)
