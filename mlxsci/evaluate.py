@@ -124,6 +124,13 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
 
 
+def new_job_dir(job: dict) -> Path:
+    """A fresh folder holding job.json, for a worker to run."""
+    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-"))
+    (jobdir / "job.json").write_text(json.dumps(job))
+    return jobdir
+
+
 def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = None
                ) -> tuple[dict | None, Path, str]:
     """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
@@ -131,8 +138,7 @@ def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = Non
     sanitize: (tool, compute-sanitizer executable) to run the worker under
     NVIDIA's compute-sanitizer (mlxsci.sanitizer); a kernel fault it reports
     is returned as the result's error, whatever the worker itself wrote."""
-    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-"))
-    (jobdir / "job.json").write_text(json.dumps(job))
+    jobdir = new_job_dir(job)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
     if sanitize:
@@ -200,8 +206,7 @@ class CandidateWorker:
         self.status = os.fdopen(read_end, "rb", buffering=0)
 
     def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
-        jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-"))
-        (jobdir / "job.json").write_text(json.dumps(job))
+        jobdir = new_job_dir(job)
         if self.ended:
             return None, jobdir, f"the worker ended at an earlier size: {self.ended}"
         if self.proc is None:

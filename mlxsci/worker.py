@@ -152,6 +152,12 @@ def warm_up(timer, work: Work, job: dict) -> dict:
                   max_runs=max(extra, cap["max_runs"]), max_seconds=cap["max_seconds"])
 
 
+def job_timer(job: dict, backend, task):
+    """The timer the job asks for, else the backend's own (mlxsci.timers)."""
+    return make_timer(job.get("timer") or default_timer_name(backend.name), backend,
+                      task.kernel_names)
+
+
 def run_job(job: dict, outdir: Path) -> dict:
     timings: dict = {}
     result: dict = {"phase": "setup", "timings": timings}
@@ -161,8 +167,7 @@ def run_job(job: dict, outdir: Path) -> dict:
         params = job["params"]
         backend = get_backend(job["backend"], **job.get("backend_options", {}))
         candidate = parse(job["source"], dialect=backend.dialect, filename=job["filename"])
-        timer = make_timer(job.get("timer") or default_timer_name(backend.name), backend,
-                           task.kernel_names)
+        timer = job_timer(job, backend, task)
 
         result["phase"] = "inputs"
         t = time.perf_counter()
@@ -244,8 +249,7 @@ def run_compare(job: dict, outdir: Path) -> dict:
         task = load_task(job["task"])
         params = job["params"]
         backend = get_backend(job["backend"], **job.get("backend_options", {}))
-        timer = make_timer(job.get("timer") or default_timer_name(backend.name), backend,
-                           task.kernel_names)
+        timer = job_timer(job, backend, task)
         result["phase"] = "inputs"
         inputs, _ = device_inputs(task, params, backend)
         works = []

@@ -248,6 +248,11 @@ def _uninitialised_hint(addr: int) -> str:
     return ""
 
 
+def _access_word(R) -> str:
+    """What a fault's access was: the runtime's is_write 1, 0 or -1 (unknown)."""
+    return {1: "write", 0: "read"}.get(R.is_write, "access")
+
+
 def _to_mx(x):
     import mlx.core as mx
     if isinstance(x, mx.array):
@@ -797,7 +802,7 @@ class SimKernel(Kernel):
         # Farther than this, a stray pointer is likelier than a bad index.
         if R.near_dist > max(64 << 20, 16 * nbytes):
             return None
-        access = {1: "write", 0: "read"}.get(R.is_write, "access")
+        access = _access_word(R)
         if R.near_kind == 1:
             gb, role, name, isz = guards[R.buf]
             what, n = f"{role} '{name}'", gb.nbytes // max(1, isz)
@@ -825,7 +830,7 @@ class SimKernel(Kernel):
         if kind == _K_OOB:
             gb, role, name, isz = guards[R.buf]
             n = gb.nbytes // max(1, isz)
-            access = {1: "write", 0: "read"}.get(R.is_write, "access")
+            access = _access_word(R)
             side = "before the start" if R.elem < 0 else "past the end"
             details.update(buffer=name, role=role, element=int(R.elem), access=access)
             return KernelFault("out_of_bounds",
@@ -833,7 +838,7 @@ class SimKernel(Kernel):
                                f"({side}; valid elements 0..{n - 1}) by {where}", details)
         if kind == _K_TG_OOB:
             what, name = self._tg_array(R)
-            access = {1: "write", 0: "read"}.get(R.is_write, "access")
+            access = _access_word(R)
             elem, bound = int(R.elem), int(R.tg_nelem)
             details.update(buffer=name, role="threadgroup", element=elem, access=access)
             if name == "extern __shared__":
@@ -848,7 +853,7 @@ class SimKernel(Kernel):
             return KernelFault("out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}",
                                details)
         if kind == _K_MISALIGNED:
-            access = {1: "write", 0: "read"}.get(R.is_write, "access")
+            access = _access_word(R)
             size, off = int(R.aux), int(R.elem)
             if R.tg_name:
                 what, name = self._tg_array(R)
@@ -930,7 +935,6 @@ class SimKernel(Kernel):
 class SimBackend(Backend):
     name = "sim"
     eager = True    # a kernel call runs the kernel before it returns
-
 
     def __init__(self, dialect: str = "metal", launch_timeout_s: float = 60.0,
                  stack_size: int = 128 * 1024, force_fibers: bool | None = None):

@@ -346,20 +346,22 @@ def build_library(tu: str, source_file: str = "<candidate>",
             STATS["compiles"] += 1
             if res.returncode == 0:
                 break
-            log = res.stderr + res.stdout
-            if _error_in_kernel_text(named(log), source_file):
+            raw = res.stderr + res.stdout     # cached as is: it names CANDIDATE_FILE
+            log = named(raw)
+            deterministic = _error_in_kernel_text(log, source_file)
+            if deterministic:
                 break
             # The first error is outside the kernel text (system headers, the
             # compiler's own cache): possibly transient, so try once more and
             # never cache it.
         if res.returncode != 0:
             os.unlink(tmp_so)
-            if _error_in_kernel_text(named(log), source_file):
+            if deterministic:
                 fd, tmp_err = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".err.tmp", dir=d)
                 with os.fdopen(fd, "w") as f:
-                    f.write(log)
+                    f.write(raw)
                 os.replace(tmp_err, err)
-            raise parse_compile_error(named(log), source_file)
+            raise parse_compile_error(log, source_file)
         os.replace(tmp_so, so)
         return so
 
