@@ -19,7 +19,7 @@ from mlxsci.backends.sim.rewrite import mask_comments_and_strings, rewrite_metal
 
 RUNTIME = Path(__file__).resolve().parents[1] / "mlxsci" / "backends" / "sim" / "runtime"
 PRELUDE = RUNTIME / "metal_prelude.h"
-FLAGS = ["-std=c++17", "-O2", "-Wno-unknown-attributes", "-flax-vector-conversions=none",
+FLAGS = ["-std=c++17", "-O2", "-mcpu=baseline", "-Wno-unknown-attributes", "-flax-vector-conversions=none",
          "-Xclang", "-ffloat16-excess-precision=none",
          "-Xclang", "-fbfloat16-excess-precision=none", "-fsigned-char", "-ffp-contract=off"]
 
@@ -34,13 +34,25 @@ def _zig() -> list[str]:
 
 def _compile(code: str, out: Path, extra: list[str] = (), target: str | None = None,
              obj: bool = False) -> subprocess.CompletedProcess:
+    """Compile `code` after the prelude to an object (obj) or an executable.
+    The executable is linked as the simulator links kernels (build.LINK_FLAGS'
+    -O2 -mcpu=baseline -nostdlib++), so it reuses the compiler_rt that zig
+    built for them instead of building libc++ (about a minute on 2 cores)."""
+    from mlxsci.backends.sim import build
+    _zig()
     src = out.with_suffix(".cpp")
     src.write_text(f'#include "{PRELUDE}"\n' + code)
-    cmd = _zig() + ["c++", *FLAGS, *extra, "-I", str(RUNTIME / "include")]
+    cmd = ["c++", *FLAGS, *extra, "-I", str(RUNTIME / "include")]
     if target:
         cmd += ["-target", target]
-    cmd += (["-c"] if obj else []) + [str(src), "-o", str(out)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if obj:
+        return build._run_compiler(cmd + ["-c", str(src), "-o", str(out)])
+    o = out.with_suffix(".o")
+    res = build._run_compiler(cmd + ["-c", str(src), "-o", str(o)])
+    if res.returncode != 0:
+        return res
+    link = [f for f in build.LINK_FLAGS if f not in ("-shared", "-Wl,-z,defs")]
+    return build._run_compiler(["c++", *link, str(o), "-o", str(out)])
 
 
 # ---------------------------------------------------------------------------

@@ -144,3 +144,57 @@ def test_evaluate_announces_nothing_on_warm_caches():
     ev = evaluate("saxpy", backend="sim", size_set="smoke", progress=progress.append,
                   announce=announced.append)
     assert ev.correct and progress and announced == []
+
+
+def _run_scaled(backend, scale: float) -> np.ndarray:
+    """A kernel whose text differs by `scale` (a new compile each), run."""
+    src = f"""
+    uint i = thread_position_in_grid.x;
+    if (i >= n) return;
+    out[i] = x[i] * {scale:.1f}f + metal::sqrt(x[i]);
+"""
+    k = backend.kernel(KernelSpec(f"pch_{int(scale)}", ("x", "n"), ("out",), src, "",
+                                  dialect="metal"))
+    x = np.linspace(0.0, 4.0, 50, dtype=np.float32)
+    (o,) = k(inputs=[mx.array(x), 50], output_shapes=[(50,)], output_dtypes=[mx.float32],
+             grid=(64, 1, 1), threadgroup=(32, 1, 1))
+    np.testing.assert_allclose(np.asarray(o), x * scale + np.sqrt(x), rtol=1e-6)
+    return np.asarray(o)
+
+
+def test_kernels_share_one_precompiled_header_per_dialect(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(build.STATS, "pch_builds", 0)
+    backend = SimBackend(dialect="metal", launch_timeout_s=30.0)
+    for scale in (2.0, 3.0, 4.0):
+        _run_scaled(backend, scale)
+    assert build.STATS["pch_builds"] == 1
+    assert len(list(tmp_path.joinpath("sim").glob("pch-*.pch"))) == 1
+
+
+def test_a_refused_precompiled_header_is_dropped_and_the_kernel_still_builds(tmp_path,
+                                                                           monkeypatch):
+    """A PCH clang will not load (here: garbage; in life, a header whose mtime
+    changed) costs a second compile without it, never a failed kernel."""
+    monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
+    backend = SimBackend(dialect="metal", launch_timeout_s=30.0)
+    _run_scaled(backend, 2.0)
+    (pch,) = tmp_path.joinpath("sim").glob("pch-*.pch")
+    pch.write_bytes(b"not a precompiled header")
+    _run_scaled(backend, 5.0)
+    assert not pch.exists() or pch.read_bytes() != b"not a precompiled header"
+    _run_scaled(backend, 6.0)           # and the next one builds it again
+    assert pch.exists() and pch.read_bytes()[:4] == b"CPCH"
+
+
+def test_a_compile_error_reads_the_same_with_the_precompiled_header(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
+    backend = SimBackend(dialect="metal", launch_timeout_s=30.0)
+    _run_scaled(backend, 2.0)           # the PCH exists from here on
+    bad = KernelSpec("pch_bad", ("x", "n"), ("out",), "\n    out[0] = undefined_name;\n", "",
+                     dialect="metal")
+    with pytest.raises(CompileError) as exc:
+        backend.kernel(bad)(inputs=[mx.array(np.ones(4, np.float32)), 4],
+                            output_shapes=[(4,)], output_dtypes=[mx.float32],
+                            grid=(4, 1, 1), threadgroup=(4, 1, 1))
+    assert "undefined_name" in str(exc.value)

@@ -53,8 +53,10 @@ RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
 # -mcpu=baseline and -ffp-contract=off: zig targets the host CPU by default and
 # clang then fuses a*b+c where the CPU has FMA, so results would depend on the
 # machine; the simulator must give the same bits everywhere.
+# -g0: nothing reads the kernels' debug info (faults are located by the
+# runtime's own records), and writing it was a tenth of a compile.
 CXX_FLAGS = (
-    "-O2", "-std=c++17", "-mcpu=baseline", "-ffp-contract=off", "-fPIC", "-fvisibility=hidden",
+    "-O2", "-g0", "-std=c++17", "-mcpu=baseline", "-ffp-contract=off", "-fPIC", "-fvisibility=hidden",
     "-Wno-unknown-attributes", "-Wno-ignored-attributes", "-Wno-duplicate-decl-specifier", "-Wno-gnu-zero-variadic-macro-arguments",
     "-fno-strict-aliasing", "-fno-threadsafe-statics", "-fno-exceptions", "-fno-rtti",
     "-fno-omit-frame-pointer", "-fno-finite-loops", "-fstack-clash-protection", "-fsigned-char", "-flax-vector-conversions=none",
@@ -69,7 +71,7 @@ LINK_FLAGS = ("-O2", "-mcpu=baseline", "-nostdlib++", "-shared") + (
     () if sys.platform == "darwin" else ("-Wl,-z,defs",))
 
 # Counters a test (or a curious user) can read.
-STATS = {"compiles": 0, "runtime_compiles": 0, "cache_hits": 0, "loads": 0}
+STATS = {"compiles": 0, "runtime_compiles": 0, "pch_builds": 0, "cache_hits": 0, "loads": 0}
 
 _lock = threading.RLock()
 _loaded: dict[str, ctypes.CDLL] = {}
@@ -293,14 +295,79 @@ def _error_in_kernel_text(log: str, source_file: str) -> bool:
     return "undefined symbol" in log
 
 
+# Precompiled headers. Parsing the TU's leading #include lines (the runtime
+# headers, the prelude and the C++ headers they pull in) is most of a kernel's
+# compile: 0.25 of 0.35 s in Metal, 0.4 of 0.55 s in CUDA on a 2-core machine.
+# Those lines are the same for every kernel of a dialect, so they are compiled
+# once into a PCH that every later compile loads (-include-pch); the headers'
+# include guards then skip their #include lines in the TU. The object code is
+# the same as without it (checked with objdump on seed kernels). A PCH that
+# cannot be built or loaded costs nothing but the speed: the compile runs
+# without it.
+_PCH_FAILED: set = set()
+
+
+def _include_prefix(tu: str) -> str:
+    """The TU's leading `#include "..."` lines: the dialect's runtime headers."""
+    lines = []
+    for line in tu.split("\n"):
+        if not line.startswith('#include "'):
+            break
+        lines.append(line)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _pch_path(prefix: str, extra_defines: tuple[str, ...]) -> Path:
+    key = hashlib.sha256("\0".join((runtime_digest(), prefix, *extra_defines)).encode())
+    return cache_dir() / f"pch-{key.hexdigest()[:32]}.pch"
+
+
+def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
+    """The PCH of `tu`'s include prefix, built on first use; None where there
+    is no prefix or building it failed in this process."""
+    prefix = _include_prefix(tu)
+    if not prefix:
+        return None
+    pch = _pch_path(prefix, extra_defines)
+    if pch.exists():
+        return pch
+    if pch in _PCH_FAILED:
+        return None
+    header = pch.with_suffix(".h")
+    fd, tmp_h = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".h.tmp", dir=pch.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(prefix)
+    os.replace(tmp_h, header)
+    fd, tmp = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".pch.tmp", dir=pch.parent)
+    os.close(fd)
+    res = _run_compiler(["c++", *CXX_FLAGS, *extra_defines, "-I", str(INCLUDE_DIR),
+                         "-x", "c++-header", str(header), "-o", tmp])
+    STATS["pch_builds"] += 1
+    if res.returncode != 0:
+        os.unlink(tmp)
+        _PCH_FAILED.add(pch)
+        return None
+    os.replace(tmp, pch)
+    return pch
+
+
+def _pch_refused(log: str, pch: Path) -> bool:
+    """Whether clang refused the PCH itself: a header's mtime changed since it
+    was built (a reinstall with the same contents), or another process removed
+    it for that reason."""
+    return any(w in log for w in ("precompiled header", "precompiled file", "PCH file", str(pch)))
+
+
 def _compile_and_link(cpp: Path, so: Path, extra_defines: tuple[str, ...],
-                      *objects: Path) -> subprocess.CompletedProcess:
-    """Compile the TU to an object (with the C++ headers), then link it with
-    `objects` (the runtime object) without the C++ runtime libraries (see the
-    module's doc). Returns the failing step's result, else the link's."""
+                      *objects: Path, pch: Path | None = None) -> subprocess.CompletedProcess:
+    """Compile the TU to an object (with the C++ headers; with `pch` loaded
+    first when given), then link it with `objects` (the runtime object)
+    without the C++ runtime libraries (see the module's doc). Returns the
+    failing step's result, else the link's."""
     obj = so.with_name(so.name + ".o")    # zig tells inputs apart by extension
     try:
         res = _run_compiler(["c++", *CXX_FLAGS, *extra_defines, "-I", str(INCLUDE_DIR),
+                             *(["-include-pch", str(pch)] if pch else []),
                              "-x", "c++", "-c", str(cpp), "-o", str(obj)])
         if res.returncode != 0:
             return res
@@ -341,12 +408,22 @@ def build_library(tu: str, source_file: str = "<candidate>",
         os.replace(tmp_cpp, cpp)
         fd, tmp_so = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".so.tmp", dir=d)
         os.close(fd)
+        pch = _precompiled_header(tu, extra_defines)
         for attempt in range(2):
-            res = _compile_and_link(cpp, Path(tmp_so), extra_defines, rt)
+            res = _compile_and_link(cpp, Path(tmp_so), extra_defines, rt, pch=pch)
             STATS["compiles"] += 1
             if res.returncode == 0:
                 break
             raw = res.stderr + res.stdout     # cached as is: it names CANDIDATE_FILE
+            if pch is not None and _pch_refused(raw, pch):
+                # Stale or unreadable: drop it and compile this one without.
+                pch.unlink(missing_ok=True)
+                pch = None
+                res = _compile_and_link(cpp, Path(tmp_so), extra_defines, rt)
+                STATS["compiles"] += 1
+                if res.returncode == 0:
+                    break
+                raw = res.stderr + res.stdout
             log = named(raw)
             deterministic = _error_in_kernel_text(log, source_file)
             if deterministic:
