@@ -318,7 +318,9 @@ def _include_prefix(tu: str) -> str:
 
 
 def _pch_path(prefix: str, extra_defines: tuple[str, ...]) -> Path:
-    key = hashlib.sha256("\0".join((runtime_digest(), prefix, *extra_defines)).encode())
+    # zig's path too: the PCH names the C++ headers of the zig that built it.
+    key = hashlib.sha256("\0".join((runtime_digest(), zig_executable(), prefix,
+                                     *extra_defines)).encode())
     return cache_dir() / f"pch-{key.hexdigest()[:32]}.pch"
 
 
