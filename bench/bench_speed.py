@@ -10,7 +10,9 @@
 3. the simulator against the NumPy reference at each task's smallest
    in-distribution size (bench_sim_launch.py, part 2);
 4. with --tiers, the wall time of the fast test tier (`-m "not slow"`) and of
-   the full suite, each with the caches the test session already has.
+   the full suite, each first on empty caches (a fresh $XDG_CACHE_HOME and zig
+   cache, what CI's first session and a new machine see) and then again on
+   the caches that run left (an edit loop's).
 
 Each part is the existing script run as it is; this one only runs them in
 order and collects their output, with the machine's load before each part
@@ -23,6 +25,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,11 +52,12 @@ def load() -> str:
         return "unknown"
 
 
-def run_part(title: str, argv: list[str]) -> tuple[str, float, int]:
+def run_part(title: str, argv: list[str], env: dict | None = None) -> tuple[str, float, int]:
     """(output, wall seconds, exit code) of `python ARGV` in the repository."""
     print(f"== {title} (load {load()})", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
+                          env=env)
     wall = time.perf_counter() - started
     return proc.stdout + proc.stderr, wall, proc.returncode
 
@@ -82,12 +86,19 @@ def main() -> None:
                    f" (load before: {before}; {wall:.0f} s; exit {rc})", "", "```",
                    out.rstrip(), "```", ""]
     if args.tiers:
-        report += ["## test tiers", "", "| tier | load before | result | wall |", "|---|---|---|---|"]
+        report += ["## test tiers", "", "| tier | caches | load before | result | wall |",
+                   "|---|---|---|---|---|"]
         for title, argv in TIERS:
-            before = load()
-            out, wall, rc = run_part(title, argv)
-            failed |= rc != 0
-            report.append(f"| {title} | {before} | {tier_summary(out)} | {wall:.0f} s |")
+            with tempfile.TemporaryDirectory(prefix="mlxsci-bench-tiers-") as tmp:
+                env = {k: v for k, v in os.environ.items() if k != "MLXSCI_CACHE_DIR"}
+                env.update(XDG_CACHE_HOME=str(Path(tmp, "xdg")),
+                           ZIG_GLOBAL_CACHE_DIR=str(Path(tmp, "zig")))
+                for caches in ("empty", "warm"):
+                    before = load()
+                    out, wall, rc = run_part(f"{title}, {caches} caches", argv, env)
+                    failed |= rc != 0
+                    report.append(f"| {title} | {caches} | {before} | {tier_summary(out)} | "
+                                  f"{wall:.0f} s |")
         report.append("")
     text = "\n".join(report)
     print(text)
