@@ -61,16 +61,40 @@ def task_inputs(task: str | os.PathLike | Task, size, *, numpy: bool = False) ->
     return dict(host) if numpy else {k: mx.array(v) for k, v in host.items()}
 
 
+def read_candidate_file(path: str | os.PathLike) -> str:
+    """The text of a candidate file (universal newlines, as Path.read_text).
+    A file that cannot be a kernel source (a directory, unreadable, binary,
+    not UTF-8, empty) raises ValueError naming the file and what it is."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a candidate file (.metal or .cu)")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if b"\0" in data:   # a NUL byte: no kernel source has one
+        raise ValueError(f"{path} is a binary file, not a kernel source (.metal or .cu text)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+                         f"{exc.start}): a candidate is a .metal or .cu text file") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: a candidate holds at least one "
+                         "'//! kernel NAME' section")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _read_source(source) -> tuple[str | None, str | None]:
     """(text, filename): source is None (the seed), candidate text, or a path."""
     if source is None:
         return None, None
     if isinstance(source, os.PathLike):
-        return Path(source).read_text(), str(source)
+        return read_candidate_file(source), str(source)
     if isinstance(source, str) and "\n" not in source and "//!" not in source:
         path = Path(source)
         if path.is_file():
-            return path.read_text(), str(path)
+            return read_candidate_file(path), str(path)
         raise FileNotFoundError(f"{source!r} is neither candidate text (it has no //! kernel "
                                 "line) nor an existing file")
     return source, None

@@ -1,7 +1,10 @@
 """`python -m mlxsci.eval TASK`: evaluate a kernel candidate (the seed by default).
 
 Exit code 0 whenever the evaluation ran, whatever the verdict; 2 for usage
-errors (unknown task, bad --size, unreadable file).
+errors, each a one-line message, found before anything runs: an unknown task
+or a task folder that cannot run (mlxsci.task.check_task), a --size the task
+rejects or this machine's memory cannot hold (mlxsci.task.check_memory), a
+--source that is not a candidate text file (binary, not UTF-8, empty).
 """
 from __future__ import annotations
 
@@ -12,11 +15,12 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from mlxsci.api import read_candidate_file
 from mlxsci.backends import backend_class, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse
 from mlxsci.evaluate import Evaluation, backend_options, dialect_of, evaluate
 from mlxsci.sanitizer import TOOLS as SANITIZER_TOOLS, check_sanitize
-from mlxsci.task import load_task, task_names
+from mlxsci.task import check_memory, check_task, load_task, task_names
 from mlxsci.timers import TIMER_NAMES, check_timer
 
 
@@ -31,6 +35,16 @@ def parse_assignments(text: str | None, what: str) -> dict:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=what)
         out[key.strip()] = value.strip()
     return out
+
+
+# What the two numbers of a result mean, in one line under them.
+S_AND_PHI = ("S = geometric mean of the scored sizes' fractions of the roofline (0 if any "
+             "fails); Phi = the fraction at the held-out size, never part of S")
+
+
+def native_dialect(backend_name: str) -> str:
+    """The dialect a backend runs when none is asked for (metal on the simulator)."""
+    return "cuda" if backend_name == "cuda" else "metal"
 
 
 def fmt(value, spec=".3g"):
@@ -70,6 +84,7 @@ def format_evaluation(ev: Evaluation) -> str:
     lines.append(f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
                  + (f" (noise {100 * ev.noise:.1f}%)" if ev.noise is not None else "")
                  + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else ""))
+    lines.append(S_AND_PHI)
     if ev.fail_reason:
         lines.append(f"fail_reason: {ev.fail_reason}")
     return "\n".join(lines)
@@ -92,15 +107,27 @@ class TaskArgument(click.ParamType):
             return value
         if (Path(value) / "task.py").is_file() or (Path(value).name == "task.py"
                                                   and Path(value).is_file()):
-            try:
-                load_task(value)
-            except Exception as exc:   # a broken task.py is a usage error, said plainly
-                self.fail(f"cannot load the task folder {value!r}: {type(exc).__name__}: {exc}",
-                          param, ctx)
+            try:   # the whole folder, before anything runs (the seed of a dialect: later)
+                check_task(load_task(value))
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
             return value
+        if Path(value).is_dir():
+            self.fail(f"{value!r} is not a task folder: it has no task.py (a task folder "
+                      "holds task.py, reference.py and seed.metal; see examples/conv1d)",
+                      param, ctx)
         self.fail(f"{value!r} is neither a built-in task ({', '.join(task_names())}) nor a "
                   "task folder (a directory holding task.py, reference.py and seed.metal)",
                   param, ctx)
+
+
+def require_seed(task, dialect: str) -> None:
+    """A usage error unless `task` can run from its seed in `dialect` (the
+    dialect a command runs when no candidate file is given): check_task."""
+    try:
+        check_task(task, dialect)
+    except ValueError as exc:
+        raise click.UsageError(str(exc))
 
 
 def check_overrides(task, text, overrides, dialect):
@@ -149,7 +176,7 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
 
     TASK is a built-in task name or the path of a task folder of your own
     (task.py, reference.py, seed.metal; see examples/conv1d)."""
-    t = load_task(task)
+    t = load_task(task)   # TaskArgument checked the task folder
     try:   # before availability: say what --sanitize needs even where CUDA is missing
         check_sanitize(sanitize, resolve_backend_name(backend))
     except ValueError as exc:
@@ -159,8 +186,9 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
                                  "(use --backend sim or auto)", param_hint="--backend")
     sizes = None
     if custom:
-        try:
+        try:   # a size the machine cannot hold is refused before anything is allocated
             sizes = [t.custom_size(parse_assignments(custom, "--size"))]
+            check_memory(t, sizes[0])
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--size")
     overrides = None
@@ -169,7 +197,10 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
             overrides = {k: int(v) for k, v in parse_assignments(params, "--param").items()}
         except ValueError:
             raise click.BadParameter("param values must be integers", param_hint="--param")
-    text = source.read_text() if source else None
+    try:
+        text = read_candidate_file(source) if source else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--source")
     backend_name = resolve_backend_name(backend)
     dialect = dialect or dialect_of(str(source) if source else None)
     try:
@@ -180,12 +211,10 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
         check_timer(timer, backend_name)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timer")
-    if dialect and not t.seed_path(dialect).exists() and text is None:
-        raise click.BadParameter(f"{task} has no {dialect} seed yet; give --source",
-                                 param_hint="--dialect")
+    if text is None:   # the seed runs: the one of the dialect the backend will run
+        require_seed(t, dialect or native_dialect(backend_name))
     if overrides:
-        check_overrides(t, text, overrides, dialect or ("cuda" if backend_name == "cuda"
-                                                        else "metal"))
+        check_overrides(t, text, overrides, dialect or native_dialect(backend_name))
     if size_set is None:
         size_set = "smoke" if backend_name == "sim" else "in-dist"
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))

@@ -30,6 +30,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,9 +38,15 @@ from mlxsci import sanitizer
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, validate
 from mlxsci.reference_store import Reference, get_reference, verdict
-from mlxsci.roofline import Roofline, load_or_measure, metal_sci_ceiling
 from mlxsci.task import Size, Task, load_task
 from mlxsci.timers import check_timer, combined_noise, run_noise
+
+# mlxsci.roofline is a verb (`python -m mlxsci.roofline`), and `import mlxsci`
+# imports this module: importing it here too would put it in sys.modules
+# before runpy runs it as __main__ (a RuntimeWarning on every run), so the
+# functions that need it import it.
+if TYPE_CHECKING:
+    from mlxsci.roofline import Roofline
 
 # (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
 # simulator is deterministic and slow, so it needs fewer runs and more time.
@@ -510,6 +517,7 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
     if out.fraction > 1.0:
         out.flags.append("suspicious")
     if backend_name == "metal":
+        from mlxsci.roofline import metal_sci_ceiling
         gflops, gbps = metal_sci_ceiling(device_name)
         out.metal_sci_fraction = out.achieved / (gbps if task.bound == "bandwidth" else gflops)
     return out
@@ -549,6 +557,7 @@ def _prepare(be, timer_name: str, announce, detail) -> Roofline:
     if be.name == "sim":
         from mlxsci.backends.sim.build import prepare_toolchain
         prepare_toolchain(announce)
+    from mlxsci.roofline import load_or_measure
     return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
 
 

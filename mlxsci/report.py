@@ -39,6 +39,10 @@ Only an improvement beyond the noise is bold in Markdown and LaTeX (a boolean
 in summary.json (same verdicts, its own names) is shown in the details table.
 
 Details table: one row per run (every run, not only the chosen ones).
+`--details` prints it after the main table; CSV holds one table per file, so
+`--format csv --details` needs `--out FILE.csv`: the main table goes to
+FILE.csv and the details to FILE_details.csv (to stdout it is refused with a
+usage error; `--format json` puts both in one document).
 
 `--plots DIR` writes PNG and SVG (matplotlib, Agg): convergence.*
 (best-so-far speedup per iteration, one panel per task, one line per model,
@@ -49,7 +53,8 @@ each task's seed and best at its arithmetic intensity) and fractions.* (per-size
 fraction of the roofline, seed vs best, held-out size included).
 
 Library: load_runs(paths), main_table(runs), details_table(runs),
-render(rows, fmt), outcome_label(summary), write_plots(runs, dir).
+render(rows, fmt), report_text(runs, fmt, details), report_files(runs, fmt,
+details, out), outcome_label(summary), write_plots(runs, dir).
 """
 from __future__ import annotations
 
@@ -85,12 +90,29 @@ def _load_run(run_dir: Path) -> dict | None:
     except FileNotFoundError:
         _warn(f"skipping unfinished run {run_dir} (no summary.json)")
         return None
-    except json.JSONDecodeError as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         _warn(f"skipping {run_dir}: unreadable summary.json ({exc})")
+        return None
+    if not isinstance(summary, dict) or not all(isinstance(summary.get(k), str)
+                                                for k in ("task", "model")):
+        _warn(f"skipping {run_dir}: its summary.json is not a search summary (no task, model)")
         return None
     summary["run_dir"] = str(run_dir)
     summary["_mtime"] = path.stat().st_mtime
     return summary
+
+
+def _index_runs(index: Path) -> list[Path]:
+    """The run directories a sweep's index.json lists; ValueError when the
+    file is not such an index ({"runs": [{"path": ...}, ...]})."""
+    try:
+        entries = json.loads(index.read_text()).get("runs")
+        paths = [index.parent / e["path"] for e in entries]
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError) as exc:
+        raise ValueError(f"{index} is not a sweep index (mlxsci.sweep writes "
+                         f"{{\"runs\": [{{\"path\": ...}}, ...]}}): {type(exc).__name__}: "
+                         f"{exc}") from None
+    return paths
 
 
 def _run_dirs(path: Path) -> list[Path]:
@@ -99,28 +121,32 @@ def _run_dirs(path: Path) -> list[Path]:
         return [path]
     index = path / "index.json"
     if index.exists():
-        entries = json.loads(index.read_text()).get("runs", [])
-        return [path / e["path"] for e in entries]
+        return _index_runs(index)
     found = {p.parent for p in path.rglob("summary.json")}
     found |= {p.parent for p in path.rglob("run.json")}   # unfinished ones, to report them
     # A folder with its own index.json below `path` is read through its index.
     for idx in path.rglob("index.json"):
         inner = idx.parent
-        entries = json.loads(idx.read_text()).get("runs", [])
         found = {d for d in found if inner not in d.parents}
-        found |= {inner / e["path"] for e in entries}
+        found |= set(_index_runs(idx))
     return sorted(found)
 
 
 def load_runs(paths) -> list[dict]:
     """Summaries (plus `run_dir`) of the finished runs at or under `paths`,
-    sorted by task, model and path."""
+    sorted by task, model and path. A path holding no run at all (finished or
+    not), or an index.json that is not a sweep's, raises ValueError."""
     runs, seen = [], set()
     for p in [paths] if isinstance(paths, (str, Path)) else paths:
         p = Path(p)
         if not p.exists():
             raise FileNotFoundError(f"{p} does not exist")
-        for d in _run_dirs(p):
+        dirs = _run_dirs(p)
+        if not dirs:
+            raise ValueError(f"{p} holds no search run (a folder with summary.json or "
+                             "run.json): give run directories, folders holding them, or a "
+                             "sweep folder")
+        for d in dirs:
             key = d.resolve()
             if key in seen:
                 continue
@@ -581,35 +607,85 @@ def write_plots(runs: list[dict], out) -> list[Path]:
 
 # -- command line ----------------------------------------------------------------
 
+CSV_ONE_TABLE = ("CSV holds one table per file: with --details and --format csv give "
+                 "--out FILE.csv (the main table goes there, the details to "
+                 "FILE_details.csv), or use --format json for both in one document")
+
+
 def report_text(runs: list[dict], fmt: str = "md", details: bool = False) -> str:
+    """The main table (and with `details` the details table after it) as one
+    text. CSV has no way to hold two tables, so csv with details is refused
+    (ValueError): render each table to its own file (details_path)."""
     main = main_table(runs)
     if not details:
         return render(main, fmt)
+    if fmt == "csv":
+        raise ValueError(CSV_ONE_TABLE)
     det = details_table(runs)
     if fmt == "json":
         return json.dumps({"main": main, "details": det}, indent=2) + "\n"
     return render(main, fmt) + "\n" + render(det, fmt)
 
 
-@click.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
+def details_path(out: Path) -> Path:
+    """Where the details table goes beside a CSV main table: table.csv -> table_details.csv."""
+    return out.with_name(f"{out.stem}_details{out.suffix}")
+
+
+def report_files(runs: list[dict], fmt: str, details: bool, out: Path) -> dict:
+    """{path: text} of what `--out OUT` writes: one file, or for CSV with
+    details two, one table each."""
+    if fmt == "csv" and details:
+        return {out: render(main_table(runs), "csv"),
+                details_path(out): render(details_table(runs), "csv")}
+    return {out: report_text(runs, fmt, details)}
+
+
+def _write(files: dict) -> None:
+    for path, text in files.items():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except OSError as exc:
+            raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
+                                     param_hint="--out") from None
+        click.echo(f"wrote {path}", err=True)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("runs", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False))
 @click.option("--format", "fmt", default="md", type=click.Choice(FORMATS), show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the table here, not stdout.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the table here, not stdout. CSV holds one table per file: with "
+                   "--details, OUT gets the main table and OUT_details (same suffix) the "
+                   "details.")
 @click.option("--plots", type=click.Path(file_okay=False), help="Write PNG and SVG plots here.")
 @click.option("--details", is_flag=True, help="Add the per-run details table.")
 def main(runs, fmt, out, plots, details):
-    """Tables (and plots) from search run directories or folders holding them."""
-    loaded = load_runs(runs)
+    """Tables (and plots) from search run directories or folders holding them.
+
+    RUNS are run directories, folders holding them, or sweep folders."""
+    if fmt == "csv" and details and out is None:
+        raise click.UsageError(CSV_ONE_TABLE)
+    try:
+        loaded = load_runs(runs)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="RUNS")
     if not loaded:
-        raise click.ClickException("no finished runs (summary.json) found")
-    text = report_text(loaded, fmt, details)
+        raise click.ClickException("no finished runs (summary.json) found: every run there "
+                                   "is unfinished (see the notes above)")
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text)
+        _write(report_files(loaded, fmt, details, out))
     else:
-        click.echo(text, nl=False)
+        click.echo(report_text(loaded, fmt, details), nl=False)
     if plots:
-        for path in write_plots(loaded, plots):
+        try:
+            written = write_plots(loaded, plots)
+        except OSError as exc:
+            raise click.BadParameter(f"cannot write plots to {plots}: {exc.strerror or exc}",
+                                     param_hint="--plots") from None
+        for path in written:
             click.echo(f"wrote {path}", err=True)
 
 

@@ -41,7 +41,7 @@ import numpy as np
 from tabulate import tabulate
 
 from mlxsci import timers
-from mlxsci.backends import get_backend
+from mlxsci.backends import backend_class, get_backend
 from mlxsci.backends.base import Backend
 from mlxsci.cache import atomic_write_json, cache_dir
 from mlxsci.candidate import parse, to_kernel_spec
@@ -395,14 +395,18 @@ def format_table(roof: Roofline) -> str:
     return "\n".join(lines)
 
 
-@click.command()
-@click.option("--backend", default="auto", type=click.Choice(["auto", "metal", "cuda", "sim"]))
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--backend", default="auto", show_default=True,
+              type=click.Choice(["auto", "metal", "cuda", "sim"]))
 @click.option("--timer", default=None, type=click.Choice(list(timers.TIMER_NAMES)),
               help="How probes are timed (default: the backend's own, as for kernels).")
 @click.option("--refresh", is_flag=True, help="Measure again even if a cached result exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the roofline as JSON.")
 def main(backend, timer, refresh, as_json):
     """Show (measuring if needed) the bandwidth and FP32 roofline of a backend."""
+    if backend != "auto" and not backend_class(backend).available():
+        raise click.BadParameter(f"{backend} is not available on this machine "
+                                 "(use --backend sim or auto)", param_hint="--backend")
     be = get_backend(backend)
     try:
         timer = timers.check_timer(timer, be.name)

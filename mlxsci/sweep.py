@@ -99,7 +99,17 @@ def sweep(tasks: list[str], models: list[str], iterations: int, *, backend: str 
     return entries
 
 
-@click.command()
+def split_list(text: str, option: str, noun: str) -> list[str]:
+    """'a, b,,a' -> ['a', 'b']: the names a comma-separated option gives, each
+    once; a usage error when it gives none."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise click.BadParameter(f"no {noun} given in {text!r}: give a comma-separated list",
+                                 param_hint=option)
+    return names
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--tasks", required=True, help="all, or a comma-separated list of tasks.")
 @click.option("--models", required=True, help="Comma-separated models (autotune, gpt-5.5, ...).")
 @click.option("--iterations", required=True, type=click.IntRange(min=1),
@@ -111,7 +121,7 @@ def sweep(tasks: list[str], models: list[str], iterations: int, *, backend: str 
 @click.option("--strategy", default="one-plus-one", show_default=True,
               type=click.Choice(["one-plus-one", "best-of-n"]))
 @click.option("--base-url", default=None, help="OpenAI-compatible server for the models.")
-@click.option("--max-cost", default=None, type=float, help="USD cap per search.")
+@click.option("--max-cost", default=None, type=click.FloatRange(min=0), help="USD cap per search.")
 @click.option("--accept", type=click.Choice(["strict", "noise-aware"]), default="strict",
               show_default=True, help="Acceptance rule of each search (see mlxsci.search).")
 @click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
@@ -125,13 +135,17 @@ def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, 
     """Run searches for every task x model into OUT and index them for `mlxsci.report`."""
     from mlxsci.task import task_names
     known = task_names()
-    task_list = known if tasks == "all" else [t.strip() for t in tasks.split(",") if t.strip()]
+    task_list = known if tasks.strip() == "all" else split_list(tasks, "--tasks", "task")
     unknown = [t for t in task_list if t not in known]
     if unknown:
         raise click.BadParameter(f"unknown task(s) {', '.join(unknown)}; known: "
                                  f"{', '.join(known)}", param_hint="--tasks")
-    model_list = [m.strip() for m in models.split(",") if m.strip()]
-    from mlxsci.backends import resolve_backend_name
+    model_list = split_list(models, "--models", "model")
+    from mlxsci.backends import backend_class, resolve_backend_name
+    if backend != "auto" and not backend_class(backend).available():
+        # every search would fail the same way: say so once, before any starts
+        raise click.BadParameter(f"{backend} is not available on this machine "
+                                 "(use --backend sim or auto)", param_hint="--backend")
     from mlxsci.timers import check_timer
     try:   # a timer that cannot time this backend would fail every search: say so once
         check_timer(timer, resolve_backend_name(backend))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import os
 import pkgutil
 import sys
@@ -127,8 +128,11 @@ class Task:
             kind = type(self.defaults[key])
             try:
                 params[key] = kind(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise ValueError(f"size parameter {key} must be {kind.__name__}, got {value!r}")
+            # float("inf") and float("nan") convert; no task has a use for them
+            if kind is float and not math.isfinite(params[key]):
+                raise ValueError(f"size parameter {key} must be a finite number, got {value!r}")
         self.validate_size(params)
         label = ",".join(f"{k}={params[k]}" for k in self.defaults)
         return Size(label, params)
@@ -163,7 +167,8 @@ def task_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg)
 
 
-# Tasks defined outside the package (your own task folder), by name -> folder.
+# Tasks defined outside the package (your own task folder), by name -> folder,
+# and their reference modules by folder.
 _CUSTOM: dict = {}
 _CUSTOM_REFERENCES: dict = {}
 
@@ -189,7 +194,9 @@ def _import_file(path: Path, module_name: str):
 def load_task(name: str) -> Task:
     """A task by name (tasks/ in the package) or by the path of a task folder
     of your own: the folder holds task.py (TASK = Task(...)), reference.py
-    (solve, tolerance) and seed.metal / seed.cu, the same shape as tasks/."""
+    (solve, tolerance) and seed.metal / seed.cu, the same shape as tasks/.
+    A name that is neither, or a folder whose task.py does not load, raises
+    ValueError; check_task looks at the rest of a folder."""
     if name in _CUSTOM:
         name = str(_CUSTOM[name])
     folder = Path(name)
@@ -197,28 +204,151 @@ def load_task(name: str) -> Task:
         folder = folder.parent
     if (folder / "task.py").is_file() and (os.sep in name or name.startswith(".")
                                            or name not in task_names()):
-        folder = folder.resolve()
-        module = _import_file(folder / "task.py", f"mlxsci_custom_task_{abs(hash(folder))}")
-        task = module.TASK
-        if not (folder / "reference.py").is_file():
-            raise ValueError(f"{folder} has no reference.py (solve, tolerance)")
-        if task.name in task_names():
-            raise ValueError(f"custom task {task.name!r} has the name of a built-in task")
-        _CUSTOM[task.name] = folder
-        return dataclasses.replace(task, folder=folder, origin=str(folder))
+        return _load_task_folder(folder.resolve())
     if name not in task_names():
+        if folder.is_dir():
+            raise ValueError(f"{name} is not a task folder: it has no task.py (a task folder "
+                             "holds task.py, reference.py and seed.metal; see examples/conv1d)")
         raise ValueError(f"unknown task {name!r}; available: {', '.join(task_names())} "
                          "(or the path of a task folder of your own)")
     module = importlib.import_module(f"mlxsci.tasks.{name}.task")
     return module.TASK
 
 
+def _load_task_folder(folder: Path) -> Task:
+    try:
+        module = _import_file(folder / "task.py", f"mlxsci_custom_task_{abs(hash(folder))}")
+    except Exception as exc:   # noqa: BLE001 - any error in the user's file, said plainly
+        raise ValueError(f"cannot load {folder / 'task.py'}: {type(exc).__name__}: {exc}") \
+            from exc
+    task = getattr(module, "TASK", None)
+    if not isinstance(task, Task):
+        raise ValueError(f"{folder / 'task.py'} defines no TASK = Task(...)")
+    if not (folder / "reference.py").is_file():
+        raise ValueError(f"{folder} has no reference.py (solve, tolerance)")
+    if task.name in task_names():
+        raise ValueError(f"custom task {task.name!r} has the name of a built-in task")
+    _CUSTOM[task.name] = folder
+    return dataclasses.replace(task, folder=folder, origin=str(folder))
+
+
+def check_task(task: Task, dialect: str | None = None) -> None:
+    """Raise ValueError naming every problem that would stop `task` partway
+    through a run, so that nothing starts (no worker, no run directory) for a
+    task folder that cannot finish: its reference must import and define
+    solve and tolerance, the seed of `dialect` must be there (some seed when
+    None), and its sizes must be well-formed (check_sizes)."""
+    problems = _reference_problems(task) + _seed_problems(task, dialect) + check_sizes(task)
+    if problems:
+        raise ValueError(f"task {task.ref} cannot run: " + "; ".join(problems))
+
+
+def _reference_problems(task: Task) -> list[str]:
+    try:
+        module = load_reference(task.name)
+    except Exception as exc:   # noqa: BLE001 - a broken reference.py, said plainly
+        return [f"its reference does not import ({type(exc).__name__}: {exc})"]
+    return [f"its reference defines no {name}()" for name in ("solve", "tolerance")
+            if not callable(getattr(module, name, None))]
+
+
+def _seed_problems(task: Task, dialect: str | None) -> list[str]:
+    wanted = (dialect,) if dialect else ("metal", "cuda")
+    if any(task.seed_path(d).is_file() for d in wanted):
+        return []
+    seeds = " or ".join(task.seed_path(d).name for d in wanted)
+    others = [d for d in ("metal", "cuda") if d not in wanted and task.seed_path(d).is_file()]
+    hint = (f"; its {task.seed_path(others[0]).name} runs with --dialect {others[0]}"
+            if others else "")
+    return [f"{task.folder} has no {seeds} (the seed every evaluation and search starts from; "
+            f"or give your own candidate file){hint}"]
+
+
+def check_sizes(task: Task) -> list[str]:
+    """What is wrong with a task's sizes: each of the size sets smoke, in-dist
+    and held-out must hold at least one Size whose params give every size
+    parameter (task.defaults) and pass the task's validate_size, and whose
+    working set (the memory estimate's basis) is a number."""
+    if not isinstance(task.sizes, dict):
+        return ["sizes must be a dict {size set: (Size(label, params), ...)}"]
+    problems = [f"unknown size set {which!r} (the sets are {', '.join(SIZE_SETS)})"
+                for which in task.sizes if which not in SIZE_SETS]
+    for which in SIZE_SETS:
+        sizes = task.sizes.get(which)
+        if not sizes:
+            problems.append(f"its {which} size set is missing or empty")
+            continue
+        for size in sizes:
+            problems += [f"{which} size {getattr(size, 'label', size)!r}: {p}"
+                         for p in _size_problems(task, size)]
+    default = Size("default", task.defaults)   # what --size fills in from
+    problems += [f"default size: {p}" for p in _size_problems(task, default)]
+    return problems
+
+
+def _size_problems(task: Task, size) -> list[str]:
+    if not isinstance(size, Size) or not isinstance(size.params, dict):
+        return ["not a Size(label, params)"]
+    missing = [k for k in task.defaults if k not in size.params]
+    if missing:
+        return [f"no value for {', '.join(missing)}"]
+    try:
+        task.validate_size(size.params)
+        work = float(task.working_set(size.params))
+    except Exception as exc:   # noqa: BLE001 - the task's own functions, said plainly
+        return [f"{type(exc).__name__}: {exc}"]
+    return [] if math.isfinite(work) and work >= 0 else [f"working set {work} is not a size"]
+
+
+# ------------------------------------------------------------------ memory
+# An evaluation holds a size's inputs and outputs several times over at once:
+# NumPy builds the inputs on the host, the worker copies them to the device
+# and keeps the outputs of its runs, and the parent checks those outputs
+# against the reference (in float64). MEMORY_COPIES times the task's working
+# set (the bytes of the inputs and outputs its kernels touch, which every task
+# declares for the roofline) is the estimate: computed from the size alone,
+# before anything is allocated. Measured (peak resident memory of the eval
+# command and its worker, above that of a tiny size, reference not yet cached)
+# on the simulator: saxpy N=2^26 3.0 x its working set, heat2d 4096x4096 2.3 x.
+MEMORY_COPIES = 3
+
+
+def memory_estimate(task: Task, params: dict) -> float:
+    """Bytes an evaluation of `task` at size `params` needs, roughly."""
+    return MEMORY_COPIES * float(task.working_set(params))
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_memory(task: Task, size: Size, available: int | None = None) -> None:
+    """Raise ValueError when `size` needs more memory than the machine has
+    (`available` bytes, default its physical memory)."""
+    available = machine_memory() if available is None else available
+    needed = memory_estimate(task, size.params)
+    if available is None or needed <= available:
+        return
+    gib = 2.0 ** 30
+    raise ValueError(
+        f"size {size.label} of {task.name} needs about {needed / gib:.1f} GiB to evaluate "
+        f"({MEMORY_COPIES} x its {task.working_set(size.params) / gib:.1f} GiB of inputs and "
+        f"outputs), more than this machine's {available / gib:.1f} GiB of memory; "
+        "choose a smaller size")
+
+
 def load_reference(name: str):
     """The checker side: reference/<name>.py (solve, tolerance, optional error),
     or reference.py beside a custom task's task.py."""
     if name in _CUSTOM:
-        if name not in _CUSTOM_REFERENCES:
-            _CUSTOM_REFERENCES[name] = _import_file(_CUSTOM[name] / "reference.py",
-                                                    f"mlxsci_custom_reference_{name}")
-        return _CUSTOM_REFERENCES[name]
+        # By folder: two folders may hold tasks of one name (the latest loaded counts).
+        folder = _CUSTOM[name]
+        if folder not in _CUSTOM_REFERENCES:
+            module_name = f"mlxsci_custom_reference_{name}_{abs(hash(folder))}"
+            _CUSTOM_REFERENCES[folder] = _import_file(folder / "reference.py", module_name)
+        return _CUSTOM_REFERENCES[folder]
     return importlib.import_module(f"mlxsci.reference.{name}")

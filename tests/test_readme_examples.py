@@ -38,6 +38,6 @@ def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
         except Exception as exc:   # say which block, keep the traceback
             pytest.fail(f"README python block {i + 1} failed: {type(exc).__name__}: {exc}\n"
                         f"{block}")
-    assert (tmp_path / "runs" / "conv1d" / "summary.json").is_file()
+    assert (tmp_path / "results" / "conv1d" / "summary.json").is_file()
     errors = re.findall(r"max error vs reference: (\S+)", capsys.readouterr().out)
     assert errors and float(errors[0]) <= 1e-4
