@@ -4,6 +4,10 @@
     python -m mlxsci.search --task saxpy --model autotune --iterations 8 --backend sim
     python -m mlxsci.search --task nbody --model qwen3-coder --base-url http://localhost:8080/v1
     python -m mlxsci.search --resume results/heat2d_claude-opus-4-7_20261122_101500
+
+Exit status: 0 when the search ran (whatever its outcome), 1 when no proposal
+gave a candidate (outcome no_candidates: every call failed, or the cost cap
+stopped the run first), 2 for a usage error.
 """
 from __future__ import annotations
 
@@ -50,8 +54,22 @@ from mlxsci.eval import TaskArgument
 @click.option("--start", type=click.Path(exists=True, dir_okay=False),
               help="Start from this candidate file instead of the task's seed.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of autotune's order.")
-@click.option("--max-cost", type=click.FloatRange(min=0), help="Stop once this many USD are spent.")
-@click.option("--base-url", help="OpenAI-compatible endpoint (mlx_lm.server, Ollama, vLLM, ...).")
+@click.option("--max-cost", type=click.FloatRange(min=0),
+              help="Spend at most this many USD: a call is made only when its worst case "
+                   "(prompt + max output tokens) fits in what is left. A model without a price "
+                   "needs --prices.")
+@click.option("--base-url", help="OpenAI-compatible endpoint (mlx_lm.server, Ollama, vLLM, ...). "
+                                 "It gets no API key unless --api-key-env names one.")
+@click.option("--api-key-env", metavar="NAME",
+              help="Name of the environment variable holding the key for --base-url (e.g. "
+                   "GEMINI_API_KEY). OPENAI_API_KEY / ANTHROPIC_API_KEY go only to "
+                   "api.openai.com / api.anthropic.com.")
+@click.option("--llm-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Seconds one LLM call may wait for its answer before it is retried "
+                   "[default: 300].")
+@click.option("--llm-retries", type=click.IntRange(min=0), metavar="N",
+              help="Retries of a failed LLM call (HTTP 429/5xx, timeout, lost connection, "
+                   "malformed answer), each announced [default: 4].")
 @click.option("--api", default="auto", show_default=True,
               type=click.Choice(["auto", "anthropic", "openai", "openai-chat"]))
 @click.option("--prices", type=click.Path(exists=True, dir_okay=False),
@@ -59,7 +77,8 @@ from mlxsci.eval import TaskArgument
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size evaluation.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def main(task, model, iterations, strategy, backend, dialect, sizes, accept, timer, sanitize, out,
-         resume, start, seed, max_cost, base_url, api, prices, timeout, quiet):
+         resume, start, seed, max_cost, base_url, api_key_env, llm_timeout, llm_retries, api,
+         prices, timeout, quiet):
     """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
     from mlxsci.search.loop import run
     from mlxsci.search.proposer import ProposerError
@@ -83,6 +102,7 @@ def main(task, model, iterations, strategy, backend, dialect, sizes, accept, tim
                       sanitize=sanitize, out=out,
                       resume=resume, seed=seed, max_cost=max_cost,
                       base_url=base_url, api=api, prices=prices, start=start, timeout=timeout,
+                      api_key_env=api_key_env, llm_timeout=llm_timeout, llm_retries=llm_retries,
                       quiet=quiet, echo=lambda m: click.echo(m))
     except (ProposerError, FileExistsError, ValueError) as exc:
         raise click.UsageError(str(exc))
@@ -96,6 +116,9 @@ def main(task, model, iterations, strategy, backend, dialect, sizes, accept, tim
                f"(noise band {s['improvement_band']:.1%}); "
                f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
                f"run directory {s['run_dir']}")
+    if s["outcome"] == "no_candidates":   # not a usage error: the search ran, and found nothing
+        click.echo(f"no candidates: {s['outcome_reason']}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

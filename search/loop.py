@@ -14,6 +14,13 @@ verdicts the report uses (mlxsci.verdicts). With accept="noise-aware" a
 candidate the strict rule would take is re-timed against the incumbent in
 one worker (mlxsci.evaluate.compare) and taken only when the speedup lies
 beyond the noise.
+
+A failed call never ends a run: it is a skipped iteration, recorded with its
+reason (history.jsonl, NN_proposal.json) and shown on the console. A run whose
+proposals gave no candidate at all ends with outcome "no_candidates". With
+max_cost, each call's worst-case cost (proposer.worst_case_cost) must fit in
+what is left of the cap before the call is made; a model without a price is
+refused under a cap, and warned about without one.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from mlxsci.candidate import extract_from_response
 from mlxsci.evaluate import backend_options, compare, evaluate
 from mlxsci.sanitizer import check_sanitize
 from mlxsci.search.proposer import PromptContext, Proposal
+from mlxsci.search.proposers import DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import (Entry, State, check_accept_rule, make_strategy,
                                       noise_aware_decision)
@@ -34,7 +42,12 @@ from mlxsci.task import load_task
 from mlxsci.timers import check_timer
 from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, REGRESSED, assess
 
-OUTCOMES = ("improved", "within_noise", "flat", "held_out_regression", "held_out_failure")
+OUTCOMES = ("improved", "within_noise", "flat", "held_out_regression", "held_out_failure",
+            "no_candidates")
+
+
+class CostCapReached(Exception):
+    """The next call could cost more than what is left of max_cost: the run stops before it."""
 
 
 def default_run_dir(task: str, model: str) -> Path:
@@ -59,13 +72,17 @@ def _fmt(x) -> str:
 
 
 def _outcome(seed_score, best_score, held_seed, held_best, best_is_seed,
-             verdicts: dict) -> str:
+             verdicts: dict, no_candidates: bool = False) -> str:
     """The search's outcome, by the first rule that applies (verdicts: assess()):
-    flat when the best is the seed or its S is not above the seed's; then
+    no_candidates when proposals were asked for and none gave a candidate
+    (every one failed or held no code); flat when the best is the seed or its
+    S is not above the seed's; then
     held_out_failure (the best fails at the held-out size, the seed does not);
     held_out_regression (Phi dropped beyond the held-out band: a kernel tuned
     to the scored sizes, whether or not its S gain is real); improved (S rose
     beyond the band); else within_noise (S rose, but inside the band)."""
+    if no_candidates:
+        return "no_candidates"
     if best_is_seed or best_score is None or seed_score is None or best_score <= seed_score:
         return "flat"
     if held_best is None and held_seed is not None:
@@ -90,6 +107,33 @@ def _score_noise(result: dict) -> float | None:
     return result.get("candidate", {}).get("noise")
 
 
+def _no_candidates_reason(history: list[dict], iterations: int,
+                          stopped: str | None) -> str | None:
+    """Why a run that asked for proposals has no candidate, or None when it has one."""
+    proposals = history[1:]
+    if iterations < 1 or any(r["role"] == "candidate" for r in proposals):
+        return None
+    if not proposals:
+        return f"no proposal was made: {stopped or 'the run stopped first'}"
+    last = proposals[-1].get("fail_reason") or "unknown"
+    return (f"none of the {len(proposals)} proposal(s) gave a candidate "
+            f"(all skipped); the last failure: {last}")
+
+
+def check_priced(proposer, max_cost: float | None, echo) -> None:
+    """Refuse a model without a price under a cost cap (ValueError: the cap could
+    never trigger); without a cap, warn once that its calls count as $0."""
+    model = getattr(proposer, "unpriced_model", None)
+    if model is None:
+        return
+    if max_cost is not None:
+        raise ValueError(
+            f"--max-cost needs a price for model {model!r}, which the price table lacks: pass "
+            f"--prices FILE.json holding {{\"{model}\": [USD per million input tokens, USD per "
+            "million output tokens]} ([0, 0] for a free local model)")
+    echo(f"warning: cost counted as $0: no price for {model} (give it one with --prices FILE.json)")
+
+
 def _comparison_note(comparison: dict) -> str:
     """The comparison in a progress line: 're-timed 1.031x, band 5.0%: within noise'."""
     if "error" in comparison:
@@ -103,6 +147,7 @@ class Search:
 
     def __init__(self, opts: dict, rd: RunDir, proposer, say):
         self.opts = opts
+        self.max_cost = opts.get("max_cost")
         self.rd = rd
         self.proposer = proposer
         self.say = say
@@ -184,8 +229,32 @@ class Search:
         return state
 
     # -- one iteration ----------------------------------------------------------
-    def propose(self, it: int, state: State, history: list[dict]) -> Proposal:
-        """The proposal for iteration `it`: reused from disk if a killed run saved it."""
+    def check_cost(self, ctx: PromptContext, spent: float) -> None:
+        """Raise CostCapReached when the call for `ctx` could take the run past max_cost."""
+        if self.max_cost is None:
+            return
+        bound_of = getattr(self.proposer, "worst_case_cost", None)
+        bound = bound_of(ctx) if bound_of is not None else None
+        left = self.max_cost - spent
+        if bound is not None and bound > left:
+            raise CostCapReached(
+                f"max_cost: the next call could cost up to ${bound:.4f} (its prompt and "
+                f"every output token it may use), more than the ${max(left, 0.0):.4f} left "
+                f"of ${self.max_cost:.4f}")
+
+    def ask(self, ctx: PromptContext) -> Proposal:
+        """The proposer's answer. A proposer that raises gives a failed call, not the
+        end of the run."""
+        try:
+            return self.proposer.propose(ctx)
+        except Exception as exc:  # noqa: BLE001 - LLM proposers catch their own; others may not
+            message = " ".join(str(exc).split()) or repr(exc)
+            return Proposal(text=None, error=f"the proposer failed: {type(exc).__name__}: "
+                                             f"{message}", model=getattr(self.proposer, "name", ""))
+
+    def propose(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> Proposal:
+        """The proposal for iteration `it`: reused from disk if a killed run saved it.
+        Raises CostCapReached (before any call or file) when the call could break the cap."""
         saved = self.rd.iter_file(it, "proposal.json")
         if saved.exists():
             meta = self.rd.read_json(saved)
@@ -214,13 +283,15 @@ class Search:
                            history=ctx.history if shows_history else [],
                            stagnation=shows_history and stagnating(ctx.history),
                            accept=self.opts.get("accept", "strict"))
-        self.rd.write_text(self.rd.iter_file(it, "prompt.md"), user)
         tried = [state.seed.source] + [
             self.rd.iter_file(r["iteration"], "candidate").read_text()
             for r in history[1:] if r["role"] == "candidate"]
-        proposal = self.proposer.propose(PromptContext(
-            task=self.task.name, dialect=self.dialect, iteration=it, system=system, user=user,
-            incumbent_source=ctx.base.source, tried_sources=tried))
+        prompt = PromptContext(task=self.task.name, dialect=self.dialect, iteration=it,
+                               system=system, user=user, incumbent_source=ctx.base.source,
+                               tried_sources=tried)
+        self.check_cost(prompt, spent)
+        self.rd.write_text(self.rd.iter_file(it, "prompt.md"), user)
+        proposal = self.ask(prompt)
         # Artefacts first, then proposal.json: its presence means the call is saved.
         if proposal.text is not None:
             self.rd.write_text(self.rd.iter_file(it, "response.md"), proposal.text)
@@ -229,12 +300,12 @@ class Search:
         self.rd.write_json(saved, {"input_tokens": proposal.input_tokens,
                                    "output_tokens": proposal.output_tokens,
                                    "cost_usd": proposal.cost_usd, "error": proposal.error,
-                                   "model": proposal.model})
+                                   "model": proposal.model, "exhausted": proposal.exhausted})
         return proposal
 
-    def iterate(self, it: int, state: State, history: list[dict]) -> dict:
+    def iterate(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> dict:
         t0 = time.perf_counter()
-        proposal = self.propose(it, state, history)
+        proposal = self.propose(it, state, history, spent)
         record = {"iteration": it, "exhausted": proposal.exhausted,
                   "input_tokens": proposal.input_tokens,
                   "output_tokens": proposal.output_tokens, "cost_usd": proposal.cost_usd,
@@ -293,8 +364,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         max_cost: float | None = None, base_url: str | None = None, api: str = "auto",
         dialect: str | None = None, accept: str = "strict", timer: str | None = None,
         sanitize: str | None = None, prices: str | dict | None = None,
-        start: str | Path | None = None,
-        timeout: float | None = None, quiet: bool = True, echo=print, proposer=None) -> dict:
+        start: str | Path | None = None, timeout: float | None = None,
+        api_key_env: str | None = None, llm_timeout: float | None = None,
+        llm_retries: int | None = None, quiet: bool = True, echo=print,
+        proposer=None) -> dict:
     """Run (or resume) a search and return its summary (also in summary.json).
 
     task, model: e.g. "heat2d", "claude-opus-4-7" / "gpt-5.5" / "autotune" /
@@ -303,7 +376,13 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     or "best-of-n". sizes: size set the search scores on (default in-dist on a
     GPU, smoke on the simulator). dialect: "metal" or "cuda" (the simulator runs
     either; GPUs their own). start: a candidate file to start from instead
-    of the task's seed. max_cost: stop cleanly once this many USD are spent.
+    of the task's seed. max_cost: a cap in USD; a call is made only when its
+    worst-case cost fits in what is left (a model without a price is refused:
+    give it one in `prices`, a JSON file path or a dict).
+    base_url: an OpenAI-compatible server; it gets the key held by the
+    environment variable named `api_key_env`, else none (a provider's own key
+    goes only to its own endpoint). llm_timeout: seconds one attempt may wait
+    for its answer (default 300); llm_retries: attempts after the first (4).
     accept: "strict" (Metal-Sci's (1+1): any strictly higher S replaces the
     incumbent) or "noise-aware" (such a candidate is re-timed against the
     incumbent and kept only when the speedup lies beyond the noise).
@@ -311,7 +390,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     sanitize: "memcheck" or "racecheck" (cuda only): every candidate first runs
     under NVIDIA's compute-sanitizer, and one with a reported fault fails.
     proposer: a Proposer object to use instead of `model` (library use, tests).
-    A resumed run keeps the options in its run.json (accept, timer included).
+    A resumed run keeps the options in its run.json (accept, timer included;
+    iterations, max_cost, api_key_env, llm_timeout and llm_retries may be given anew).
+    A failed call is a skipped iteration, never an exception; a run in which no
+    proposal gave a candidate has outcome "no_candidates".
     """
     say = (lambda msg: None) if quiet else echo
     if resume is not None:
@@ -321,10 +403,17 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
             opts["iterations"] = iterations          # a resumed run may be extended
         if max_cost is not None:
             opts["max_cost"] = max_cost
+        for name, value in (("api_key_env", api_key_env), ("llm_timeout", llm_timeout),
+                            ("llm_retries", llm_retries)):
+            if value is not None:
+                opts[name] = value
         # Run directories from before these options: the behaviour they ran with.
         opts.setdefault("accept", "strict")
         opts.setdefault("timer", None)
         opts.setdefault("sanitize", None)
+        opts.setdefault("api_key_env", None)
+        opts.setdefault("llm_timeout", DEFAULT_LLM_TIMEOUT_S)
+        opts.setdefault("llm_retries", DEFAULT_LLM_RETRIES)
     else:
         backend = resolve_backend_name(backend)
         if sizes is None:
@@ -339,6 +428,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
                 "iterations": 10 if iterations is None else iterations, "strategy": strategy,
                 "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
                 "base_url": base_url, "api": api, "timeout": timeout, "dialect": dialect,
+                # The NAME of the variable holding a --base-url server's key, never the key.
+                "api_key_env": api_key_env,
+                "llm_timeout": DEFAULT_LLM_TIMEOUT_S if llm_timeout is None else llm_timeout,
+                "llm_retries": DEFAULT_LLM_RETRIES if llm_retries is None else llm_retries,
                 "accept": check_accept_rule(accept),   # fails early on an unknown rule
                 # The timer this backend uses, recorded by name so a resume times alike;
                 # fails early on one that cannot time this backend.
@@ -353,7 +446,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         from mlxsci.search.proposers import make_proposer
         price_table = prices if isinstance(prices, dict) else load_prices(prices)
         proposer = make_proposer(opts["model"], api=opts["api"], base_url=opts["base_url"],
-                                 seed=opts["seed"], prices=price_table)
+                                 seed=opts["seed"], prices=price_table,
+                                 timeout_s=opts["llm_timeout"], max_retries=opts["llm_retries"],
+                                 api_key_env=opts["api_key_env"])
+    check_priced(proposer, opts["max_cost"], echo)
     if resume is None:
         rd_path = Path(out) if out else default_run_dir(task_def.name, opts["model"])
         if rd_path.exists() and any(rd_path.iterdir()):
@@ -364,6 +460,7 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     if resume is None:
         rd.write_json(rd.file("run.json"), opts)
     search = Search(opts, rd, proposer, say)
+    proposer.say = say                    # retries and waits on the console
     history = rd.history()
     rd.repair_history(history)            # drop a torn last line, if any
     seed_entry = search.seed_entry(history)
@@ -383,7 +480,12 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
             stopped = f"max_cost reached (${cost:.4f} >= ${opts['max_cost']:.4f})"
             say(f"stopping: {stopped}")
             break
-        rec = search.iterate(it, state, history)
+        try:
+            rec = search.iterate(it, state, history, spent=cost)
+        except CostCapReached as exc:
+            stopped = str(exc)
+            say(f"stopping before iteration {it}: {stopped}")
+            break
         cost += rec["cost_usd"]
         if rec["exhausted"]:
             stopped = f"the proposer has nothing left to propose ({rec['fail_reason']})"
@@ -391,9 +493,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
                    "correct" if rec["correct"] else "FAIL")
         score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
         note = _comparison_note(rec["comparison"]) if "comparison" in rec else ""
+        why = f"  ({rec['fail_reason']})" if rec["role"] == "skipped" else ""
         say(f"iter {it}/{opts['iterations']}  {verdict:8s} S={score:8s} "
             f"best={state.best.score:.4f}{' (new)' if rec['is_new_best'] else ''}{note}  "
-            f"{rec['elapsed_s']:.1f}s  ${cost:.4f}")
+            f"{rec['elapsed_s']:.1f}s  ${cost:.4f}{why}")
         if stopped:
             say(f"stopping: {stopped}")
             break
@@ -410,6 +513,8 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
               "held_out_seed_noise": _phi_noise(held_seed),
               "held_out_best_noise": _phi_noise(held_best)}
     verdicts = assess(seed_score, best_score, phi_seed, phi_best, **noises)
+    why_none = _no_candidates_reason(history, opts["iterations"], stopped)
+    skipped = [r for r in history[1:] if r["role"] == "skipped"]
     ratio = phi_best / phi_seed if phi_seed and phi_best is not None else None
     device = state.seed.result.get("device", "")
     summary = {
@@ -430,7 +535,10 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         "held_out_band": verdicts["held_out_band"],
         "held_out_verdict": verdicts["held_out_verdict"],
         "outcome": _outcome(seed_score, best_score, phi_seed, phi_best,
-                            state.best is state.seed, verdicts),
+                            state.best is state.seed, verdicts, no_candidates=why_none is not None),
+        "outcome_reason": why_none,
+        "skipped_iterations": len(skipped),
+        "last_failure": skipped[-1]["fail_reason"] if skipped else None,
         "tokens": {"input": sum(r.get("input_tokens", 0) for r in history),
                    "output": sum(r.get("output_tokens", 0) for r in history)},
         # Wall time over all sessions of a resumed run: every iteration's own

@@ -4,16 +4,28 @@ The table is as of 2026 and only lists models whose list prices we know;
 prices change, so override any entry with `--prices FILE`, a JSON object
 `{"model-or-prefix": [in_per_M, out_per_M], ...}`. A model matches the
 longest key that is a prefix of its name (so "claude-opus-4-1-20250805"
-matches "claude-opus-4-1"); a model nothing matches (local models) costs 0.
-Cached-input discounts and long-context surcharges are ignored: the numbers
-are an estimate for a spending cap, not an invoice.
+matches "claude-opus-4-1"). A model nothing matches (local models) is
+unpriced: its calls are counted as $0 (the search warns once), and a search
+with a spending cap refuses it until --prices gives it a price ([0, 0] for
+a free local model). Cached-input discounts and long-context surcharges are
+ignored: the numbers are an estimate for a spending cap, not an invoice.
+
+`worst_case_cost` bounds a call before it is made, for the cap: the prompt's
+tokens estimated from its length (CHARS_PER_TOKEN, fewer characters per token
+than real tokenizers give for English and code, so an overestimate) plus the
+request's whole output allowance.
 """
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
-__all__ = ["DEFAULT_PRICES", "load_prices", "lookup_price", "cost_usd"]
+__all__ = ["DEFAULT_PRICES", "CHARS_PER_TOKEN", "load_prices", "lookup_price", "cost_usd",
+           "estimate_tokens", "worst_case_cost"]
+
+# Tokenizers give about 4 characters of English or code per token; 3 errs high.
+CHARS_PER_TOKEN = 3
 
 # As of 2026; override with --prices. Keys are model names or name prefixes.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
@@ -113,3 +125,18 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int, prices: dict | N
     if price is None:
         return 0.0
     return (input_tokens * price[0] + output_tokens * price[1]) / 1e6
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative (high) token count for `text`, without a tokenizer."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def worst_case_cost(model: str, prompt: str, max_output_tokens: int,
+                    prices: dict | None = None) -> float | None:
+    """The most one call can cost in USD: the prompt's estimated tokens plus
+    every output token the request allows; None when `model` has no price."""
+    price = lookup_price(model or "", prices)
+    if price is None:
+        return None
+    return (estimate_tokens(prompt) * price[0] + max_output_tokens * price[1]) / 1e6

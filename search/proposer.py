@@ -3,6 +3,13 @@
 Every proposer (LLM APIs, the offline autotuner, replay of a recorded run)
 implements `Proposer.propose(PromptContext) -> Proposal`. The search loop
 never looks inside a proposer; a proposer never evaluates anything.
+
+A proposer never raises for a failed call: a provider failure of any kind
+(HTTP error, timeout, refused connection, malformed or truncated answer) is a
+Proposal with text None and `error` saying why, which the loop records as a
+skipped iteration. Two optional hooks serve the loop: `say` (set by the loop)
+prints progress such as retries, and `worst_case_cost` bounds the next call's
+cost so a spending cap is checked before the call, not after it.
 """
 from __future__ import annotations
 
@@ -43,6 +50,17 @@ class ProposerError(Exception):
 
 class Proposer:
     name: str = "proposer"       # used in run-directory names and summaries
+    # The model whose calls cost money but have no price (None: priced, or free
+    # by nature like the autotuner); the loop refuses it under a spending cap.
+    unpriced_model: str | None = None
 
     def propose(self, ctx: PromptContext) -> Proposal:
         raise NotImplementedError
+
+    def say(self, message: str) -> None:
+        """A progress line (retries, waits); the loop replaces this with its own."""
+
+    def worst_case_cost(self, ctx: PromptContext) -> float | None:
+        """The most the call for `ctx` can cost in USD; None when unknown (the
+        loop then checks a spending cap only after each call)."""
+        return None

@@ -9,12 +9,23 @@
     "claude*"           AnthropicProposer (Messages API)
     anything else       OpenAIProposer (Responses API)
 
-`api=` forces "anthropic", "openai" (Responses) or "openai-chat". API keys
-come only from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY).
+`api=` forces "anthropic", "openai" (Responses) or "openai-chat".
 
-Retries (429, 5xx, overload, connection errors, timeouts) are the SDKs' own,
-with their exponential backoff; when they are used up the proposer returns
-Proposal(text=None, error=...) and the loop records a skipped iteration.
+Keys: a provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY) goes only to that
+provider's own endpoint (api.anthropic.com, api.openai.com), which is also the
+endpoint used when no base URL is given, whatever the SDKs' *_BASE_URL
+variables say. Any other base URL gets the key held by the environment
+variable named with `api_key_env` (--api-key-env), or else the placeholder
+"none" (local servers check no key). A key is never written to a run
+directory, a log line or an error message.
+
+Retries are ours, not the SDKs' (their retries are turned off), so each one
+is announced with `say`: rate limits, overload and other 5xx answers,
+timeouts, refused or dropped connections and malformed or truncated answers
+are retried up to `max_retries` times, after the server's Retry-After or an
+exponential backoff; a client error (400, 401, 403, 404, ...) is not. When the
+retries are used up the proposer returns Proposal(text=None, error=...) and
+the loop records a skipped iteration.
 """
 from __future__ import annotations
 
@@ -23,23 +34,38 @@ import itertools
 import os
 import random
 import re
+import time
+import urllib.parse
 from pathlib import Path
 
 from mlxsci.candidate import CandidateError, parse, render
-from mlxsci.search.prices import cost_usd, load_prices
+from mlxsci.search.prices import cost_usd, load_prices, lookup_price, worst_case_cost
 from mlxsci.search.proposer import PromptContext, Proposal, Proposer, ProposerError
 
 __all__ = ["make_proposer", "AnthropicProposer", "OpenAIProposer", "OpenAIChatProposer",
-           "AutotuneProposer", "ReplayProposer", "APIS"]
+           "AutotuneProposer", "ReplayProposer", "APIS", "PLACEHOLDER_KEY",
+           "DEFAULT_LLM_TIMEOUT_S", "DEFAULT_LLM_RETRIES"]
 
 APIS = ("auto", "anthropic", "openai", "openai-chat")
-LOCAL_API_KEY = "not-needed"     # local OpenAI-compatible servers rarely check the key
+PLACEHOLDER_KEY = "none"        # sent where no key is given: the SDKs insist on one
+DEFAULT_LLM_TIMEOUT_S = 300.0   # per attempt; a long reasoning answer takes minutes
+DEFAULT_LLM_RETRIES = 4
+DEFAULT_BACKOFF_S = 1.0         # the first wait without a Retry-After; doubled per retry
+MAX_WAIT_S = 120.0              # longest wait between attempts, Retry-After included
+# The providers' own endpoints: the only places their keys are sent to.
+ANTHROPIC_URL = "https://api.anthropic.com"
+OPENAI_URL = "https://api.openai.com/v1"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Client errors: the same request would fail the same way again.
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
 def _safe_name(model: str) -> str:
     """A model name usable in a run-directory name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
 
+
+# --- keys ---------------------------------------------------------------------
 
 def _require_key(var: str, model: str) -> str:
     key = os.environ.get(var, "").strip()
@@ -49,20 +75,95 @@ def _require_key(var: str, model: str) -> str:
     return key
 
 
-def _failure(exc: BaseException) -> str:
-    message = str(exc).strip() or repr(exc)
-    return f"{type(exc).__name__}: {message}"
+def _key_from_named_variable(name: str) -> str:
+    # The message never echoes a value that may be the key itself, pasted by mistake.
+    if not _ENV_NAME.match(name):
+        raise ProposerError("--api-key-env takes the NAME of an environment variable that holds "
+                            "the key (letters, digits and _), not the key itself")
+    key = os.environ.get(name, "").strip()
+    if not key:
+        raise ProposerError(f"--api-key-env {name}: the environment variable {name} is not set "
+                            "or is empty; export it, or leave --api-key-env out for a server "
+                            "that needs no key")
+    return key
 
 
-def _transport_errors() -> tuple[type, ...]:
-    """Low-level errors that can escape an SDK mid-stream (the HTTP library's own)."""
-    errors: list[type] = [OSError]
-    for module in ("httpx2", "httpx"):
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"https": 443, "http": 80}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port or default
+
+
+def endpoint_and_key(provider_var: str, official_url: str, base_url: str | None,
+                     api_key_env: str | None, model: str) -> tuple[str, str]:
+    """(the base URL to call, the key to send there): see the module docstring."""
+    url = base_url or official_url
+    if api_key_env:
+        return url, _key_from_named_variable(api_key_env)
+    if _origin(url) == _origin(official_url):
+        return url, _require_key(provider_var, model)
+    return url, PLACEHOLDER_KEY
+
+
+# --- failures -------------------------------------------------------------------
+
+class BadAnswer(Exception):
+    """An answer that arrived but is not a usable response (no choices, a
+    stream that stopped before its end): retried like a transport error."""
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The wait the server asked for (retry-after-ms or retry-after seconds)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
         try:
-            errors.append(__import__(module).HTTPError)
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errors)
+            return max(0.0, float(value) * scale) if value is not None else None
+        except ValueError:
+            continue    # an HTTP date: fall back to our own backoff
+    return None
+
+
+def classify_failure(exc: BaseException, timeout_s: float) -> tuple[str, str, bool]:
+    """(short label for the console, full reason, whether to retry) of a failed call."""
+    names = _class_names(exc)
+    reason = f"{type(exc).__name__}: {_one_line(str(exc)) or type(exc).__name__}"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        retry = status in _RETRYABLE_STATUS or status >= 500
+        return f"HTTP {status}", reason, retry
+    if names & {"APITimeoutError", "TimeoutException"} or isinstance(exc, TimeoutError):
+        return f"no answer within {timeout_s:g} s", reason, True
+    # The SDKs wrap transport errors in a generic "Connection error.": name the cause.
+    cause = exc.__cause__ or exc.__context__
+    if names & {"APIConnectionError"} and cause is not None:
+        reason = _one_line(f"{reason} ({type(cause).__name__}: {cause})")
+    if "complete message body" in reason:     # the body ended before its length
+        return "truncated answer", reason, True
+    if names & {"APIConnectionError", "TransportError"} or isinstance(exc, OSError):
+        return "connection failed", reason, True
+    if isinstance(exc, (ValueError, BadAnswer)):   # JSONDecodeError, a shape we cannot read
+        return "malformed answer", reason, True
+    return type(exc).__name__, reason, True
+
+
+def _seconds(wait: float) -> str:
+    return f"{wait:.1f} s" if wait >= 0.1 else f"{wait * 1000:.0f} ms"
 
 
 def _fence(source: str, dialect: str) -> str:
@@ -77,17 +178,36 @@ def _fence(source: str, dialect: str) -> str:
 # --- LLM proposers -----------------------------------------------------------
 
 class _LLMProposer(Proposer):
-    """Shared settings of the API-backed proposers."""
+    """Shared settings of the API-backed proposers, and the retry loop around
+    one call (`_call`, which raises on any failure)."""
+    key_var = ""             # the provider's own key variable
+    official_url = ""        # the provider's own endpoint
 
     def __init__(self, model: str, *, base_url: str | None = None, prices: dict | None = None,
-                 timeout_s: float = 600.0, max_retries: int = 4, max_tokens: int = 32000):
+                 timeout_s: float = DEFAULT_LLM_TIMEOUT_S, max_retries: int = DEFAULT_LLM_RETRIES,
+                 max_tokens: int = 32000, api_key_env: str | None = None,
+                 backoff_s: float | None = None):
         self.model = model
         self.name = _safe_name(model)
-        self.base_url = base_url
+        self.base_url, self._api_key = endpoint_and_key(self.key_var, self.official_url,
+                                                        base_url, api_key_env, model)
+        self.own_endpoint = _origin(self.base_url) == _origin(self.official_url)
         self.prices = load_prices(None) if prices is None else prices
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.max_tokens = int(max_tokens)
+        # Read at call time, not bound as a default, so that tests can make it tiny.
+        self.backoff_s = DEFAULT_BACKOFF_S if backoff_s is None else float(backoff_s)
+
+    def __repr__(self) -> str:      # the key stays out of any printed proposer
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def unpriced_model(self) -> str | None:
+        return None if lookup_price(self.model, self.prices) is not None else self.model
+
+    def worst_case_cost(self, ctx: PromptContext) -> float | None:
+        return worst_case_cost(self.model, ctx.system + ctx.user, self.max_tokens, self.prices)
 
     def _cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
         # Price by the name we asked for; providers sometimes answer with a dated snapshot.
@@ -95,6 +215,53 @@ class _LLMProposer(Proposer):
         if cost == 0.0 and model and model != self.model:
             cost = cost_usd(model, input_tokens, output_tokens, self.prices)
         return cost
+
+    def _redact(self, text: str) -> str:
+        key = self._api_key
+        if key and key != PLACEHOLDER_KEY:
+            text = text.replace(key, "[API key]")
+        return text
+
+    def _wait(self, exc: BaseException, retry: int) -> float:
+        asked = _retry_after(exc)
+        wait = asked if asked is not None else self.backoff_s * 2 ** (retry - 1)
+        return min(wait, MAX_WAIT_S)
+
+    def propose(self, ctx: PromptContext) -> Proposal:
+        attempts = self.max_retries + 1
+        self.say(f"model {self.model}: waiting for an answer (up to {self.timeout_s:g} s, "
+                 f"{self.max_retries} retries)")
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._call(ctx)
+            # Any failure of the provider, the transport or the answer's shape is a
+            # skipped iteration, never the end of a run that may have taken hours.
+            except Exception as exc:  # noqa: BLE001
+                label, reason, retry = classify_failure(exc, self.timeout_s)
+                label, reason = self._redact(label), self._redact(reason)
+                if not retry or attempt == attempts:
+                    tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
+                    return Proposal(text=None, error=reason + tries, model=self.model)
+                wait = self._wait(exc, attempt)
+                self.say(f"model {self.model}: {label}, retry {attempt}/{self.max_retries} "
+                         f"in {_seconds(wait)}")
+                time.sleep(wait)
+        raise AssertionError("unreachable")   # pragma: no cover
+
+    def _call(self, ctx: PromptContext) -> Proposal:
+        raise NotImplementedError
+
+    def _answer(self, text: str, reasoning: str | None, model: str, n_in: int,
+                n_out: int) -> Proposal:
+        """The Proposal for an answer that arrived; an empty one is a failure,
+        not retried: it was generated, and billed."""
+        cost = self._cost(model, n_in, n_out)
+        if not text.strip():
+            return Proposal(text=None, reasoning=reasoning, input_tokens=n_in,
+                            output_tokens=n_out, cost_usd=cost, model=model,
+                            error=f"model {self.model} returned an empty answer")
+        return Proposal(text=text, reasoning=reasoning, input_tokens=n_in, output_tokens=n_out,
+                        cost_usd=cost, model=model)
 
 
 def _anthropic_thinking(model: str, max_tokens: int) -> dict:
@@ -119,29 +286,33 @@ def _anthropic_thinking(model: str, max_tokens: int) -> dict:
 class AnthropicProposer(_LLMProposer):
     """Claude through the Messages API, streamed (the SDK requires streaming for
     requests that may run past 10 minutes, which large max_tokens do)."""
+    key_var = "ANTHROPIC_API_KEY"
+    official_url = ANTHROPIC_URL
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
-        api_key = _require_key("ANTHROPIC_API_KEY", model)
         try:
             import anthropic
         except ImportError as exc:   # pragma: no cover - a declared dependency
             raise ProposerError(f"the anthropic package is needed for {model!r}: {exc}") from None
-        self._errors = (anthropic.AnthropicError,) + _transport_errors()
-        self.client = anthropic.Anthropic(api_key=api_key, base_url=self.base_url,
-                                          timeout=self.timeout_s, max_retries=self.max_retries)
+        # An explicit key keeps the SDK from reading ANTHROPIC_API_KEY or
+        # ANTHROPIC_AUTH_TOKEN for a base URL they do not belong to.
+        self.client = anthropic.Anthropic(api_key=self._api_key, base_url=self.base_url,
+                                          timeout=self.timeout_s, max_retries=0)
 
     def request_args(self, ctx: PromptContext) -> dict:
         return dict(model=self.model, max_tokens=self.max_tokens, system=ctx.system,
                     messages=[{"role": "user", "content": ctx.user}],
                     **_anthropic_thinking(self.model, self.max_tokens))
 
-    def propose(self, ctx: PromptContext) -> Proposal:
-        try:
-            with self.client.messages.stream(**self.request_args(ctx)) as stream:
+    def _call(self, ctx: PromptContext) -> Proposal:
+        with self.client.messages.stream(**self.request_args(ctx)) as stream:
+            try:
                 message = stream.get_final_message()
-        except self._errors as exc:
-            return Proposal(text=None, error=_failure(exc), model=self.model)
+            except AssertionError:    # how the SDK says that no message_start came
+                raise BadAnswer("the answer's stream held no message") from None
+        if getattr(message, "stop_reason", None) is None:
+            raise BadAnswer("the answer's stream ended before its last event")
         texts, thoughts = [], []
         for block in message.content or []:
             kind = getattr(block, "type", None)
@@ -156,8 +327,7 @@ class AnthropicProposer(_LLMProposer):
         n_out = int(getattr(usage, "output_tokens", 0) or 0)
         model = getattr(message, "model", None) or self.model
         reasoning = "\n\n".join(t for t in thoughts if t) or None
-        return Proposal(text="".join(texts), reasoning=reasoning, input_tokens=n_in,
-                        output_tokens=n_out, cost_usd=self._cost(model, n_in, n_out), model=model)
+        return self._answer("".join(texts), reasoning, model, n_in, n_out)
 
 
 def _is_openai_reasoning_model(model: str) -> bool:
@@ -167,24 +337,26 @@ def _is_openai_reasoning_model(model: str) -> bool:
 
 class _OpenAIBase(_LLMProposer):
     key_var = "OPENAI_API_KEY"
+    official_url = OPENAI_URL
 
-    def __init__(self, model: str, *, api_key: str, **kwargs):
+    def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
         try:
             import openai
         except ImportError as exc:   # pragma: no cover - a declared dependency
             raise ProposerError(f"the openai package is needed for {model!r}: {exc}") from None
-        self._errors = (openai.OpenAIError,) + _transport_errors()
-        self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url,
-                                    timeout=self.timeout_s, max_retries=self.max_retries)
+        # Nor do the account's organization and project (OPENAI_ORG_ID, OPENAI_PROJECT_ID)
+        # leave for another host.
+        account = None if self.own_endpoint else {"OpenAI-Organization": openai.omit,
+                                                  "OpenAI-Project": openai.omit}
+        self.client = openai.OpenAI(api_key=self._api_key, base_url=self.base_url,
+                                    timeout=self.timeout_s, max_retries=0,
+                                    default_headers=account)
 
 
 class OpenAIProposer(_OpenAIBase):
     """OpenAI through the Responses API; high reasoning effort with a summary
     for reasoning models (gpt-5*, o-series), as Metal-Sci ran them."""
-
-    def __init__(self, model: str, **kwargs):
-        super().__init__(model, api_key=_require_key("OPENAI_API_KEY", model), **kwargs)
 
     def request_args(self, ctx: PromptContext) -> dict:
         args = dict(model=self.model, instructions=ctx.system, input=ctx.user,
@@ -193,13 +365,12 @@ class OpenAIProposer(_OpenAIBase):
             args["reasoning"] = {"effort": "high", "summary": "auto"}
         return args
 
-    def propose(self, ctx: PromptContext) -> Proposal:
-        try:
-            response = self.client.responses.create(**self.request_args(ctx))
-        except self._errors as exc:
-            return Proposal(text=None, error=_failure(exc), model=self.model)
+    def _call(self, ctx: PromptContext) -> Proposal:
+        response = self.client.responses.create(**self.request_args(ctx))
+        if not isinstance(getattr(response, "output", None), list):
+            raise BadAnswer("the answer has no output list")
         summaries = []
-        for item in response.output or []:
+        for item in response.output:
             if getattr(item, "type", None) == "reasoning":
                 for part in getattr(item, "summary", None) or []:
                     text = getattr(part, "text", None)
@@ -209,9 +380,8 @@ class OpenAIProposer(_OpenAIBase):
         n_in = int(getattr(usage, "input_tokens", 0) or 0) if usage else 0
         n_out = int(getattr(usage, "output_tokens", 0) or 0) if usage else 0
         model = getattr(response, "model", None) or self.model
-        return Proposal(text=response.output_text or "", reasoning="\n\n".join(summaries) or None,
-                        input_tokens=n_in, output_tokens=n_out,
-                        cost_usd=self._cost(model, n_in, n_out), model=model)
+        return self._answer(response.output_text or "", "\n\n".join(summaries) or None,
+                            model, n_in, n_out)
 
 
 _THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.S)
@@ -220,26 +390,20 @@ _THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.S)
 class OpenAIChatProposer(_OpenAIBase):
     """Any OpenAI-compatible Chat Completions endpoint (local servers, Gemini)."""
 
-    def __init__(self, model: str, **kwargs):
-        if kwargs.get("base_url"):
-            api_key = os.environ.get("OPENAI_API_KEY", "").strip() or LOCAL_API_KEY
-        else:
-            api_key = _require_key("OPENAI_API_KEY", model)
-        super().__init__(model, api_key=api_key, **kwargs)
-
     def request_args(self, ctx: PromptContext) -> dict:
         return dict(model=self.model, max_tokens=self.max_tokens,
                     messages=[{"role": "system", "content": ctx.system},
                               {"role": "user", "content": ctx.user}])
 
-    def propose(self, ctx: PromptContext) -> Proposal:
-        try:
-            completion = self.client.chat.completions.create(**self.request_args(ctx))
-        except self._errors as exc:
-            return Proposal(text=None, error=_failure(exc), model=self.model)
-        choices = getattr(completion, "choices", None) or []
-        message = choices[0].message if choices else None
-        text = (getattr(message, "content", None) or "") if message is not None else ""
+    def _call(self, ctx: PromptContext) -> Proposal:
+        completion = self.client.chat.completions.create(**self.request_args(ctx))
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise BadAnswer("the answer has no choices")
+        message = getattr(choices[0], "message", None)
+        text = getattr(message, "content", None) or ""
+        if not isinstance(text, str):
+            raise BadAnswer(f"the answer's content is a {type(text).__name__}, not text")
         reasoning = None
         if message is not None:
             extra = getattr(message, "model_extra", None) or {}
@@ -258,8 +422,7 @@ class OpenAIChatProposer(_OpenAIBase):
         n_in = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         n_out = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
         model = getattr(completion, "model", None) or self.model
-        return Proposal(text=text, reasoning=reasoning, input_tokens=n_in, output_tokens=n_out,
-                        cost_usd=self._cost(model, n_in, n_out), model=model)
+        return self._answer(text, reasoning, model, n_in, n_out)
 
 
 # --- offline autotuner -------------------------------------------------------
@@ -467,9 +630,14 @@ class ReplayProposer(Proposer):
 # --- routing -----------------------------------------------------------------
 
 def make_proposer(model: str, *, api: str = "auto", base_url: str | None = None, seed: int = 0,
-                  prices: dict | None = None, timeout_s: float = 600.0, max_retries: int = 4,
-                  max_tokens: int = 32000) -> Proposer:
-    """The proposer for `model` (see the module docstring for the routing).
+                  prices: dict | None = None, timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+                  max_retries: int = DEFAULT_LLM_RETRIES, max_tokens: int = 32000,
+                  api_key_env: str | None = None,
+                  backoff_s: float | None = None) -> Proposer:
+    """The proposer for `model` (see the module docstring for the routing and
+    for which key goes where). timeout_s: seconds one attempt may wait for its
+    answer; max_retries: attempts after the first; backoff_s: the first wait
+    between attempts when the server names none (doubled each time).
     Raises ProposerError when it cannot be used (missing key, bad replay dir)."""
     if not model:
         raise ProposerError("no model given (use --model autotune for the offline autotuner)")
@@ -483,8 +651,14 @@ def make_proposer(model: str, *, api: str = "auto", base_url: str | None = None,
         if not path:
             raise ProposerError("replay needs a run directory: --model replay:RUN_DIR")
         return ReplayProposer(path)
+    if not timeout_s > 0:
+        raise ProposerError(f"the LLM timeout must be a positive number of seconds, "
+                            f"got {timeout_s}")
+    if int(max_retries) != max_retries or max_retries < 0:
+        raise ProposerError(f"the LLM retries must be a whole number >= 0, got {max_retries}")
     kwargs = dict(base_url=base_url, prices=prices, timeout_s=timeout_s,
-                  max_retries=max_retries, max_tokens=max_tokens)
+                  max_retries=max_retries, max_tokens=max_tokens, api_key_env=api_key_env,
+                  backoff_s=backoff_s)
     if api == "auto":
         if base_url:
             api = "openai-chat"

@@ -12,10 +12,16 @@ behaviour (a behaviour with times=N serves N requests, times=None all the
 rest); when the script is empty, `server.default` answers (a 500 unless set).
 Every request is recorded in `server.requests` (path, headers, JSON body).
 Error answers carry `retry-after-ms` so that SDK retries are quick.
+
+Faults beyond HTTP errors and delays: `raw(body)` answers any bytes (malformed
+JSON, garbage, an empty object), `truncated()` sends the first half of a good
+answer under its full content-length and closes the connection, `dropped()`
+closes the connection without answering.
 """
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -23,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 __all__ = ["FakeLLMServer", "Behaviour", "ok", "status", "slow", "no_code_block",
-           "broken_candidate", "SAXPY_ANSWER"]
+           "broken_candidate", "raw", "truncated", "dropped", "SAXPY_ANSWER", "free_port"]
 
 SAXPY_ANSWER = """Unrolled by VEC so each thread moves several elements.
 
@@ -43,7 +49,7 @@ for (uint k = 0; k < VEC; ++k) {
 
 @dataclass
 class Behaviour:
-    kind: str                        # "ok", "status" or "slow"
+    kind: str                        # "ok", "status", "raw", "truncated" or "dropped"
     text: str = ""
     reasoning: str | None = None
     input_tokens: int = 1000
@@ -54,6 +60,7 @@ class Behaviour:
     times: int | None = 1            # requests served; None: every request from now on
     model: str | None = None         # model name in the answer (default: the requested one)
     reasoning_field: str = "reasoning_content"   # chat completions: where reasoning goes
+    content_type: str = "application/json"       # raw: the answer's content type
     served: int = field(default=0, compare=False)
 
 
@@ -76,6 +83,33 @@ def slow(delay: float, then: Behaviour | None = None, times: int | None = 1) -> 
                      input_tokens=base.input_tokens, output_tokens=base.output_tokens,
                      status=base.status, message=base.message, delay=delay, times=times,
                      model=base.model, reasoning_field=base.reasoning_field)
+
+
+def raw(body: str, code: int = 200, content_type: str = "application/json",
+        times: int | None = 1) -> Behaviour:
+    """Answer exactly `body` (malformed JSON, garbage) with this status and content type."""
+    return Behaviour("raw", text=body, status=code, content_type=content_type, times=times)
+
+
+def truncated(then: Behaviour | None = None, times: int | None = 1) -> Behaviour:
+    """Send the first half of the answer `then` (default: ok()) would give, then
+    close the connection: the client sees a body shorter than its content-length."""
+    base = then or ok()
+    return Behaviour("truncated", text=base.text, reasoning=base.reasoning,
+                     input_tokens=base.input_tokens, output_tokens=base.output_tokens,
+                     times=times, model=base.model, reasoning_field=base.reasoning_field)
+
+
+def dropped(times: int | None = 1) -> Behaviour:
+    """Close the connection without sending anything."""
+    return Behaviour("dropped", times=times)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (for connection-refused tests)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def no_code_block(times: int | None = 1) -> Behaviour:
@@ -121,27 +155,42 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if b.kind == "status":
                 return self._error(route, b)
+            if b.kind == "dropped":
+                self.close_connection = True
+                return
+            if b.kind == "raw":
+                return self._send(b.status, b.content_type, b.text.encode())
             model = b.model or body.get("model") or "fake-model"
+            cut = b.kind == "truncated"
             if route == "anthropic":
                 if body.get("stream"):
-                    return self._anthropic_sse(b, model)
-                return self._json(200, _anthropic_message(b, model))
+                    return self._anthropic_sse(b, model, cut=cut)
+                return self._json(200, _anthropic_message(b, model), cut=cut)
             if route == "responses":
-                return self._json(200, _responses_answer(b, model, body))
-            return self._json(200, _chat_answer(b, model))
+                return self._json(200, _responses_answer(b, model, body), cut=cut)
+            return self._json(200, _chat_answer(b, model), cut=cut)
         except (BrokenPipeError, ConnectionResetError):   # the client gave up (timeout)
             pass
 
     # -- writing --------------------------------------------------------------
 
-    def _json(self, code: int, payload: dict, headers: dict | None = None):
-        data = json.dumps(payload).encode()
+    def _json(self, code: int, payload: dict, headers: dict | None = None, cut: bool = False):
+        self._send(code, "application/json", json.dumps(payload).encode(), headers, cut=cut)
+
+    def _send(self, code: int, content_type: str, data: bytes, headers: dict | None = None,
+              cut: bool = False):
+        """Send `data`; with cut, only its first half (under the full length), then hang up."""
         self.send_response(code)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        if cut:
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         self.wfile.write(data)
 
     def _error(self, route: str, b: Behaviour):
@@ -155,7 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
                                  "param": None, "code": None}}
         self._json(b.status, payload, headers)
 
-    def _anthropic_sse(self, b: Behaviour, model: str):
+    def _anthropic_sse(self, b: Behaviour, model: str, cut: bool = False):
         message = _anthropic_message(b, model)
         start = dict(message, content=[], stop_reason=None,
                      usage={"input_tokens": b.input_tokens, "output_tokens": 1})
@@ -191,12 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n"
                        for name, payload in events).encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._send(200, "text/event-stream", data, {"cache-control": "no-cache"}, cut=cut)
 
 
 def _anthropic_message(b: Behaviour, model: str) -> dict:

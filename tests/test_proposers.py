@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from mlxsci.candidate import extract_from_response, parse, render
-from mlxsci.search.prices import DEFAULT_PRICES, cost_usd, load_prices, lookup_price
+from mlxsci.search.prices import (DEFAULT_PRICES, cost_usd, estimate_tokens, load_prices,
+                                  lookup_price, worst_case_cost)
 from mlxsci.search.proposer import PromptContext, ProposerError
-from mlxsci.search.proposers import (AnthropicProposer, AutotuneProposer, OpenAIChatProposer,
-                                     OpenAIProposer, ReplayProposer, make_proposer)
+from mlxsci.search.proposers import (PLACEHOLDER_KEY, AnthropicProposer, AutotuneProposer,
+                                     OpenAIChatProposer, OpenAIProposer, ReplayProposer,
+                                     make_proposer)
 
 from fake_llm_server import (SAXPY_ANSWER, FakeLLMServer, broken_candidate, no_code_block, ok,
                              slow, status)
@@ -59,6 +61,7 @@ def fake(server, monkeypatch):
 def proposer_for(fake, api, model, url_attr, **kw):
     kw.setdefault("max_retries", 2)
     kw.setdefault("timeout_s", 5.0)
+    kw.setdefault("backoff_s", 0.01)
     return make_proposer(model, api=api, base_url=getattr(fake, url_attr), **kw)
 
 
@@ -82,10 +85,12 @@ def test_success_captures_text_usage_cost_reasoning(fake, api, model, url_attr):
     assert len(fake.requests) == 1
     body = fake.requests[0]["body"]
     assert body["model"] == model
+    # A local base URL gets the placeholder, never the provider's key.
+    headers = fake.requests[0]["headers"]
+    assert PLACEHOLDER_KEY in headers.get("x-api-key", "") + headers.get("authorization", "")
+    assert "test-" not in " ".join(headers.values())
     if api == "anthropic":
         assert fake.requests[0]["path"] == "/v1/messages"
-        headers = fake.requests[0]["headers"]
-        assert "test-anthropic-key" in headers.get("x-api-key", "") + headers.get("authorization", "")
         assert body["system"] == "SYSTEM PROMPT"
         assert body["messages"] == [{"role": "user", "content": "USER PROMPT"}]
         assert body["thinking"]["type"] == "enabled"
@@ -114,6 +119,7 @@ def test_persistent_server_error_becomes_proposal_error(fake, api, model, url_at
     r = proposer_for(fake, api, model, url_attr, max_retries=2).propose(ctx_for())
     assert r.text is None
     assert r.error.startswith("InternalServerError: ") and "boom" in r.error
+    assert r.error.endswith("(gave up after 3 attempts)")
     assert len(fake.requests) == 3          # the first try and two retries
 
 
@@ -155,7 +161,7 @@ def test_chat_with_base_url_needs_no_key(fake, monkeypatch):
     fake.script(ok())
     r = make_proposer("llama", base_url=fake.openai_url).propose(ctx_for())
     assert r.error is None
-    assert fake.requests[0]["headers"]["authorization"] == "Bearer not-needed"
+    assert fake.requests[0]["headers"]["authorization"] == f"Bearer {PLACEHOLDER_KEY}"
 
 
 def test_anthropic_thinking_modes(fake):
@@ -209,6 +215,93 @@ def test_routing(monkeypatch, tmp_path):
         make_proposer(f"replay:{tmp_path / 'missing'}")
 
 
+# --- secrets: a key goes only to its own provider (issue 12, outcome 1) ---------------
+
+SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-REAL-anthropic-0123456789",
+           "OPENAI_API_KEY": "sk-REAL-openai-0123456789",
+           "ANTHROPIC_AUTH_TOKEN": "REAL-anthropic-token-0123456789",
+           "OPENAI_ORG_ID": "org-REAL-0123456789", "OPENAI_PROJECT_ID": "proj_REAL-0123456789",
+           "MY_LOCAL_KEY": "local-server-key-0123456789"}
+
+
+@pytest.fixture
+def secrets(fake, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    return fake
+
+
+def sent_headers(request) -> str:
+    return "\n".join(f"{k}: {v}" for k, v in request["headers"].items())
+
+
+@pytest.mark.parametrize("api,model,url_attr", APIS)
+def test_base_url_server_gets_no_provider_key(secrets, api, model, url_attr):
+    secrets.script(ok())
+    r = proposer_for(secrets, api, model, url_attr).propose(ctx_for())
+    assert r.error is None
+    headers = sent_headers(secrets.requests[0])
+    for value in SECRETS.values():
+        assert value not in headers
+    assert f"Bearer {PLACEHOLDER_KEY}" in headers or f"x-api-key: {PLACEHOLDER_KEY}" in headers
+
+
+@pytest.mark.parametrize("api,model,url_attr", APIS)
+def test_api_key_env_sends_exactly_that_variable(secrets, api, model, url_attr):
+    secrets.script(ok())
+    p = proposer_for(secrets, api, model, url_attr, api_key_env="MY_LOCAL_KEY")
+    assert p.propose(ctx_for()).error is None
+    headers = secrets.requests[0]["headers"]
+    sent = headers.get("x-api-key") or headers["authorization"].removeprefix("Bearer ")
+    assert sent == SECRETS["MY_LOCAL_KEY"]
+    others = [v for k, v in SECRETS.items() if k != "MY_LOCAL_KEY"]
+    assert not any(v in sent_headers(secrets.requests[0]) for v in others)
+    assert SECRETS["MY_LOCAL_KEY"] not in repr(p)
+
+
+@pytest.mark.parametrize("api,model,key_var,official", [
+    ("anthropic", "claude-opus-4-1", "ANTHROPIC_API_KEY", "https://api.anthropic.com"),
+    ("openai", "gpt-5", "OPENAI_API_KEY", "https://api.openai.com/v1"),
+    ("openai-chat", "gpt-4.1", "OPENAI_API_KEY", "https://api.openai.com/v1")])
+def test_official_endpoint_gets_its_own_key(secrets, monkeypatch, api, model, key_var, official):
+    # *_BASE_URL in the environment must not carry the key elsewhere.
+    monkeypatch.setenv("OPENAI_BASE_URL", secrets.openai_url)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", secrets.url)
+    for base_url in (None, official):
+        p = make_proposer(model, api=api, base_url=base_url, max_retries=0)
+        assert str(p.client.base_url).rstrip("/") == official
+        # The request that client makes, caught on its way out (the official host
+        # is not reachable from a test): it carries the provider's key.
+        p.client = p.client.copy(base_url=secrets.url if api == "anthropic" else secrets.openai_url)
+        secrets.reset()
+        secrets.script(ok())
+        assert p.propose(ctx_for()).error is None
+        headers = secrets.requests[0]["headers"]
+        sent = headers.get("x-api-key") or headers["authorization"].removeprefix("Bearer ")
+        assert sent == SECRETS[key_var]
+        if api != "anthropic":     # the account's ids go along to OpenAI itself
+            assert headers["openai-organization"] == SECRETS["OPENAI_ORG_ID"]
+
+
+def test_api_key_env_errors_never_show_a_key(monkeypatch):
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    with pytest.raises(ProposerError, match="NOT_SET_ANYWHERE is not set"):
+        make_proposer("m", base_url="http://127.0.0.1:1/v1", api_key_env="NOT_SET_ANYWHERE")
+    # A key pasted where the variable's name belongs is refused without echoing it.
+    with pytest.raises(ProposerError, match="NAME of an environment variable") as info:
+        make_proposer("m", base_url="http://127.0.0.1:1/v1", api_key_env="sk-live-abc.123")
+    assert "sk-live-abc.123" not in str(info.value)
+
+
+@pytest.mark.parametrize("api,model,url_attr", APIS)
+def test_a_key_echoed_by_the_server_is_redacted(secrets, api, model, url_attr):
+    secrets.script(status(401, f"Incorrect API key provided: {SECRETS['MY_LOCAL_KEY']}"))
+    r = proposer_for(secrets, api, model, url_attr, api_key_env="MY_LOCAL_KEY").propose(ctx_for())
+    assert r.text is None and "401" in r.error and "[API key]" in r.error
+    assert SECRETS["MY_LOCAL_KEY"] not in r.error
+    assert len(secrets.requests) == 1          # a client error is not retried
+
+
 # --- prices ---------------------------------------------------------------------
 
 def test_prices(tmp_path):
@@ -228,6 +321,25 @@ def test_prices(tmp_path):
     f.write_text(json.dumps({"gpt-5": [2]}))
     with pytest.raises(ValueError, match="gpt-5"):
         load_prices(str(f))
+
+
+def test_worst_case_cost_and_unpriced_models(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "o")
+    assert estimate_tokens("") == 0 and estimate_tokens("abcd") == 2     # 3 characters a token
+    assert worst_case_cost("unknown-local", "x" * 300, 1000) is None
+    assert worst_case_cost("gpt-5", "x" * 3000, 1000) == pytest.approx(
+        (1000 * 1.25 + 1000 * 10.0) / 1e6)
+    p = make_proposer("gpt-5", max_tokens=2000)
+    ctx = ctx_for()
+    prompt_tokens = estimate_tokens(ctx.system + ctx.user)
+    assert p.worst_case_cost(ctx) == pytest.approx((prompt_tokens * 1.25 + 2000 * 10.0) / 1e6)
+    assert p.unpriced_model is None
+    local = make_proposer("qwen3-coder", base_url="http://127.0.0.1:1/v1")
+    assert local.unpriced_model == "qwen3-coder" and local.worst_case_cost(ctx) is None
+    priced = make_proposer("qwen3-coder", base_url="http://127.0.0.1:1/v1",
+                           prices={"qwen3-coder": (0.0, 0.0)})
+    assert priced.unpriced_model is None and priced.worst_case_cost(ctx) == 0.0
+    assert AutotuneProposer().unpriced_model is None
 
 
 # --- autotune -------------------------------------------------------------------
