@@ -37,6 +37,7 @@ import numpy as np
 from mlxsci import sanitizer
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, validate
+from mlxsci.lifeline import GOODBYE, open_lifeline
 from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.task import Size, Task, load_task
 from mlxsci.timers import check_timer, combined_noise, run_noise
@@ -131,11 +132,24 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
 
 
-def new_job_dir(job: dict) -> Path:
-    """A fresh folder holding job.json, for a worker to run."""
-    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-"))
+def new_job_dir(job: dict, parent: Path | None = None) -> Path:
+    """A fresh folder holding job.json, for a worker to run (in `parent`, else
+    the system's temporary folder)."""
+    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=parent))
     (jobdir / "job.json").write_text(json.dumps(job))
     return jobdir
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill a worker started in a session of its own, and all it started, and
+    reap it. Only while it is not yet reaped: until then its id, which names
+    the group, cannot go to another process."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
 
 
 def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = None
@@ -144,14 +158,47 @@ def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = Non
 
     sanitize: (tool, compute-sanitizer executable) to run the worker under
     NVIDIA's compute-sanitizer (mlxsci.sanitizer); a kernel fault it reports
-    is returned as the result's error, whatever the worker itself wrote."""
+    is returned as the result's error, whatever the worker itself wrote.
+    Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker and
+    removes the job folder before the exception goes on."""
     jobdir = new_job_dir(job)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
+    passed: tuple[int, ...] = ()
+    keep = None    # the lifeline's write end
     if sanitize:
+        # No lifeline through compute-sanitizer: which descriptors it hands on
+        # to the worker is not ours to know.
         argv = sanitizer.sanitizer_command(sanitize[1], sanitize[0], jobdir / "sanitizer.log", argv)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+    else:
+        read_end, keep, more = open_lifeline([jobdir])
+        env.update(more)
+        passed = (read_end,)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                start_new_session=True, pass_fds=passed)
+    except BaseException:
+        shutil.rmtree(jobdir, ignore_errors=True)
+        if keep is not None:
+            os.close(keep)
+        raise
+    finally:
+        for fd in passed:
+            os.close(fd)
+    try:
+        return finish_worker(proc, jobdir, timeout, sanitize)
+    except BaseException:
+        kill_group(proc)
+        shutil.rmtree(jobdir, ignore_errors=True)
+        raise
+    finally:
+        if keep is not None:
+            os.close(keep)   # the worker has ended: its lifeline may go
+
+
+def finish_worker(proc: subprocess.Popen, jobdir: Path, timeout: float,
+                  sanitize: tuple[str, str] | None) -> tuple[dict | None, Path, str]:
+    """run_worker's answer, once its process has ended or been killed for its time."""
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -189,6 +236,9 @@ class CandidateWorker:
     def __init__(self):
         self.proc: subprocess.Popen | None = None
         self.status = None          # the read end of the worker's "done" pipe
+        self.lifeline: int | None = None   # the write end of its lifeline (mlxsci.lifeline)
+        # The worker's folder: its stderr, and the job folder of each size, so
+        # that one folder is all a worker whose parent died must remove.
         self.logdir = Path(tempfile.mkdtemp(prefix="mlxsci-worker-"))
         self.stderr_path = self.logdir / "stderr"
         self.ended: str | None = None   # why the process can take no more sizes
@@ -203,17 +253,37 @@ class CandidateWorker:
 
     def start(self) -> None:
         read_end, write_end = os.pipe()
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [*self.command, "--serve", str(write_end)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
-                pass_fds=(write_end,), start_new_session=True)
-        os.close(write_end)
+        life_read, self.lifeline, life_env = open_lifeline([self.logdir])
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **life_env)
+        try:
+            with open(self.stderr_path, "wb") as stderr:
+                self.proc = subprocess.Popen(
+                    [*self.command, "--serve", str(write_end)],
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                    pass_fds=(write_end, life_read), start_new_session=True)
+        except BaseException:
+            os.close(self.lifeline)
+            self.lifeline = None
+            raise
+        finally:
+            os.close(write_end)
+            os.close(life_read)
         self.status = os.fdopen(read_end, "rb", buffering=0)
 
     def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
-        jobdir = new_job_dir(job)
+        """Run one size: (result or None, job dir, stderr tail). Interrupted
+        (Ctrl-C, SIGTERM made an exception), it kills the worker and removes
+        the size's job folder before the exception goes on."""
+        jobdir = new_job_dir(job, self.logdir)
+        try:
+            return self.hand_over(jobdir, timeout)
+        except BaseException:
+            if self.proc is not None:
+                self.kill()   # first: a worker still writing could refill the folder
+            shutil.rmtree(jobdir, ignore_errors=True)
+            raise
+
+    def hand_over(self, jobdir: Path, timeout: float) -> tuple[dict | None, Path, str]:
         if self.ended:
             return None, jobdir, f"the worker ended at an earlier size: {self.ended}"
         if self.proc is None:
@@ -284,22 +354,24 @@ class CandidateWorker:
         except OSError:   # BrokenPipeError: it had ended already
             pass
         self.status.close()
+        if self.lifeline is not None:   # after the worker ended: its lifeline may go
+            os.close(self.lifeline)
+            self.lifeline = None
 
     def kill(self) -> None:
-        """End the worker and anything it started (its own process group).
-        Only while the worker is not yet reaped: until then its id, which
-        names the group, cannot go to another process."""
-        if self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
+        """End the worker and anything it started (its own process group)."""
+        kill_group(self.proc)
 
     def close(self) -> None:
         """Tell the worker no size follows, wait a moment for it to exit, and
-        kill what is left of it; then remove its log."""
+        kill what is left of it; then remove its folder (log and job folders)."""
         if self.proc is not None:
+            try:
+                # Goodbye first: the worker then takes the end of its stdin
+                # for the end of its work, not for its parent's death.
+                os.write(self.lifeline, GOODBYE)
+            except OSError:   # it had ended already
+                pass
             try:
                 self.proc.stdin.close()   # end of stdin: the worker exits
             except OSError:

@@ -25,6 +25,9 @@ outputs are poisoned with two different sentinels -> on the simulator, the
 first verification run once more with the threads in reverse order (races show
 as a difference; the parent judges it) -> input checksums again.
 A job with "compare" instead times two candidates interleaved (run_compare).
+
+A worker never outlives its parent for long, however the parent ends (kill -9
+included): it watches the lifeline its parent hands it (mlxsci.lifeline).
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ from mlxsci.cache import atomic_write_json
 from mlxsci.candidate import CandidateError, parse
 from mlxsci.launch import Launcher
 from mlxsci.launch_expr import LaunchExprError
+from mlxsci.lifeline import Lifeline
 from mlxsci.reference_store import input_checksums
 from mlxsci.task import load_task
 from mlxsci.timers import (Work, default_timer_name, make_timer, median_kernels, run_noise,
@@ -296,7 +300,7 @@ def release_memory() -> None:
     mx.clear_cache()
 
 
-def serve(status_fd: int) -> int:
+def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
     """Run the jobs whose folders arrive one per line on stdin, in order,
     saying "done" on `status_fd` after each result is written."""
     # Only this process may hold the pipe: the parent reads its end closing as
@@ -310,13 +314,22 @@ def serve(status_fd: int) -> int:
             run_one(Path(outdir))
             release_memory()
             status.write("done\n")
+    # End of stdin: the parent said goodbye on the lifeline first, or it is
+    # gone and the lifeline's watcher ends this process after cleaning up.
+    if lifeline is not None:
+        lifeline.settle()
     return 0
 
 
 def main(argv: list[str]) -> int:
+    lifeline = Lifeline.from_environment()
     if argv[:1] == ["--serve"]:
-        return serve(int(argv[1]))
+        return serve(int(argv[1]), lifeline)
     run_one(Path(argv[0]))
+    # A parent that died while this job ran: its folder is cleaned up before
+    # this process exits (nothing is written to the lifeline in this mode).
+    if lifeline is not None and lifeline.parent_gone_now():
+        lifeline.settle()
     return 0
 
 

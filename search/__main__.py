@@ -7,18 +7,67 @@
 
 Exit status: 0 when the search ran (whatever its outcome), 1 when no proposal
 gave a candidate (outcome no_candidates: every call failed, or the cost cap
-stopped the run first), 2 for a usage error.
+stopped the run first), 2 for a usage error, 130 when interrupted (Ctrl-C)
+and 143 when terminated (SIGTERM): either way the worker is killed, its job
+folders removed, and every finished iteration kept for --resume.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 
 import click
 
 from mlxsci.eval import TaskArgument
 
+# Options a run keeps in its run.json: a resume takes them from there, so they
+# cannot be given with --resume (the others may, to extend or re-cap the run).
+FIXED_BY_THE_RUN = ("task", "model", "strategy", "backend", "dialect", "sizes", "accept",
+                    "timer", "sanitize", "out", "start", "seed", "base_url", "api", "timeout")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (or SIGHUP), raised wherever the search is, so that it stops as on
+    Ctrl-C: the worker killed and its folders removed on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def stop_on_termination():
+    """Within: SIGTERM and SIGHUP raise Terminated (where one is ignored, as
+    under nohup, it stays ignored); after: the handlers as they were."""
+    before = {}
+    # Only the main thread may set handlers (main() called from another thread sets none).
+    in_main = threading.current_thread() is threading.main_thread()
+    for name in ("SIGTERM", "SIGHUP") if in_main else ():
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            before[signum] = signal.signal(signum, raise_terminated)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def options_fixed_by_the_run(ctx: click.Context) -> list[str]:
+    """The options given on the command line that a resumed run takes from its run.json."""
+    from click.core import ParameterSource
+    return ["--" + name.replace("_", "-") for name in FIXED_BY_THE_RUN
+            if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
 @click.option("--task", type=TaskArgument(),
               help="Task to optimise: a built-in task name or the path of a task folder "
                    "of your own (task.py, reference.py, seed.metal; see examples/conv1d).")
@@ -76,14 +125,20 @@ from mlxsci.eval import TaskArgument
               help="JSON price table {model: [USD per M input, USD per M output]}.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size evaluation.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def main(task, model, iterations, strategy, backend, dialect, sizes, accept, timer, sanitize, out,
-         resume, start, seed, max_cost, base_url, api_key_env, llm_timeout, llm_retries, api,
-         prices, timeout, quiet):
+def main(ctx, task, model, iterations, strategy, backend, dialect, sizes, accept, timer,
+         sanitize, out, resume, start, seed, max_cost, base_url, api_key_env, llm_timeout,
+         llm_retries, api, prices, timeout, quiet):
     """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
-    from mlxsci.search.loop import run
+    from mlxsci.search.loop import S_AND_PHI, run
     from mlxsci.search.proposer import ProposerError
     if not task and not resume:
         raise click.UsageError("give --task (or --resume RUN_DIR)")
+    fixed = options_fixed_by_the_run(ctx) if resume else []
+    if fixed:
+        raise click.UsageError(
+            f"--resume continues a run with the options in its run.json: leave out "
+            f"{', '.join(fixed)} (--iterations, --max-cost, --prices, --api-key-env, "
+            "--llm-timeout, --llm-retries and --quiet may be given)")
     if sanitize:   # before availability: say what --sanitize needs even where CUDA is missing
         from mlxsci.backends import resolve_backend_name
         from mlxsci.sanitizer import check_sanitize
@@ -97,15 +152,18 @@ def main(task, model, iterations, strategy, backend, dialect, sizes, accept, tim
             raise click.BadParameter(f"{backend} is not available on this machine",
                                      param_hint="--backend")
     try:
-        summary = run(task, model, iterations=iterations, strategy=strategy, backend=backend,
-                      sizes=sizes, dialect=dialect, accept=accept, timer=timer,
-                      sanitize=sanitize, out=out,
-                      resume=resume, seed=seed, max_cost=max_cost,
-                      base_url=base_url, api=api, prices=prices, start=start, timeout=timeout,
-                      api_key_env=api_key_env, llm_timeout=llm_timeout, llm_retries=llm_retries,
-                      quiet=quiet, echo=lambda m: click.echo(m))
+        with stop_on_termination():
+            summary = run(task, model, iterations=iterations, strategy=strategy,
+                          backend=backend, sizes=sizes, dialect=dialect, accept=accept,
+                          timer=timer, sanitize=sanitize, out=out, resume=resume, seed=seed,
+                          max_cost=max_cost, base_url=base_url, api=api, prices=prices,
+                          start=start, timeout=timeout, api_key_env=api_key_env,
+                          llm_timeout=llm_timeout, llm_retries=llm_retries, quiet=quiet,
+                          echo=lambda m: click.echo(m))
     except (ProposerError, FileExistsError, ValueError) as exc:
         raise click.UsageError(str(exc))
+    except KeyboardInterrupt as exc:   # run() said where the run is and how to resume it
+        sys.exit(128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT))
     s = summary
 
     def f(x):
@@ -116,6 +174,8 @@ def main(task, model, iterations, strategy, backend, dialect, sizes, accept, tim
                f"(noise band {s['improvement_band']:.1%}); "
                f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
                f"run directory {s['run_dir']}")
+    if quiet:   # once per run: the progress output said it at the start otherwise
+        click.echo(S_AND_PHI)
     if s["outcome"] == "no_candidates":   # not a usage error: the search ran, and found nothing
         click.echo(f"no candidates: {s['outcome_reason']}", err=True)
         sys.exit(1)

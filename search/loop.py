@@ -25,25 +25,32 @@ refused under a cap, and warned about without one.
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import time
 from pathlib import Path
 
-from mlxsci.backends import get_backend, resolve_backend_name
-from mlxsci.candidate import extract_from_response
-from mlxsci.evaluate import backend_options, compare, evaluate
+from mlxsci.api import read_candidate_file
+from mlxsci.backends import backend_class, get_backend, resolve_backend_name
+from mlxsci.candidate import CandidateError, extract_from_response, parse, validate
+from mlxsci.evaluate import backend_options, compare, dialect_of, evaluate
 from mlxsci.sanitizer import check_sanitize
 from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.proposers import DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import (Entry, State, check_accept_rule, make_strategy,
                                       noise_aware_decision)
-from mlxsci.task import load_task
+from mlxsci.task import Task, check_task, load_task
 from mlxsci.timers import check_timer
 from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, REGRESSED, assess
 
 OUTCOMES = ("improved", "within_noise", "flat", "held_out_regression", "held_out_failure",
             "no_candidates")
+
+
+# What S and Phi mean, said once per run (progress output, or the final line).
+S_AND_PHI = ("S = geometric mean of the roofline fractions at the search sizes (0 if any "
+             "fails); Phi = the fraction at the held-out size, never shown to the proposer")
 
 
 class CostCapReached(Exception):
@@ -65,6 +72,43 @@ def search_dialect(opts: dict) -> str:
     """The dialect candidates are written in: --dialect, else the backend's own."""
     return get_backend(opts["backend"], **backend_options(opts["backend"],
                                                           opts.get("dialect"))).dialect
+
+
+def read_start(path: str | Path, dialect: str, task: Task) -> str:
+    """The text of a start file, or ValueError unless it is a candidate of
+    `task` in `dialect`: readable text (mlxsci.api.read_candidate_file: not
+    binary, not empty) that parses, with one `//! kernel` section per kernel
+    of the task (a file of comments only has none)."""
+    try:
+        text = read_candidate_file(path)
+        candidate = parse(text, dialect=dialect, filename=str(path))
+    except (ValueError, CandidateError) as exc:
+        raise ValueError(f"start file: {exc}") from None
+    kernels = ", ".join(task.kernel_names)
+    if not candidate.kernels:
+        raise ValueError(f"start file {path} has no kernels: a {task.name} candidate holds a "
+                         f"'//! kernel NAME' section for each of {kernels} (or leave out "
+                         "--start to start from the task's seed)")
+    size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
+    failures = validate(candidate, task.kernel_names, size_names)
+    if failures:
+        raise ValueError(f"start file {path} does not fit {task.name} (kernels {kernels}): "
+                         + "; ".join(f"line {f.line}: {f.message}" if f.line else f.message
+                                     for f in failures))
+    return text
+
+
+def make_run_dir(path: Path) -> None:
+    """Make a new run directory, or ValueError/FileExistsError saying why not."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} is a file, not a folder: give --out the path of a new run "
+                         "directory")
+    if path.exists() and any(path.iterdir()):
+        raise FileExistsError(f"{path} is not empty; use --resume {path} to continue it")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot make the run directory {path}: {exc.strerror or exc}") from None
 
 
 def _fmt(x) -> str:
@@ -194,8 +238,8 @@ class Search:
     def seed_entry(self, history: list[dict]) -> Entry:
         seed_file = self.rd.file(f"00_seed.{self.rd.ext}")
         result_file = self.rd.file("00_result.json")
-        if history and history[0]["iteration"] == 0 and result_file.exists():
-            return Entry(seed_file.read_text(), self.rd.read_json(result_file), 0)
+        if history and history[0]["iteration"] == 0:
+            return Entry(self.artefact(seed_file, 0), self.artefact(result_file, 0, True), 0)
         source = self.opts["start_source"] or self.task.seed(self.dialect)
         self.rd.write_text(seed_file, source)
         self.say("iter 0: evaluating the seed")
@@ -210,8 +254,22 @@ class Search:
                   "elapsed_s": time.perf_counter() - t0, "is_new_best": True,
                   "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
         self.rd.append_history(record)
-        history[:] = [record]
+        history.insert(0, record)    # before any later record a damaged line left behind
         return Entry(source, result, 0)
+
+    def artefact(self, path: Path, iteration: int, as_json: bool = False):
+        """The text (or JSON) of a file a history record stands for; ValueError,
+        saying what to do, when it is gone or damaged."""
+        try:
+            text = path.read_text()
+            return json.loads(text) if as_json else text
+        except (OSError, ValueError) as exc:   # ValueError: not UTF-8, not JSON
+            reason = ("is missing" if isinstance(exc, FileNotFoundError)
+                      else f"is damaged ({type(exc).__name__}: {exc})")
+            raise ValueError(
+                f"{path} {reason}, but history.jsonl records iteration {iteration} as done: "
+                f"restore the file, or delete that iteration's line from history.jsonl to "
+                "run it again") from None
 
     # -- rebuilding the state from the run directory --------------------------
     def rebuild(self, seed: Entry, history: list[dict]) -> State:
@@ -221,10 +279,10 @@ class Search:
                 state.previous_skipped = True
                 continue
             it = rec["iteration"]
-            entry = Entry(self.rd.iter_file(it, "candidate").read_text(),
-                          self.rd.read_json(self.rd.iter_file(it, "result.json")), it)
+            entry = Entry(self.artefact(self.rd.iter_file(it, "candidate"), it),
+                          self.artefact(self.rd.iter_file(it, "result.json"), it, True), it)
             state.previous, state.previous_skipped = entry, False
-            if rec["is_new_best"]:
+            if rec.get("is_new_best"):
                 state.best = entry
         return state
 
@@ -284,7 +342,7 @@ class Search:
                            stagnation=shows_history and stagnating(ctx.history),
                            accept=self.opts.get("accept", "strict"))
         tried = [state.seed.source] + [
-            self.rd.iter_file(r["iteration"], "candidate").read_text()
+            self.artefact(self.rd.iter_file(r["iteration"], "candidate"), r["iteration"])
             for r in history[1:] if r["role"] == "candidate"]
         prompt = PromptContext(task=self.task.name, dialect=self.dialect, iteration=it,
                                system=system, user=user, incumbent_source=ctx.base.source,
@@ -391,56 +449,29 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     under NVIDIA's compute-sanitizer, and one with a reported fault fails.
     proposer: a Proposer object to use instead of `model` (library use, tests).
     A resumed run keeps the options in its run.json (accept, timer included;
-    iterations, max_cost, api_key_env, llm_timeout and llm_retries may be given anew).
+    iterations, max_cost, api_key_env, llm_timeout and llm_retries may be given
+    anew, and run.json is rewritten with them; iterations never below those done).
+    start: its file must hold the task's kernels (ValueError otherwise); a .cu
+    file means the cuda dialect unless `dialect` says otherwise. Every check
+    (task folder, start file, options, an existing file at `out`) comes before
+    the run directory is made. Interrupted (KeyboardInterrupt), a run says how
+    to resume it; its worker is killed and its job folders removed.
     A failed call is a skipped iteration, never an exception; a run in which no
     proposal gave a candidate has outcome "no_candidates".
     """
     say = (lambda msg: None) if quiet else echo
     if resume is not None:
         rd_path = Path(resume)
-        opts = RunDir(rd_path).read_json("run.json")
-        if iterations is not None:
-            opts["iterations"] = iterations          # a resumed run may be extended
-        if max_cost is not None:
-            opts["max_cost"] = max_cost
-        for name, value in (("api_key_env", api_key_env), ("llm_timeout", llm_timeout),
-                            ("llm_retries", llm_retries)):
-            if value is not None:
-                opts[name] = value
-        # Run directories from before these options: the behaviour they ran with.
-        opts.setdefault("accept", "strict")
-        opts.setdefault("timer", None)
-        opts.setdefault("sanitize", None)
-        opts.setdefault("api_key_env", None)
-        opts.setdefault("llm_timeout", DEFAULT_LLM_TIMEOUT_S)
-        opts.setdefault("llm_retries", DEFAULT_LLM_RETRIES)
+        opts = resumed_options(rd_path, iterations=iterations, max_cost=max_cost,
+                               api_key_env=api_key_env, llm_timeout=llm_timeout,
+                               llm_retries=llm_retries)
     else:
-        backend = resolve_backend_name(backend)
-        if sizes is None:
-            sizes = "smoke" if backend == "sim" else "in-dist"
-        if sizes in ("held-out", "all"):
-            raise ValueError("a search never scores on held-out sizes; use smoke or in-dist")
-        # Fails early on an unknown task. A task folder of your own is recorded by its
-        # absolute path (task.ref), so a resume from another directory finds it.
-        task_def = load_task(task)
-        task = task_def.ref
-        opts = {"task": task, "model": model if proposer is None else proposer.name,
-                "iterations": 10 if iterations is None else iterations, "strategy": strategy,
-                "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
-                "base_url": base_url, "api": api, "timeout": timeout, "dialect": dialect,
-                # The NAME of the variable holding a --base-url server's key, never the key.
-                "api_key_env": api_key_env,
-                "llm_timeout": DEFAULT_LLM_TIMEOUT_S if llm_timeout is None else llm_timeout,
-                "llm_retries": DEFAULT_LLM_RETRIES if llm_retries is None else llm_retries,
-                "accept": check_accept_rule(accept),   # fails early on an unknown rule
-                # The timer this backend uses, recorded by name so a resume times alike;
-                # fails early on one that cannot time this backend.
-                "timer": check_timer(timer, backend),
-                "sanitize": sanitize,
-                "start_source": Path(start).read_text() if start else None}
-        make_strategy(strategy)   # fails early on an unknown strategy
-        backend_options(backend, dialect)   # fails early on a dialect the backend cannot run
-        check_sanitize(sanitize, backend)   # fails early where compute-sanitizer cannot run
+        opts, task_def = new_options(
+            task, model if proposer is None else proposer.name, iterations=iterations,
+            strategy=strategy, backend=backend, sizes=sizes, seed=seed, max_cost=max_cost,
+            base_url=base_url, api=api, timeout=timeout, dialect=dialect,
+            api_key_env=api_key_env, llm_timeout=llm_timeout, llm_retries=llm_retries,
+            accept=accept, timer=timer, sanitize=sanitize, start=start)
     if proposer is None:   # before any directory is made: a missing API key fails cleanly
         from mlxsci.search.prices import load_prices
         from mlxsci.search.proposers import make_proposer
@@ -450,19 +481,108 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
                                  timeout_s=opts["llm_timeout"], max_retries=opts["llm_retries"],
                                  api_key_env=opts["api_key_env"])
     check_priced(proposer, opts["max_cost"], echo)
-    if resume is None:
-        rd_path = Path(out) if out else default_run_dir(task_def.name, opts["model"])
-        if rd_path.exists() and any(rd_path.iterdir()):
-            raise FileExistsError(f"{rd_path} is not empty; use --resume {rd_path} to continue it")
-        rd_path.mkdir(parents=True, exist_ok=True)
+    rd = RunDir(resume if resume is not None else
+                Path(out) if out else default_run_dir(task_def.name, opts["model"]),
+                search_dialect(opts))
+    history = rd.history()
+    if resume is not None:
+        check_extension(history, iterations)
+    else:
+        make_run_dir(rd.path)
+    for line in rd.skipped_report():     # damaged lines of history.jsonl, by number
+        echo(line)
+    # run.json says what this session runs: a resume's new iterations, cap, timeouts.
+    rd.write_json(rd.file("run.json"), opts)
+    say(f"run directory {rd.path}")
+    say(S_AND_PHI)
+    try:
+        summary = run_search(opts, rd, proposer, say, history)
+    except KeyboardInterrupt:   # Ctrl-C, or SIGTERM in `python -m mlxsci.search`
+        echo(f"interrupted: every finished iteration is kept in {rd.path}; continue with "
+             f"python -m mlxsci.search --resume {rd.path}")
+        raise
+    summary["run_dir"] = str(rd.path)
+    return summary
 
-    rd = RunDir(rd_path, search_dialect(opts))
-    if resume is None:
-        rd.write_json(rd.file("run.json"), opts)
+
+def resumed_options(rd_path: Path, **given) -> dict:
+    """The options of the run in `rd_path` (run.json), with those a resume may
+    give anew (iterations, max_cost, api_key_env, llm_timeout, llm_retries)
+    replaced where given. ValueError when the folder holds no run."""
+    opts = RunDir(rd_path).options()
+    # A task folder moved away or broken since: ValueError, before anything runs.
+    check_task(load_task(opts["task"]))
+    backend = opts["backend"]
+    if not backend_class(backend).available():   # (an unknown name: ValueError too)
+        raise ValueError(f"this run ran on the {backend} backend, which is not available on "
+                         f"this machine: resume it where {backend} runs")
+    for name, value in given.items():
+        if value is not None:
+            opts[name] = value          # a resumed run may be extended, re-capped, ...
+    # Run directories from before these options: the behaviour they ran with.
+    for name, value in (("accept", "strict"), ("timer", None), ("sanitize", None),
+                        ("api_key_env", None), ("llm_timeout", DEFAULT_LLM_TIMEOUT_S),
+                        ("llm_retries", DEFAULT_LLM_RETRIES), ("seed", 0), ("max_cost", None),
+                        ("base_url", None), ("api", "auto"), ("timeout", None),
+                        ("dialect", None), ("start_source", None)):
+        opts.setdefault(name, value)
+    return opts
+
+
+def check_extension(history: list[dict], iterations: int | None) -> None:
+    """A resume's --iterations must not be fewer than the iterations already done."""
+    done = max((r["iteration"] for r in history), default=0)
+    if iterations is not None and iterations < done:
+        raise ValueError(f"this run has done {done} iterations; --iterations {iterations} "
+                         f"cannot shorten it (give at least {done} to extend it, or leave "
+                         "--iterations out to finish it as planned)")
+
+
+def new_options(task: str, model: str, *, iterations, strategy, backend, sizes, seed,
+                max_cost, base_url, api, timeout, dialect, api_key_env, llm_timeout,
+                llm_retries, accept, timer, sanitize, start) -> tuple[dict, Task]:
+    """The options of a new run (run.json) and its task, every one checked
+    (ValueError) before anything is made."""
+    backend = resolve_backend_name(backend)
+    if sizes is None:
+        sizes = "smoke" if backend == "sim" else "in-dist"
+    if sizes in ("held-out", "all"):
+        raise ValueError("a search never scores on held-out sizes; use smoke or in-dist")
+    # Fails early on an unknown task. A task folder of your own is recorded by its
+    # absolute path (task.ref), so a resume from another directory finds it.
+    task_def = load_task(task)
+    # A start file written in another dialect than the backend's own says so by its name.
+    dialect = dialect or (dialect_of(str(start)) if start else None)
+    opts = {"task": task_def.ref, "model": model,
+            "iterations": 10 if iterations is None else iterations, "strategy": strategy,
+            "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
+            "base_url": base_url, "api": api, "timeout": timeout, "dialect": dialect,
+            # The NAME of the variable holding a --base-url server's key, never the key.
+            "api_key_env": api_key_env,
+            "llm_timeout": DEFAULT_LLM_TIMEOUT_S if llm_timeout is None else llm_timeout,
+            "llm_retries": DEFAULT_LLM_RETRIES if llm_retries is None else llm_retries,
+            "accept": check_accept_rule(accept),   # fails early on an unknown rule
+            # The timer this backend uses, recorded by name so a resume times alike;
+            # fails early on one that cannot time this backend.
+            "timer": check_timer(timer, backend),
+            "sanitize": sanitize, "start_source": None}
+    make_strategy(strategy)   # fails early on an unknown strategy
+    backend_options(backend, dialect)   # fails early on a dialect the backend cannot run
+    check_sanitize(sanitize, backend)   # fails early where compute-sanitizer cannot run
+    written_in = search_dialect(opts)
+    # The whole task folder, before any run directory: its reference, sizes, and
+    # the seed of this dialect unless a start file stands in for it.
+    check_task(task_def, None if start else written_in)
+    if start:
+        opts["start_source"] = read_start(start, written_in, task_def)
+    return opts, task_def
+
+
+def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> dict:
+    """The iterations a run has left, then the held-out gate: the summary."""
     search = Search(opts, rd, proposer, say)
     proposer.say = say                    # retries and waits on the console
-    history = rd.history()
-    rd.repair_history(history)            # drop a torn last line, if any
+    rd.repair_history(history)            # drop a torn last line or damaged lines, if any
     seed_entry = search.seed_entry(history)
     state = search.rebuild(seed_entry, history)
     # The history is the truth: a run killed between writing best.* and
@@ -553,5 +673,4 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         f"({summary['improvement_verdict'] or 'n/a'}, band {verdicts['improvement_band']:.1%})  "
         f"Phi seed={_fmt(phi_seed)} best={_fmt(phi_best)} "
         f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}")
-    summary["run_dir"] = str(rd_path)
     return summary

@@ -90,6 +90,9 @@ def load_prices(path: str | None = None) -> dict:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
         raise ValueError(f"cannot read price file {path}: {exc}") from None
+    except UnicodeDecodeError:   # a binary file: the codec's own words say nothing useful
+        raise ValueError(f"price file {path} is not UTF-8 text: it must be a JSON file "
+                         '{"model-or-prefix": [in_per_M, out_per_M]}') from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"price file {path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):

@@ -13,6 +13,11 @@ Layout (Metal-Sci's, plus what resuming needs):
 An iteration counts as done only once its history record is appended, so a
 run killed at any point resumes at the first iteration without a record. A
 proposal already saved for that iteration is reused, not asked for again.
+
+A line of history.jsonl that is not a record (cut short by a kill, or
+damaged) is skipped and reported with its line number; the records after it
+still count, and the skipped text is kept in history_skipped.txt when the
+history is rewritten without it.
 """
 from __future__ import annotations
 
@@ -22,11 +27,17 @@ from pathlib import Path
 
 from mlxsci.cache import atomic_write_bytes, atomic_write_json
 
+ROLES = ("seed", "candidate", "skipped")   # what a history record's iteration was
+# What run.json must hold for a run to be resumed (the other options have defaults).
+REQUIRED_OPTIONS = {"task": str, "model": str, "iterations": int, "strategy": str,
+                    "backend": str, "sizes": str}
+
 
 class RunDir:
     def __init__(self, path: Path, dialect: str = "metal"):
         self.path = Path(path)
         self.ext = "metal" if dialect == "metal" else "cu"
+        self.skipped_lines: list[tuple[int, str]] = []   # history() lines that held no record
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -46,6 +57,32 @@ class RunDir:
         path = name_or_path if isinstance(name_or_path, Path) else self.file(name_or_path)
         return json.loads(path.read_text())
 
+    def options(self) -> dict:
+        """The options in run.json. ValueError, saying what to do, when the
+        folder is not a run directory or its run.json is not one."""
+        path = self.file("run.json")
+        if not self.path.is_dir():
+            raise ValueError(f"{self.path} is not a folder: --resume takes a run directory "
+                             "(the --out folder of an earlier search)")
+        if not path.is_file():
+            raise ValueError(f"{self.path} is not a run directory: it has no run.json (--resume "
+                             "takes the --out folder of an earlier search)")
+        try:
+            opts = json.loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path} is damaged ({type(exc).__name__}: {exc}): it must be the "
+                             "JSON object of options a search wrote; cannot resume "
+                             "this run") from None
+        if not isinstance(opts, dict):
+            raise ValueError(f"{path} is damaged: it must hold a JSON object of options, "
+                             "not " + type(opts).__name__ + "; cannot resume this run")
+        wrong = [f"{key} ({kind.__name__})" for key, kind in REQUIRED_OPTIONS.items()
+                 if not isinstance(opts.get(key), kind) or isinstance(opts.get(key), bool)]
+        if wrong:
+            raise ValueError(f"{path} is damaged: it lacks {', '.join(wrong)}; cannot "
+                             "resume this run")
+        return opts
+
     def append_history(self, record: dict) -> None:
         """Append one line and fsync: the record is the commit point of an iteration."""
         line = json.dumps(record, sort_keys=True) + "\n"
@@ -55,16 +92,21 @@ class RunDir:
             os.fsync(f.fileno())
 
     def history(self) -> list[dict]:
-        """Finished iterations, in order. A torn last line (killed mid-write) is dropped."""
+        """Finished iterations, in order of iteration. Lines that are not
+        records are skipped and listed in self.skipped_lines."""
         path = self.file("history.jsonl")
+        self.skipped_lines = []
         if not path.exists():
             return []
         records = []
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
+        # Bytes decoded leniently: a damaged line is skipped, never an exception.
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), start=1):
+            record = parse_record(line)
+            if record is not None:
+                records.append(record)
+            elif line.strip():
+                self.skipped_lines.append((number, line))
         # Keep the first record of each iteration: a record is only appended once
         # per iteration, but be strict so a history never counts one twice.
         seen, unique = set(), []
@@ -72,9 +114,42 @@ class RunDir:
             if r["iteration"] not in seen:
                 seen.add(r["iteration"])
                 unique.append(r)
-        return unique
+        return sorted(unique, key=lambda r: r["iteration"])
+
+    def skipped_report(self) -> list[str]:
+        """One console line per line history() skipped, naming file and line."""
+        path = self.file("history.jsonl")
+        return [f"warning: {path}:{number}: not a history record (cut short by a kill, or "
+                f"damaged): skipped; the records after it are kept ({_excerpt(line)})"
+                for number, line in self.skipped_lines]
 
     def repair_history(self, records: list[dict]) -> None:
-        """Rewrite history.jsonl with exactly these records (drops a torn tail)."""
+        """Rewrite history.jsonl with exactly these records (drops a torn tail
+        and damaged lines), keeping the lines it drops in history_skipped.txt."""
+        if self.skipped_lines:
+            kept = "".join(f"history.jsonl line {n}: {line}\n" for n, line in self.skipped_lines)
+            with open(self.file("history_skipped.txt"), "a") as f:
+                f.write(kept)
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
         atomic_write_bytes(self.file("history.jsonl"), text.encode())
+
+
+def parse_record(line: str) -> dict | None:
+    """The history record a line holds, or None when it holds none: not JSON,
+    or JSON without an integer iteration and a role (a line cut short by a
+    kill can still be valid JSON, a bare number)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or record.get("role") not in ROLES:
+        return None
+    iteration = record.get("iteration")
+    if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
+        return None
+    return record
+
+
+def _excerpt(line: str, width: int = 60) -> str:
+    line = line.strip()
+    return repr(line if len(line) <= width else line[:width] + "...")
