@@ -5,9 +5,11 @@ searched recursively; a folder with an `index.json` written by
 `python -m mlxsci.sweep` is read through its index. Unfinished runs (no
 summary.json yet) are skipped with a note on stderr.
 
-Main table: one row per task, one column group per model. When several runs
-share a task and a model, the one with the most iterations wins, then the
-newest (summary.json's modification time), then the last path. Columns:
+Main table: one row per task, one column group per model. The runs of a
+cell are told apart by their proposer seed (run.json; a sweep's repeat k
+runs with seed k - 1): of several runs with the same task, model and seed
+the one with the most iterations wins, then the newest (summary.json's
+modification time), then the last path. Columns, for a cell of one run:
 
     speedup        in-distribution speedup S_best / S_seed
     held-out phi   the best's fraction of the roofline at the held-out size (Phi)
@@ -26,6 +28,18 @@ newest (summary.json's modification time), then the last path. Columns:
     saturated          no speedup, and the seed already reaches S >= 0.8 of the
                        roofline: little left to gain
     flat               no speedup, and the seed is below 0.8
+
+A cell of several runs (different seeds: `mlxsci.sweep --repeats K`) gives
+the median of its runs with a spread (mlxsci.report_spread: min-max under 5
+runs, else a 95 % bootstrap confidence interval of the median, 2000
+resamples, seed 0), and once any cell of the table has several runs every
+model's group gains the columns `runs` (the count), `speedup lo`, `speedup
+hi`, `spread` (which of the two the speedup's is), `held-out ratio lo` and
+`held-out ratio hi`; Markdown and LaTeX show them as `1.02x [1.00x, 1.05x]`
+with a note under the table saying how the spread is made. A cell counts as
+improved when more than half of its runs are, and its outcome lists its
+runs' labels, commonest first, with their counts, e.g. `generalizes 2/3,
+flat 1/3`.
 
 "Beyond the noise" is mlxsci.verdicts' rule, the one the search's summary.json
 uses too: a ratio above 1 + band (improved) or below 1 / (1 + band)
@@ -50,11 +64,15 @@ failed or skipped candidates as crosses on the 1.0 baseline, the best
 iteration as a star), roofline_<device>.* (the measured roofline cached for
 the device when this machine has it, else the ceilings recorded in the runs;
 each task's seed and best at its arithmetic intensity) and fractions.* (per-size
-fraction of the roofline, seed vs best, held-out size included).
+fraction of the roofline, seed vs best, held-out size included) and
+speedups.* (per task and model the median speedup as a bar, its spread as an
+error bar, each run as a dot). Convergence draws every run of a cell, the
+others one run per cell, picked as above.
 
 Library: load_runs(paths), main_table(runs), details_table(runs),
 render(rows, fmt), report_text(runs, fmt, details), report_files(runs, fmt,
-details, out), outcome_label(summary), write_plots(runs, dir).
+details, out), outcome_label(summary), cell_runs(runs, task, model),
+write_plots(runs, dir).
 """
 from __future__ import annotations
 
@@ -69,6 +87,8 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from mlxsci.report_spread import (BOOTSTRAP_LEVEL, BOOTSTRAP_MIN_RUNS, BOOTSTRAP_RESAMPLES,
+                                  SPREAD_NOTE, median_and_spread, spread_kind)
 from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, REGRESSED, assess_summary
 
 SATURATED = 0.8            # a seed S at least this large leaves little to gain
@@ -99,7 +119,17 @@ def _load_run(run_dir: Path) -> dict | None:
         return None
     summary["run_dir"] = str(run_dir)
     summary["_mtime"] = path.stat().st_mtime
+    summary["_seed"] = _run_seed(run_dir)
     return summary
+
+
+def _run_seed(run_dir: Path):
+    """The run's proposer seed (run.json; 0, the default, when it has none)."""
+    try:
+        seed = json.loads((run_dir / "run.json").read_text()).get("seed", 0)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return 0
+    return seed if isinstance(seed, (int, str)) and not isinstance(seed, bool) else 0
 
 
 def _index_runs(index: Path) -> list[Path]:
@@ -204,22 +234,69 @@ def models_of(runs: list[dict]) -> list[str]:
     return sorted({r["model"] for r in runs})
 
 
+def cell_runs(runs: list[dict], task: str, model: str) -> list[dict]:
+    """The runs of one cell: one per proposer seed (picked by _pick), by seed."""
+    by_seed: dict = {}
+    for r in runs:
+        if r["task"] == task and r["model"] == model:
+            by_seed.setdefault(r.get("_seed", 0), []).append(r)
+    ordered = sorted(by_seed.items(), key=lambda kv: (isinstance(kv[0], str), kv[0]))
+    return [_pick(group) for _, group in ordered]
+
+
+def _single_cell(m: str, r: dict | None) -> dict:
+    """A cell of one run (or none): the table as it has always been."""
+    return {f"{m} speedup": speedup(r) if r else None,
+            f"{m} improved": None if r is None else improved(r),
+            f"{m} held-out phi": r.get("held_out_best") if r else None,
+            f"{m} held-out ratio": r.get("held_out_ratio") if r else None,
+            f"{m} outcome": outcome_label(r) if r else None}
+
+
+def _label_counts(cell: list[dict]) -> str:
+    """The labels of the cell's runs, commonest first, each with its count:
+    'generalizes 2/3, flat 1/3' (ties in OUTCOME_LABELS' order)."""
+    labels = [outcome_label(r) for r in cell]
+    found = sorted(set(labels), key=lambda lab: (-labels.count(lab), OUTCOME_LABELS.index(lab)))
+    return ", ".join(f"{lab} {labels.count(lab)}/{len(cell)}" for lab in found)
+
+
+def _repeated_cell(m: str, cell: list[dict]) -> dict:
+    """A cell of any number of runs: medians, spreads, count (report_spread)."""
+    if not cell:
+        return {f"{m} {k}": None for k in ("runs", "speedup", "speedup lo", "speedup hi",
+                                           "spread", "improved", "held-out phi",
+                                           "held-out ratio", "held-out ratio lo",
+                                           "held-out ratio hi", "outcome")}
+    speedups = [speedup(r) for r in cell]
+    s, s_lo, s_hi = median_and_spread(speedups)
+    ratio, r_lo, r_hi = median_and_spread([r.get("held_out_ratio") for r in cell])
+    phi = median_and_spread([r.get("held_out_best") for r in cell])[0]
+    return {f"{m} runs": len(cell), f"{m} speedup": s, f"{m} speedup lo": s_lo,
+            f"{m} speedup hi": s_hi,
+            f"{m} spread": spread_kind(len([x for x in speedups if x is not None])),
+            f"{m} improved": 2 * sum(improved(r) for r in cell) > len(cell),
+            f"{m} held-out phi": phi, f"{m} held-out ratio": ratio,
+            f"{m} held-out ratio lo": r_lo, f"{m} held-out ratio hi": r_hi,
+            f"{m} outcome": _label_counts(cell) if len(cell) > 1 else outcome_label(cell[0])}
+
+
 def main_table(runs: list[dict]) -> list[dict]:
     """One row (an ordered dict) per task; per model: speedup, improved (bool),
-    held-out phi, held-out ratio, outcome. Values are raw numbers (None if unknown)."""
+    held-out phi, held-out ratio, outcome, and when any cell holds several runs
+    also runs, speedup lo/hi, spread, held-out ratio lo/hi (module docstring).
+    Values are raw numbers (None if unknown)."""
     models = models_of(runs)
+    tasks = sorted({r["task"] for r in runs})
+    cells = {(t, m): cell_runs(runs, t, m) for t in tasks for m in models}
+    repeated = any(len(cell) > 1 for cell in cells.values())
     rows = []
-    for task in sorted({r["task"] for r in runs}):
+    for task in tasks:
         row = {"task": task}
         for m in models:
-            group = [r for r in runs if r["task"] == task and r["model"] == m]
-            r = _pick(group) if group else None
-            s = speedup(r) if r else None
-            row[f"{m} speedup"] = s
-            row[f"{m} improved"] = None if r is None else improved(r)
-            row[f"{m} held-out phi"] = r.get("held_out_best") if r else None
-            row[f"{m} held-out ratio"] = r.get("held_out_ratio") if r else None
-            row[f"{m} outcome"] = outcome_label(r) if r else None
+            cell = cells[(task, m)]
+            row.update(_repeated_cell(m, cell) if repeated
+                       else _single_cell(m, cell[0] if cell else None))
         rows.append(row)
     return rows
 
@@ -282,17 +359,34 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
 
 
+def _has_spread(rows: list[dict]) -> bool:
+    return bool(rows) and any(k.endswith(" spread") for k in rows[0])
+
+
+def _with_spread(key: str, row: dict) -> str:
+    """A cell, with its `[lo, hi]` when the row has them: '1.02x [1.00x, 1.05x]'."""
+    text = _fmt_cell(key, row[key])
+    lo, hi = row.get(f"{key} lo"), row.get(f"{key} hi")
+    if lo is None or hi is None:
+        return text
+    return f"{text} [{_fmt_cell(key, lo)}, {_fmt_cell(key, hi)}]"
+
+
 def _display(rows: list[dict]):
     """Headers and formatted cells for md/latex: `X improved` columns become
-    the bold marking of `X speedup`. Returns (headers, cells, bold)."""
+    the bold marking of `X speedup`; `X lo` / `X hi` join X's cell as its
+    spread (`X spread` goes to the note under the table). Returns (headers,
+    cells, bold)."""
     keys = list(rows[0]) if rows else []
     marks = {k[: -len(" improved")] + " speedup": k for k in keys if k.endswith(" improved")}
-    shown = [k for k in keys if not k.endswith(" improved")]
+    shown = [k for k in keys if not k.endswith((" improved", " lo", " hi", " spread"))]
+    spread = {k for k in shown if f"{k} lo" in keys}
+    headers = [f"{k} [spread]" if k in spread else k for k in shown]
     cells, bold = [], []
     for row in rows:
-        cells.append([_fmt_cell(k, row[k]) for k in shown])
+        cells.append([_with_spread(k, row) for k in shown])
         bold.append([bool(k in marks and row.get(marks[k])) for k in shown])
-    return shown, cells, bold
+    return headers, cells, bold
 
 
 def _numeric(col: list[str]) -> bool:
@@ -316,12 +410,14 @@ def render(rows: list[dict], fmt: str = "md") -> str:
     align = ["right" if _numeric([c[i] for c in cells]) else "left" for i in range(len(headers))]
     if fmt == "md":
         shown = [[f"**{c}**" if b else c for c, b in zip(cr, br)] for cr, br in zip(cells, bold)]
+        note = f"\nPer cell: {SPREAD_NOTE}.\n" if _has_spread(rows) else ""
         return tabulate(shown, headers=headers, tablefmt="github", colalign=align,
-                        disable_numparse=True) + "\n"
+                        disable_numparse=True) + "\n" + note
     if fmt == "latex":
         def tex(c: str, b: bool = False) -> str:
             t = latex_escape(c)
-            t = re.sub(r"^([-+\d.]+)x$", r"\1$\\times$", t)
+            if re.fullmatch(r"[-+\d.]+x( \[[-+\d.]+x, [-+\d.]+x\])?", t):   # 1.02x [1.00x, 1.05x]
+                t = re.sub(r"([\d.]+)x", r"\1$\\times$", t)
             return rf"\textbf{{{t}}}" if b else t
         spec = "".join("r" if a == "right" else "l" for a in align)
         lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
@@ -329,6 +425,8 @@ def render(rows: list[dict], fmt: str = "md") -> str:
         lines += [" & ".join(tex(c, b) for c, b in zip(cr, br)) + r" \\"
                   for cr, br in zip(cells, bold)]
         lines += [r"\bottomrule", r"\end{tabular}"]
+        if _has_spread(rows):    # under the tabular, where a caption would say it
+            lines += ["", rf"\par\footnotesize Per cell: {latex_escape(SPREAD_NOTE)}."]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
@@ -370,28 +468,11 @@ def plot_convergence(runs: list[dict], out: Path) -> list[Path]:
     colors = dict(zip(models_of(runs), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10))
     for ax, task in zip(axes, tasks):
         for m in models_of(runs):
-            group = [r for r in runs if r["task"] == task and r["model"] == m]
-            if not group:
-                continue
-            r = _pick(group)
-            seed = r.get("seed_score")
-            xs, ys, best, fails = [], [], seed, []
-            for h in sorted(r.get("history", []), key=lambda h: h["iteration"]):
-                if h.get("is_new_best") and h.get("score") is not None:
-                    best = h["score"]
-                if h["iteration"] > 0 and not h.get("correct"):
-                    fails.append(h["iteration"])
-                xs.append(h["iteration"])
-                ys.append(best / seed if seed and best is not None else float("nan"))
-            c = colors[m]
-            ax.step(xs, ys, where="post", color=c, label=m, marker=".")
-            if fails:
-                ax.plot(fails, [1.0] * len(fails), "x", color=c, ms=8,
-                        label=f"{m}: failed / skipped")
-            bi = r.get("best_iteration")
-            if bi is not None and bi in xs:
-                ax.plot([bi], [ys[xs.index(bi)]], "*", color=c, ms=14, mec="black",
-                        label=f"{m}: best (iteration {bi})")
+            cell = cell_runs(runs, task, m)
+            for k, r in enumerate(cell):
+                # every run of the cell in the model's colour, the legend once
+                _convergence_line(ax, r, colors[m], m if k == 0 else None,
+                                  f" ({len(cell)} runs)" if len(cell) > 1 else "")
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
         ax.axhline(1.0 + NOISE_FLOOR, color="gray", lw=0.6, ls=":")   # the least band
         ax.set_title(task)
@@ -402,6 +483,65 @@ def plot_convergence(runs: list[dict], out: Path) -> list[Path]:
     fig.suptitle("Convergence: best-so-far in-distribution speedup")
     fig.tight_layout()
     paths = _save(fig, out, "convergence")
+    plt.close(fig)
+    return paths
+
+
+def _convergence_line(ax, r: dict, color, model: str | None, runs_note: str) -> None:
+    """One run's best-so-far speedup; failed or skipped iterations as crosses on
+    the baseline, the best as a star. Labelled only when `model` is given."""
+    seed = r.get("seed_score")
+    xs, ys, best, fails = [], [], seed, []
+    for h in sorted(r.get("history", []), key=lambda h: h["iteration"]):
+        if h.get("is_new_best") and h.get("score") is not None:
+            best = h["score"]
+        if h["iteration"] > 0 and not h.get("correct"):
+            fails.append(h["iteration"])
+        xs.append(h["iteration"])
+        ys.append(best / seed if seed and best is not None else float("nan"))
+    label = (lambda text: text if model else None)   # noqa: E731
+    ax.step(xs, ys, where="post", color=color, label=label(f"{model}{runs_note}"), marker=".")
+    if fails:
+        ax.plot(fails, [1.0] * len(fails), "x", color=color, ms=8,
+                label=label(f"{model}: failed / skipped"))
+    bi = r.get("best_iteration")
+    if bi is not None and bi in xs:
+        ax.plot([bi], [ys[xs.index(bi)]], "*", color=color, ms=14, mec="black",
+                label=label(f"{model}: best (iteration {bi})" if not runs_note
+                            else f"{model}: best of each run"))
+
+
+def plot_speedups(runs: list[dict], out: Path) -> list[Path]:
+    """Per task and model: the median speedup as a bar, its spread (min-max or
+    bootstrap CI, report_spread) as an error bar, each run as a dot."""
+    import matplotlib.pyplot as plt
+    tasks, models = sorted({r["task"] for r in runs}), models_of(runs)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(tasks) * max(len(models), 1) + 2), 3.8))
+    width = 0.8 / max(len(models), 1)
+    for j, m in enumerate(models):
+        for i, task in enumerate(tasks):
+            values = [v for v in (speedup(r) for r in cell_runs(runs, task, m)) if v is not None]
+            mid, lo, hi = median_and_spread(values)
+            if mid is None:
+                continue
+            x = i + (j - (len(models) - 1) / 2) * width
+            ax.bar(x, mid, width * 0.9, color=colors[j], alpha=0.6,
+                   label=m if i == 0 else None)
+            if lo is not None:
+                ax.errorbar(x, mid, yerr=[[mid - lo], [hi - mid]], color="black", capsize=4,
+                            lw=1.2)
+            ax.plot([x] * len(values), values, "o", color=colors[j], mec="black", ms=4)
+    ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+    ax.set_xticks(range(len(tasks)))
+    ax.set_xticklabels(tasks)
+    ax.set_ylabel("speedup S_best / S_seed")
+    ax.set_title(f"Median speedup per cell (bar), each run (dot); error bar: min-max of the "
+                 f"runs under {BOOTSTRAP_MIN_RUNS},\nelse a {BOOTSTRAP_LEVEL:.0%} bootstrap CI "
+                 f"of the median ({BOOTSTRAP_RESAMPLES} resamples)", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths = _save(fig, out, "speedups")
     plt.close(fig)
     return paths
 
@@ -595,14 +735,16 @@ def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
 
 
 def write_plots(runs: list[dict], out) -> list[Path]:
-    """Convergence, roofline (one per device) and per-size fraction plots, PNG + SVG."""
+    """Convergence, roofline (one per device), per-size fraction and speedup
+    (median and spread per cell) plots, PNG + SVG."""
     import matplotlib
     matplotlib.use("Agg")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not runs:
         return []
-    return plot_convergence(runs, out) + plot_roofline(runs, out) + plot_fractions(runs, out)
+    return (plot_convergence(runs, out) + plot_roofline(runs, out) + plot_fractions(runs, out)
+            + plot_speedups(runs, out))
 
 
 # -- command line ----------------------------------------------------------------

@@ -1,103 +1,109 @@
-"""Many searches, one after another: `python -m mlxsci.sweep`.
+"""Many searches: `python -m mlxsci.sweep`, in this process or as Ray tasks.
 
     python -m mlxsci.sweep --tasks saxpy,heat2d --models autotune --iterations 4 --backend sim
+    python -m mlxsci.sweep --tasks all --models gpt-5.5 --iterations 10 --repeats 3 \\
+        --executor ray --max-cost 50
 
-Each (task, model) runs into DIR/<task>_<model>/ (the model name made safe
-for a path), so a sweep started again finds its own runs:
+Runs. Each (task, model) is searched K times (--repeats, default 1), into
+DIR/<task>_<model>/ for repeat 1 and DIR/<task>_<model>_r<k>/ for repeat k
+(the model name made safe for a path), each with proposer seed k - 1 (the
+seed of autotune's order; LLM runs record it too). Repeat 1 is therefore the
+run a sweep without --repeats makes, and asking an existing sweep for more
+repeats keeps the runs it has. Runs start repeat by repeat (every cell's
+first run before any cell's second), so a sweep cut short by its cost cap or
+by a kill leaves every cell a run before it leaves any a second.
+
+A sweep started again finds its own runs:
 - summary.json with at least K iterations (or a proposer that ran dry):
   finished, skipped;
-- summary.json with fewer iterations: resumed and extended to K;
+- summary.json with fewer iterations (stopped by the cost cap, or the sweep
+  now asks for more): resumed and extended to K;
 - a run directory without summary.json (a killed run): resumed;
 - nothing there: a new search.
 A search that raises is recorded as failed and the sweep goes on.
-DIR/index.json lists the runs (task, model, path relative to DIR, status:
-finished, unfinished or failed) and is rewritten after each one;
+
+Executors: `local` (the default) runs the searches one after another in
+this process; `ray` (mlxsci.sweep_ray, `pip install 'mlxsci[ray]'`) runs each
+as a Ray task, on this machine or on a cluster. Either way each run writes its
+own directory as it goes, so a killed sweep loses only unfinished iterations.
+
+Cost: --max-cost caps the whole sweep, without overshoot (mlxsci.sweep_budget);
+--max-cost-per-run caps each search.
+
+DIR/index.json lists the runs (task, model, repeat, seed, path relative to
+DIR, status, action, cost_usd; max_cost: the cap a run was given; stopped:
+why a run stopped short; error: why it failed, was lost or did not start)
+and is rewritten whenever a run starts or ends. status: finished; stopped (a
+summary with fewer iterations than asked: the cost cap); unfinished
+(pending, running, killed, lost or not started); failed.
 `python -m mlxsci.report DIR` reads it.
+
+The runs' machinery (naming, running one, the driver's bookkeeping) is in
+mlxsci.sweep_runs; this module is the entry point: sweep() and the CLI.
 """
 from __future__ import annotations
 
-import json
-import re
 import sys
 from pathlib import Path
 
 import click
 
-from mlxsci.cache import atomic_write_json
+from mlxsci.sweep_budget import CostBudget, spent_by_run
+from mlxsci.sweep_runs import (Driver, Job, LocalExecutor, is_finished, plan, run_name,
+                               run_one, run_spec, run_status, write_index)
+
+# The runs' names, states and machinery (mlxsci.sweep_runs) are here too.
+__all__ = ["sweep", "main", "Job", "plan", "run_name", "is_finished", "run_status", "run_one",
+           "run_spec", "write_index", "Driver", "LocalExecutor", "DEFAULT_OUT", "EXECUTORS"]
 
 DEFAULT_OUT = Path("results") / "sweep"
+EXECUTORS = ("local", "ray")
 
 
-def run_name(task: str, model: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
-    return f"{task}_{safe}"
+def sweep(tasks: list[str], models: list[str], iterations: int, *, repeats: int = 1,
+          backend: str = "auto", out: str | Path = DEFAULT_OUT, strategy: str = "one-plus-one",
+          quiet: bool = True, echo=print, executor=None, max_cost: float | None = None,
+          max_cost_per_run: float | None = None, **run_options) -> list[dict]:
+    """Run every search of the sweep that is not finished; return the index entries.
 
-
-def _summary(run_dir: Path) -> dict | None:
-    try:
-        return json.loads((run_dir / "summary.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def is_finished(run_dir: Path, iterations: int) -> bool:
-    s = _summary(run_dir)
-    if s is None:
-        return False
-    ran_dry = "nothing left to propose" in (s.get("stopped") or "")
-    return (s.get("iterations") or 0) >= iterations or ran_dry
-
-
-def plan(tasks: list[str], models: list[str]) -> list[tuple[str, str]]:
-    return [(t, m) for t in tasks for m in models]
-
-
-def write_index(out: Path, entries: list[dict]) -> None:
-    atomic_write_json(out / "index.json", {"runs": entries})
-
-
-def sweep(tasks: list[str], models: list[str], iterations: int, *, backend: str = "auto",
-          out: str | Path = DEFAULT_OUT, strategy: str = "one-plus-one", quiet: bool = True,
-          echo=print, **run_options) -> list[dict]:
-    """Run every (task, model) search that is not finished; return the index entries.
-
-    Each entry: task, model, path (relative to out), status (finished,
-    unfinished, failed), action (skipped, ran, resumed) and error when failed."""
-    from mlxsci.search import run
+    executor: a LocalExecutor (the default) or mlxsci.sweep_ray.RayExecutor.
+    max_cost: USD for the whole sweep (all sessions); max_cost_per_run: USD
+    per search. run_options go to each mlxsci.search.run (accept, timer,
+    prices, base_url, ...). Each entry: task, model, repeat, seed, path
+    (relative to out), status (finished, stopped, unfinished, failed), action
+    (skipped, ran, resumed, lost, not started; pending or running while the
+    sweep goes on), cost_usd, and max_cost, stopped, error where they apply."""
+    from mlxsci.backends import resolve_backend_name
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for task, model in plan(tasks, models):
-        name = run_name(task, model)
-        run_dir = out / name
-        entry = {"task": task, "model": model, "path": name}
-        if is_finished(run_dir, iterations):
+    executor = executor or LocalExecutor()
+    backend = resolve_backend_name(backend)   # once, here: the same for every run
+    jobs = plan(tasks, models, repeats)
+    entries, waiting = [], []
+    for job in jobs:
+        entry = {"task": job.task, "model": job.model, "repeat": job.repeat, "seed": job.seed,
+                 "path": job.name, "cost_usd": spent_by_run(out / job.name)}
+        if is_finished(out / job.name, iterations):
             entry.update(status="finished", action="skipped")
-            echo(f"{name}: finished, skipped")
+            echo(f"{job.name}: finished, skipped")
         else:
-            resume = run_dir.exists() and (run_dir / "run.json").exists()
-            entry["action"] = "resumed" if resume else "ran"
-            echo(f"{name}: {'resuming' if resume else 'running'} ({iterations} iterations)")
-            try:
-                if resume:
-                    run(None, resume=run_dir, iterations=iterations, quiet=quiet, echo=echo,
-                        **run_options)
-                else:
-                    run(task, model, iterations=iterations, strategy=strategy, backend=backend,
-                        out=run_dir, quiet=quiet, echo=echo, **run_options)
-                entry["status"] = "finished" if (run_dir / "summary.json").exists() \
-                    else "unfinished"
-            except Exception as exc:   # noqa: BLE001 - one failed search must not end a sweep
-                entry.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-                echo(f"{name}: failed: {entry['error']}")
+            entry.update(status="unfinished", action="pending")
+            waiting.append(run_spec(job, out, iterations, backend=backend, strategy=strategy,
+                                    quiet=quiet, options=run_options))
         entries.append(entry)
-        # Rewritten after every run: an interrupted sweep still leaves an index.
-        write_index(out, entries + [{"task": t, "model": m, "path": run_name(t, m),
-                                     "status": "unfinished", "action": "pending"}
-                                    for t, m in plan(tasks, models)[len(entries):]])
-    write_index(out, entries)
-    return entries
+    budget = CostBudget(max_cost, per_run=max_cost_per_run,
+                        spent=sum(e["cost_usd"] for e in entries))
+    driver = Driver(out, entries, waiting, budget, echo)
+    try:
+        executor.run(driver)
+    finally:
+        executor.close()
+    if max_cost is not None:
+        echo(f"cost: {budget.describe()}")
+    return [driver.entries[p] for p in driver.order]
 
+
+# -- command line ---------------------------------------------------------------------
 
 def split_list(text: str, option: str, noun: str) -> list[str]:
     """'a, b,,a' -> ['a', 'b']: the names a comma-separated option gives, each
@@ -109,30 +115,7 @@ def split_list(text: str, option: str, noun: str) -> list[str]:
     return names
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--tasks", required=True, help="all, or a comma-separated list of tasks.")
-@click.option("--models", required=True, help="Comma-separated models (autotune, gpt-5.5, ...).")
-@click.option("--iterations", required=True, type=click.IntRange(min=1),
-              help="Proposals per search after the seed.")
-@click.option("--backend", default="auto", type=click.Choice(["auto", "metal", "cuda", "sim"]),
-              show_default=True)
-@click.option("--out", default=str(DEFAULT_OUT), type=click.Path(file_okay=False),
-              show_default=True, help="Sweep folder; runs go to OUT/<task>_<model>/.")
-@click.option("--strategy", default="one-plus-one", show_default=True,
-              type=click.Choice(["one-plus-one", "best-of-n"]))
-@click.option("--base-url", default=None, help="OpenAI-compatible server for the models.")
-@click.option("--max-cost", default=None, type=click.FloatRange(min=0), help="USD cap per search.")
-@click.option("--accept", type=click.Choice(["strict", "noise-aware"]), default="strict",
-              show_default=True, help="Acceptance rule of each search (see mlxsci.search).")
-@click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
-              help="How runs are timed (default: the backend's own).")
-@click.option("--sanitize", type=click.Choice(["memcheck", "racecheck"]), default=None,
-              help="CUDA only: every candidate first runs under NVIDIA's compute-sanitizer "
-                   "(see mlxsci.search).")
-@click.option("--quiet", is_flag=True, help="Only one line per search.")
-def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, accept, timer,
-         sanitize, quiet):
-    """Run searches for every task x model into OUT and index them for `mlxsci.report`."""
+def check_tasks(tasks: str) -> list[str]:
     from mlxsci.task import task_names
     known = task_names()
     task_list = known if tasks.strip() == "all" else split_list(tasks, "--tasks", "task")
@@ -140,36 +123,155 @@ def main(tasks, models, iterations, backend, out, strategy, base_url, max_cost, 
     if unknown:
         raise click.BadParameter(f"unknown task(s) {', '.join(unknown)}; known: "
                                  f"{', '.join(known)}", param_hint="--tasks")
-    model_list = split_list(models, "--models", "model")
+    return task_list
+
+
+def check_machine(backend: str, timer: str | None, sanitize: str | None,
+                  remote: bool) -> None:
+    """What would fail every search the same way, said once before any starts.
+    With a Ray cluster (`remote`) the runs happen on its nodes, so the
+    backend and compute-sanitizer are not looked for here."""
     from mlxsci.backends import backend_class, resolve_backend_name
-    if backend != "auto" and not backend_class(backend).available():
-        # every search would fail the same way: say so once, before any starts
+    if remote and backend == "auto":
+        raise click.BadParameter("with a Ray cluster (--address) name the backend its nodes run "
+                                 "(--backend cuda, metal or sim): auto would pick this "
+                                 "machine's, and each run's resource request depends on it",
+                                 param_hint="--backend")
+    if not remote and backend != "auto" and not backend_class(backend).available():
         raise click.BadParameter(f"{backend} is not available on this machine "
                                  "(use --backend sim or auto)", param_hint="--backend")
     from mlxsci.timers import check_timer
-    try:   # a timer that cannot time this backend would fail every search: say so once
+    try:
         check_timer(timer, resolve_backend_name(backend))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timer")
-    from mlxsci.sanitizer import check_sanitize
-    try:   # likewise a sanitizer that cannot run
-        check_sanitize(sanitize, resolve_backend_name(backend))
+    if sanitize and remote and backend != "cuda":
+        raise click.BadParameter("--sanitize checks CUDA kernels only: use --backend cuda",
+                                 param_hint="--sanitize")
+    if sanitize and not remote:
+        from mlxsci.sanitizer import check_sanitize
+        try:
+            check_sanitize(sanitize, resolve_backend_name(backend))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sanitize")
+
+
+def check_prices(models: list[str], prices_file: str | None, capped: bool) -> dict | None:
+    """The price table the searches get (None: their default), read once here;
+    under a cost cap every LLM model must have a price, or the cap could not
+    be kept (each search would refuse to start)."""
+    from mlxsci.search.prices import load_prices, lookup_price
+    try:
+        table = load_prices(prices_file)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--sanitize")
+        raise click.BadParameter(str(exc), param_hint="--prices")
+    if capped:
+        unpriced = [m for m in models if m != "autotune" and not m.startswith("replay:")
+                    and lookup_price(m, table) is None]
+        if unpriced:
+            raise click.BadParameter(
+                f"--max-cost needs a price for {', '.join(unpriced)}, which the price table "
+                "lacks: pass --prices FILE.json holding {\"MODEL\": [USD per million input "
+                "tokens, USD per million output tokens]} ([0, 0] for a free local model)",
+                param_hint="--max-cost")
+    return table if prices_file else None
+
+
+def check_executor(name: str, address: str | None, ship_results: bool) -> None:
+    """Options that belong to another executor, or Ray missing: usage errors."""
+    if name == "local" and (address is not None or ship_results):
+        option = "--address" if address is not None else "--ship-results"
+        raise click.BadParameter(f"{option} is for --executor ray", param_hint=option)
+    if name == "ray":
+        from mlxsci import sweep_ray
+        try:
+            sweep_ray.require_ray()
+        except sweep_ray.RayUnavailable as exc:
+            raise click.UsageError(str(exc))
+
+
+def make_executor(name: str, address: str | None, ship_results: bool, backend: str):
+    """The executor, connected; a usage error (exit 2) when it cannot be."""
+    if name == "local":
+        return LocalExecutor()
+    from mlxsci import sweep_ray
+    try:
+        return sweep_ray.RayExecutor(address=address, ship_results=ship_results,
+                                     backend=backend)
+    except sweep_ray.RayUnavailable as exc:
+        raise click.UsageError(str(exc))
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--tasks", required=True, help="all, or a comma-separated list of tasks.")
+@click.option("--models", required=True, help="Comma-separated models (autotune, gpt-5.5, ...).")
+@click.option("--iterations", required=True, type=click.IntRange(min=1),
+              help="Proposals per search after the seed.")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Independent runs per task and model (repeat k: OUT/<task>_<model>_r<k>/, "
+                   "proposer seed k-1; repeat 1 keeps the plain name).")
+@click.option("--backend", default="auto", type=click.Choice(["auto", "metal", "cuda", "sim"]),
+              show_default=True)
+@click.option("--out", default=str(DEFAULT_OUT), type=click.Path(file_okay=False),
+              show_default=True, help="Sweep folder; runs go to OUT/<task>_<model>[_r<k>]/.")
+@click.option("--executor", default="local", show_default=True, type=click.Choice(EXECUTORS),
+              help="local: one search after another in this process; ray: each search a "
+                   "Ray task (pip install 'mlxsci[ray]').")
+@click.option("--address", default=None,
+              help="Ray only: the cluster to run on (auto, HOST:PORT or ray://HOST:PORT); "
+                   "default: start a Ray instance on this machine.")
+@click.option("--ship-results", is_flag=True,
+              help="Ray only: runs write into a temporary folder on their node and the files "
+                   "come back to OUT (for nodes that do not share OUT's filesystem).")
+@click.option("--strategy", default="one-plus-one", show_default=True,
+              type=click.Choice(["one-plus-one", "best-of-n"]))
+@click.option("--base-url", default=None, help="OpenAI-compatible server for the models.")
+@click.option("--max-cost", default=None, type=click.FloatRange(min=0),
+              help="USD cap for the whole sweep (all runs, all sessions), never overshot.")
+@click.option("--max-cost-per-run", default=None, type=click.FloatRange(min=0),
+              help="USD cap for each search.")
+@click.option("--prices", "prices_file", default=None, type=click.Path(dir_okay=False),
+              help="JSON {model: [USD per M input tokens, USD per M output tokens]} added to "
+                   "the price table.")
+@click.option("--accept", type=click.Choice(["strict", "noise-aware"]), default="strict",
+              show_default=True, help="Acceptance rule of each search (see mlxsci.search).")
+@click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
+              help="How runs are timed (default: the backend's own).")
+@click.option("--sanitize", type=click.Choice(["memcheck", "racecheck"]), default=None,
+              help="CUDA only: every candidate first runs under NVIDIA's compute-sanitizer "
+                   "(see mlxsci.search).")
+@click.option("--quiet", is_flag=True, help="Only a line or two per search.")
+def main(tasks, models, iterations, repeats, backend, out, executor, address, ship_results,
+         strategy, base_url, max_cost, max_cost_per_run, prices_file, accept, timer, sanitize,
+         quiet):
+    """Run searches for every task x model (x repeat) into OUT and index them for
+    `mlxsci.report`."""
+    task_list = check_tasks(tasks)
+    model_list = split_list(models, "--models", "model")
+    remote = executor == "ray" and address is not None
+    check_machine(backend, timer, sanitize, remote)
+    capped = max_cost is not None or max_cost_per_run is not None
+    prices = check_prices(model_list, prices_file, capped)
     options = {"accept": accept, "timer": timer}
-    if sanitize:
-        options["sanitize"] = sanitize
-    if base_url:
-        options["base_url"] = base_url
-    if max_cost is not None:
-        options["max_cost"] = max_cost
-    entries = sweep(task_list, model_list, iterations, backend=backend, out=out,
-                    strategy=strategy, quiet=quiet,
-                    echo=lambda msg: click.echo(msg, err=True), **options)
-    failed = [e for e in entries if e["status"] != "finished"]
-    click.echo(f"{len(entries) - len(failed)}/{len(entries)} runs finished; "
-               f"index: {Path(out) / 'index.json'}", err=True)
-    if failed:
+    for name, value in (("sanitize", sanitize), ("base_url", base_url), ("prices", prices)):
+        if value:
+            options[name] = value
+    check_executor(executor, address, ship_results)
+    runner = make_executor(executor, address, ship_results, backend)
+    try:    # a folder that cannot be made would fail every run
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        runner.close()
+        raise click.BadParameter(f"cannot make the sweep folder {out}: "
+                                 f"{exc.strerror or exc}", param_hint="--out") from None
+    entries = sweep(task_list, model_list, iterations, repeats=repeats, backend=backend,
+                    out=out, strategy=strategy, quiet=quiet,
+                    echo=lambda msg: click.echo(msg, err=True), executor=runner,
+                    max_cost=max_cost, max_cost_per_run=max_cost_per_run, **options)
+    done = [e for e in entries if e["status"] == "finished"]
+    click.echo(f"{len(done)}/{len(entries)} runs finished; index: {Path(out) / 'index.json'}",
+               err=True)
+    if len(done) < len(entries):
         sys.exit(1)
 
 

@@ -277,7 +277,7 @@ def test_cli_out_file(real, tmp_path):
 
 def _plots_ok(folder: Path) -> list[str]:
     names = sorted(p.name for p in folder.iterdir())
-    for stem in ("convergence", "fractions"):
+    for stem in ("convergence", "fractions", "speedups"):
         assert f"{stem}.png" in names and f"{stem}.svg" in names
     assert any(n.startswith("roofline_") and n.endswith(".png") for n in names)
     assert any(n.startswith("roofline_") and n.endswith(".svg") for n in names)
@@ -290,7 +290,7 @@ def _plots_ok(folder: Path) -> list[str]:
 def test_plots(real, crafted, tmp_path):
     runs = load_runs([real["saxpy"].parent, crafted["held-out failure"]])
     paths = write_plots(runs, tmp_path / "plots")
-    assert len(paths) == 6
+    assert len(paths) == 8
     _plots_ok(tmp_path / "plots")
 
 

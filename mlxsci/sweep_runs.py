@@ -1,0 +1,217 @@
+"""The runs of a sweep, whichever executor runs them (mlxsci.sweep).
+
+Names and order (run_name, Job, plan), where a run stands (run_status),
+running one (run_one: in the sweep's process or in a Ray worker), and the
+driver's bookkeeping between runs (Driver: the queue, the cost budget,
+index.json). LocalExecutor runs the runs one after another in this process;
+mlxsci.sweep_ray.RayExecutor runs them as Ray tasks.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlxsci.cache import atomic_write_json
+from mlxsci.sweep_budget import CostBudget, spent_by_run
+
+
+def run_name(task: str, model: str, repeat: int = 1) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+    return f"{task}_{safe}" if repeat == 1 else f"{task}_{safe}_r{repeat}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a sweep: a task, a model and which repeat."""
+    task: str
+    model: str
+    repeat: int = 1
+
+    @property
+    def name(self) -> str:
+        return run_name(self.task, self.model, self.repeat)
+
+    @property
+    def seed(self) -> int:
+        return self.repeat - 1
+
+
+def plan(tasks: list[str], models: list[str], repeats: int = 1) -> list[Job]:
+    """Every run of the sweep, repeat by repeat (see the module docstring)."""
+    return [Job(t, m, k) for k in range(1, repeats + 1) for t in tasks for m in models]
+
+
+def _summary(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+        return None
+
+
+def is_finished(run_dir: Path, iterations: int) -> bool:
+    s = _summary(run_dir)
+    if s is None:
+        return False
+    ran_dry = "nothing left to propose" in (s.get("stopped") or "")
+    return (s.get("iterations") or 0) >= iterations or ran_dry
+
+
+def run_status(run_dir: Path, iterations: int) -> str:
+    """finished, stopped (a summary short of `iterations`) or unfinished."""
+    if is_finished(run_dir, iterations):
+        return "finished"
+    return "unfinished" if _summary(run_dir) is None else "stopped"
+
+
+def write_index(out: Path, entries: list[dict]) -> None:
+    atomic_write_json(out / "index.json", {"runs": entries})
+
+
+# -- one run, wherever it runs ----------------------------------------------------
+
+def _prefixed_echo(name: str):
+    """Console lines of a run away from the sweep's process (a Ray worker), named."""
+    def echo(msg: str) -> None:
+        print(f"{name}: {msg}", file=sys.stderr, flush=True)
+    return echo
+
+
+def run_one(spec: dict, echo=None) -> dict:
+    """Run or resume the search `spec` describes (run_spec), here: in the
+    sweep's process or in a Ray worker. Never raises. Returns status, action,
+    cost_usd (all sessions), stopped, and error when the search raised."""
+    from mlxsci.search import run
+    run_dir = Path(spec["run_dir"])
+    echo = echo or _prefixed_echo(spec["name"])
+    # Decided here, not by the driver: a Ray task retried after its worker was
+    # lost resumes what the lost one began.
+    resume = (run_dir / "run.json").exists()
+    result = {"action": "resumed" if resume else "ran", "error": None}
+    common = dict(iterations=spec["iterations"], max_cost=spec.get("max_cost"),
+                  quiet=spec.get("quiet", True), echo=echo, **spec.get("options", {}))
+    try:
+        if resume:
+            run(None, resume=run_dir, **common)
+        else:
+            run(spec["task"], spec["model"], strategy=spec["strategy"], backend=spec["backend"],
+                seed=spec["seed"], out=run_dir, **common)
+        result["status"] = run_status(run_dir, spec["iterations"])
+    except Exception as exc:   # noqa: BLE001 - one failed search must not end a sweep
+        result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    result["cost_usd"] = spent_by_run(run_dir)
+    result["stopped"] = (_summary(run_dir) or {}).get("stopped")
+    return result
+
+
+def free_model(model: str) -> bool:
+    """A model whose runs make no paid calls: they need no share of a cost cap."""
+    return model == "autotune" or model.startswith("replay:")
+
+
+def run_spec(job: Job, out: Path, iterations: int, *, backend: str, strategy: str,
+             quiet: bool, options: dict) -> dict:
+    """What a run needs to know, as plain data (it travels to Ray workers)."""
+    return {"task": job.task, "model": job.model, "seed": job.seed, "name": job.name,
+            "run_dir": str((out / job.name).resolve()), "iterations": iterations,
+            "backend": backend, "strategy": strategy, "quiet": quiet, "options": options,
+            "max_cost": None}
+
+
+# -- the driver: queue, budget, index ------------------------------------------
+
+class Driver:
+    """The sweep's bookkeeping between runs, whichever executor runs them:
+    which runs wait, the cost budget, and index.json after every change."""
+
+    def __init__(self, out: Path, entries: list[dict], waiting: list[dict],
+                 budget: CostBudget, echo):
+        self.out = out
+        self.entries = {e["path"]: e for e in entries}
+        self.order = [e["path"] for e in entries]
+        self.waiting = waiting          # specs, in plan order
+        self.prior: dict[str, float] = {}   # run name -> spent before it started now
+        self.budget = budget
+        self.echo = echo
+        self.write()
+
+    def write(self) -> None:
+        write_index(self.out, [self.entries[p] for p in self.order])
+
+    def start(self, slots: int, running: int) -> list[dict]:
+        """Up to `slots` runs to start now, each with its search cap. Once the
+        budget is spent only runs that cannot spend (free_model) start;
+        the others wait while runs in flight may give some back, and once
+        nothing is in flight either they are marked not started."""
+        if not self.waiting or slots <= 0:
+            return []
+        spent_out = self.budget.exhausted()
+        starting = [s for s in self.waiting if not spent_out or free_model(s["model"])][:slots]
+        if not starting:
+            if running == 0:
+                self.give_up()
+            return []
+        chosen = {id(s) for s in starting}
+        self.waiting = [s for s in self.waiting if id(s) not in chosen]
+        paying = [s for s in starting if not free_model(s["model"])]
+        for spec in paying:
+            self.prior[spec["name"]] = spent_by_run(Path(spec["run_dir"]))
+        caps = self.budget.allot([(s["name"], self.prior[s["name"]]) for s in paying])
+        for spec, cap_usd in zip(paying, caps):
+            spec["max_cost"] = cap_usd
+            if cap_usd is not None:
+                self.entries[spec["name"]]["max_cost"] = cap_usd
+        for spec in starting:
+            cap = "" if spec["max_cost"] is None else f", cap ${spec['max_cost']:.4f}"
+            self.echo(f"{spec['name']}: starting ({spec['iterations']} iterations, seed "
+                      f"{spec['seed']}{cap})")
+            self.entries[spec["name"]]["action"] = "running"
+        self.write()
+        return starting
+
+    def give_up(self) -> None:
+        for spec in self.waiting:
+            self.echo(f"{spec['name']}: not started: --max-cost reached "
+                      f"({self.budget.describe()})")
+            status = run_status(Path(spec["run_dir"]), spec["iterations"])
+            self.entries[spec["name"]].update(status=status, action="not started",
+                                              error="--max-cost reached before it started")
+        self.waiting = []
+        self.write()
+
+    def finish(self, spec: dict, result: dict) -> None:
+        """Record a run's end; `result` from run_one (cost_usd None: unknown)."""
+        name = spec["name"]
+        self.budget.settle(name, self.prior.pop(name, 0.0), result.get("cost_usd"))
+        entry = self.entries[name]
+        entry.update(status=result["status"], action=result["action"],
+                     cost_usd=result.get("cost_usd"))
+        if result.get("error"):
+            entry["error"] = result["error"]
+        else:
+            entry.pop("error", None)
+        if result.get("stopped"):
+            entry["stopped"] = result["stopped"]
+        note = f": {result['error']}" if result.get("error") else (
+            f" ({result['stopped']})" if result["status"] == "stopped" else "")
+        cost = "" if result.get("cost_usd") is None else f", ${result['cost_usd']:.4f}"
+        self.echo(f"{name}: {result['status']}{cost}{note}")
+        self.write()
+
+
+class LocalExecutor:
+    """Runs the searches one after another in this process."""
+    name = "local"
+
+    def run(self, driver: Driver) -> None:
+        while True:
+            started = driver.start(slots=1, running=0)
+            if not started:
+                return
+            for spec in started:
+                driver.finish(spec, run_one(spec, echo=driver.echo))
+
+    def close(self) -> None:
+        pass
