@@ -14,7 +14,7 @@ allowed); every such line is a directive, and an unknown one is an error
     uint base = thread_position_in_grid.x * VEC;
     ...
 
-Rules (where DESIGN.md is silent, these are the decisions):
+Rules (docs/architecture.md "The candidate format" summarises them):
 - Before the first `//! header` / `//! kernel` (the preamble) only `//! param`
   lines, blank lines and comments (`//`, `/* ... */`) may appear; the
   comments are dropped. Any other text is an error ("code before ...").

@@ -2,7 +2,7 @@
 
 `mx.fast.metal_kernel` wraps a body in a generated signature whose shape
 depends on the input names, dtypes, sizes, the text of the body and the
-template arguments (spec/mlx-custom-kernels.md section 1.3). The simulator
+template arguments; this module mirrors MLX's generator. The simulator
 compiles this same text, so a candidate sees the same parameters, types and
 address spaces on every backend. `tests/test_signature.py` checks the output
 against what the installed MLX prints with `verbose=True`.

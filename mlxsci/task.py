@@ -4,8 +4,10 @@ A task (one folder under tasks/) fixes the kernel names and buffers, the
 sizes, the inputs, what the host does between kernels, and the roofline
 model. A candidate chooses kernel bodies, helpers, params and launch shape.
 Every task folder has the same shape: `task.py` defining `TASK = Task(...)`,
-`seed.metal` and (later) `seed.cu`. The matching NumPy reference lives in
-reference/<name>.py and never imports anything from here.
+`seed.metal` and `seed.cu`, one seed per dialect. The matching NumPy reference
+lives in reference/<name>.py (reference.py beside task.py for a task folder of
+your own, e.g. examples/conv1d) and never imports anything from here.
+docs/architecture.md ("The task contract") describes the whole contract.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The prompts of the LLM kernel search: system prompt, user prompts, result lines.
 
-The structure follows Metal-Sci's (spec/metal-sci-tasks.md section 14): a
+The structure follows the Metal-Sci benchmark's search prompts: a
 system prompt that is the same at every call (role, output format, the task's
 contract, hard rules, dialect pitfalls, optimisation hints), an iteration-1
 prompt (task brief, seed, its measured result) and an iteration-k prompt

@@ -16,6 +16,10 @@ runtime's digest: a changed runtime starts from an empty one.
   (what a fresh clone sees; the caches never change what a test asserts).
 - A test that needs an empty cache points MLXSCI_CACHE_DIR at its tmp_path with
   monkeypatch (tests/test_sim_runtime.py, tests/test_roofline.py do).
+
+Helpers the tests share are plain functions in tests/helpers.py (smoke_eval,
+replace_once), imported by name like tests/fake_llm_server.py: a module, not
+fixtures, so a test calls them like any function.
 """
 import os
 import tempfile

@@ -1,9 +1,9 @@
 """Run a task's host pipeline through the Metal backend on a machine without Metal.
 
 MLX allows metal_kernel calls while mx.export_function traces, and prints the
-generated source with verbose=True (spec/mlx-custom-kernels.md 1.11). This
-exercises Launcher -> MetalBackend -> mx.fast.metal_kernel exactly as on a
-Mac, short of compiling. Prints MLX's output; run as a subprocess.
+generated source with verbose=True (tests/mlx_verbose_source.py uses the same
+trick). This exercises Launcher -> MetalBackend -> mx.fast.metal_kernel
+exactly as on a Mac, short of compiling. Prints MLX's output; run as a subprocess.
 
 argv: TASK SIZE_SET
 """

@@ -1,8 +1,9 @@
 """Print the Metal source the installed MLX would compile, as JSON on the last line.
 
 Run as a subprocess: MLX's `verbose=True` prints from C++ to fd 1, so it can
-only be captured from outside the process. Uses the export_function trick
-(spec/mlx-custom-kernels.md section 1.11), which works without a Mac.
+only be captured from outside the process. Uses the export_function trick:
+MLX allows metal_kernel calls while mx.export_function traces and prints the
+generated source then, which works without a Mac.
 
 stdin: JSON {name, input_names, output_names, source, header, inputs:
 [[dtype, shape]], output_dtypes, template: [[k, v, kind]] | null, atomic_outputs}

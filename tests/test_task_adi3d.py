@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.reference import adi3d as ref
 from mlxsci.task import load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("adi3d")
 
@@ -57,7 +58,7 @@ def test_wrong_face_rule_fails():
     seed = TASK.seed()
     assert seed.count(FACE_X) == 1
     bad = seed.replace(FACE_X, "if (j <= 1 || k == 0 || j >= NY - 2 || k == NZ - 1) {")
-    ev = evaluate("adi3d", bad, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("adi3d", bad)
     assert ev.compile_ok and not ev.correct
     assert "at size 21x13x10x3" in ev.fail_reason and "max_abs=" in ev.fail_reason
 
@@ -68,16 +69,10 @@ CUDA_SEED = TASK.seed("cuda")
 CUDA_FACE_X = "if (j == 0 || k == 0 || j == ny - 1 || k == nz - 1) {"
 
 
-def cuda_smoke_eval(source):
-    return evaluate("adi3d", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
-
-
 def test_cuda_wrong_face_rule_fails():
     # The wrong Metal candidate above in CUDA: adi_x copies the lines next to the y faces.
     assert CUDA_SEED.count(CUDA_FACE_X) == 1
-    ev = cuda_smoke_eval(CUDA_SEED.replace(
-        CUDA_FACE_X, "if (j <= 1 || k == 0 || j >= ny - 2 || k == nz - 1) {"))
+    ev = smoke_eval("adi3d", CUDA_SEED.replace(
+        CUDA_FACE_X, "if (j <= 1 || k == 0 || j >= ny - 2 || k == nz - 1) {"), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "at size 21x13x10x3" in ev.fail_reason and "max_abs=" in ev.fail_reason

@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.reference import fft3d as ref
 from mlxsci.task import load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("fft3d")
 
@@ -59,7 +60,7 @@ def test_missing_barrier_after_load_fails():
     seed = TASK.seed()
     assert seed.count(LOAD) == 3
     bad = seed.replace(LOAD, "= src[base + t * stride];\n", 1)
-    ev = evaluate("fft3d", bad, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("fft3d", bad)
     assert ev.compile_ok and not ev.correct
     assert "at size 16" in ev.fail_reason and "max_abs=" in ev.fail_reason
 
@@ -69,7 +70,7 @@ def test_wrong_twiddle_sign_fails():
     seed = TASK.seed()
     bad = seed.replace("float ang = -M_PI_F", "float ang = M_PI_F")
     assert bad != seed
-    ev = evaluate("fft3d", bad, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("fft3d", bad)
     assert not ev.correct and "max_abs=" in ev.fail_reason
 
 
@@ -77,12 +78,6 @@ def test_wrong_twiddle_sign_fails():
 
 CUDA_SEED = TASK.seed("cuda")
 CUDA_LOAD = "= src[base + t * stride];\n__syncthreads();\n"
-
-
-def cuda_smoke_eval(source):
-    return evaluate("fft3d", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
 
 
 @pytest.mark.parametrize("which", ["missing_barrier_after_load", "wrong_twiddle_sign"])
@@ -94,6 +89,6 @@ def test_cuda_wrong_candidates_fail(which):
     else:                                       # exp(+i...) in all three passes
         assert CUDA_SEED.count("float ang = -FFT_PI_F") == 3
         bad = CUDA_SEED.replace("float ang = -FFT_PI_F", "float ang = FFT_PI_F")
-    ev = cuda_smoke_eval(bad)
+    ev = smoke_eval("fft3d", bad, dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "at size 16" in ev.fail_reason and "max_abs=" in ev.fail_reason

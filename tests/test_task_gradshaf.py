@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.reference import gradshaf as ref
 from mlxsci.task import load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("gradshaf")
 
@@ -74,7 +75,7 @@ def test_missing_barrier_in_reduction_fails():
     seed = TASK.seed()
     assert BARRIER_IN_TREE in seed
     bad = seed.replace(BARRIER_IN_TREE, BARRIER_IN_TREE.rsplit("\n", 1)[0])
-    ev = evaluate("gradshaf", bad, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("gradshaf", bad)
     assert ev.compile_ok and not ev.correct
     assert "at size 37x29x6" in ev.fail_reason and "max_abs=" in ev.fail_reason
 
@@ -87,16 +88,10 @@ CUDA_BARRIER_IN_TREE = """        partial[tid] = fmaxf(partial[tid], partial[tid
     __syncthreads();"""
 
 
-def cuda_smoke_eval(source):
-    return evaluate("gradshaf", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
-
-
 def test_cuda_missing_barrier_in_reduction_fails():
     # The wrong Metal candidate above in CUDA: no __syncthreads() per tree level.
     assert CUDA_SEED.count(CUDA_BARRIER_IN_TREE) == 1
     bad = CUDA_SEED.replace(CUDA_BARRIER_IN_TREE, CUDA_BARRIER_IN_TREE.rsplit("\n", 1)[0])
-    ev = cuda_smoke_eval(bad)
+    ev = smoke_eval("gradshaf", bad, dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "at size 37x29x6" in ev.fail_reason and "max_abs=" in ev.fail_reason

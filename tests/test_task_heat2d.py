@@ -1,9 +1,10 @@
 """heat2d facts from the spec and a deliberately wrong candidate."""
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.reference_store import get_reference
 from mlxsci.task import load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("heat2d")
 SMOKE = TASK.size_set("smoke")[0]
@@ -19,14 +20,14 @@ def test_skipped_boundary_copy_is_rejected():
     # The seed without its Dirichlet copy: edge cells are never written.
     src = TASK.seed().replace("    u_out[idx] = c;\n    return;", "    return;")
     assert src != TASK.seed()
-    ev = evaluate("heat2d", src, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("heat2d", src)
     assert not ev.correct
     assert f"correctness failed at size {SMOKE.label}: max_abs=" in ev.fail_reason
 
 
 def test_wrong_neighbour_is_rejected():
     src = TASK.seed().replace("float up = u_in[idx + NX];", "float up = u_in[idx + 1];")
-    ev = evaluate("heat2d", src, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("heat2d", src)
     assert not ev.correct and "max_abs=" in ev.fail_reason and SMOKE.label in ev.fail_reason
 
 
@@ -35,18 +36,13 @@ def test_wrong_neighbour_is_rejected():
 CUDA_SEED = TASK.seed("cuda")
 
 
-def cuda_smoke(source=None):
-    return evaluate("heat2d", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
-
 @pytest.mark.parametrize("old, new", [
     ("    u_out[idx] = c;\n    return;", "    return;"),                # no Dirichlet copy
     ("float up = u_in[idx + nx];", "float up = u_in[idx + 1];"),        # wrong neighbour
 ], ids=["no_boundary_copy", "wrong_neighbour"])
 def test_cuda_wrong_candidate_is_rejected(old, new):
     assert old in CUDA_SEED
-    ev = cuda_smoke(CUDA_SEED.replace(old, new))
+    ev = smoke_eval("heat2d", CUDA_SEED.replace(old, new), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}: max_abs=" in ev.fail_reason
 

@@ -3,9 +3,10 @@ correct sampler, fails for broken ones) and wrong candidates on the simulator.""
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.reference import hmc as ref
 from mlxsci.task import load_task
+
+from helpers import replace_once, smoke_eval
 
 TASK = load_task("hmc")
 SMOKE = TASK.size_set("smoke")[0]
@@ -133,20 +134,11 @@ def test_roofline_model_matches_the_spec():
     assert round(TASK.flops(TASK.size_set("held-out")[0].params) / 1e9, 3) == 5.082
 
 
-def seed_with(old, new):
-    source = TASK.seed()
-    assert source.count(old) == 1
-    return source.replace(old, new)
-
-
-def smoke_eval(source):
-    return evaluate("hmc", source, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
-
-
 def test_wrong_step_size_candidate_fails_on_simulator():
     # Every use of eps in the body becomes 2.0: acceptance collapses.
-    ev = smoke_eval(seed_with("uint chain = thread_position_in_grid.x;",
-                              "#define eps 2.0f\nuint chain = thread_position_in_grid.x;"))
+    ev = smoke_eval("hmc", replace_once(
+        TASK.seed(), "uint chain = thread_position_in_grid.x;",
+        "#define eps 2.0f\nuint chain = thread_position_in_grid.x;"))
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
     assert "hmc_stats[" in ev.fail_reason and "acceptance=0.0" in ev.fail_reason
@@ -155,37 +147,28 @@ def test_wrong_step_size_candidate_fails_on_simulator():
 def test_count_written_only_on_accept_is_caught():
     # In-place habit: increment only accepted chains. accept_cnt_out is a fresh
     # (poisoned) array, so rejected chains' counts are garbage.
-    ev = smoke_eval(seed_with("accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
-                              "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"))
+    ev = smoke_eval("hmc", replace_once(
+        TASK.seed(), "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
+        "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"))
     assert not ev.correct and SMOKE.label in ev.fail_reason
     assert "hmc_stats" in ev.fail_reason
 
 
 # --- CUDA dialect on the simulator --------------------------------------------------
 
-def cuda_seed_with(old, new):
-    source = TASK.seed("cuda")
-    assert source.count(old) == 1
-    return source.replace(old, new)
-
-
-def cuda_smoke_eval(source=None):
-    return evaluate("hmc", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
-
 def test_cuda_wrong_step_size_candidate_fails_on_simulator():
     # The body reads eps once into eps_; 2.0 there is the Metal `#define eps 2.0f`.
-    ev = cuda_smoke_eval(cuda_seed_with("float eps_ = eps[0];", "float eps_ = 2.0f;"))
+    ev = smoke_eval("hmc", replace_once(TASK.seed("cuda"), "float eps_ = eps[0];",
+                                        "float eps_ = 2.0f;"), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
     assert "hmc_stats[" in ev.fail_reason and "acceptance=0.0" in ev.fail_reason
 
 
 def test_cuda_count_written_only_on_accept_is_caught():
-    ev = cuda_smoke_eval(cuda_seed_with(
-        "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
-        "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"))
+    ev = smoke_eval("hmc", replace_once(
+        TASK.seed("cuda"), "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
+        "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"), dialect="cuda")
     assert not ev.correct and SMOKE.label in ev.fail_reason
     assert "hmc_stats" in ev.fail_reason
 

@@ -5,9 +5,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.reference import ising as ref
 from mlxsci.task import load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("ising")
 SMOKE = TASK.size_set("smoke")[0]
@@ -123,15 +124,11 @@ def test_roofline_model_is_metal_sci_bytes():
     assert [round(x, 1) for x in mb] == [13.1, 104.9, 209.7, 188.7]
 
 
-def smoke_eval(source):
-    return evaluate("ising", source, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
-
-
 def test_wrong_colour_order_fails_on_simulator():
     seed = TASK.seed()
     old = "if (((i + j) & 1u) != (step_idx & 1u)) {"
     assert seed.count(old) == 1
-    ev = smoke_eval(seed.replace(old, "if (((i + j) & 1u) == (step_idx & 1u)) {"))
+    ev = smoke_eval("ising", seed.replace(old, "if (((i + j) & 1u) == (step_idx & 1u)) {"))
     assert ev.compile_ok and not ev.correct
     assert f"at size {SMOKE.label}" in ev.fail_reason
     assert "spin_disagreements=" in ev.fail_reason
@@ -144,7 +141,7 @@ def test_skipping_the_copy_of_inactive_sites_fails():
     seed = TASK.seed()
     old = "    spins_out[idx] = spins[idx];\n    return;"
     assert seed.count(old) == 1
-    ev = smoke_eval(seed.replace(old, "    return;"))
+    ev = smoke_eval("ising", seed.replace(old, "    return;"))
     assert not ev.correct and SMOKE.label in ev.fail_reason
     assert {"unwritten", "out_of_bounds"} & set(ev.sizes[0].flags)
 
@@ -152,12 +149,6 @@ def test_skipping_the_copy_of_inactive_sites_fails():
 # --- CUDA dialect (seed.cu) on the simulator ---------------------------------
 
 CUDA_SEED = TASK.seed("cuda")
-
-
-def cuda_smoke_eval(source):
-    return evaluate("ising", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
 
 
 @pytest.mark.parametrize("old, new, metric", [
@@ -169,7 +160,7 @@ def cuda_smoke_eval(source):
 ], ids=["wrong_colour", "no_copy_of_inactive_sites"])
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert CUDA_SEED.count(old) == 1
-    ev = cuda_smoke_eval(CUDA_SEED.replace(old, new))
+    ev = smoke_eval("ising", CUDA_SEED.replace(old, new), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert f"at size {SMOKE.label}" in ev.fail_reason
     if metric is not None:

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.task import load_reference, load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("lbm")
 REF = load_reference("lbm")
@@ -73,7 +74,7 @@ def test_wrong_candidate_fails(old, new):
     source = SEED.replace(old, new)
     if not new:   # keep the load in bounds so the failure is a correctness one
         source = source.replace("uint(sj) * NX", "uint(max(sj, 0)) * NX")
-    ev = evaluate("lbm", source, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("lbm", source)
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 37x23x7" in ev.fail_reason
     assert "max_abs_f=" in ev.fail_reason
@@ -82,11 +83,6 @@ def test_wrong_candidate_fails(old, new):
 # --- CUDA dialect on the simulator --------------------------------------------------
 
 CUDA_SEED = TASK.seed("cuda")
-
-
-def cuda_smoke(source=None):
-    return evaluate("lbm", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -98,7 +94,7 @@ def test_cuda_wrong_candidate_fails(old, new):
     source = CUDA_SEED.replace(old, new)
     if not new:   # keep the load in bounds so the failure is a correctness one
         source = source.replace("uint32_t(sj) * NX_", "uint32_t(max(sj, 0)) * NX_")
-    ev = cuda_smoke(source)
+    ev = smoke_eval("lbm", source, dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 37x23x7" in ev.fail_reason
     assert "max_abs_f=" in ev.fail_reason

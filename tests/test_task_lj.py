@@ -3,8 +3,9 @@ two-kernel pipeline, the cell-overflow rule, and wrong candidates."""
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.task import load_reference, load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("lj")
 REF = load_reference("lj")
@@ -163,10 +164,6 @@ def test_validate_size():
         "N": 512, "M": 3, "L": 8.0, "n_steps": 20}
 
 
-def run_smoke(source):
-    return evaluate("lj", source, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
-
-
 @pytest.mark.parametrize("old, new", [
     # neighbour cells not wrapped in x: misses pairs across the periodic boundary
     ("uint nx = uint((cx + dx + m) % m);",
@@ -176,7 +173,7 @@ def run_smoke(source):
 ])
 def test_wrong_candidate_fails(old, new):
     assert old in SEED
-    ev = run_smoke(SEED.replace(old, new))
+    ev = smoke_eval("lj", SEED.replace(old, new))
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
     assert "max_abs_pos=" in ev.fail_reason
@@ -187,7 +184,7 @@ def test_cell_overflow_fails():
     old = "atomic_fetch_add_explicit(&cell_count[cell], 1u, memory_order_relaxed);"
     new = "atomic_fetch_add_explicit(&cell_count[cell], 8u, memory_order_relaxed) / 8u;"
     assert old in SEED
-    ev = run_smoke(SEED.replace(old, new))
+    ev = smoke_eval("lj", SEED.replace(old, new))
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
     assert "cell_overflow=inf" in ev.fail_reason
@@ -196,12 +193,6 @@ def test_cell_overflow_fails():
 # --- CUDA dialect (seed.cu) on the simulator ---------------------------------
 
 CUDA_SEED = TASK.seed("cuda")
-
-
-def run_cuda_smoke(source):
-    return evaluate("lj", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
 
 
 @pytest.mark.parametrize("old, new, metric", [
@@ -221,7 +212,7 @@ def run_cuda_smoke(source):
 ], ids=["no_x_wrap", "no_minimum_image", "attractive", "cell_overflow"])
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert CUDA_SEED.count(old) == 1
-    ev = run_cuda_smoke(CUDA_SEED.replace(old, new))
+    ev = smoke_eval("lj", CUDA_SEED.replace(old, new), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
     assert metric in ev.fail_reason

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.task import load_reference, load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("morton")
 REF = load_reference("morton")
@@ -100,7 +101,7 @@ u_out[tid] = c + alpha * (u_in[tid - 1] + u_in[tid + 1] + u_in[tid - N] + u_in[t
 ])
 def test_wrong_candidate_fails(source):
     assert source != TASK.seed()
-    ev = evaluate("morton", source, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("morton", source)
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 8x8x8x5" in ev.fail_reason
     assert "max_abs=" in ev.fail_reason
@@ -126,12 +127,6 @@ u_out[tid] = c + a * (u_in[tid - 1] + u_in[tid + 1] + u_in[tid - n] + u_in[tid +
 """
 
 
-def cuda_smoke_eval(source):
-    return evaluate("morton", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
-
-
 @pytest.mark.parametrize("source", [
     # The wrong Metal candidates above, in CUDA: row-major indexing, and the
     # neighbour re-encode that drops the top bit of each coordinate.
@@ -142,7 +137,7 @@ def cuda_smoke_eval(source):
 ], ids=["row_major", "dropped_top_bit"])
 def test_cuda_wrong_candidates_fail(source):
     assert source != CUDA_SEED
-    ev = cuda_smoke_eval(source)
+    ev = smoke_eval("morton", source, dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 8x8x8x5" in ev.fail_reason
     assert "max_abs=" in ev.fail_reason

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.task import load_reference, load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("nbody")
 REF = load_reference("nbody")
@@ -98,8 +99,7 @@ def test_validate_size():
 ])
 def test_wrong_candidate_fails(old, new):
     assert old in SEED
-    ev = evaluate("nbody", SEED.replace(old, new), backend="sim", size_set="smoke",
-                  n_warmup=1, n_measure=1)
+    ev = smoke_eval("nbody", SEED.replace(old, new))
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
     assert "max_abs_pos=" in ev.fail_reason
@@ -107,8 +107,7 @@ def test_wrong_candidate_fails(old, new):
 
 def test_unwritten_tail_fails():
     # Bodies past the last full threadgroup are never written: poisoned output must not pass.
-    ev = evaluate("nbody", SEED.replace("if (i >= N) {", "if (i >= N / 128 * 128) {"),
-                  backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("nbody", SEED.replace("if (i >= N) {", "if (i >= N / 128 * 128) {"))
     assert not ev.correct
     assert f"at size {SMOKE.label}" in ev.fail_reason
 
@@ -116,11 +115,6 @@ def test_unwritten_tail_fails():
 # --- CUDA dialect on the simulator --------------------------------------------------
 
 CUDA_SEED = TASK.seed("cuda")
-
-
-def cuda_smoke(source=None):
-    return evaluate("nbody", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -133,7 +127,7 @@ def cuda_smoke(source=None):
 ], ids=["repulsive", "old_velocity_drift"])
 def test_cuda_wrong_candidate_fails(old, new):
     assert old in CUDA_SEED
-    ev = cuda_smoke(CUDA_SEED.replace(old, new))
+    ev = smoke_eval("nbody", CUDA_SEED.replace(old, new), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
     assert "max_abs_pos=" in ev.fail_reason
@@ -142,7 +136,7 @@ def test_cuda_wrong_candidate_fails(old, new):
 def test_cuda_unwritten_tail_fails():
     old = "if (i >= n) {"
     assert old in CUDA_SEED
-    ev = cuda_smoke(CUDA_SEED.replace(old, "if (i >= n / 128 * 128) {"))
+    ev = smoke_eval("nbody", CUDA_SEED.replace(old, "if (i >= n / 128 * 128) {"), dialect="cuda")
     assert not ev.correct
     assert f"at size {SMOKE.label}" in ev.fail_reason
 

@@ -1,9 +1,10 @@
 """saxpy facts from the spec and a deliberately wrong candidate."""
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.reference_store import get_reference
 from mlxsci.task import load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("saxpy")
 
@@ -17,7 +18,7 @@ def test_off_by_one_is_rejected():
     src = TASK.seed().replace("y_out[i] = a * x[i] + y[i];",
                               "y_out[i] = a * x[min(i + 1, N - 1)] + y[i];")
     assert src != TASK.seed()
-    ev = evaluate("saxpy", src, backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("saxpy", src)
     assert not ev.correct
     assert "correctness failed at size 100003: max_abs=" in ev.fail_reason
 
@@ -27,16 +28,12 @@ def test_off_by_one_is_rejected():
 CUDA_SEED = TASK.seed("cuda")
 
 
-def cuda_smoke(source=None):
-    return evaluate("saxpy", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
-
 def test_cuda_off_by_one_is_rejected():
     # The Metal off-by-one above, in CUDA: every element reads its right neighbour's x.
     old = "y_out[i] = a[0] * x[i] + y[i];"
     assert old in CUDA_SEED
-    ev = cuda_smoke(CUDA_SEED.replace(old, "y_out[i] = a[0] * x[min(i + 1, N[0] - 1)] + y[i];"))
+    bad = CUDA_SEED.replace(old, "y_out[i] = a[0] * x[min(i + 1, N[0] - 1)] + y[i];")
+    ev = smoke_eval("saxpy", bad, dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 100003: max_abs=" in ev.fail_reason
 

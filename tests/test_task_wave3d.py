@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import evaluate
 from mlxsci.task import load_reference, load_task
+
+from helpers import smoke_eval
 
 TASK = load_task("wave3d")
 REF = load_reference("wave3d")
@@ -104,16 +105,14 @@ u_next[idx] = PREV + alpha * lap;
     "2.0f * c + u_prev[idx]",    # wrong sign
 ])
 def test_wrong_candidate_fails(prev):
-    ev = evaluate("wave3d", WRONG.replace("PREV", prev), backend="sim", size_set="smoke",
-                  n_warmup=1, n_measure=1)
+    ev = smoke_eval("wave3d", WRONG.replace("PREV", prev))
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 23x17x13x5" in ev.fail_reason
     assert "max_abs=" in ev.fail_reason
 
 
 def test_right_candidate_in_same_shape_passes():
-    ev = evaluate("wave3d", WRONG.replace("PREV", "2.0f * c - u_prev[idx]"), backend="sim",
-                  size_set="smoke", n_warmup=1, n_measure=1)
+    ev = smoke_eval("wave3d", WRONG.replace("PREV", "2.0f * c - u_prev[idx]"))
     assert ev.correct, ev.fail_reason
 
 
@@ -139,11 +138,6 @@ u_next[idx] = PREV + alpha[0] * lap;
 """
 
 
-def cuda_smoke(source=None):
-    return evaluate("wave3d", source, backend="sim", dialect="cuda", size_set="smoke",
-                    n_warmup=1, n_measure=1)
-
-
 @pytest.mark.parametrize("prev", [
     "2.0f * c - u_curr[idx]",    # forgets u_prev
     "2.0f * c + u_prev[idx]",    # wrong sign
@@ -151,7 +145,7 @@ def cuda_smoke(source=None):
 def test_cuda_wrong_candidate_fails(prev):
     # The Metal WRONG candidates above, in CUDA (launch shape spelled out, whole
     # blocks launched, so the guard matters).
-    ev = cuda_smoke(WRONG_CUDA.replace("PREV", prev))
+    ev = smoke_eval("wave3d", WRONG_CUDA.replace("PREV", prev), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 23x17x13x5" in ev.fail_reason
     assert "max_abs=" in ev.fail_reason

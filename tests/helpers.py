@@ -1,0 +1,20 @@
+"""Helpers the task tests share (tests/test_task_*.py import them by name:
+pytest puts tests/ on sys.path, as for tests/fake_llm_server.py)."""
+from mlxsci.evaluate import Evaluation, evaluate
+
+
+def smoke_eval(task: str, source: str | None = None, dialect: str | None = None) -> Evaluation:
+    """`source` (None: the task's seed) evaluated on the simulator at the task's
+    smoke sizes with one warm-up and one measured run: the quickest full
+    evaluation that still reaches a correctness verdict, which is all a
+    wrong-candidate test looks at. dialect None: evaluate's default (metal)."""
+    return evaluate(task, source, backend="sim", dialect=dialect, size_set="smoke",
+                    n_warmup=1, n_measure=1)
+
+
+def replace_once(source: str, old: str, new: str) -> str:
+    """`source` with its one `old` replaced by `new`; fails the test when `old`
+    is not there exactly once, so an edited seed cannot silently turn a
+    wrong-candidate test into a test of the seed."""
+    assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times"
+    return source.replace(old, new)
