@@ -1,0 +1,218 @@
+"""Turning the runtime's result of a failed launch (abi._Result) into a
+KernelFault whose message names the buffer or array, the element, the access
+and the thread, in the dialect's words.
+
+`guards` is the launch's list of (buffer, role, name, itemsize), indexed by
+the runtime's buffer number; `dtypes` the element dtype name of each.
+"""
+from __future__ import annotations
+
+import ctypes
+import signal
+
+from mlxsci.backends.base import KernelFault
+from mlxsci.backends.sim.abi import (_K_DEADLOCK, _K_DIV, _K_GP, _K_MISALIGNED, _K_OOB, _K_SETUP,
+                                     _K_STACK, _K_TG_OOB, _K_TIMEOUT, _SIGNAMES, _Result)
+
+
+def _uninitialised_hint(addr: int) -> str:
+    """A note when a bad address looks like a pointer read from memory never
+    written: outputs and slack hold 0x5A bytes, threadgroup memory poison 0xFF."""
+    low = addr & 0xFFFFFFFF
+    if low == 0x5A5A5A5A:
+        return (" (the garbage pattern of an uninitialised output: a pointer read before it "
+                "was written?)")
+    if low == 0xFFFFFFFF:
+        return (" (the poison of unwritten threadgroup/shared memory: a pointer read before "
+                "it was written?)")
+    return ""
+
+
+def _access_word(R) -> str:
+    """What a fault's access was: the runtime's is_write 1, 0 or -1 (unknown)."""
+    return {1: "write", 0: "read"}.get(R.is_write, "access")
+
+
+def _tg_array(R: _Result, dialect) -> tuple[str, str]:
+    """(description, name) of the threadgroup array R's tg_* fields name."""
+    name = ctypes.string_at(R.tg_name).decode(errors="replace")
+    decl = ctypes.string_at(R.tg_decl).decode(errors="replace")
+    if name == "__sim_dyn_smem":
+        return "dynamic shared memory (extern __shared__)", "extern __shared__"
+    return f"{dialect.array_word} array '{name}' ({decl})", name
+
+
+def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
+    """float4 for 16 bytes of a float32 buffer; a byte count otherwise."""
+    base = {"float32": "float", "float16": "half", "bfloat16": "bfloat", "int32": "int",
+            "uint32": "uint", "int16": "short", "uint16": "ushort"}.get(dtype or "")
+    lanes = nbytes // max(1, itemsize)
+    if base and lanes in (2, 3, 4):
+        return f"{base}{lanes}"
+    return f"{nbytes}-byte vector"
+
+
+def fault_of(R: _Result, guards, dtypes, dialect, backend) -> KernelFault:
+    """The KernelFault for a launch that ended with result R (R.kind not OK)."""
+    group = tuple(R.group)
+    thread = tuple(R.thread)
+    gw = dialect.group_word
+    where = f"thread {thread} of {gw} {group}"
+    details = {"group": group, "thread": thread}
+    kind = R.kind
+    if kind == _K_OOB:
+        return _buffer_out_of_bounds(R, guards, where, details)
+    if kind == _K_TG_OOB:
+        return _array_out_of_bounds(R, dialect, where, details)
+    if kind == _K_MISALIGNED:
+        return _misaligned(R, guards, dtypes, dialect, where, details)
+    if kind == _K_GP:
+        return _general_protection(R, where, details)
+    if kind == _K_DIV:
+        lines = [int(R.line)] + ([int(R.line2)] if R.line2 else [])
+        details.update(lines=lines, n_done=int(R.n_done), n_wait=int(R.n_wait))
+        if R.line2:
+            other = f"thread {thread} waits at the barrier on line {R.line2}"
+        else:
+            other = f"{R.n_done} thread(s) returned without reaching it (e.g. thread {thread})"
+        return KernelFault("barrier_divergence",
+                           f"barrier divergence in {gw} {group}: {R.n_wait} thread(s) wait "
+                           f"at {dialect.barrier_word} on line {R.line} while {other}", details)
+    if kind == _K_DEADLOCK:
+        return KernelFault("deadlock", f"deadlock in {gw} {group}: no thread can run", details)
+    if kind == _K_TIMEOUT:
+        t = backend.launch_timeout_s
+        return KernelFault("timeout", f"kernel did not finish within {t:g} s ({where} was running)",
+                           details)
+    if kind == _K_STACK:
+        details.update(signal="SIGSEGV", stack_overflow=True)
+        if R.aux >= 0:
+            size = f"per-thread stack {backend.stack_size // 1024} KiB"
+        else:
+            size = "fiber-free path, on the host thread's stack"
+        return KernelFault("crash", f"stack overflow in {where} ({size}; deep recursion or "
+                                    f"large local arrays?)", details)
+    if kind == _K_SETUP:
+        return KernelFault("crash", "the simulator could not allocate fiber stacks", details)
+    return _signal_crash(R, guards, dialect, where, details)
+
+
+def _buffer_out_of_bounds(R: _Result, guards, where: str, details: dict) -> KernelFault:
+    """An access that landed in a buffer's own guard region."""
+    gb, role, name, isz = guards[R.buf]
+    n = gb.nbytes // max(1, isz)
+    access = _access_word(R)
+    side = "before the start" if R.elem < 0 else "past the end"
+    details.update(buffer=name, role=role, element=int(R.elem), access=access)
+    return KernelFault("out_of_bounds",
+                       f"out-of-bounds {access} of {role} '{name}' at element {R.elem} "
+                       f"({side}; valid elements 0..{n - 1}) by {where}", details)
+
+
+def _array_out_of_bounds(R: _Result, dialect, where: str, details: dict) -> KernelFault:
+    """An index past a threadgroup/__shared__ array's bound (or, after the
+    launch, a write into its guard bytes)."""
+    what, name = _tg_array(R, dialect)
+    access = _access_word(R)
+    elem, bound = int(R.elem), int(R.tg_nelem)
+    details.update(buffer=name, role="threadgroup", element=elem, access=access)
+    if name == "extern __shared__":
+        pos = f"at byte {elem} (size {bound} bytes)"
+    else:
+        pos = f"at index {elem} (bound {bound})"
+    if R.after:
+        details.pop("group")
+        details.pop("thread")
+        return KernelFault("out_of_bounds", f"out-of-bounds {access} of {what} {pos}; "
+                                            f"detected after the launch", details)
+    return KernelFault("out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}",
+                       details)
+
+
+def _misaligned(R: _Result, guards, dtypes, dialect, where: str, details: dict) -> KernelFault:
+    """A vector access at an address its width does not divide."""
+    access = _access_word(R)
+    size, off = int(R.aux), int(R.elem)
+    if R.tg_name:
+        what, name = _tg_array(R, dialect)
+        scalar = ctypes.string_at(R.tg_decl).decode(errors="replace").split("[")[0].strip()
+        dtype = {"float": "float32", "half": "float16", "int": "int32", "uint": "uint32",
+                 "unsigned int": "uint32"}.get(scalar)
+        vec = _vector_name(size, dtype, int(R.tg_esize))
+    elif R.buf >= 0:
+        gb, role, name, isz = guards[R.buf]
+        what = f"{role} '{name}'"
+        vec = _vector_name(size, dtypes[R.buf] if R.buf < len(dtypes) else None, isz)
+    else:
+        what, name, off = "memory", None, int(R.addr)
+        vec = _vector_name(size, None, 0)
+    details.update(buffer=name, byte_offset=off, access=access, alignment=size)
+    where_off = f"at byte offset {off}" if name is not None else f"at address {off:#x}"
+    return KernelFault("misaligned", f"misaligned {vec} {access} of {what} {where_off} "
+                                     f"({vec} needs {size}-byte alignment) by {where}", details)
+
+
+def _general_protection(R: _Result, where: str, details: dict) -> KernelFault:
+    """A SIGSEGV without a faulting address: a non-canonical pointer or an
+    instruction the runtime could not decode."""
+    details.update(signal="SIGSEGV", address=int(R.addr))
+    if R.addr:
+        garbage = _uninitialised_hint(int(R.addr))
+        return KernelFault("crash", f"SIGSEGV in {where}: access through the invalid "
+                                    f"(non-canonical) address {R.addr:#x}{garbage}", details)
+    return KernelFault("crash", f"SIGSEGV in {where}: general-protection fault (a misaligned "
+                                f"vector access or an invalid pointer; the instruction could "
+                                f"not be decoded)", details)
+
+
+def _signal_crash(R: _Result, guards, dialect, where: str, details: dict) -> KernelFault:
+    """Any other signal: a null or stray pointer, or an arithmetic exception."""
+    signame = _SIGNAMES.get(int(R.sig), f"signal {R.sig}")
+    details.update(signal=signame, address=int(R.addr))
+    extra = ""
+    if R.sig in (signal.SIGSEGV, signal.SIGBUS):
+        if R.addr < 65536:
+            extra = f": null pointer dereference (address {R.addr:#x})"
+        elif R.near_kind:
+            near = _far_access(R, guards, dialect, where, details)
+            if near is not None:
+                return near
+            if R.near_kind == 1:
+                nearest = f"{guards[R.buf][1]} '{guards[R.buf][2]}'"
+            else:
+                nearest = _tg_array(R, dialect)[0]
+            extra = (f": invalid address {R.addr:#x}, {R.near_dist} bytes from the nearest buffer, "
+                     f"{nearest} (element {R.elem}){_uninitialised_hint(int(R.addr))}")
+            details.update(nearest=nearest, distance=int(R.near_dist))
+        else:
+            extra = f": invalid address {R.addr:#x}{_uninitialised_hint(int(R.addr))}"
+    elif R.sig == signal.SIGFPE:
+        extra = ": arithmetic exception (integer division by zero?)"
+    return KernelFault("crash", f"{signame} in {where}{extra}", details)
+
+
+def _far_access(R: _Result, guards, dialect, where: str, details: dict) -> KernelFault | None:
+    """A fault beyond every guard region, as an access to the nearest
+    buffer or threadgroup array when a 32-bit index could reach it."""
+    elem = int(R.elem)
+    nbytes = guards[R.buf][0].nbytes if R.near_kind == 1 else int(R.tg_nelem * R.tg_esize)
+    # Farther than this, a stray pointer is likelier than a bad index.
+    if R.near_dist > max(64 << 20, 16 * nbytes):
+        return None
+    access = _access_word(R)
+    if R.near_kind == 1:
+        gb, role, name, isz = guards[R.buf]
+        what, n = f"{role} '{name}'", gb.nbytes // max(1, isz)
+        valid = f"valid elements 0..{n - 1}"
+    else:
+        what, name = _tg_array(R, dialect)
+        role, n = "threadgroup", int(R.tg_nelem)
+        valid = f"bound {n}"
+    side = "before the start" if elem < 0 else "past the end"
+    details.update(buffer=name, role=role, element=elem, access=access, address=int(R.addr),
+                   distance=int(R.near_dist))
+    return KernelFault("out_of_bounds",
+                       f"out-of-bounds {access} of {what} at element {elem} ({side}, "
+                       f"{R.near_dist} bytes beyond it; {valid}) by {where}; the faulting "
+                       f"address {R.addr:#x} lies beyond every guard region, this is the "
+                       f"nearest buffer", details)

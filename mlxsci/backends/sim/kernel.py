@@ -1,0 +1,294 @@
+"""SimKernel: one kernel on the simulator. It compiles a variant per call
+signature (the dialect's text, rewritten and built against the runtime),
+checks each launch, fills guarded buffers, runs the variant through the
+runtime bridge and turns what the runtime reports into outputs or a
+KernelFault.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mlxsci.backends.base import CompileError, Kernel, KernelFault, KernelSpec
+from mlxsci.backends.sim import build, language_rules
+from mlxsci.backends.sim.abi import _K_NEED_FIBERS, _K_OK, _Guard, _Launch, _libc, _Result
+from mlxsci.backends.sim.buffers import _POOL, _fill_output, _GuardedBuffer, _host_bytes, _np_dtype
+from mlxsci.backends.sim.faults import fault_of
+from mlxsci.signature import CUDA_MAX_NDIM, ArgInfo, _template_kind, _template_value, dtype_name
+
+if TYPE_CHECKING:
+    from mlxsci.backends.sim import SimBackend
+
+
+def _to_mx(x):
+    import mlx.core as mx
+    if isinstance(x, mx.array):
+        return x
+    return mx.array(x)
+
+
+_ARG_INFOS: dict = {}
+
+
+def _arg_info(arr) -> ArgInfo:
+    """ArgInfo.of(arr), made once per (dtype, shape)."""
+    key = (arr.dtype, arr.shape)
+    info = _ARG_INFOS.get(key)
+    if info is None:
+        info = _ARG_INFOS[key] = ArgInfo.of(arr)
+    return info
+
+
+# Launches run one at a time (the runtime's state and the buffer pool are per process).
+_launch_lock = threading.Lock()
+
+
+def _signature_key(infos, out_dtypes, template) -> tuple | None:
+    """What the generated text depends on besides the kernel spec: input
+    dtypes and shapes, output dtypes, template arguments (kind and value, so
+    True and 1 differ). None when a template value has no key (the generator
+    then reports it)."""
+    try:
+        targs = tuple((name, _template_kind(value), _template_value(value))
+                      for name, value in (template or ()))
+    except (TypeError, ValueError, KeyError):
+        return None
+    return tuple(infos), tuple(out_dtypes), targs
+
+
+@dataclass
+class _Variant:
+    """One compiled specialisation of a kernel (signature text -> library)."""
+    entry: object
+    params: tuple
+    kernel_name: str
+    needs_fibers: bool
+    tgmem_bytes: int
+    launch_error: str = ""
+
+
+class SimKernel(Kernel):
+    """One KernelSpec on a SimBackend: called like MLX's kernel object."""
+
+    def __init__(self, backend: SimBackend, spec: KernelSpec):
+        if not spec.output_names:
+            raise ValueError(f"{backend._dialect.tag} Must specify at least one output.")
+        self.backend = backend
+        self.spec = spec
+        self.dialect = backend._dialect
+        self._variants: dict[str, _Variant] = {}
+        # The same variants by call signature, so a repeated launch generates no text.
+        self._by_signature: dict[tuple, _Variant] = {}
+        # (grid, threadgroup) -> the launch dimensions, for launches that passed the checks.
+        self._dims: dict[tuple, tuple] = {}
+        self.launches = 0
+        self.compile_seconds = 0.0   # time spent generating, compiling and loading variants
+        self._needs_fibers = self.dialect.needs_fibers(spec)
+
+    def _variant(self, infos, out_dtypes, template) -> _Variant:
+        """The compiled variant for this call signature; generated text is
+        produced only for a signature not seen before."""
+        key = _signature_key(infos, out_dtypes, template)
+        v = self._by_signature.get(key) if key is not None else None
+        if v is None:
+            v = self._variant_of_text(infos, out_dtypes, template)
+            if key is not None:
+                self._by_signature[key] = v
+        return v
+
+    def _variant_of_text(self, infos, out_dtypes, template) -> _Variant:
+        spec = self.spec
+        gen = self.dialect.generate(spec, infos, out_dtypes, template)
+        key = gen.text + "\0" + gen.line1
+        v = self._variants.get(key)
+        if v is not None:
+            return v
+        # What the real compiler rejects and clang-as-C++ would accept (language_rules.py).
+        violation = language_rules.check(self.dialect.name, gen.text, gen.regions, spec.source_file)
+        if violation is not None:
+            raise violation
+        started = time.perf_counter()
+        rewritten = self.dialect.rewrite(gen.text)
+        if rewritten.count("\n") != gen.text.count("\n"):
+            raise CompileError("internal: the source rewrite changed the number of lines", None, "")
+        if gen.line1:
+            first, nl, rest = rewritten.partition("\n")
+            if first.strip():
+                raise CompileError("internal: the generated text's first line is not empty", None, "")
+            rewritten = gen.line1 + nl + rest
+        tu = build.assemble(rewritten, gen.regions, gen.glue, self.dialect.includes(),
+                            candidate_file=spec.source_file)
+        so = build.build_library(tu, spec.source_file, self.backend.extra_defines)
+        lib = build.load_library(so)
+        # lib[...] makes a function object of our own (getattr caches one per
+        # library, shared with any other user of the same loaded library).
+        entry = lib["__sim_entry"]
+        entry.restype = ctypes.c_int64
+        entry.argtypes = [ctypes.POINTER(_Launch), ctypes.POINTER(_Result)]
+        tgb = lib["__sim_tgmem_bytes"]
+        tgb.restype = ctypes.c_int64
+        v = _Variant(entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()),
+                     gen.launch_error)
+        self._variants[key] = v
+        self.compile_seconds += time.perf_counter() - started
+        return v
+
+    # -- call -------------------------------------------------------------
+    def __call__(self, *, inputs, output_shapes, output_dtypes, grid, threadgroup,
+                 template=None, init_value=None):
+        spec = self.spec
+        if len(inputs) != len(spec.input_names):
+            raise ValueError(f"{self.dialect.tag} Expected `inputs` to have size {len(spec.input_names)} "
+                             f"but got size {len(inputs)}.")
+        if len(output_shapes) != len(spec.output_names) or len(output_dtypes) != len(spec.output_names):
+            raise ValueError(f"{self.dialect.tag} Expected `output_shapes` and `output_dtypes` to have "
+                             f"size {len(spec.output_names)}.")
+        grid = tuple(int(g) for g in grid)
+        tg = tuple(int(t) for t in threadgroup)
+        if len(grid) != 3 or len(tg) != 3:
+            raise KernelFault("launch", "grid and threadgroup must have three dimensions")
+        if any(g <= 0 for g in grid) or any(t <= 0 for t in tg):
+            raise KernelFault("launch", f"grid {grid} and threadgroup {tg} must be positive")
+        if any(g >= 2 ** 31 for g in grid) or any(t >= 2 ** 31 for t in tg):
+            raise KernelFault("launch", "grid and threadgroup dimensions must be below 2^31")
+        dims = self._dims.get((grid, tg))
+        if dims is None:   # checked once per shape: a refused launch raises every time
+            dims = self._dims[(grid, tg)] = self.dialect.launch_dims(spec.name, grid, tg)
+        grid, tgc, ngroups = dims
+
+        arrays = [_to_mx(x) for x in inputs]
+        infos = [_arg_info(a) for a in arrays]
+        out_names = [dtype_name(d) for d in output_dtypes]
+        v = self._variant(infos, out_names, template)
+        if v.launch_error:
+            raise KernelFault("launch", v.launch_error)
+        self.dialect.check_tgmem(spec, v.tgmem_bytes)
+
+        with _launch_lock:
+            end_aligned = self.launches % 2 == 0
+            self.launches += 1
+            use_fibers = v.needs_fibers or self.backend.force_fibers
+            while True:
+                outcome = self._launch(v, arrays, infos, out_names, output_shapes, grid, tgc, ngroups,
+                                       init_value, end_aligned, use_fibers)
+                if outcome == "retry_with_fibers":
+                    use_fibers = True
+                    continue
+                return outcome
+
+    def _launch(self, v, arrays, infos, out_names, output_shapes, grid, tgc, ngroups, init_value,
+                end_aligned, use_fibers):
+        import mlx.core as mx
+        spec = self.spec
+        keep = []                       # ctypes objects that must outlive the call
+        bufs: list[int] = []
+        guards: list[tuple[_GuardedBuffer, str, str, int]] = []   # (buffer, role, name, itemsize)
+        dtypes: list[str] = []                                    # numpy dtype name of each guard
+        inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
+        in_bufs: list[tuple[_GuardedBuffer, np.ndarray, np.ndarray]] = []
+        out_bufs: list[tuple[_GuardedBuffer, str, tuple]] = []
+        out_iter = iter(zip(spec.output_names, out_names, output_shapes))
+        clean = False                   # the buffers may go back to the pool
+        try:
+            for name, role in v.params:
+                if role == "input":
+                    arr, info = inputs_by_name[name]
+                    host = _host_bytes(arr)
+                    src = host if host.flags.c_contiguous else np.ascontiguousarray(host)
+                    gb = _POOL.take(src.nbytes, end_aligned)
+                    guards.append((gb, "input", name, src.dtype.itemsize))
+                    gb.bytes[:] = src.reshape(-1).view(np.uint8)
+                    dtypes.append(info.dtype)
+                    in_bufs.append((gb, host, src))
+                    bufs.append(gb.base)
+                elif role in ("shape", "strides", "ndim"):
+                    c = self._shape_arg(name, role, inputs_by_name)
+                    keep.append(c)
+                    bufs.append(ctypes.addressof(c))
+                elif role == "output":
+                    oname, odt, oshape = next(out_iter)
+                    shape = tuple(int(s) for s in oshape)
+                    npdt = _np_dtype(odt)
+                    n = math.prod(shape)
+                    gb = _POOL.take(n * npdt.itemsize, end_aligned)
+                    guards.append((gb, "output", oname, npdt.itemsize))
+                    _fill_output(gb, odt, init_value)
+                    dtypes.append(odt)
+                    out_bufs.append((gb, odt, shape))
+                    bufs.append(gb.base)
+            gtab = (_Guard * max(1, len(guards)))()
+            for i, (gb, _role, _name, isz) in enumerate(guards):
+                gtab[i] = _Guard(gb.lo, gb.lo + gb.total, gb.base, gb.nbytes, isz, i)
+            cbufs = (ctypes.c_void_p * max(1, len(bufs)))(*bufs)
+            L = _Launch()
+            L.grid[:] = grid
+            L.tg[:] = tgc
+            L.ngroups[:] = ngroups
+            L.bufs = ctypes.cast(cbufs, ctypes.POINTER(ctypes.c_void_p))
+            L.nbufs = len(bufs)
+            L.guards = ctypes.cast(gtab, ctypes.POINTER(_Guard))
+            L.nguards = len(guards)
+            L.use_fibers = 1 if use_fibers else 0
+            L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
+            L.stack_size = self.backend.stack_size
+            L.kernel = v.kernel_name.encode()
+            L.schedule = self.backend.schedule
+            R = _Result()
+            kind = v.entry(ctypes.byref(L), ctypes.byref(R))
+            if kind == _K_NEED_FIBERS:
+                return "retry_with_fibers"
+            if kind != _K_OK:
+                raise fault_of(R, guards, dtypes, self.dialect, self.backend)
+            if self.backend.activity is not None:   # the sim timer is listening
+                self.backend.activity.append((spec.name, R.cpu_ns * 1e-9))
+            for i, (gb, role, name, isz) in enumerate(guards):
+                off = gb.slack_violation()
+                if off is not None:
+                    elem = off // isz
+                    n = gb.nbytes // max(1, isz)
+                    raise KernelFault(
+                        "out_of_bounds",
+                        f"out-of-bounds write to {role} '{name}' at element {elem} "
+                        f"(valid elements 0..{n - 1}); detected after the launch",
+                        {"buffer": name, "role": role, "element": elem, "access": "write"})
+            # A GPU kernel can write its inputs: make the caller see it.
+            for gb, host, src in in_bufs:
+                if src.nbytes and _libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:
+                    if host.flags.c_contiguous and host.flags.writeable:
+                        _libc.memmove(host.ctypes.data, gb.base, src.nbytes)
+            outs = []
+            for gb, odt, shape in out_bufs:
+                # mx.array copies: the buffer goes back to the pool.
+                data = np.frombuffer(gb.bytes, dtype=_np_dtype(odt)).reshape(shape)
+                a = mx.array(data)
+                if odt == "bfloat16":
+                    a = a.view(mx.bfloat16)
+                outs.append(a)
+            clean = True
+            return outs
+        finally:
+            for gb, *_ in guards:
+                if clean:
+                    _POOL.give(gb)
+                else:
+                    gb.free()
+
+    @staticmethod
+    def _shape_arg(name: str, role: str, inputs_by_name: dict):
+        """CUDA's by-value Shape/Strides (MAX_NDIM entries) or ndim of an input."""
+        base = name[: -len("_" + role)]
+        _arr, info = inputs_by_name[base]
+        if role == "shape":
+            return (ctypes.c_int32 * max(CUDA_MAX_NDIM, info.ndim))(*info.shape)
+        if role == "strides":
+            st = [1] * info.ndim
+            for d in range(info.ndim - 2, -1, -1):
+                st[d] = st[d + 1] * info.shape[d + 1]
+            return (ctypes.c_int64 * max(CUDA_MAX_NDIM, info.ndim))(*st)
+        return ctypes.c_int32(info.ndim)
