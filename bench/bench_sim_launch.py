@@ -25,7 +25,11 @@ chains the kernel runs.
 mlxsci/backends/sim/__init__.py of an earlier commit, saved elsewhere) and
 measures it in the same process, interleaved with the current one, so the two
 columns share the machine's load. Every figure is the median of --repeats
-rounds with its spread (min-max).
+rounds with its spread (min-max). The driver was one file until 434b25e split
+it into modules (kernel.py, buffers.py, ...), which a copy imports from the
+installed package: --compare measures a one-file driver of an earlier commit
+against today's; to compare two split versions, run the bench in two checkouts
+one after the other.
 """
 from __future__ import annotations
 
