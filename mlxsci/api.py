@@ -20,8 +20,8 @@ import mlx.core as mx
 import numpy as np
 
 from mlxsci.backends import get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, parse, validate
-from mlxsci.evaluate import backend_options, dialect_of, evaluate
+from mlxsci.candidate import CandidateError, parse
+from mlxsci.evaluate import backend_options, dialect_of, evaluate, misfit
 from mlxsci.launch import Launcher
 from mlxsci.task import Size, Task, load_task
 
@@ -130,12 +130,9 @@ class KernelFunction:
         self.dialect = backend.dialect
         self.params = dict(params or {})
         self.candidate = parse(source, dialect=self.dialect, filename=filename)
-        size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
-        failures = validate(self.candidate, task.kernel_names, size_names)
-        if failures:
-            raise CandidateError("; ".join(
-                f"{filename}:{f.line}: {f.message}" if f.line else f.message for f in failures),
-                filename=filename)
+        why = misfit(self.candidate, task, f"{filename}:")
+        if why:
+            raise CandidateError(why, filename=filename)
         self.candidate.param_values(self.params)   # unknown params or bad values fail now
         # Names, dtypes and ranks of the inputs, from the task's smallest size.
         smallest = min(task.size_set("smoke") or task.size_set("all"),

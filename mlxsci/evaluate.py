@@ -622,6 +622,20 @@ def dialect_of(filename: str | None) -> str | None:
     return "metal" if filename.endswith(".metal") else None
 
 
+def misfit(candidate, task: Task, where: str) -> str | None:
+    """Why a parsed candidate does not fit `task`, as one line, or None when it
+    fits: mlxsci.candidate.validate against the task's kernels and the size
+    scalars of its defaults and of every size, each failure with a line number
+    written `{where}{line}: ` (e.g. where="seed.metal:" or "line "). The one
+    rule the evaluation, the API (mlxsci.api.kernel_function) and the search's
+    --start use."""
+    size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
+    failures = validate(candidate, task.kernel_names, size_names)
+    if not failures:
+        return None
+    return "; ".join(f"{where}{f.line}: {f.message}" if f.line else f.message for f in failures)
+
+
 def _prepare(be, timer_name: str, announce, detail) -> Roofline:
     """What evaluations on this machine build or measure once (the simulator's
     compiler, the roofline); `announce` hears a line as each piece of that work
@@ -674,12 +688,9 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     except CandidateError as exc:
         ev.compile_ok, ev.fail_reason = False, f"format error: {exc}"
         return ev
-    size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
-    failures = validate(cand, task.kernel_names, size_names)
-    if failures:
-        ev.compile_ok = False
-        ev.fail_reason = "format error: " + "; ".join(
-            f"{filename}:{f.line}: {f.message}" if f.line else f.message for f in failures)
+    why = misfit(cand, task, f"{filename}:")
+    if why:
+        ev.compile_ok, ev.fail_reason = False, f"format error: {why}"
         return ev
 
     kind = "sim" if backend_name == "sim" else "gpu"

@@ -14,20 +14,11 @@ modification time), then the last path. Columns, for a cell of one run:
     speedup        in-distribution speedup S_best / S_seed
     held-out phi   the best's fraction of the roofline at the held-out size (Phi)
     held-out ratio Phi_best / Phi_seed
-    outcome        one label, by the first rule that applies:
-
-    held-out failure   the best fails at the held-out size (no Phi_best)
-    generalizes        the speedup is an improvement beyond the noise and the
-                       held-out ratio is not a regression beyond the noise (or
-                       the seed has no Phi to compare with)
-    silent regression  the speedup is an improvement beyond the noise but the
-                       held-out ratio is a regression beyond the noise: better
-                       on the scored sizes, worse on the unseen one
-    within noise       the best's S is above the seed's, but inside the noise
-                       band: no evidence of a change
-    saturated          no speedup, and the seed already reaches S >= 0.8 of the
-                       roofline: little left to gain
-    flat               no speedup, and the seed is below 0.8
+    outcome        the run's outcome: summary.json's vocabulary and rules
+                   (mlxsci.outcomes.OUTCOMES lists them, in the order they
+                   are tried: no_candidates, saturated, flat,
+                   held_out_failure, held_out_regression, improved,
+                   within_noise)
 
 A cell of several runs (different seeds: `mlxsci.sweep --repeats K`) gives
 the median of its runs with a spread (mlxsci.report_spread: min-max under 5
@@ -38,7 +29,7 @@ hi`, `spread` (which of the two the speedup's is), `held-out ratio lo` and
 `held-out ratio hi`; Markdown and LaTeX show them as `1.02x [1.00x, 1.05x]`
 with a note under the table saying how the spread is made. A cell counts as
 improved when more than half of its runs are, and its outcome lists its
-runs' labels, commonest first, with their counts, e.g. `generalizes 2/3,
+runs' labels, commonest first, with their counts, e.g. `improved 2/3,
 flat 1/3`.
 
 "Beyond the noise" is mlxsci.verdicts' rule, the one the search's summary.json
@@ -49,8 +40,9 @@ Runs recorded before noise was measured have no noise fields; their noise
 counts as 0, so the floor applies.
 
 Only an improvement beyond the noise is bold in Markdown and LaTeX (a boolean
-`<model> improved` column in CSV and JSON). The search's own `outcome` field
-in summary.json (same verdicts, its own names) is shown in the details table.
+`<model> improved` column in CSV and JSON). The `outcome` field summary.json
+recorded is shown in the details table (the same as the label for runs written
+since both use mlxsci.outcomes).
 
 Details table: one row per run (every run, not only the chosen ones).
 `--details` prints it after the main table; CSV holds one table per file, so
@@ -89,11 +81,10 @@ from tabulate import tabulate
 
 from mlxsci.report_spread import (BOOTSTRAP_LEVEL, BOOTSTRAP_MIN_RUNS, BOOTSTRAP_RESAMPLES,
                                   SPREAD_NOTE, median_and_spread, spread_kind)
-from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, REGRESSED, assess_summary
+from mlxsci.names import safe_name
+from mlxsci.outcomes import OUTCOMES, classify_summary
+from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, assess_summary
 
-SATURATED = 0.8            # a seed S at least this large leaves little to gain
-OUTCOME_LABELS = ("generalizes", "silent regression", "held-out failure", "within noise",
-                  "saturated", "flat")
 FORMATS = ("md", "latex", "csv", "json")
 
 
@@ -197,32 +188,17 @@ def speedup(summary: dict) -> float | None:
     return best / seed
 
 
-def held_out_failed(summary: dict) -> bool:
-    return summary.get("held_out_best") is None
-
-
 def improved(summary: dict) -> bool:
     """True when S_best / S_seed is an improvement beyond the noise."""
     return assess_summary(summary)["improvement_verdict"] == IMPROVED
 
 
 def outcome_label(summary: dict) -> str:
-    """The report's outcome label (rules in the module docstring). The verdicts
-    are recomputed from the summary's numbers and noises, not read from its
-    verdict fields, so old summaries (no noise) get labels by the same rule."""
-    if held_out_failed(summary):
-        return "held-out failure"
-    verdicts = assess_summary(summary)
-    if verdicts["improvement_verdict"] == IMPROVED:
-        if verdicts["held_out_verdict"] == REGRESSED:
-            return "silent regression"
-        return "generalizes"
-    s = speedup(summary)
-    if s is not None and s > 1.0:
-        return "within noise"
-    if (summary.get("seed_score") or 0.0) >= SATURATED:
-        return "saturated"
-    return "flat"
+    """The run's outcome (mlxsci.outcomes.classify_summary: the vocabulary and
+    rules of the search's summary.json). The verdicts are recomputed from the
+    summary's numbers and noises, not read from its verdict fields, so old
+    summaries (no noise) get labels by the same rule."""
+    return classify_summary(summary)
 
 
 def _pick(runs: list[dict]) -> dict:
@@ -255,9 +231,10 @@ def _single_cell(m: str, r: dict | None) -> dict:
 
 def _label_counts(cell: list[dict]) -> str:
     """The labels of the cell's runs, commonest first, each with its count:
-    'generalizes 2/3, flat 1/3' (ties in OUTCOME_LABELS' order)."""
+    'improved 2/3, flat 1/3' (ties in mlxsci.outcomes.OUTCOMES' order)."""
     labels = [outcome_label(r) for r in cell]
-    found = sorted(set(labels), key=lambda lab: (-labels.count(lab), OUTCOME_LABELS.index(lab)))
+    order = list(OUTCOMES)
+    found = sorted(set(labels), key=lambda lab: (-labels.count(lab), order.index(lab)))
     return ", ".join(f"{lab} {labels.count(lab)}/{len(cell)}" for lab in found)
 
 
@@ -440,14 +417,21 @@ def _read_json(path: Path):
         return None
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "device"
-
-
 def _save(fig, out: Path, stem: str) -> list[Path]:
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
     fig.savefig(paths[0], dpi=120, bbox_inches="tight", metadata={"Software": None})
     fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
+    return paths
+
+
+def _finish(fig, out: Path, stem: str, title: str | None = None, **title_style) -> list[Path]:
+    """Lay the figure out (under `title`), save it as PNG and SVG, close it."""
+    import matplotlib.pyplot as plt
+    if title is not None:
+        fig.suptitle(title, **title_style)
+    fig.tight_layout()
+    paths = _save(fig, out, stem)
+    plt.close(fig)
     return paths
 
 
@@ -480,11 +464,7 @@ def plot_convergence(runs: list[dict], out: Path) -> list[Path]:
         ax.set_ylabel("best-so-far speedup (S / S_seed)")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize=7)
-    fig.suptitle("Convergence: best-so-far in-distribution speedup")
-    fig.tight_layout()
-    paths = _save(fig, out, "convergence")
-    plt.close(fig)
-    return paths
+    return _finish(fig, out, "convergence", "Convergence: best-so-far in-distribution speedup")
 
 
 def _convergence_line(ax, r: dict, color, model: str | None, runs_note: str) -> None:
@@ -540,10 +520,7 @@ def plot_speedups(runs: list[dict], out: Path) -> list[Path]:
                  f"runs under {BOOTSTRAP_MIN_RUNS},\nelse a {BOOTSTRAP_LEVEL:.0%} bootstrap CI "
                  f"of the median ({BOOTSTRAP_RESAMPLES} resamples)", fontsize=8)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths = _save(fig, out, "speedups")
-    plt.close(fig)
-    return paths
+    return _finish(fig, out, "speedups")
 
 
 def _first_scored(result: dict | None) -> dict | None:
@@ -689,10 +666,8 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
         ax_roof.set_ylabel("GFLOP/s")
         ax_roof.set_title("roofline")
         ax_roof.legend(fontsize=6)
-        fig.suptitle(f"{device} ({backend})\n{how}", fontsize=9)
-        fig.tight_layout()
-        paths += _save(fig, out, f"roofline_{_safe(device)}")
-        plt.close(fig)
+        paths += _finish(fig, out, f"roofline_{safe_name(device, 'device')}",
+                         f"{device} ({backend})\n{how}", fontsize=9)
     return paths
 
 
@@ -701,7 +676,6 @@ def _fractions(result: dict | None) -> dict:
 
 
 def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
-    import matplotlib.pyplot as plt
     keys = sorted({(r["task"], r["model"]) for r in runs})
     fig, axes = _grid(len(keys))
     for ax, key in zip(axes, keys):
@@ -727,11 +701,7 @@ def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
         ax.set_ylabel("fraction of roofline")
         ax.set_title(f"{key[0]} ({key[1]})")
         ax.legend(fontsize=7)
-    fig.suptitle("Per-size fraction of the roofline: seed vs best")
-    fig.tight_layout()
-    paths = _save(fig, out, "fractions")
-    plt.close(fig)
-    return paths
+    return _finish(fig, out, "fractions", "Per-size fraction of the roofline: seed vs best")
 
 
 def write_plots(runs: list[dict], out) -> list[Path]:

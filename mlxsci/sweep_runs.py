@@ -9,17 +9,17 @@ mlxsci.sweep_ray.RayExecutor runs them as Ray tasks.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlxsci.cache import atomic_write_json
+from mlxsci.names import safe_name
 from mlxsci.sweep_budget import CostBudget, spent_by_run
 
 
 def run_name(task: str, model: str, repeat: int = 1) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
+    safe = safe_name(model, "model")
     return f"{task}_{safe}" if repeat == 1 else f"{task}_{safe}_r{repeat}"
 
 

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 import time
 from pathlib import Path
 
 from mlxsci.api import read_candidate_file
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, extract_from_response, parse, validate
-from mlxsci.evaluate import backend_options, compare, dialect_of, evaluate
+from mlxsci.candidate import CandidateError, extract_from_response, parse
+from mlxsci.evaluate import backend_options, compare, dialect_of, evaluate, misfit
+from mlxsci.names import safe_name
+from mlxsci.outcomes import classify
 from mlxsci.sanitizer import check_sanitize
 from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.proposers import DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S
@@ -42,11 +43,7 @@ from mlxsci.search.strategies import (Entry, State, check_accept_rule, make_stra
                                       noise_aware_decision)
 from mlxsci.task import Task, check_task, load_task
 from mlxsci.timers import check_timer
-from mlxsci.verdicts import IMPROVED, NOISE_FLOOR, REGRESSED, assess
-
-OUTCOMES = ("improved", "within_noise", "flat", "held_out_regression", "held_out_failure",
-            "no_candidates")
-
+from mlxsci.verdicts import NOISE_FLOOR, assess
 
 # What S and Phi mean, said once per run (progress output, or the final line).
 S_AND_PHI = ("S = geometric mean of the roofline fractions at the search sizes (0 if any "
@@ -59,8 +56,7 @@ class CostCapReached(Exception):
 
 def default_run_dir(task: str, model: str) -> Path:
     stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
-    return Path("results") / f"{task}_{safe}_{stamp}"
+    return Path("results") / f"{task}_{safe_name(model, 'model')}_{stamp}"
 
 
 def _entry_score(result: dict) -> float | None:
@@ -89,12 +85,9 @@ def read_start(path: str | Path, dialect: str, task: Task) -> str:
         raise ValueError(f"start file {path} has no kernels: a {task.name} candidate holds a "
                          f"'//! kernel NAME' section for each of {kernels} (or leave out "
                          "--start to start from the task's seed)")
-    size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
-    failures = validate(candidate, task.kernel_names, size_names)
-    if failures:
-        raise ValueError(f"start file {path} does not fit {task.name} (kernels {kernels}): "
-                         + "; ".join(f"line {f.line}: {f.message}" if f.line else f.message
-                                     for f in failures))
+    why = misfit(candidate, task, "line ")
+    if why:
+        raise ValueError(f"start file {path} does not fit {task.name} (kernels {kernels}): {why}")
     return text
 
 
@@ -113,29 +106,6 @@ def make_run_dir(path: Path) -> None:
 
 def _fmt(x) -> str:
     return "-" if x is None else f"{x:.4f}"
-
-
-def _outcome(seed_score, best_score, held_seed, held_best, best_is_seed,
-             verdicts: dict, no_candidates: bool = False) -> str:
-    """The search's outcome, by the first rule that applies (verdicts: assess()):
-    no_candidates when proposals were asked for and none gave a candidate
-    (every one failed or held no code); flat when the best is the seed or its
-    S is not above the seed's; then
-    held_out_failure (the best fails at the held-out size, the seed does not);
-    held_out_regression (Phi dropped beyond the held-out band: a kernel tuned
-    to the scored sizes, whether or not its S gain is real); improved (S rose
-    beyond the band); else within_noise (S rose, but inside the band)."""
-    if no_candidates:
-        return "no_candidates"
-    if best_is_seed or best_score is None or seed_score is None or best_score <= seed_score:
-        return "flat"
-    if held_best is None and held_seed is not None:
-        return "held_out_failure"
-    if verdicts["held_out_verdict"] == REGRESSED:
-        return "held_out_regression"
-    if verdicts["improvement_verdict"] == IMPROVED:
-        return "improved"
-    return "within_noise"
 
 
 def _phi_noise(result: dict) -> float | None:
@@ -654,8 +624,10 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
         "improvement_verdict": verdicts["improvement_verdict"],
         "held_out_band": verdicts["held_out_band"],
         "held_out_verdict": verdicts["held_out_verdict"],
-        "outcome": _outcome(seed_score, best_score, phi_seed, phi_best,
-                            state.best is state.seed, verdicts, no_candidates=why_none is not None),
+        # One vocabulary with the report (mlxsci.outcomes), judged from these numbers.
+        "outcome": classify({"seed_score": seed_score, "best_score": best_score,
+                             "held_out_seed": phi_seed, "held_out_best": phi_best, **noises},
+                            no_candidates=why_none is not None),
         "outcome_reason": why_none,
         "skipped_iterations": len(skipped),
         "last_failure": skipped[-1]["fail_reason"] if skipped else None,

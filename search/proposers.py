@@ -30,6 +30,7 @@ the loop records a skipped iteration.
 from __future__ import annotations
 
 import ast
+import importlib
 import itertools
 import os
 import random
@@ -39,6 +40,7 @@ import urllib.parse
 from pathlib import Path
 
 from mlxsci.candidate import CandidateError, parse, render
+from mlxsci.names import safe_name
 from mlxsci.search.prices import cost_usd, load_prices, lookup_price, worst_case_cost
 from mlxsci.search.proposer import PromptContext, Proposal, Proposer, ProposerError
 
@@ -58,11 +60,6 @@ OPENAI_URL = "https://api.openai.com/v1"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Client errors: the same request would fail the same way again.
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
-
-
-def _safe_name(model: str) -> str:
-    """A model name usable in a run-directory name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-") or "model"
 
 
 # --- keys ---------------------------------------------------------------------
@@ -188,7 +185,7 @@ class _LLMProposer(Proposer):
                  max_tokens: int = 32000, api_key_env: str | None = None,
                  backoff_s: float | None = None):
         self.model = model
-        self.name = _safe_name(model)
+        self.name = safe_name(model, "model")
         self.base_url, self._api_key = endpoint_and_key(self.key_var, self.official_url,
                                                         base_url, api_key_env, model)
         self.own_endpoint = _origin(self.base_url) == _origin(self.official_url)
@@ -283,6 +280,15 @@ def _anthropic_thinking(model: str, max_tokens: int) -> dict:
     return {}
 
 
+def _sdk(package: str, model: str):
+    """A provider's SDK module, imported when its first proposer is made (so
+    the autotuner needs neither), or ProposerError naming the package."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as exc:   # pragma: no cover - a declared dependency
+        raise ProposerError(f"the {package} package is needed for {model!r}: {exc}") from None
+
+
 class AnthropicProposer(_LLMProposer):
     """Claude through the Messages API, streamed (the SDK requires streaming for
     requests that may run past 10 minutes, which large max_tokens do)."""
@@ -291,10 +297,7 @@ class AnthropicProposer(_LLMProposer):
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
-        try:
-            import anthropic
-        except ImportError as exc:   # pragma: no cover - a declared dependency
-            raise ProposerError(f"the anthropic package is needed for {model!r}: {exc}") from None
+        anthropic = _sdk("anthropic", model)
         # An explicit key keeps the SDK from reading ANTHROPIC_API_KEY or
         # ANTHROPIC_AUTH_TOKEN for a base URL they do not belong to.
         self.client = anthropic.Anthropic(api_key=self._api_key, base_url=self.base_url,
@@ -341,10 +344,7 @@ class _OpenAIBase(_LLMProposer):
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
-        try:
-            import openai
-        except ImportError as exc:   # pragma: no cover - a declared dependency
-            raise ProposerError(f"the openai package is needed for {model!r}: {exc}") from None
+        openai = _sdk("openai", model)
         # Nor do the account's organization and project (OPENAI_ORG_ID, OPENAI_PROJECT_ID)
         # leave for another host.
         account = None if self.own_endpoint else {"OpenAI-Organization": openai.omit,

@@ -11,6 +11,7 @@ import types
 import pytest
 
 from mlxsci.evaluate import geometric_mean
+from mlxsci.outcomes import OUTCOMES, classify
 from mlxsci.search import loop, run
 from mlxsci.search.proposer import Proposal, Proposer
 from mlxsci.task import load_task
@@ -95,7 +96,7 @@ def test_run_directory_records_everything(tmp_path):
     # Iteration 1 differs from the seed only in its threadgroup: on the simulator
     # its S and Phi differ from the seed's by timing noise, in either direction,
     # so any outcome but a held-out failure can come out.
-    assert s["outcome"] in loop.OUTCOMES and s["outcome"] != "held_out_failure"
+    assert s["outcome"] in OUTCOMES and s["outcome"] != "held_out_failure"
     if s["best_iteration"] == 0:
         assert s["outcome"] == "flat"
     assert summary["best_score"] == s["best_score"]
@@ -356,7 +357,7 @@ def test_summary_outcome_from_noise(tmp_path, monkeypatch, case):
     table, s_verdict, phi_verdict = OUTCOME_CASES[case]
     summary, fake, _ = crafted_run(tmp_path, monkeypatch, dict(table, seed=SEED), ["best"])
     expected = "improved" if case == "held_out_noisy" else case
-    assert summary["outcome"] == expected and expected in loop.OUTCOMES
+    assert summary["outcome"] == expected and expected in OUTCOMES
     best = table["best"] if case != "flat" else SEED
     assert summary["seed_noise"] == SEED[1] and summary["best_noise"] == best[1]
     assert summary["held_out_seed_noise"] == SEED[3]
@@ -378,15 +379,16 @@ def test_summary_outcome_from_noise(tmp_path, monkeypatch, case):
 
 
 def test_outcome_rules_in_order():
-    v = lambda s, h: {"improvement_verdict": s, "held_out_verdict": h}  # noqa: E731
-    assert loop._outcome(0.3, 0.3, 0.5, 0.5, True, v("within noise", "within noise")) == "flat"
-    assert loop._outcome(0.3, 0.29, 0.5, 0.5, False, v("within noise", "within noise")) == "flat"
-    assert loop._outcome(0.3, 0.4, 0.5, None, False, v("improved", None)) == "held_out_failure"
+    # (seed S, best S, seed Phi, best Phi), noises 0: the 5 % floor is the band
+    o = lambda s0, s1, p0, p1: classify(dict(seed_score=s0, best_score=s1,  # noqa: E731
+                                             held_out_seed=p0, held_out_best=p1))
+    assert o(0.3, 0.3, 0.5, 0.5) == "flat"
+    assert o(0.3, 0.29, 0.5, 0.5) == "flat"
+    assert o(0.3, 0.4, 0.5, None) == "held_out_failure"
     # a best within noise on S that also drops Phi beyond noise: the regression is the finding
-    assert loop._outcome(0.3, 0.31, 0.5, 0.3, False, v("within noise", "regressed")) \
-        == "held_out_regression"
-    assert loop._outcome(0.3, 0.4, None, None, False, v("improved", None)) == "improved"
-    assert loop._outcome(0.3, 0.31, None, 0.4, False, v("within noise", None)) == "within_noise"
+    assert o(0.3, 0.31, 0.5, 0.3) == "held_out_regression"
+    assert o(0.3, 0.4, None, None) == "improved"
+    assert o(0.3, 0.31, None, 0.4) == "within_noise"
 
 
 def fake_compare(result, calls):
@@ -550,7 +552,7 @@ def test_noise_aware_autotune_on_the_simulator(tmp_path):
             assert not rec["is_new_best"]
         if rec["is_new_best"]:
             best = rec["score"]
-    assert summary["outcome"] in loop.OUTCOMES
+    assert summary["outcome"] in OUTCOMES
     assert summary["improvement_verdict"] in ("improved", "within noise", "regressed")
     assert summary["seed_noise"] is not None and summary["improvement_band"] >= NOISE_FLOOR
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from mlxsci.outcomes import OUTCOMES
 from mlxsci.search import loop, run
 from mlxsci.search.proposer import PromptContext, Proposer
 from mlxsci.search import proposers
@@ -196,7 +197,7 @@ def test_malformed_json_is_a_recorded_skip_and_the_run_ends_no_candidates(stubbe
     assert len(skipped) == 2 and all(records[1]["fail_reason"] in line for line in skipped)
     on_disk = json.loads((out / "summary.json").read_text())
     for s in (summary, on_disk):
-        assert s["outcome"] == "no_candidates" and "no_candidates" in loop.OUTCOMES
+        assert s["outcome"] == "no_candidates" and "no_candidates" in OUTCOMES
         assert s["skipped_iterations"] == 2
         assert s["last_failure"] == records[2]["fail_reason"]
         assert "2 proposal(s)" in s["outcome_reason"] and records[2]["fail_reason"] in \

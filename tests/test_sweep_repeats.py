@@ -171,7 +171,7 @@ def test_main_table_gives_median_spread_and_count(repeats):
     assert row["autotune held-out ratio"] == pytest.approx(1.0)
     assert (row["autotune held-out ratio lo"], row["autotune held-out ratio hi"]) == (0.98, 1.2)
     assert row["autotune improved"] is True           # 2 of 3 runs improved beyond the noise
-    assert row["autotune outcome"] == "generalizes 2/3, flat 1/3"
+    assert row["autotune outcome"] == "improved 2/3, flat 1/3"
 
 
 def test_every_format_shows_the_spread_and_the_count(repeats):
