@@ -39,7 +39,7 @@ from tabulate import tabulate
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import parse
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluation import evaluate
 from mlxsci.launch import Launcher
 from mlxsci.roofline import load_or_measure
 from mlxsci.task import load_task, task_names

@@ -22,7 +22,7 @@ import time
 from tabulate import tabulate
 
 from mlxsci.cache import cache_dir
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluation import evaluate
 from mlxsci.reference_store import get_reference
 from mlxsci.task import load_reference, load_task
 

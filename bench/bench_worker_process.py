@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 
-import mlxsci.evaluate  # noqa: F401  (the module, below by name: the package's
-                        # `evaluate` attribute is the function)
-
-EV = sys.modules["mlxsci.evaluate"]
+from mlxsci import evaluation as EV
 
 
 def per_size_runner():

@@ -3,8 +3,9 @@
 From Python (mlxsci/api.py): `load_task(name_or_folder)`, `evaluate(task,
 source, backend=..., size_set=...)`, `kernel_function(task, source)` (a
 candidate as a function over MLX arrays) and `task_inputs(task, size)`.
-`mlxsci.evaluate` is the function; its module stays importable with
-`from mlxsci.evaluate import ...`.
+`mlxsci.evaluate` is the function; it lives, with `compare` and the `eval`
+command line, in mlxsci/evaluation.py (`from mlxsci.evaluation import ...`).
+No name exported here is also a module's name, so none hides a module.
 """
 try:
     import mlx.core  # noqa: F401

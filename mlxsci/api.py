@@ -20,8 +20,8 @@ import mlx.core as mx
 import numpy as np
 
 from mlxsci.backends import get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, parse
-from mlxsci.evaluate import backend_options, dialect_of, evaluate, misfit
+from mlxsci.candidate import CandidateError, parse, read_candidate_file
+from mlxsci.evaluation import backend_options, dialect_of, evaluate, misfit
 from mlxsci.launch import Launcher
 from mlxsci.task import Size, Task, load_task
 
@@ -59,30 +59,6 @@ def task_inputs(task: str | os.PathLike | Task, size, *, numpy: bool = False) ->
     t = _task(task)
     host = t.make_inputs(_size(t, size).params)
     return dict(host) if numpy else {k: mx.array(v) for k, v in host.items()}
-
-
-def read_candidate_file(path: str | os.PathLike) -> str:
-    """The text of a candidate file (universal newlines, as Path.read_text).
-    A file that cannot be a kernel source (a directory, unreadable, binary,
-    not UTF-8, empty) raises ValueError naming the file and what it is."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a candidate file (.metal or .cu)")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if b"\0" in data:   # a NUL byte: no kernel source has one
-        raise ValueError(f"{path} is a binary file, not a kernel source (.metal or .cu text)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text (byte {data[exc.start]:#04x} at offset "
-                         f"{exc.start}): a candidate is a .metal or .cu text file") from None
-    if not text.strip():
-        raise ValueError(f"{path} is empty: a candidate holds at least one "
-                         "'//! kernel NAME' section")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _read_source(source) -> tuple[str | None, str | None]:

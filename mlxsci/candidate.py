@@ -41,6 +41,7 @@ Rules (docs/architecture.md "The candidate format" summarises them):
 from __future__ import annotations
 
 import keyword
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ from . import launch_expr
 from .backends.base import KernelSpec
 
 __all__ = ["Param", "KernelBlock", "Candidate", "CandidateError", "CandidateFailure",
-           "parse", "load", "render", "extract_from_response", "validate",
+           "parse", "load", "read_candidate_file", "render", "extract_from_response", "validate",
            "to_kernel_spec", "template_args", "DIALECTS"]
 
 DIALECTS = ("metal", "cuda")
@@ -353,6 +354,30 @@ def load(path, dialect: str | None = None) -> Candidate:
     if dialect is None:
         dialect = "cuda" if path.suffix in (".cu", ".cuh") else "metal"
     return parse(path.read_text(), dialect=dialect, filename=str(path))
+
+
+def read_candidate_file(path: str | os.PathLike) -> str:
+    """The text of a candidate file (universal newlines, as Path.read_text).
+    A file that cannot be a kernel source (a directory, unreadable, binary,
+    not UTF-8, empty) raises ValueError naming the file and what it is."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a candidate file (.metal or .cu)")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if b"\0" in data:   # a NUL byte: no kernel source has one
+        raise ValueError(f"{path} is a binary file, not a kernel source (.metal or .cu text)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+                         f"{exc.start}): a candidate is a .metal or .cu text file") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty: a candidate holds at least one "
+                         "'//! kernel NAME' section")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # --- rendering --------------------------------------------------------------

@@ -23,7 +23,7 @@ HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 # subcommand -> (module holding its click command `main`, one line of help)
 VERBS = {
-    "eval": ("mlxsci.eval", "Evaluate a kernel candidate for a task: verdicts and score."),
+    "eval": ("mlxsci.evaluation", "Evaluate a kernel candidate for a task: verdicts and score."),
     "search": ("mlxsci.search.__main__", "Search for faster correct kernels (LLM or "
                "offline autotune)."),
     "report": ("mlxsci.report", "Tables and plots from search run directories."),

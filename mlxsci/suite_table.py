@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import click
 from tabulate import tabulate
 
 from mlxsci.task import load_task, task_names
@@ -49,14 +50,18 @@ def sync_readme(path: Path) -> bool:
     return new != text
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["--write"]:
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--write", is_flag=True,
+              help="Replace the table between the markers in README.md instead of printing it.")
+def main(write: bool) -> int:
+    """Print the README's table of tasks, generated from the task definitions."""
+    if write:
         readme = Path(__file__).resolve().parent.parent / "README.md"
-        print("README.md updated" if sync_readme(readme) else "README.md already in sync")
+        click.echo("README.md updated" if sync_readme(readme) else "README.md already in sync")
     else:
-        print(markdown_table())
+        click.echo(markdown_table())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

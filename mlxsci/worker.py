@@ -12,7 +12,7 @@ of the last timed run (last.npz). Two ways to run jobs:
   writes result.json, then "done" on file descriptor FD. End of stdin ends
   the worker. The parent times each size from the moment it sends its line,
   so a crash or a hang is that size's verdict and later sizes never run.
-The parent (mlxsci.evaluate) holds the reference and does every check against
+The parent (mlxsci.evaluation) holds the reference and does every check against
 it; the worker only measures, so a crash, a hang or a GPU fault here costs the
 parent nothing but a verdict.
 
@@ -39,6 +39,7 @@ import time
 import traceback
 from pathlib import Path
 
+import click
 import mlx.core as mx
 import numpy as np
 
@@ -321,11 +322,21 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("jobdir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--serve", "status_fd", type=click.IntRange(min=0), metavar="FD",
+              help="Run the job folders that arrive one per line on stdin, saying "
+                   "\"done\" on file descriptor FD after each.")
+def main(jobdir: Path | None, status_fd: int | None) -> int:
+    """Run one job (JOBDIR/job.json -> JOBDIR/result.json), or with --serve FD
+    the jobs of one candidate. Started by the evaluation (mlxsci.evaluation),
+    not by hand."""
+    if (jobdir is None) == (status_fd is None):
+        raise click.UsageError("give one JOBDIR or --serve FD, not both or neither")
     lifeline = Lifeline.from_environment()
-    if argv[:1] == ["--serve"]:
-        return serve(int(argv[1]), lifeline)
-    run_one(Path(argv[0]))
+    if status_fd is not None:
+        return serve(status_fd, lifeline)
+    run_one(jobdir)
     # A parent that died while this job ran: its folder is cleaned up before
     # this process exits (nothing is written to the lifeline in this mode).
     if lifeline is not None and lifeline.parent_gone_now():
@@ -334,4 +345,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

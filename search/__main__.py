@@ -20,7 +20,7 @@ import threading
 
 import click
 
-from mlxsci.eval import TaskArgument
+from mlxsci.evaluation import TaskArgument
 
 # Options a run keeps in its run.json: a resume takes them from there, so they
 # cannot be given with --resume (the others may, to extend or re-cap the run).

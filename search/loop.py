@@ -12,7 +12,7 @@ giving Phi for each and the outcome.
 Whether S or Phi changed is judged against the measured noise, with the same
 verdicts the report uses (mlxsci.verdicts). With accept="noise-aware" a
 candidate the strict rule would take is re-timed against the incumbent in
-one worker (mlxsci.evaluate.compare) and taken only when the speedup lies
+one worker (mlxsci.evaluation.compare) and taken only when the speedup lies
 beyond the noise.
 
 A failed call never ends a run: it is a skipped iteration, recorded with its
@@ -29,10 +29,9 @@ import json
 import time
 from pathlib import Path
 
-from mlxsci.api import read_candidate_file
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, extract_from_response, parse
-from mlxsci.evaluate import backend_options, compare, dialect_of, evaluate, misfit
+from mlxsci.candidate import CandidateError, extract_from_response, parse, read_candidate_file
+from mlxsci.evaluation import backend_options, compare, dialect_of, evaluate, misfit
 from mlxsci.names import safe_name
 from mlxsci.outcomes import classify
 from mlxsci.sanitizer import check_sanitize
@@ -72,7 +71,7 @@ def search_dialect(opts: dict) -> str:
 
 def read_start(path: str | Path, dialect: str, task: Task) -> str:
     """The text of a start file, or ValueError unless it is a candidate of
-    `task` in `dialect`: readable text (mlxsci.api.read_candidate_file: not
+    `task` in `dialect`: readable text (mlxsci.candidate.read_candidate_file: not
     binary, not empty) that parses, with one `//! kernel` section per kernel
     of the task (a file of comments only has none)."""
     try:

@@ -1,6 +1,6 @@
 """Helpers the task tests share (tests/test_task_*.py import them by name:
 pytest puts tests/ on sys.path, as for tests/fake_llm_server.py)."""
-from mlxsci.evaluate import Evaluation, evaluate
+from mlxsci.evaluation import Evaluation, evaluate
 
 
 def smoke_eval(task: str, source: str | None = None, dialect: str | None = None) -> Evaluation:

@@ -1,4 +1,6 @@
 """The Python API (mlxsci/api.py) and the custom-task example (examples/conv1d)."""
+import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -23,8 +25,16 @@ def numpy_inputs(inputs: dict) -> dict:
 def test_package_exports_the_api():
     assert callable(mlxsci.evaluate) and callable(mlxsci.kernel_function)
     assert mlxsci.load_task("saxpy").name == "saxpy"
-    from mlxsci.evaluate import Evaluation   # the module stays importable  # noqa: F401
+    from mlxsci.evaluation import Evaluation   # the library module is importable  # noqa: F401
 
+
+def test_no_exported_name_hides_a_module():
+    """`mlxsci.evaluate` is the function; were there also a module of that name,
+    `import mlxsci.evaluate` would replace the attribute with the module."""
+    hidden = [n for n in mlxsci.__all__ if importlib.util.find_spec(f"mlxsci.{n}") is not None]
+    assert hidden == []
+    alias = importlib.import_module("mlxsci.eval")   # the `python -m mlxsci.eval` spelling
+    assert callable(mlxsci.evaluate) and alias.main is mlxsci.evaluation.main
 
 def test_saxpy_function_matches_the_reference():
     saxpy = mlxsci.kernel_function("saxpy", backend="sim")

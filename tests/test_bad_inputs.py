@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import mlxsci
-from mlxsci import eval as eval_cli
+from mlxsci import evaluation as eval_cli
 from mlxsci import report, roofline, sweep, task as task_module
 from mlxsci.task import Size, check_memory, check_task, load_task, memory_estimate
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxsci.evaluate import dialect_of, evaluate
+from mlxsci.evaluation import dialect_of, evaluate
 from mlxsci.task import load_task
 
 CANDIDATES = sorted((Path(__file__).parent.parent / "bench" / "candidates").glob("*.*"))

@@ -3,7 +3,7 @@ rule is shown to bite on its own (no kernel needed)."""
 import numpy as np
 import pytest
 
-from mlxsci.evaluate import check_size, geometric_mean
+from mlxsci.evaluation import check_size, geometric_mean
 from mlxsci.reference_store import get_reference, max_abs_error, verdict
 from mlxsci.roofline import Roofline, metal_sci_ceiling
 from mlxsci.task import load_task

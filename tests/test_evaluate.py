@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluation import evaluate
 from mlxsci.task import load_task
 
 SAXPY = """//! kernel saxpy

@@ -16,7 +16,7 @@ from mlxsci.backends.base import KernelFault, KernelSpec
 from mlxsci.backends.mlx_gpu import CudaBackend, MetalBackend, MLXKernel
 from mlxsci.backends.sim import SimBackend
 from mlxsci.candidate import parse
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluation import evaluate
 from mlxsci.launch import launch_shapes
 from mlxsci.launch_limits import check_launch, check_shared_memory
 from mlxsci.task import load_task, task_names

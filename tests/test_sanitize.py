@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import sanitizer
-from mlxsci.evaluate import Evaluation, SizeResult, mark_sanitized, run_worker, sanitized_job
+from mlxsci.evaluation import Evaluation, SizeResult, mark_sanitized, run_worker, sanitized_job
 from mlxsci.sanitizer import (check_sanitize, kernel_faults, parse_sanitizer_log,
                               sanitizer_command, tool_problems, verdict)
 

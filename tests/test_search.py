@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from mlxsci.evaluate import geometric_mean
+from mlxsci.evaluation import geometric_mean
 from mlxsci.outcomes import OUTCOMES, classify
 from mlxsci.search import loop, run
 from mlxsci.search.proposer import Proposal, Proposer
@@ -134,7 +134,7 @@ def modeled_fraction(source: str, n: int) -> float:
 
 
 def with_modeled_times(real_evaluate):
-    """mlxsci.evaluate.evaluate, real in everything but its times: each candidate
+    """mlxsci.evaluation.evaluate, real in everything but its times: each candidate
     is compiled, run and checked at every size in a worker, and each correct
     size gets the fraction and noise of the work model instead of measured ones.
     Measured times, and the noise bands taken from them, differ from run to run
@@ -294,7 +294,7 @@ def variant(name):
 
 
 class Crafted:
-    """Stands in for mlxsci.evaluate.evaluate: each candidate (by its `crafted:`
+    """Stands in for mlxsci.evaluation.evaluate: each candidate (by its `crafted:`
     marker; the seed otherwise) has a given S and S noise on the search sizes
     and a given Phi and Phi noise at the held-out size (Phi None: it fails there)."""
 

@@ -145,7 +145,7 @@ def test_retry_waits_follow_retry_after_else_double(fake):
 # --- through the loop: recorded skipped iterations, no_candidates -------------------
 
 def stub_evaluate(task, source, *, size_set, timer=None, **kw):
-    """Stands in for mlxsci.evaluate.evaluate: every candidate is correct, S 0.3
+    """Stands in for mlxsci.evaluation.evaluate: every candidate is correct, S 0.3
     (0.4 for one holding 'faster'), Phi 0.5."""
     score = 0.4 if "faster" in source else 0.3
     held = size_set == "held-out"

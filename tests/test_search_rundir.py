@@ -435,8 +435,8 @@ def test_a_killed_search_leaves_no_worker_and_no_job_folder(tmp_path, how):
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
 def test_a_killed_comparison_leaves_no_worker_and_no_job_folder(tmp_path):
-    """The worker of one job (mlxsci.evaluate.run_worker) watches its parent too."""
-    script = ("from mlxsci.evaluate import compare\n"
+    """The worker of one job (mlxsci.evaluation.run_worker) watches its parent too."""
+    script = ("from mlxsci.evaluation import compare\n"
               f"compare('saxpy', {HANG!r}, {HANG!r}, backend='sim', size_set='smoke', "
               "timeout=300)\n")
     proc, mark, tmp = start_marked(tmp_path, [sys.executable, "-c", script])

@@ -1,11 +1,11 @@
 """Helpers shared instead of copied: safe names (mlxsci/names.py) and the
-candidate-fits-the-task check (mlxsci.evaluate.misfit) that the evaluation, the
+candidate-fits-the-task check (mlxsci.evaluation.misfit) that the evaluation, the
 API and the search's --start use."""
 import pytest
 
 import mlxsci
 from mlxsci.candidate import CandidateError, parse
-from mlxsci.evaluate import misfit
+from mlxsci.evaluation import misfit
 from mlxsci.names import safe_name
 from mlxsci.search import loop
 from mlxsci.search.proposers import make_proposer

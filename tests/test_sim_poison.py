@@ -22,7 +22,7 @@ import pytest
 
 from mlxsci.backends.base import KernelSpec
 from mlxsci.backends.sim import SimBackend
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluation import evaluate
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 

@@ -13,7 +13,7 @@ import pytest
 from mlxsci import roofline
 from mlxsci.backends.base import CompileError, KernelSpec
 from mlxsci.backends.sim import SimBackend, build
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluation import evaluate
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 

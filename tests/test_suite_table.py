@@ -1,6 +1,8 @@
 from pathlib import Path
 
-from mlxsci.suite_table import END, START, readme_block
+from click.testing import CliRunner
+
+from mlxsci.suite_table import END, START, main, markdown_table, readme_block
 from mlxsci.task import load_task, task_names
 
 
@@ -19,3 +21,10 @@ def test_every_task_has_the_same_shape():
         assert len(t.sizes["in-dist"]) == 3 and len(t.sizes["held-out"]) == 1
         assert t.sizes["smoke"]
         assert t.bound in ("bandwidth", "compute")
+
+
+def test_the_command_prints_the_table_and_refuses_unknown_options():
+    out = CliRunner().invoke(main, [])
+    assert out.exit_code == 0 and out.output == markdown_table() + "\n"
+    bad = CliRunner().invoke(main, ["--wirte"])
+    assert bad.exit_code == 2 and "No such option" in bad.output

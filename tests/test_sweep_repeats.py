@@ -287,7 +287,7 @@ def test_killed_local_sweep_resumes_and_skips_what_finished(tmp_path):
 # -- the sweep-wide cost cap, local -----------------------------------------------------------
 
 def stub_evaluate(task, source, *, size_set, timer=None, **kw):
-    """Stands in for mlxsci.evaluate.evaluate: every candidate correct, S 0.3, Phi 0.5."""
+    """Stands in for mlxsci.evaluation.evaluate: every candidate correct, S 0.3, Phi 0.5."""
     held = size_set == "held-out"
     sizes = [{"label": "n", "held_out": held, "correct": True, "fraction": 0.5 if held else 0.3,
               "noise": 0.01, "timer": "sim", "seconds": 1e-3, "kernels": {}}]

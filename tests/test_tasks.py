@@ -1,7 +1,7 @@
 """Every task's seeds pass on the simulator at their smoke sizes, in both dialects."""
 import pytest
 
-from mlxsci.evaluate import evaluate
+from mlxsci.evaluation import evaluate
 from mlxsci.task import task_names
 
 

@@ -16,8 +16,10 @@ import textwrap
 import time
 
 import pytest
+from click.testing import CliRunner
 
-from mlxsci.evaluate import CandidateWorker, evaluate
+from mlxsci import worker as worker_module
+from mlxsci.evaluation import CandidateWorker, evaluate
 from mlxsci.task import Size
 
 SIZES = [Size("1000", {"N": 1000}), Size("2001", {"N": 2001}), Size("3000", {"N": 3000})]
@@ -205,8 +207,7 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
 
 @pytest.mark.slow   # waits out a time limit
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
-    # (the module by name: the package's `evaluate` attribute is the function)
-    monkeypatch.setattr(sys.modules["mlxsci.evaluate"], "CLOSE_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr("mlxsci.evaluation.CLOSE_GRACE_SECONDS", 0.5)
     with CandidateWorker() as worker:
         assert worker.run({"act": "linger"}, 10)[0] == {"act": "linger"}
         proc = worker.proc
@@ -218,3 +219,9 @@ def test_each_candidate_has_its_own_process(standin):
     run_acts(["ok"])
     run_acts(["ok"])
     assert len({h["pid"] for h in standin()}) == 2
+
+
+@pytest.mark.parametrize("args", [[], ["/tmp/some-job", "--serve", "3"]])
+def test_the_worker_command_takes_one_jobdir_or_serve_not_both_or_neither(args):
+    out = CliRunner().invoke(worker_module.main, args)
+    assert out.exit_code == 2 and "give one JOBDIR or --serve FD" in out.output
