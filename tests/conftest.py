@@ -25,6 +25,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 
 def _runtime_digest() -> str:
     """The simulator runtime's digest (sources, flags, zig version), or
@@ -52,3 +54,20 @@ def _session_cache_dir() -> str:
 
 if not os.environ.get("MLXSCI_CACHE_DIR"):
     os.environ["MLXSCI_CACHE_DIR"] = _session_cache_dir()
+
+
+# The fake LLM server of tests/test_proposers.py and tests/test_search_llm_faults.py:
+# one per test module, reset before each test, with test keys in the environment.
+@pytest.fixture(scope="module")
+def server():
+    from fake_llm_server import FakeLLMServer
+    with FakeLLMServer() as s:
+        yield s
+
+
+@pytest.fixture
+def fake(server, monkeypatch):
+    server.reset()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
+    return server

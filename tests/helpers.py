@@ -1,5 +1,7 @@
-"""Helpers the task tests share (tests/test_task_*.py import them by name:
-pytest puts tests/ on sys.path, as for tests/fake_llm_server.py)."""
+"""Helpers tests share (they import them by name: pytest puts tests/ on
+sys.path, as for tests/fake_llm_server.py)."""
+from click.testing import CliRunner
+
 from mlxsci.evaluation import Evaluation, evaluate
 
 
@@ -18,3 +20,16 @@ def replace_once(source: str, old: str, new: str) -> str:
     wrong-candidate test into a test of the seed."""
     assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times"
     return source.replace(old, new)
+
+
+def usage_error(command, args, *needles) -> str:
+    """Run a click command; it must exit 2 with a one-line "Error: " message
+    holding every needle and no traceback. Returns its output."""
+    out = CliRunner().invoke(command, [str(a) for a in args])
+    assert out.exit_code == 2, (out.exit_code, out.output, out.exception)
+    assert isinstance(out.exception, SystemExit), out.exception
+    assert "Traceback" not in out.output
+    assert out.output.rstrip().splitlines()[-1].startswith("Error: "), out.output
+    for needle in needles:
+        assert needle in out.output, out.output
+    return out.output

@@ -15,6 +15,8 @@ from mlxsci import evaluation as eval_cli
 from mlxsci import report, roofline, sweep, task as task_module
 from mlxsci.task import Size, check_memory, check_task, load_task, memory_estimate
 
+from helpers import usage_error
+
 ROOT = Path(__file__).resolve().parents[1]
 CONV1D = ROOT / "examples" / "conv1d"
 SAMPLE_RUNS = ROOT / "bench" / "results" / "runs"
@@ -25,18 +27,6 @@ def nothing_runs(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a bad input reached evaluate()")
     monkeypatch.setattr(eval_cli, "evaluate", refuse)
-
-
-def usage_error(command, args, *needles):
-    """Run a command; it must exit 2 with a message holding every needle and no traceback."""
-    out = CliRunner().invoke(command, [str(a) for a in args])
-    assert out.exit_code == 2, (out.exit_code, out.output, out.exception)
-    assert isinstance(out.exception, SystemExit), out.exception
-    assert "Traceback" not in out.output
-    assert out.output.rstrip().splitlines()[-1].startswith("Error: "), out.output
-    for needle in needles:
-        assert needle in out.output, out.output
-    return out.output
 
 
 def task_folder(tmp_path, drop=(), task_py_suffix=""):

@@ -15,7 +15,7 @@ from mlxsci.search.proposers import (PLACEHOLDER_KEY, AnthropicProposer, Autotun
                                      OpenAIChatProposer, OpenAIProposer, ReplayProposer,
                                      make_proposer)
 
-from fake_llm_server import (SAXPY_ANSWER, FakeLLMServer, broken_candidate, no_code_block, ok,
+from fake_llm_server import (SAXPY_ANSWER, broken_candidate, no_code_block, ok,
                              slow, status)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,20 +42,6 @@ def ctx_for(incumbent: str = SAXPY_SEED, iteration: int = 1, tried=(), task: str
     return PromptContext(task=task, dialect="metal", iteration=iteration,
                          system="SYSTEM PROMPT", user="USER PROMPT",
                          incumbent_source=incumbent, tried_sources=list(tried))
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer() as s:
-        yield s
-
-
-@pytest.fixture
-def fake(server, monkeypatch):
-    server.reset()
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
-    monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
-    return server
 
 
 def proposer_for(fake, api, model, url_attr, **kw):

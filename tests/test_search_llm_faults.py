@@ -26,7 +26,7 @@ from mlxsci.search import proposers
 from mlxsci.search.proposers import make_proposer
 from mlxsci.task import load_task
 
-from fake_llm_server import (SAXPY_ANSWER, FakeLLMServer, dropped, free_port, ok, raw, slow,
+from fake_llm_server import (SAXPY_ANSWER, dropped, free_port, ok, raw, slow,
                              status, truncated)
 
 SAXPY = load_task("saxpy")
@@ -49,20 +49,6 @@ GARBAGE = {
     "openai": raw("{}", times=None),
     "openai-chat": raw('{"object": "nonsense"}', times=None),
 }
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer() as s:
-        yield s
-
-
-@pytest.fixture
-def fake(server, monkeypatch):
-    server.reset()
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
-    monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
-    return server
 
 
 def ctx() -> PromptContext:

@@ -25,6 +25,8 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci.search import __main__ as search_cli
+
+import helpers
 from mlxsci.search import loop, run
 from mlxsci.search.rundir import RunDir
 from mlxsci.task import load_task
@@ -174,14 +176,7 @@ def nothing_runs(monkeypatch):
 
 def usage_error(args, *needles) -> str:
     """`python -m mlxsci.search ARGS` must exit 2 with a message holding every needle."""
-    out = CliRunner().invoke(search_cli.main, [str(a) for a in args])
-    assert out.exit_code == 2, (out.exit_code, out.output, out.exception)
-    assert isinstance(out.exception, SystemExit), out.exception
-    assert "Traceback" not in out.output
-    assert out.output.rstrip().splitlines()[-1].startswith("Error: "), out.output
-    for needle in needles:
-        assert needle in out.output, out.output
-    return out.output
+    return helpers.usage_error(search_cli.main, args, *needles)
 
 
 def new_run(tmp_path, *more):
