@@ -619,7 +619,7 @@ def backend_options(backend_name: str, dialect: str | None) -> dict:
         return {}
     if backend_name == "sim":
         return {"dialect": dialect}
-    native = "metal" if backend_name == "metal" else "cuda"
+    native = native_dialect(backend_name)
     if dialect != native:
         raise ValueError(f"the {backend_name} backend runs {native} kernels, not {dialect}")
     return {}

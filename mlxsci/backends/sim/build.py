@@ -378,6 +378,21 @@ def _compile_and_link(cpp: Path, so: Path, extra_defines: tuple[str, ...],
         obj.unlink(missing_ok=True)
 
 
+def _compile_with_pch(cpp: Path, so: Path, tu: str, extra_defines: tuple[str, ...],
+                      rt: Path) -> subprocess.CompletedProcess:
+    """_compile_and_link with the TU's precompiled header where there is one.
+    A PCH clang refuses (stale or unreadable) is removed, so the next kernel
+    builds it anew, and this TU is compiled again without it."""
+    pch = _precompiled_header(tu, extra_defines)
+    res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch)
+    STATS["compiles"] += 1
+    if res.returncode != 0 and pch is not None and _pch_refused(res.stderr + res.stdout, pch):
+        pch.unlink(missing_ok=True)
+        res = _compile_and_link(cpp, so, extra_defines, rt)
+        STATS["compiles"] += 1
+    return res
+
+
 def build_library(tu: str, source_file: str = "<candidate>",
                   extra_defines: tuple[str, ...] = ()) -> Path:
     """Compile `tu` into a cached shared library, returning its path.
@@ -410,22 +425,11 @@ def build_library(tu: str, source_file: str = "<candidate>",
         os.replace(tmp_cpp, cpp)
         fd, tmp_so = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".so.tmp", dir=d)
         os.close(fd)
-        pch = _precompiled_header(tu, extra_defines)
         for attempt in range(2):
-            res = _compile_and_link(cpp, Path(tmp_so), extra_defines, rt, pch=pch)
-            STATS["compiles"] += 1
+            res = _compile_with_pch(cpp, Path(tmp_so), tu, extra_defines, rt)
             if res.returncode == 0:
                 break
             raw = res.stderr + res.stdout     # cached as is: it names CANDIDATE_FILE
-            if pch is not None and _pch_refused(raw, pch):
-                # Stale or unreadable: drop it and compile this one without.
-                pch.unlink(missing_ok=True)
-                pch = None
-                res = _compile_and_link(cpp, Path(tmp_so), extra_defines, rt)
-                STATS["compiles"] += 1
-                if res.returncode == 0:
-                    break
-                raw = res.stderr + res.stdout
             log = named(raw)
             deterministic = _error_in_kernel_text(log, source_file)
             if deterministic:
