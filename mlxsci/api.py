@@ -21,7 +21,8 @@ import numpy as np
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, read_candidate_file
-from mlxsci.evaluation import backend_options, dialect_of, evaluate, misfit
+from mlxsci.dialects import backend_options, name_of_file
+from mlxsci.evaluation import evaluate, misfit
 from mlxsci.launch import Launcher
 from mlxsci.task import Size, Task, load_task
 
@@ -224,7 +225,7 @@ def kernel_function(task: str | os.PathLike | Task, source: str | os.PathLike | 
     t = _task(task)
     text, filename = _read_source(source)
     name = resolve_backend_name(backend)
-    be = get_backend(name, **backend_options(name, dialect or dialect_of(filename)))
+    be = get_backend(name, **backend_options(name, dialect or name_of_file(filename)))
     if text is None:
         text, filename = t.seed(be.dialect), str(t.seed_path(be.dialect))
     return KernelFunction(t, text, filename or "<candidate>", be, params)

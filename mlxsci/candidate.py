@@ -46,14 +46,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import launch_expr
+from . import dialects, launch_expr
 from .backends.base import KernelSpec
 
 __all__ = ["Param", "KernelBlock", "Candidate", "CandidateError", "CandidateFailure",
            "parse", "load", "read_candidate_file", "render", "extract_from_response", "validate",
            "to_kernel_spec", "template_args", "DIALECTS"]
 
-DIALECTS = ("metal", "cuda")
+DIALECTS = dialects.NAMES
 _RESERVED = set(launch_expr.FUNCTIONS)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT = r"[+-]?\d+"
@@ -352,7 +352,7 @@ def load(path, dialect: str | None = None) -> Candidate:
     """Parse a candidate file; the dialect defaults from the suffix (.cu -> cuda)."""
     path = Path(path)
     if dialect is None:
-        dialect = "cuda" if path.suffix in (".cu", ".cuh") else "metal"
+        dialect = (dialects.of_file(path) or dialects.DEFAULT).name
     return parse(path.read_text(), dialect=dialect, filename=str(path))
 
 
@@ -413,10 +413,6 @@ def render(c: Candidate) -> str:
 
 # --- extraction from LLM answers --------------------------------------------
 
-_LANGS = {
-    "metal": {"", "metal", "msl", "cpp", "c++", "c"},
-    "cuda": {"", "cuda", "cu", "cpp", "c++", "c"},
-}
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^\n`]*?)[ \t]*$")
 _KERNEL_DIRECTIVE = re.compile(r"^[ \t]*//![ \t]*kernel\b", re.M)
 
@@ -450,7 +446,7 @@ def extract_from_response(text: str, dialect: str = "metal") -> str | None:
     """The candidate file in an LLM answer: among fenced blocks whose info string
     fits the dialect (or is empty), those with a `//! kernel` line are preferred,
     and the longest wins. None when there is no such block."""
-    langs = _LANGS[dialect]
+    langs = dialects.get(dialect).answer_fences
     fitting = []
     for info, content in _fenced_blocks(text):
         lang = info.split()[0].lower() if info.split() else ""

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING
 import click
 import numpy as np
 
-from mlxsci import sanitizer
+from mlxsci import dialects, sanitizer
+from mlxsci.dialects import backend_options
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, read_candidate_file, validate
 from mlxsci.lifeline import GOODBYE, open_lifeline
@@ -612,28 +613,6 @@ def failed_size(size: Size, task: Task, reason: str, flag: str) -> SizeResult:
                       correct=False, flags=[flag], fail_reason=reason)
 
 
-def backend_options(backend_name: str, dialect: str | None) -> dict:
-    """Options that make a backend run `dialect`. GPU backends have one dialect
-    each (metal, cuda); the simulator runs either."""
-    if dialect is None:
-        return {}
-    if backend_name == "sim":
-        return {"dialect": dialect}
-    native = native_dialect(backend_name)
-    if dialect != native:
-        raise ValueError(f"the {backend_name} backend runs {native} kernels, not {dialect}")
-    return {}
-
-
-def dialect_of(filename: str | None) -> str | None:
-    """A candidate file's dialect from its extension (.cu/.cuh: cuda, .metal: metal)."""
-    if not filename:
-        return None
-    if filename.endswith((".cu", ".cuh")):
-        return "cuda"
-    return "metal" if filename.endswith(".metal") else None
-
-
 def misfit(candidate, task: Task, where: str) -> str | None:
     """Why a parsed candidate does not fit `task`, as one line, or None when it
     fits: mlxsci.candidate.validate against the task's kernels and the size
@@ -683,7 +662,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     score (None) and no phi; correctness is checked as usual."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
-    options = backend_options(backend_name, dialect or dialect_of(filename))
+    options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
     timer_name = check_timer(timer, backend_name)
     sanitizer_exe = sanitizer.check_sanitize(sanitize, backend_name)
     be = get_backend(backend_name, **options)
@@ -871,11 +850,6 @@ S_AND_PHI = ("S = geometric mean of the scored sizes' fractions of the roofline 
              "fails); Phi = the fraction at the held-out size, never part of S")
 
 
-def native_dialect(backend_name: str) -> str:
-    """The dialect a backend runs when none is asked for (metal on the simulator)."""
-    return "cuda" if backend_name == "cuda" else "metal"
-
-
 def fmt(value, spec=".3g"):
     return "-" if value is None else format(value, spec)
 
@@ -1035,7 +1009,7 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--source")
     backend_name = resolve_backend_name(backend)
-    dialect = dialect or dialect_of(str(source) if source else None)
+    dialect = dialect or dialects.name_of_file(source)
     try:
         backend_options(backend_name, dialect)
     except ValueError as exc:
@@ -1045,9 +1019,9 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timer")
     if text is None:   # the seed runs: the one of the dialect the backend will run
-        require_seed(t, dialect or native_dialect(backend_name))
+        require_seed(t, dialect or dialects.for_backend(backend_name).name)
     if overrides:
-        check_overrides(t, text, overrides, dialect or native_dialect(backend_name))
+        check_overrides(t, text, overrides, dialect or dialects.for_backend(backend_name).name)
     if size_set is None:
         size_set = "smoke" if backend_name == "sim" else "in-dist"
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))

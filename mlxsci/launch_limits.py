@@ -110,22 +110,33 @@ def check_launch(dialect: str, kernel: str, grid, threadgroup) -> None:
         raise _fault(kernel, problem)
 
 
-def check_shared_memory(dialect: str, kernel: str, nbytes: int, dynamic: int = 0) -> None:
-    """Raise KernelFault("launch", ...) when `kernel` uses more shared (CUDA) or
-    threadgroup (Metal) memory per block than a launch allows. `nbytes` counts
-    static and dynamic bytes; `dynamic` is the dynamic part asked for at build
-    time (CUDA's `shared_memory`), which decides whether MLX opted in."""
-    if dialect == "metal":
-        if nbytes > METAL_MAX_TGMEM:
-            raise _fault(kernel, f"threadgroup memory = {nbytes} bytes exceeds Metal's limit "
-                                 f"of {METAL_MAX_TGMEM} bytes")
-        return
-    if dialect != "cuda":
-        raise ValueError(f"unknown dialect {dialect!r}")
+def _cuda_memory_problem(nbytes: int, dynamic: int) -> str | None:
     if dynamic > CUDA_OPTIN_THRESHOLD:
         limit, kind = CUDA_OPTIN_SMEM_LIMIT, f"with {dynamic} dynamic bytes opted in"
     else:
         limit, kind = CUDA_STATIC_SMEM_LIMIT, "without opt-in"
     if nbytes > limit:
-        raise _fault(kernel, f"shared memory per block = {nbytes} bytes (static and dynamic, "
-                             f"{kind}) exceeds CUDA's limit of {limit} bytes")
+        return (f"shared memory per block = {nbytes} bytes (static and dynamic, {kind}) "
+                f"exceeds CUDA's limit of {limit} bytes")
+    return None
+
+
+def _metal_memory_problem(nbytes: int, dynamic: int) -> str | None:
+    if nbytes > METAL_MAX_TGMEM:
+        return f"threadgroup memory = {nbytes} bytes exceeds Metal's limit of {METAL_MAX_TGMEM} bytes"
+    return None
+
+
+_MEMORY_PROBLEMS = {"cuda": _cuda_memory_problem, "metal": _metal_memory_problem}
+
+
+def check_shared_memory(dialect: str, kernel: str, nbytes: int, dynamic: int = 0) -> None:
+    """Raise KernelFault("launch", ...) when `kernel` uses more shared (CUDA) or
+    threadgroup (Metal) memory per block than a launch allows. `nbytes` counts
+    static and dynamic bytes; `dynamic` is the dynamic part asked for at build
+    time (CUDA's `shared_memory`), which decides whether MLX opted in."""
+    if dialect not in _MEMORY_PROBLEMS:
+        raise ValueError(f"unknown dialect {dialect!r}")
+    problem = _MEMORY_PROBLEMS[dialect](nbytes, dynamic)
+    if problem:
+        raise _fault(kernel, problem)

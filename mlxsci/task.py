@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from mlxsci import dialects
+
 SIZE_SETS = ("smoke", "in-dist", "held-out")
 
 
@@ -96,7 +98,7 @@ class Task:
         return [k.name for k in self.kernels]
 
     def seed_path(self, dialect: str = "metal") -> Path:
-        return self.folder / ("seed.metal" if dialect == "metal" else "seed.cu")
+        return self.folder / dialects.get(dialect).file_name("seed")
 
     def seed(self, dialect: str = "metal") -> str:
         return self.seed_path(dialect).read_text()
@@ -255,11 +257,11 @@ def _reference_problems(task: Task) -> list[str]:
 
 
 def _seed_problems(task: Task, dialect: str | None) -> list[str]:
-    wanted = (dialect,) if dialect else ("metal", "cuda")
+    wanted = (dialect,) if dialect else dialects.NAMES
     if any(task.seed_path(d).is_file() for d in wanted):
         return []
     seeds = " or ".join(task.seed_path(d).name for d in wanted)
-    others = [d for d in ("metal", "cuda") if d not in wanted and task.seed_path(d).is_file()]
+    others = [d for d in dialects.NAMES if d not in wanted and task.seed_path(d).is_file()]
     hint = (f"; its {task.seed_path(others[0]).name} runs with --dialect {others[0]}"
             if others else "")
     return [f"{task.folder} has no {seeds} (the seed every evaluation and search starts from; "

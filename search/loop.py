@@ -31,7 +31,8 @@ from pathlib import Path
 
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, extract_from_response, parse, read_candidate_file
-from mlxsci.evaluation import backend_options, compare, dialect_of, evaluate, misfit
+from mlxsci.dialects import backend_options, name_of_file
+from mlxsci.evaluation import compare, evaluate, misfit
 from mlxsci.names import safe_name
 from mlxsci.outcomes import classify
 from mlxsci.sanitizer import check_sanitize
@@ -521,7 +522,7 @@ def new_options(task: str, model: str, *, iterations, strategy, backend, sizes, 
     # absolute path (task.ref), so a resume from another directory finds it.
     task_def = load_task(task)
     # A start file written in another dialect than the backend's own says so by its name.
-    dialect = dialect or (dialect_of(str(start)) if start else None)
+    dialect = dialect or name_of_file(start)
     opts = {"task": task_def.ref, "model": model,
             "iterations": 10 if iterations is None else iterations, "strategy": strategy,
             "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,

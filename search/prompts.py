@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlxsci import dialects
 from mlxsci.signature import (CUDA_TYPES, METAL_ATTRIBUTES, METAL_TYPES, ArgInfo,
                               cuda_source, dtype_name, metal_source)
 from mlxsci.task import KernelContract, Task
@@ -48,11 +49,8 @@ STAGNATION_BAND = 0.85       # "close to the best" means score >= 0.85 * best
 _MAX_MESSAGE = 3000          # characters of a compile log / failure shown
 KERNELS_SHOWN = 6            # kernels listed per size in the time breakdown, longest first
 
-_FENCE = {"metal": "metal", "cuda": "cuda"}
-
 def _check_dialect(dialect: str) -> None:
-    if dialect not in _FENCE:
-        raise ValueError(f"dialect must be 'metal' or 'cuda', got {dialect!r}")
+    dialects.get(dialect)   # ValueError naming the dialects for any other name
 
 
 # --- the task's pipeline, read off a dry run ----------------------------------
@@ -325,7 +323,7 @@ def contract_text(task: Task, dialect: str = "metal") -> str:
     """The task's contract, kernel by kernel, as the prompt states it."""
     _check_dialect(dialect)
     pipe = _pipeline(task)
-    fence = _FENCE[dialect]
+    fence = dialects.get(dialect).fence
     sizes = ", ".join(sorted(task.launch_names(task.defaults)))
     lines = [f"Task `{task.name}`: {len(task.kernels)} kernel(s). The host runs one period of "
              f"launches, in this order: " + " -> ".join(f"`{k}`" for k in pipe.order)
@@ -387,8 +385,8 @@ def _skeleton(task: Task, dialect: str) -> str:
 
 
 def _format_section(task: Task, dialect: str) -> str:
-    fence = _FENCE[dialect]
-    lang = "Metal" if dialect == "metal" else "CUDA"
+    fence = dialects.get(dialect).fence
+    lang = dialects.get(dialect).language
     kernel_list = ", ".join(f"`{k}`" for k in task.kernel_names)
     return f"""## Output format
 Answer with a short explanation (under about 150 words) of what you changed and why it
@@ -760,7 +758,7 @@ def _brief(task: Task, seed_result: dict, *others) -> str:
 
 
 def _block(source: str, dialect: str) -> str:
-    return f"```{_FENCE[dialect]}\n{source.rstrip()}\n```"
+    return f"```{dialects.get(dialect).fence}\n{source.rstrip()}\n```"
 
 
 def _last_candidate_iteration(history: list[dict]) -> int | None:
@@ -795,7 +793,7 @@ def user_prompt(task: Task, dialect: str = "metal", *, iteration: int, seed_sour
     last entries of the history and, when asked, the stagnation notice.
     accept: the search's acceptance rule, stated in the instructions."""
     _check_dialect(dialect)
-    fence = _FENCE[dialect]
+    fence = dialects.get(dialect).fence
     names = ", ".join(f"`{k}`" for k in task.kernel_names)
     if iteration <= 1:
         parts = [

@@ -25,6 +25,7 @@ import json
 import os
 from pathlib import Path
 
+from mlxsci import dialects
 from mlxsci.cache import atomic_write_bytes, atomic_write_json
 
 ROLES = ("seed", "candidate", "skipped")   # what a history record's iteration was
@@ -36,7 +37,7 @@ REQUIRED_OPTIONS = {"task": str, "model": str, "iterations": int, "strategy": st
 class RunDir:
     def __init__(self, path: Path, dialect: str = "metal"):
         self.path = Path(path)
-        self.ext = "metal" if dialect == "metal" else "cu"
+        self.ext = dialects.get(dialect).extension.lstrip(".")
         self.skipped_lines: list[tuple[int, str]] = []   # history() lines that held no record
 
     def file(self, name: str) -> Path:

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from mlxsci.evaluation import dialect_of, evaluate
+from mlxsci.dialects import name_of_file
+from mlxsci.evaluation import evaluate
 from mlxsci.task import load_task
 
 CANDIDATES = sorted((Path(__file__).parent.parent / "bench" / "candidates").glob("*.*"))
@@ -19,5 +20,5 @@ def test_bench_candidate_is_correct(path):
     if "N" in load_task(task).defaults:    # a length that no vector width divides
         sizes.append(load_task(task).custom_size({"N": 4 * 1000 + 3}))
     ev = evaluate(task, path.read_text(), backend="sim", sizes=sizes, filename=str(path),
-                  dialect=dialect_of(str(path)), n_measure=1)
+                  dialect=name_of_file(path), n_measure=1)
     assert ev.correct, ev.fail_reason

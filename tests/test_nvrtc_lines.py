@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from mlxsci.backends.base import CompileError, KernelSpec
-from mlxsci.backends.mlx_gpu import (CudaBackend, MLXKernel, first_error, parse_nvrtc_log,
-                                     probe_line_shift)
+from mlxsci.backends.mlx_gpu import CudaBackend, MLXKernel, probe_line_shift
 from mlxsci.backends.sim import SimBackend
 from mlxsci.candidate import parse, to_kernel_spec
+from mlxsci.compile_logs import first_error, parse_nvrtc_log
 from mlxsci.signature import ArgInfo, cuda_source
 
 SAXPY_INPUTS = ("x", "y", "a", "N")

@@ -5,18 +5,20 @@ the call signature is MLX's, outputs are lazy mx.arrays. What this module
 adds is a check of the launch limits before MLX is called
 (mlxsci.launch_limits), error classification (compile error vs launch error
 vs GPU fault) and mapping compiler line numbers back to the candidate file.
+Each dialect's MLX constructor, signature generator and compiler-log parser
+come from mlxsci.dialects.
 """
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import dataclass
 
 import mlx.core as mx
 
+from mlxsci import dialects
 from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
+from mlxsci.compile_logs import COMPILE_FAILED, first_error, parse_nvrtc_log
 from mlxsci.launch_limits import check_launch
-from mlxsci.signature import ArgInfo, cuda_source, metal_source
+from mlxsci.signature import ArgInfo, cuda_source
 
 
 class MLXKernel(Kernel):
@@ -48,15 +50,8 @@ class MLXKernel(Kernel):
             return None
         inputs, output_dtypes, template = self._last_call
         infos = [ArgInfo.of(a if hasattr(a, "dtype") else mx.array(a)) for a in inputs]
-        spec = self.spec
-        if spec.dialect == "metal":
-            src = metal_source(spec.name, list(spec.input_names), list(spec.output_names),
-                               spec.source, spec.header, infos, list(output_dtypes), template,
-                               spec.atomic_outputs)
-        else:
-            src = cuda_source(spec.name, list(spec.input_names), list(spec.output_names),
-                              spec.source, spec.header, infos, list(output_dtypes), template)
-        return map_generated_line(src, spec, generated_line)
+        src = dialects.get(self.spec.dialect).source(self.spec, infos, output_dtypes, template)
+        return map_generated_line(src, self.spec, generated_line)
 
 
 def map_generated_line(src, spec: KernelSpec, line: int) -> int | None:
@@ -71,64 +66,6 @@ def map_generated_line(src, spec: KernelSpec, line: int) -> int | None:
     if src.body_first_line <= line < src.body_first_line + body_lines:
         return spec.body_line + (line - src.body_first_line)
     return None
-
-
-# ------------------------------------------------------------- NVRTC's log
-# MLX 0.32.4 raises RuntimeError("Failed to compile kernel: <log>.") with the
-# log of nvrtcGetProgramLog (mlx/backend/cuda/jit_module.cpp, compile()). The
-# program is named "<kernel name>_<hex hash of its text>.cu" (the "{}_{:x}"
-# format in libmlx.so of mlx-cuda-12 0.32.4). Each diagnostic of the log opens
-# with `FILE(LINE): SEVERITY: MESSAGE`, warnings with their number
-# (`warning #177-D: ...`), then echoes the source line and a caret line; the
-# log ends with `N error(s) detected in the compilation of "FILE".` (the
-# format of NVRTC logs quoted in NVIDIA/Fuser#1499, NVIDIA/warp#1129,
-# cupy/cupy#5294). FILE is the program for its own lines, else a header it
-# includes (MLX's embedded headers, the CUDA toolkit's).
-COMPILE_FAILED = "Failed to compile kernel: "
-_NVRTC_DIAGNOSTIC = re.compile(
-    r"(?P<file>\S(?:.*?\S)?)\((?P<line>\d+)\): "
-    r"(?P<severity>catastrophic error|error|warning|remark)"
-    r"(?: #(?P<number>\d+)(?:-[A-Z])?)?: (?P<message>.*)")
-
-
-@dataclass(frozen=True)
-class NvrtcDiagnostic:
-    """One diagnostic of an NVRTC log."""
-    file: str
-    line: int
-    severity: str       # "error", "catastrophic error", "warning" or "remark"
-    message: str
-
-    @property
-    def is_error(self) -> bool:
-        return self.severity.endswith("error")
-
-    @property
-    def in_program(self) -> bool:
-        """In the text MLX compiled (named `<kernel>_<hash>.cu`, no directory),
-        not in a header it includes."""
-        return self.file.endswith(".cu") and "/" not in self.file and "\\" not in self.file
-
-
-def parse_nvrtc_log(text: str) -> list[NvrtcDiagnostic]:
-    """The diagnostics of an NVRTC log (or of MLX's exception text holding one)."""
-    found = []
-    for raw in text.splitlines():
-        # MLX puts its prefix on the log's first line.
-        line = raw.split(COMPILE_FAILED, 1)[-1]
-        m = _NVRTC_DIAGNOSTIC.fullmatch(line.rstrip())
-        if m:
-            found.append(NvrtcDiagnostic(m["file"], int(m["line"]), m["severity"],
-                                         m["message"].strip()))
-    return found
-
-
-def first_error(diagnostics: list[NvrtcDiagnostic]) -> NvrtcDiagnostic | None:
-    """The error to report: the first in the program's own text (where the
-    candidate's lines are), else the first in any header."""
-    errors = [d for d in diagnostics if d.is_error]
-    in_program = [d for d in errors if d.in_program]
-    return (in_program or errors or [None])[0]
 
 
 # The CUDA line probe: a kernel whose header's first line is an error, so the
@@ -179,10 +116,7 @@ class MetalBackend(MLXGPUBackend):
         return bool(mx.metal.is_available())
 
     def kernel(self, spec: KernelSpec) -> MLXKernel:
-        k = mx.fast.metal_kernel(name=spec.name, input_names=list(spec.input_names),
-                                 output_names=list(spec.output_names), source=spec.source,
-                                 header=spec.header, atomic_outputs=spec.atomic_outputs)
-        return MLXKernel(self, spec, k)
+        return MLXKernel(self, spec, dialects.METAL.mlx_kernel(spec))
 
     def to_device(self, array):
         return mx.array(array)   # unified memory: nothing to move
@@ -199,8 +133,9 @@ class MetalBackend(MLXGPUBackend):
                               output_dtypes=[mx.float32], grid=(1, 1, 1), threadgroup=(1, 1, 1)))
                 MetalBackend._preamble_lines = 0
             except RuntimeError as exc:
-                m = re.search(r"program_source:(\d+):\d+: error: .*mlxsci_line_probe", str(exc))
-                MetalBackend._preamble_lines = int(m.group(1)) - 1 if m else 0
+                lines = [d.line for d in dialects.METAL.parse_log(str(exc))
+                         if "mlxsci_line_probe" in d.message]
+                MetalBackend._preamble_lines = lines[0] - 1 if lines else 0
         return MetalBackend._preamble_lines
 
     def classify_error(self, exc):
@@ -208,12 +143,13 @@ class MetalBackend(MLXGPUBackend):
             return exc
         text = str(exc)
         if "Unable to build metal library" in text:
-            m = re.search(r"program_source:(\d+):\d+: error: (.*)", text)
+            err = first_error(dialects.METAL.parse_log(text))
+            if err is None:
+                return CompileError(text.splitlines()[-1], None, text)
             line = None
-            message = m.group(2).strip() if m else text.splitlines()[-1]
-            if m and self._last_kernel is not None:
-                line = self._last_kernel.candidate_line(int(m.group(1)) - self.preamble_lines())
-            return CompileError(message, line, text)
+            if self._last_kernel is not None:
+                line = self._last_kernel.candidate_line(err.line - self.preamble_lines())
+            return CompileError(err.message, line, text)
         if "Unable to load kernel" in text or "Unable to load function" in text:
             return CompileError("pipeline error: " + text.strip().splitlines()[0], None, text)
         if "Thread group size" in text:
@@ -234,10 +170,7 @@ class CudaBackend(MLXGPUBackend):
         return bool(cuda is not None and cuda.is_available())
 
     def kernel(self, spec: KernelSpec) -> MLXKernel:
-        k = mx.fast.cuda_kernel(name=spec.name, input_names=list(spec.input_names),
-                                output_names=list(spec.output_names), source=spec.source,
-                                header=spec.header)
-        return MLXKernel(self, spec, k)
+        return MLXKernel(self, spec, dialects.CUDA.mlx_kernel(spec))
 
     def device_info(self) -> dict:
         info = super().device_info()
@@ -274,7 +207,7 @@ class CudaBackend(MLXGPUBackend):
     def compile_error(self, text: str) -> CompileError:
         """MLX's "Failed to compile kernel" text -> the first error, at its
         line of the candidate file (None for a header MLX or CUDA includes)."""
-        err = first_error(parse_nvrtc_log(text))
+        err = first_error(dialects.CUDA.parse_log(text))
         if err is None:
             return CompileError(text.strip().splitlines()[0], None, text)
         if not err.in_program:

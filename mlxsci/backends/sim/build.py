@@ -6,7 +6,7 @@ A kernel library is one C++ translation unit (TU):
     #include "sim_metal.h"           SIMD-group functions, barrier entry points
     #include "metal_prelude.h"       Metal language (types, math, atomics, ...)
     #include "sim_metal_post.h"      barrier macros, attribute helpers
-    (the includes are the dialect's: see _MetalDialect in dialects.py)
+    (the includes are the dialect's: sim_preludes in mlxsci/dialects.py)
     #line <header_line> "<file>"     the candidate's header ...
     #line 1 "<mlx-signature>"        ... MLX's generated signature ...
     #line <body_line> "<file>"       ... the candidate's body ...
@@ -47,7 +47,6 @@ from mlxsci.backends.base import CompileError
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 INCLUDE_DIR = RUNTIME_DIR / "include"
-PRELUDE = RUNTIME_DIR / "metal_prelude.h"
 RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
 
 # -mcpu=baseline and -ffp-contract=off: zig targets the host CPU by default and
@@ -98,10 +97,6 @@ def cache_dir() -> Path:
     """$MLXSCI_CACHE_DIR/sim (default ~/.cache/mlxsci/sim)."""
     from mlxsci.cache import cache_dir as _mlxsci_cache_dir
     return _mlxsci_cache_dir("sim")
-
-
-def prelude_path() -> Path:
-    return PRELUDE
 
 
 def rewrite(text: str) -> str:

@@ -2,6 +2,8 @@
 compile, where each of its lines comes from, and the C++ glue that calls the
 kernel once per simulated thread; plus each dialect's launch semantics.
 
+This is the simulator's half of each dialect; the half every backend shares
+(text generator, prelude headers, file extension) is mlxsci.dialects.
 _Dialect holds what both share (fiber detection, the runtime header, launch
 and memory checks, region and glue skeletons); _MetalDialect and _CudaDialect
 hold what differs. _DIALECTS maps a dialect name to its class.
@@ -11,11 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mlxsci import launch_limits
+from mlxsci import dialects, launch_limits
 from mlxsci.backends.base import KernelSpec
 from mlxsci.backends.sim import build
 from mlxsci.backends.sim.rewrite import rewrite_cuda, uses_dynamic_shared
-from mlxsci.signature import CUDA_MAX_NDIM, _template_value, cuda_source, metal_source
+from mlxsci.signature import CUDA_MAX_NDIM, _template_value
 
 _SIGNATURE = "<mlx-signature>"   # the file name of generated lines in diagnostics
 
@@ -34,7 +36,8 @@ class _Generated:
 
 class _Dialect:
     """What both dialects share. A subclass sets the words below and defines
-    generate(), rewrite(), _preludes() and _run_dims()."""
+    generate(), rewrite() and _run_dims()."""
+    table: dialects.Dialect   # the dialect's description: its text generator, prelude headers
     name = ""
     fiber_words: re.Pattern   # source words that need one fiber per thread
     tag = ""                  # how MLX's own errors about this kernel kind begin
@@ -47,7 +50,7 @@ class _Dialect:
 
     def includes(self) -> list:
         rt = build.RUNTIME_DIR
-        return [rt / "sim_runtime.h", *self._preludes(rt)]
+        return [rt / "sim_runtime.h", *(rt / name for name in self.table.sim_preludes)]
 
     def launch_dims(self, kernel, grid, tg):
         """(grid, group, groups) the runtime runs, once the GPU's launch
@@ -101,7 +104,8 @@ class _Dialect:
 
 class _MetalDialect(_Dialect):
     """mx.fast.metal_kernel: MLX's generated Metal text, the Metal prelude."""
-    name = "metal"
+    table = dialects.METAL
+    name = table.name
     fiber_words = re.compile(r"simd_|simdgroup_|quad_|barrier")
     tag = "[metal_kernel]"
     group_word = "threadgroup"
@@ -116,16 +120,11 @@ class _MetalDialect(_Dialect):
         ngroups = tuple(-(-g // t) for g, t in zip(grid, tgc))
         return grid, tgc, ngroups
 
-    @staticmethod
-    def _preludes(rt) -> list:
-        return [rt / "sim_metal.h", build.prelude_path(), rt / "sim_metal_post.h"]
-
     def rewrite(self, text: str) -> str:
         return build.rewrite(text)
 
     def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
-        ms = metal_source(spec.name, list(spec.input_names), list(spec.output_names), spec.source,
-                          spec.header, infos, out_dtypes, template, spec.atomic_outputs)
+        ms = self.table.source(spec, infos, out_dtypes, template)
         lines = ms.text.split("\n")
         # The explicit instantiation with [[host_name]] is not C++; the glue
         # instantiates the template by calling it. Blank it, keeping lines.
@@ -155,7 +154,8 @@ class _MetalDialect(_Dialect):
 class _CudaDialect(_Dialect):
     """mx.fast.cuda_kernel: MLX's generated CUDA text, the CUDA prelude, whole
     blocks launched (threads beyond the grid run too)."""
-    name = "cuda"
+    table = dialects.CUDA
+    name = table.name
     fiber_words = re.compile(r"__syncthreads|__shfl|__ballot|__any_sync|__all_sync|__syncwarp|"
                              r"__activemask|__reduce_\w+_sync|__match_any_sync|\.sync\s*\(|"
                              r"tiled_partition|\bshfl|\breduce\s*\(")
@@ -171,10 +171,6 @@ class _CudaDialect(_Dialect):
         block, blocks = launch_limits.cuda_launch(grid, tg)
         return tuple(b * n for b, n in zip(block, blocks)), block, blocks
 
-    @staticmethod
-    def _preludes(rt) -> list:
-        return [rt / "cuda_prelude.h"]
-
     def rewrite(self, text: str) -> str:
         return rewrite_cuda(text)
 
@@ -183,8 +179,7 @@ class _CudaDialect(_Dialect):
         return int(getattr(spec, "shared_memory", 0) or 0)
 
     def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
-        cs = cuda_source(spec.name, list(spec.input_names), list(spec.output_names), spec.source,
-                         spec.header, infos, out_dtypes, template)
+        cs = self.table.source(spec, infos, out_dtypes, template)
         launch_error = ""
         if cs.unmatched_args:
             launch_error = (
