@@ -1,4 +1,4 @@
-"""The prompts of the LLM kernel search: system prompt, user prompts, result lines.
+"""The prompts of the LLM kernel search: system prompt and user prompts.
 
 The structure follows the Metal-Sci benchmark's search prompts: a
 system prompt that is the same at every call (role, output format, the task's
@@ -6,39 +6,37 @@ contract, hard rules, dialect pitfalls, optimisation hints), an iteration-1
 prompt (task brief, seed, its measured result) and an iteration-k prompt
 (brief, previous attempt, incumbent, short history, optional stagnation
 notice). The wording is this project's own, and everything task-specific is
-derived from the `Task` object, so a new task folder needs no prompt edits:
+derived from the `Task` object, so a new task folder needs no prompt edits.
+This module holds the wording; the parts computed from the task and from
+results live beside it:
 
-- the kernel signatures are produced by `mlxsci.signature.metal_source`, fed
-  with the dtypes and shapes the task's host pipeline really passes (a dry run
-  of `task.run` at the smoke size with a stand-in `launch`), so the prompt
-  shows exactly the text MLX generates;
-- what feeds what (ping-pong, counters, producer -> consumer) is read off the
-  same dry run, by object identity of the arrays handed between launches;
-- buffer shapes are written symbolically (`(NY, NX)`) by matching the dry
-  runs at several non-held-out sizes against the sizes' integer parameters.
+- search/pipeline.py: the task's host pipeline read off a dry run of
+  `task.run` (launch order, dtypes and shapes, what feeds what, symbolic
+  shapes);
+- search/contract.py: the contract section (`contract_text`) with the exact
+  signatures MLX generates (`metal_signature`, `cuda_signature`);
+- search/result_lines.py: an evaluation's result and history lines
+  (`format_result`, `format_history_line`), with the timer, the noise and the
+  time per kernel.
+Those public names are imported here too, so `mlxsci.search.prompts` stays the
+one place a caller imports the prompts from. What the prompt says differently
+per dialect is one `_DialectWords` entry per dialect name here and one in
+search/contract.py.
 
-Held-out sizes never reach a prompt: this module reads only the `smoke` and
-`in-dist` size sets, and `format_result` drops any size marked `held_out`
-(defence in depth; the loop passes only in-dist or smoke results).
-
-Each scored size's result also says how it was timed and how noisy the
-timing was, and, where the timer sees kernels (cupti, sim), where the time
-went per kernel: a proposer that knows one kernel takes 70 % of a run knows
-where to look.
+Held-out sizes never reach a prompt: the pipeline analysis reads only the
+`smoke` and `in-dist` size sets, and `format_result` drops any size marked
+`held_out` (defence in depth; the loop passes only in-dist or smoke results).
 """
 from __future__ import annotations
 
-import itertools
-import re
 import textwrap
 from dataclasses import dataclass
 
-import numpy as np
-
 from mlxsci import dialects
-from mlxsci.signature import (CUDA_TYPES, METAL_ATTRIBUTES, METAL_TYPES, ArgInfo,
-                              cuda_source, dtype_name, metal_source)
-from mlxsci.task import KernelContract, Task
+from mlxsci.search.contract import contract_text, cuda_signature, metal_signature
+from mlxsci.search.result_lines import format_history_line, format_result
+from mlxsci.signature import METAL_ATTRIBUTES
+from mlxsci.task import Task
 
 __all__ = ["system_prompt", "user_prompt", "format_result", "format_history_line",
            "stagnating", "contract_text", "metal_signature", "cuda_signature", "HISTORY_LINES"]
@@ -46,331 +44,6 @@ __all__ = ["system_prompt", "user_prompt", "format_result", "format_history_line
 HISTORY_LINES = 8            # history entries shown in an iteration-k prompt
 STAGNATION_WINDOW = 3        # correct candidate iterations looked at
 STAGNATION_BAND = 0.85       # "close to the best" means score >= 0.85 * best
-_MAX_MESSAGE = 3000          # characters of a compile log / failure shown
-KERNELS_SHOWN = 6            # kernels listed per size in the time breakdown, longest first
-
-def _check_dialect(dialect: str) -> None:
-    dialects.get(dialect)   # ValueError naming the dialects for any other name
-
-
-# --- the task's pipeline, read off a dry run ----------------------------------
-
-class _Done(Exception):
-    """Stops a dry run early (too many launches)."""
-
-
-@dataclass
-class _Launch:
-    kernel: str
-    inputs: dict          # name -> array object passed
-    outputs: dict         # name -> array object returned
-
-
-@dataclass
-class _Trace:
-    params: dict
-    host: dict            # name -> array object of the task's inputs
-    launches: list        # [_Launch]
-    specs: dict           # kernel -> (input ArgInfos, output (shape, dtype) dict)
-    complete: bool        # False when the dry run was cut short (launch counts unknown)
-
-
-def _dry_run(task: Task, params: dict, max_launches: int = 400) -> _Trace:
-    """Run the task's host pipeline with a stand-in `launch` that records what
-    each kernel is given and returns (lazy, never evaluated) zero arrays."""
-    import mlx.core as mx
-
-    host = {k: mx.array(np.asarray(v)) for k, v in task.make_inputs(params).items()}
-    launches: list[_Launch] = []
-    specs: dict = {}
-
-    def launch(name: str, inputs: dict, outputs: dict) -> dict:
-        contract = task.kernel(name)
-        given = {n: inputs[n] for n in contract.inputs}
-        if name not in specs:
-            infos = [ArgInfo(dtype_name(a.dtype), tuple(int(d) for d in a.shape))
-                     for a in (given[n] if hasattr(given[n], "shape") else np.asarray(given[n])
-                               for n in contract.inputs)]
-            specs[name] = (infos, {n: (tuple(outputs[n][0]), outputs[n][1])
-                                   for n in contract.outputs})
-        made = {n: mx.zeros(tuple(outputs[n][0]),
-                            dtype=mx.bool_ if outputs[n][1] == "bool" else getattr(mx, outputs[n][1]))
-                for n in contract.outputs}
-        launches.append(_Launch(name, given, made))
-        if len(launches) >= max_launches:
-            raise _Done
-        return made
-
-    complete = True
-    try:
-        task.run(launch, dict(host), params)
-    except _Done:
-        complete = False
-    return _Trace(dict(params), host, launches, specs, complete)
-
-
-def _trace_sizes(task: Task) -> list[dict]:
-    """Parameters of the sizes dry-run for the prompt: every smoke size and the
-    first in-distribution size (never a held-out one)."""
-    chosen = []
-    for which in ("smoke", "in-dist"):
-        sizes = task.sizes.get(which, ())
-        chosen.extend(s.params for s in (sizes if which == "smoke" else sizes[:1]))
-    if not chosen:
-        chosen.append(task.custom_size({}).params)
-    return chosen
-
-
-def _symbolic_dim(values: list[int], int_params: list[dict]) -> str | None:
-    """A dimension as an expression of the sizes' integer parameters, if one
-    expression fits every traced size: a parameter, a constant, or a product
-    of up to three parameters, optionally times a constant."""
-    names = sorted(set.intersection(*(set(p) for p in int_params)))
-    single = [n for n in names if all(p[n] == v for p, v in zip(int_params, values))]
-    if len(single) == 1:
-        return single[0]
-    if len(single) > 1:
-        return None
-    if len(set(values)) == 1:
-        return str(values[0])
-    for r in (2, 3):
-        found = []
-        for combo in itertools.combinations_with_replacement(names, r):
-            prods = [int(np.prod([p[n] for n in combo], dtype=np.int64)) for p in int_params]
-            if any(q <= 0 for q in prods):
-                continue
-            if values[0] % prods[0]:
-                continue
-            factor = values[0] // prods[0]
-            if all(q * factor == v for q, v in zip(prods, values)):
-                found.append("*".join(combo) + ("" if factor == 1 else f"*{factor}"))
-        if len(found) == 1:
-            return found[0]
-        if found:
-            return None
-    return None
-
-
-@dataclass
-class _KernelInfo:
-    contract: KernelContract
-    infos: list                # ArgInfo per input, at the first traced size
-    out_shapes: dict           # output -> (shape, dtype) at the first traced size
-    shapes: dict               # buffer name -> symbolic shape text
-    feeds: dict                # input name -> description of where it comes from
-    launches_per_run: str      # e.g. "once per step (n_steps times)"
-
-
-@dataclass
-class _PipelineInfo:
-    order: list                # kernel names in launch order within one period
-    repeat: str                # how often the period repeats, in words
-    kernels: dict              # name -> _KernelInfo
-
-
-def _period(seq: list[str]) -> int:
-    for p in range(1, len(seq) + 1):
-        if len(seq) % p == 0 and seq == seq[:p] * (len(seq) // p):
-            return p
-    return len(seq)
-
-
-def _repeat_words(counts: list[int], int_params: list[dict]) -> str:
-    """A launch count as words: a count that is the same at every traced size, or
-    one size parameter (times 2 or 3) that fits the count at every traced size."""
-    if len(set(counts)) == 1 and (counts[0] == 1 or len(counts) > 1):
-        return "once per run" if counts[0] == 1 else f"{counts[0]} times per run"
-    names = sorted(set.intersection(*(set(p) for p in int_params)))
-    for f in (1, 2, 3):
-        fits = [n for n in names if all(p[n] * f == c for p, c in zip(int_params, counts))]
-        if len(fits) == 1:
-            return f"{fits[0]} times per run" if f == 1 else f"{f} * {fits[0]} times per run"
-    return "a size-dependent number of times per run (see the task description)"
-
-
-def _ordinal(k: int) -> str:
-    return {1: "most recent", 2: "second most recent", 3: "third most recent"}.get(
-        k, f"{k}th most recent")
-
-
-def _feeds(trace: _Trace, kernel: str) -> dict:
-    """For the last launch of `kernel`: where each input came from."""
-    idx = max(i for i, l in enumerate(trace.launches) if l.kernel == kernel)
-    first = min(i for i, l in enumerate(trace.launches) if l.kernel == kernel)
-    last, first_launch = trace.launches[idx], trace.launches[first]
-    out = {}
-    for name, arr in last.inputs.items():
-        host_name = next((h for h, a in trace.host.items() if a is arr), None)
-        if host_name is not None:
-            out[name] = ("the task's input" if host_name == name
-                         else f"the task's input {host_name}") + " (the same at every launch)"
-            continue
-        producer = None
-        for j in range(idx - 1, -1, -1):
-            for oname, o in trace.launches[j].outputs.items():
-                if o is arr:
-                    producer = (j, oname)
-                    break
-            if producer:
-                break
-        if producer is None:
-            out[name] = "set by the host anew at every launch (e.g. a step counter)"
-            continue
-        j, oname = producer
-        pk = trace.launches[j].kernel
-        back = sum(1 for l in trace.launches[j:idx] if l.kernel == pk)
-        text = f"`{oname}` of the {_ordinal(back)} `{pk}` launch"
-        initial = first_launch.inputs.get(name)
-        h0 = next((h for h, a in trace.host.items() if a is initial), None)
-        if h0 is not None:
-            text += f" (at the start of the run: the task's initial `{h0}`)"
-        out[name] = text
-    return out
-
-
-_PIPELINES: dict = {}
-
-
-def _pipeline(task: Task) -> _PipelineInfo:
-    key = id(task)
-    cached = _PIPELINES.get(key)
-    if cached is not None and cached[0] is task:
-        return cached[1]
-    traces = [_dry_run(task, p) for p in _trace_sizes(task)]
-    main = traces[0]
-    int_params = [task.launch_names(t.params) for t in traces]
-    seq = [l.kernel for l in main.launches]
-    period = _period(seq) if seq else 0
-    order = seq[:period] if seq else list(task.kernel_names)
-    reps = len(seq) // period if period else 0
-    unknown = "a size-dependent number of times per run (see the task description)"
-    full = [t for t in traces if t.complete]
-    full_params = [task.launch_names(t.params) for t in full]
-    per_period = [len(t.launches) // period for t in full] if period else []
-    repeat = _repeat_words(per_period, full_params) if reps and main.complete else unknown
-    kernels = {}
-    for contract in task.kernels:
-        if contract.name not in main.specs:
-            continue
-        infos, outs = main.specs[contract.name]
-        shapes = {}
-        all_names = list(contract.inputs) + list(contract.outputs)
-        for pos, name in enumerate(all_names):
-            per_size = []
-            for t in traces:
-                if contract.name not in t.specs:
-                    continue
-                ins, os_ = t.specs[contract.name]
-                shp = ins[pos].shape if pos < len(contract.inputs) else os_[name][0]
-                per_size.append(tuple(shp))
-            base = per_size[0]
-            if len(base) == 0:
-                shapes[name] = "scalar (0-d)"
-                continue
-            usable = [s for s in per_size if len(s) == len(base)]
-            ip = int_params[:len(usable)] if len(usable) == len(per_size) else int_params[:1]
-            usable = usable if len(usable) == len(per_size) else [base]
-            dims = []
-            for d in range(len(base)):
-                sym = _symbolic_dim([s[d] for s in usable], ip)
-                dims.append(sym if sym is not None else None)
-            if all(x is not None for x in dims):
-                shapes[name] = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
-            else:
-                shapes[name] = "(" + ", ".join(str(x) for x in base) + \
-                               ("," if len(base) == 1 else "") + ") at a small test size"
-        counts = [sum(1 for l in t.launches if l.kernel == contract.name) for t in full]
-        kernels[contract.name] = _KernelInfo(
-            contract, infos, outs, shapes, _feeds(main, contract.name),
-            _repeat_words(counts, full_params) if main.complete else unknown)
-    info = _PipelineInfo(order, repeat, kernels)
-    _PIPELINES[key] = (task, info)
-    return info
-
-
-# --- signatures ---------------------------------------------------------------
-
-def metal_signature(task: Task, kernel: str) -> str:
-    """The signature MLX generates for `kernel` (no params, no thread attributes),
-    from `[[kernel]]` through `) {`, at the first smoke size."""
-    info = _pipeline(task).kernels[kernel]
-    c = info.contract
-    out_dtypes = [info.out_shapes[n][1] for n in c.outputs]
-    src = metal_source(c.name, list(c.inputs), list(c.outputs), "", "", info.infos, out_dtypes,
-                       atomic_outputs=c.atomic_outputs)
-    return src.text.split("\n}\n", 1)[0].rstrip("\n")
-
-
-def cuda_signature(task: Task, kernel: str) -> str:
-    """The signature mx.fast.cuda_kernel generates for `kernel` (no params),
-    from `__global__` through `) {`, at the first smoke size."""
-    info = _pipeline(task).kernels[kernel]
-    c = info.contract
-    out_dtypes = [info.out_shapes[n][1] for n in c.outputs]
-    text = cuda_source(c.name, list(c.inputs), list(c.outputs), "", "", info.infos,
-                       out_dtypes).text
-    start = text.index("__global__")
-    return text[start:text.index(") {", start) + 3]
-
-
-def _metal_decl(arg: ArgInfo) -> str:
-    t = metal_source("k", ["v"], ["o"], "", "", [arg], ["float32"]).text
-    m = re.search(r"^  (.*?) v \[\[buffer", t, re.M)
-    return m.group(1) if m else ""
-
-
-def contract_text(task: Task, dialect: str = "metal") -> str:
-    """The task's contract, kernel by kernel, as the prompt states it."""
-    _check_dialect(dialect)
-    pipe = _pipeline(task)
-    fence = dialects.get(dialect).fence
-    sizes = ", ".join(sorted(task.launch_names(task.defaults)))
-    lines = [f"Task `{task.name}`: {len(task.kernels)} kernel(s). The host runs one period of "
-             f"launches, in this order: " + " -> ".join(f"`{k}`" for k in pipe.order)
-             + f"; the period repeats {pipe.repeat}.",
-             f"Integer size parameters usable in launch expressions: {sizes}.", ""]
-    for name in task.kernel_names:
-        info = pipe.kernels.get(name)
-        if info is None:
-            lines.append(f"### Kernel `{name}` (not launched at the test size)")
-            continue
-        c = info.contract
-        lines.append(f"### Kernel `{name}` (launched {info.launches_per_run})")
-        lines.append(f"Default launch: grid = {c.grid}, threadgroup = {c.threadgroup}")
-        lines.append("Inputs (read-only):")
-        for n, arg in zip(c.inputs, info.infos):
-            kind = (f"{arg.dtype} scalar" if arg.ndim == 0
-                    else f"{arg.dtype} array, shape {info.shapes[n]}")
-            if dialect == "metal":
-                decl = _metal_decl(arg)
-            else:
-                decl = f"const {CUDA_TYPES[arg.dtype]}*" + (f" (read `{n}[0]`)" if arg.ndim == 0 else "")
-            lines.append(f"  - `{n}`: {kind}; seen as `{decl}`; {info.feeds.get(n, '')}")
-        if c.atomic_outputs or c.init_value is not None:
-            start = f"start filled with {c.init_value:g} (init_value)" if c.init_value is not None \
-                else "are fresh buffers"
-            lines.append(f"Outputs ({'atomic, ' if c.atomic_outputs else ''}{start}; "
-                         "this kernel must leave them holding the task's result):")
-        else:
-            lines.append("Outputs (fresh buffers at every launch, filled with poison values "
-                         "before verification runs: write every element):")
-        for n in c.outputs:
-            shp, dt = info.out_shapes[n]
-            if dialect == "metal":
-                t = METAL_TYPES[dtype_name(dt)]
-                decl = f"device atomic<{t}>*" if c.atomic_outputs else f"device {t}*"
-            else:
-                decl = f"{CUDA_TYPES[dtype_name(dt)]}*"
-            lines.append(f"  - `{n}`: {dt} array, shape {info.shapes[n]}; seen as `{decl}`")
-        if dialect == "metal":
-            lines.append("The function MLX generates around your body (shown with no `//! param` "
-                         "and no thread attribute in use):")
-            sig = metal_signature(task, name)
-        else:
-            lines.append("The function mx.fast.cuda_kernel generates around your body:")
-            sig = cuda_signature(task, name)
-        lines += [f"```{fence}", sig, "    // ... your body ...", "}", "```", ""]
-    return "\n".join(lines).rstrip() + "\n"
 
 
 # --- system prompt ------------------------------------------------------------
@@ -425,15 +98,7 @@ Skeleton (placeholders only; write real code):
 
 
 def _hard_rules(task: Task, dialect: str) -> str:
-    edge = ("On Metal exactly grid.x * grid.y * grid.z threads run and the threadgroups on\n"
-            "  the far edges may be partial, so guard every index against the data bounds."
-            if dialect == "metal" else
-            "CUDA launches whole blocks (ceil(grid / threadgroup) per axis), so threads past\n"
-            "  the end of the data run too: guard every index against the data bounds.")
-    tg_mem = ("Threadgroup memory is at most 32 KB per threadgroup, declared statically in\n"
-              "  the body." if dialect == "metal" else
-              "Shared memory is static `__shared__` arrays in the body, at most 48 KB per\n"
-              "  block (stay under 32 KB to keep occupancy).")
+    words = _WORDS[dialect]
     return f"""## Hard rules
 - The host side is fixed. It launches the kernels in the order given above, the number of
   times given above, and passes buffers between launches exactly as described. You choose
@@ -447,8 +112,8 @@ def _hard_rules(task: Task, dialect: str) -> str:
   value.
 - Inputs are read-only; their checksums are compared before and after the run.
 - Be deterministic: the last timed run must reproduce the verified output.
-- {edge}
-- {tg_mem}
+- {words.edge_rule}
+- {words.memory_rule}
 - At most 1024 threads per threadgroup (the real limit can be lower for kernels that
   use many registers). The SIMD-group (warp) width is 32.
 - Score: per size, the fraction of the roofline (achieved / ceiling, from the task's
@@ -532,184 +197,59 @@ sizes that are multiples of 32. The number of launches is fixed by the host.
 """
 
 
+@dataclass(frozen=True)
+class _DialectWords:
+    """What the system prompt says differently in one dialect."""
+    role: str            # who the model is asked to be
+    edge_rule: str       # hard rule: which threads run at the data's edges
+    memory_rule: str     # hard rule: on-chip (threadgroup / shared) memory
+    pitfalls: str        # the dialect's pitfalls and optimisation hints
+
+
+_WORDS = {
+    "metal": _DialectWords(
+        role="You are an expert Metal Shading Language (MSL) engineer who writes fast, "
+             "correct GPU compute kernels for Apple GPUs. Your kernels are bodies for "
+             "MLX's `mx.fast.metal_kernel`.",
+        edge_rule=(
+            "On Metal exactly grid.x * grid.y * grid.z threads run and the threadgroups on\n"
+            "  the far edges may be partial, so guard every index against the data bounds."),
+        memory_rule=(
+            "Threadgroup memory is at most 32 KB per threadgroup, declared statically in\n"
+            "  the body."),
+        pitfalls=_METAL_PITFALLS.replace(
+            "@ATTRS@", textwrap.fill(", ".join(f"`{a}`" for a, _ in METAL_ATTRIBUTES),
+                                     width=88, subsequent_indent="  "))),
+    "cuda": _DialectWords(
+        role="You are an expert CUDA engineer who writes fast, correct GPU compute kernels "
+             "for NVIDIA GPUs. Your kernels are bodies for MLX's `mx.fast.cuda_kernel`.",
+        edge_rule=(
+            "CUDA launches whole blocks (ceil(grid / threadgroup) per axis), so threads past\n"
+            "  the end of the data run too: guard every index against the data bounds."),
+        memory_rule=(
+            "Shared memory is static `__shared__` arrays in the body, at most 48 KB per\n"
+            "  block (stay under 32 KB to keep occupancy)."),
+        pitfalls=_CUDA_PITFALLS),
+}
+
+
 def system_prompt(task: Task, dialect: str = "metal") -> str:
     """The system prompt: the same at every call of a search."""
-    _check_dialect(dialect)
-    if dialect == "metal":
-        role = ("You are an expert Metal Shading Language (MSL) engineer who writes fast, "
-                "correct GPU compute kernels for Apple GPUs. Your kernels are bodies for "
-                "MLX's `mx.fast.metal_kernel`.")
-        pitfalls = _METAL_PITFALLS.replace(
-            "@ATTRS@", textwrap.fill(", ".join(f"`{a}`" for a, _ in METAL_ATTRIBUTES),
-                                     width=88, subsequent_indent="  "))
-    else:
-        role = ("You are an expert CUDA engineer who writes fast, correct GPU compute kernels "
-                "for NVIDIA GPUs. Your kernels are bodies for MLX's `mx.fast.cuda_kernel`.")
-        pitfalls = _CUDA_PITFALLS
+    dialects.get(dialect)   # ValueError naming the dialects for any other name
+    words = _WORDS[dialect]
     return "\n".join([
-        role + " You improve one benchmark task at a time; each answer is scored by "
+        words.role + " You improve one benchmark task at a time; each answer is scored by "
         "measured speed against a roofline, but only if it is correct.",
         "",
         _format_section(task, dialect),
         "## The task contract",
         contract_text(task, dialect),
         _hard_rules(task, dialect),
-        pitfalls,
+        words.pitfalls,
     ]).rstrip() + "\n"
 
 
-# --- results ------------------------------------------------------------------
-
-def _num(x) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, str):
-        return x
-    x = float(x)
-    if x != x:
-        return "nan"
-    a = abs(x)
-    if a >= 100:
-        return f"{x:.0f}"
-    if a >= 10:
-        return f"{x:.1f}"
-    if a >= 1:
-        return f"{x:.2f}"
-    return f"{x:.3g}"
-
-
-def _clip(text: str, limit: int = _MAX_MESSAGE) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + " [...]"
-
-
-def _size_detail(size: dict) -> str:
-    label = size.get("label", "")
-    reason = size.get("fail_reason") or ""
-    prefix = f"correctness failed at size {label}: "
-    if reason.startswith(prefix):
-        return _clip(reason[len(prefix):])
-    if reason:
-        return _clip(reason.replace(f" at size {label}:", ":", 1))
-    err, tol = size.get("error"), size.get("tol")
-    return f"error={_num(err)}, tol={_num(tol)}"
-
-
-def _size_line(size: dict) -> str:
-    label = size.get("label", "?")
-    if not size.get("correct"):
-        return f"{label}: INCORRECT ({_size_detail(size)})"
-    unit = size.get("unit", "")
-    secs = size.get("seconds")
-    ms = "n/a" if secs is None else f"{secs * 1e3:.3f}"
-    frac = size.get("fraction")
-    pct = "n/a" if frac is None else f"{frac * 100:.1f}"
-    line = (f"{label}: correct, {ms} ms, {_num(size.get('achieved'))} {unit} "
-            f"({pct}% of {_num(size.get('ceiling'))} {unit})")
-    if size.get("flags"):
-        line += " [flags: " + ", ".join(str(f) for f in size["flags"]) + "]"
-    return line
-
-
-def _duration(seconds: float) -> str:
-    """A time with its unit, 3 significant digits: 18.6 us, 1.25 ms, 182 us."""
-    scale, unit = next(((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
-                        if abs(seconds) >= s), (1e-9, "ns"))
-    v = seconds / scale
-    return f"{v:.0f} {unit}" if abs(v) >= 100 else f"{v:.3g} {unit}"
-
-
-def _kernel_part(name: str, entry: dict, run_seconds: float | None) -> str:
-    launches = int(entry.get("launches") or 0)
-    seconds = float(entry.get("seconds") or 0.0)
-    share = f" {seconds / run_seconds * 100:.0f}% of the run," if run_seconds else ""
-    each = f", {_duration(seconds / launches)} each" if launches else ""
-    plural = "launch" if launches == 1 else "launches"
-    return f"{name}{share} {launches} {plural}{each}"
-
-
-def _profile_lines(size: dict) -> list[str]:
-    """How a correct size was timed: the timer and the run-to-run noise, and
-    the GPU time per kernel where the timer records it (cupti, sim; the wall
-    timer sees only the whole run). Results from before timers had neither."""
-    timer, noise = size.get("timer"), size.get("noise")
-    kernels = size.get("kernels") or {}
-    lines = []
-    if timer is not None or noise is not None:
-        how = f"timer {timer}" if timer else "timer unknown"
-        if timer == "wall":
-            how += " (wall clock per run: an upper bound, host overhead included)"
-        if noise is not None:
-            how += f", noise {float(noise) * 100:.1f}% (spread of the timed runs)"
-        lines.append(f"  {how}")
-    if kernels:
-        # Shares of the run: the run's time is the span of its kernels (cupti) or
-        # their sum (sim), but the size's time can be another statistic of the
-        # runs than the per-kernel medians, so never divide by less than their sum.
-        total = sum(float(e.get("seconds") or 0.0) for e in kernels.values())
-        run_seconds = max(float(size.get("seconds") or 0.0), total) or None
-        ordered = sorted(kernels.items(), key=lambda kv: -float(kv[1].get("seconds") or 0.0))
-        parts = [_kernel_part(name, entry, run_seconds)
-                 for name, entry in ordered[:KERNELS_SHOWN]]
-        rest = ordered[KERNELS_SHOWN:]
-        if rest:
-            rest_s = sum(float(e.get("seconds") or 0.0) for _, e in rest)
-            share = f" ({rest_s / run_seconds * 100:.0f}% of the run)" if run_seconds else ""
-            parts.append(f"{len(rest)} more kernel(s){share}")
-        lines.append("  time per kernel: " + "; ".join(parts))
-    return lines
-
-
-def format_result(result: dict) -> str:
-    """Metal-Sci-style result lines of an `Evaluation.to_json()` dict. Sizes
-    marked `held_out` are dropped (and any failure text naming them), and phi
-    is never shown."""
-    cand = result.get("candidate", {})
-    sizes = [s for s in result.get("sizes", []) if not s.get("held_out")]
-    hidden = [s.get("label", "") for s in result.get("sizes", []) if s.get("held_out")]
-    reason = cand.get("fail_reason")
-    if reason and any(h and h in reason for h in hidden):
-        reason = "a check outside the scored sizes failed"
-    if not cand.get("compile_ok", True):
-        return f"COMPILE FAILED: {_clip(reason or 'unknown error')}"
-    lines = []
-    for s in sizes:
-        lines.append(_size_line(s))
-        if s.get("correct"):
-            lines += _profile_lines(s)
-    if not sizes:
-        lines.append("(no size was evaluated)")
-    if any(not s.get("correct") for s in sizes):
-        lines.append("(evaluation stops at the first failing size; later sizes were not run)")
-    if cand.get("correct") and cand.get("score") is not None:
-        noise = cand.get("noise")
-        lines.append(f"score (gmean of fraction): {float(cand['score']):.4f}"
-                     + ("" if noise is None else f" (noise {float(noise) * 100:.1f}%)"))
-    else:
-        lines.append("score (gmean of fraction): 0.0000 (rejected: not every size is correct)")
-    if reason:
-        lines.append(f"fail_reason: {_clip(reason)}")
-    return "\n".join(lines)
-
-
-def format_history_line(record: dict) -> str:
-    skipped = record.get("role") == "skipped"
-    compile_ok = bool(record.get("compile_ok")) and not skipped
-    correct = bool(record.get("correct")) and not skipped
-    score = record.get("score")
-    shown = f"{float(score):.4f}" if correct and score is not None else "N/A"
-    line = (f"iter {record.get('iteration')}: compile={'OK' if compile_ok else 'FAIL'} | "
-            f"correct={correct} | score={shown}")
-    comparison = record.get("comparison")
-    if comparison:   # noise-aware acceptance re-timed it against the incumbent
-        if comparison.get("speedup") is None:
-            line += " | re-timing failed, not kept"
-        else:
-            kept = "kept" if comparison.get("accepted") else "not kept"
-            line += (f" | re-timed against the incumbent: {float(comparison['speedup']):.3f}x, "
-                     f"{comparison.get('verdict')}, {kept}")
-    return line
-
+# --- stagnation ---------------------------------------------------------------
 
 def stagnating(history: list[dict]) -> bool:
     """Metal-Sci's rule: the last 3 correct candidate iterations all scored within
@@ -792,8 +332,7 @@ def user_prompt(task: Task, dialect: str = "metal", *, iteration: int, seed_sour
     later ones show the previous attempt, the incumbent when it differs, the
     last entries of the history and, when asked, the stagnation notice.
     accept: the search's acceptance rule, stated in the instructions."""
-    _check_dialect(dialect)
-    fence = dialects.get(dialect).fence
+    fence = dialects.get(dialect).fence     # ValueError naming the dialects for any other name
     names = ", ".join(f"`{k}`" for k in task.kernel_names)
     if iteration <= 1:
         parts = [
