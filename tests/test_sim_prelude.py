@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlxsci.backends.sim.rewrite import mask_comments_and_strings, rewrite_metal
+from mlxsci.backends.sim.rewrite import rewrite_metal
+from mlxsci.backends.sim.source_scan import mask_comments_and_strings
 
 RUNTIME = Path(__file__).resolve().parents[1] / "mlxsci" / "backends" / "sim" / "runtime"
 PRELUDE = RUNTIME / "metal_prelude.h"

@@ -1,0 +1,207 @@
+"""The Metal checker's state and its expression-level rules: pointer casts
+and pointer initializers that name no address space or move a pointer to
+another one, and lambda expressions (the rules themselves are listed in
+metal_rules.py's docstring).
+
+`_MetalExpressionChecker` holds what a walk over the tokens knows (the
+tokens, the type names seen, the scopes with what each name holds) and
+checks single expressions against it; `_MetalChecker` (metal_rules.py)
+extends it with the statement walk that keeps that state: scopes and
+declarations. Split so that each half stays readable on its own; this half
+never calls into the walk.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from mlxsci.backends.sim.language_tokens import _close, _close_angle, _Tok, _tokens, _Violation
+
+_ADDRESS_SPACES = frozenset({"device", "constant", "thread", "threadgroup", "threadgroup_imageblock",
+                             "ray_data", "object_data"})
+
+_SCALAR_TYPES = frozenset({
+    "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "float",
+    "double", "bfloat", "size_t", "ptrdiff_t", "void", "int8_t", "int16_t", "int32_t", "int64_t",
+    "uint8_t", "uint16_t", "uint32_t", "uint64_t", "float16_t", "bfloat16_t", "complex64_t",
+    "vec", "packed_vec", "atomic", "atomic_int", "atomic_uint", "atomic_float", "atomic_bool",
+    "sampler", "array", "matrix", "simdgroup_matrix", "signed", "unsigned"})
+_TYPE_WORD = re.compile(r"(?:packed_)?(?:bool|char|uchar|short|ushort|int|uint|long|ulong|half|float|"
+                        r"bfloat)[234]|(?:half|float|bfloat)[234]x[234]|simdgroup_\w+8x8|texture\w+|"
+                        r"depth\w+")
+_CASTS = frozenset({"static_cast", "reinterpret_cast", "const_cast"})
+# Keywords after which an expression (a cast, a lambda) can start.
+_EXPRESSION_KEYWORDS = frozenset({"return", "case", "else", "do", "throw", "new", "delete",
+                                 "co_return", "co_yield", "co_await"})
+
+
+@dataclass
+class _Var:
+    """What a name holds, for address-space checks: `kind` is "pointer"
+    (space = its pointee's address space), "array", "value" or "reference"
+    (space = where the object lives); `type` is for messages."""
+    kind: str
+    space: str | None
+    type: str
+
+
+@dataclass
+class _Scope:
+    kind: str                              # "program", "type", "enum", "function"
+    names: dict = field(default_factory=dict)
+
+
+class _MetalExpressionChecker:
+    """The checker's state, and the checks on casts, pointer initializers and lambdas."""
+
+    def __init__(self, code: str):
+        self.toks = _tokens(code)
+        self.types = set(_SCALAR_TYPES)
+        self.scopes = [_Scope("program")]
+        self.params: list[tuple[str, _Var]] = []   # of the function whose body opens next
+        self.out: list[_Violation] = []
+
+    # -- helpers ---------------------------------------------------------
+    def is_type(self, word: str) -> bool:
+        return word in self.types or bool(_TYPE_WORD.fullmatch(word))
+
+    def lookup(self, name: str) -> _Var | None:
+        for scope in reversed(self.scopes):
+            if name in scope.names:
+                return scope.names[name]
+        return None
+
+    def flag(self, tok: _Tok, message: str) -> None:
+        self.out.append(_Violation(tok.pos, message))
+
+    # -- address spaces of expressions -------------------------------------
+    def check_initializer(self, name: _Tok, var: _Var, rest: list[_Tok]) -> None:
+        if not rest or rest[0].text != "=":
+            return
+        got = self.operand_space(rest, 1, whole=True)
+        if got is not None and got[0] != var.space:
+            self.flag(rest[1], f"cannot initialize a variable of type '{var.type}' with an lvalue "
+                               f"of type '{got[1]}': the pointer would change address space from "
+                               f"{got[0]} to {var.space} (MSL 4)")
+
+    def operand_space(self, toks: list[_Tok], k: int, whole: bool = False) -> tuple[str, str] | None:
+        """(address space, type text) of the pointer the expression at toks[k]
+        evaluates to, where it is a name, `name + offset`, `&name`,
+        `&name[i]` or a cast; None where it cannot be told. With `whole`, the
+        expression must span the rest of toks (an initializer)."""
+        while k < len(toks) and toks[k].text == "(":
+            cast = self.cast_at(toks, k)
+            if cast is not None:
+                return (cast[1], cast[2]) if cast[1] else None
+            close = _close(toks, k)
+            if whole and close != len(toks) - 1:
+                return None
+            toks, k = toks[k + 1:close], 0
+        if k < len(toks) and toks[k].text in _CASTS:
+            cast = self.cast_at(toks, k)
+            return (cast[1], cast[2]) if cast and cast[1] else None
+        address_of = k < len(toks) and toks[k].text == "&"
+        if address_of:
+            k += 1
+        if k >= len(toks) or not toks[k].is_ident:
+            return None
+        var = self.lookup(toks[k].text)
+        nxt = toks[k + 1].text if k + 1 < len(toks) else ""
+        if var is None or var.space is None:
+            return None
+        if whole and nxt not in ("", "+", "-", "["):
+            return None
+        if address_of:
+            if nxt == "[" and var.kind in ("pointer", "array"):
+                return var.space, f"{var.type.rstrip(' *')} *"
+            if nxt in ("", ")", ";", ",") and var.kind in ("value", "array", "reference"):
+                return var.space, f"{var.type.removesuffix(' &')} *"
+            return None
+        if nxt == "[" or nxt == "(" or nxt in (".", "->"):
+            return None
+        if var.kind == "pointer":
+            return var.space, var.type
+        if var.kind == "array":
+            return var.space, f"{var.type} *"
+        return None
+
+    def cast_at(self, toks: list[_Tok], k: int):
+        """(end index, target address space or None, target type text, the
+        cast's name, the `*` token) of a pointer cast at toks[k], or None."""
+        t = toks[k].text
+        if t in _CASTS:
+            if k + 1 >= len(toks) or toks[k + 1].text != "<":
+                return None
+            end = _close_angle(toks, k + 1)
+            if end is None or toks[end - 1].text not in ("*", "&"):
+                return None
+            inner = toks[k + 2:end]
+            if end + 1 >= len(toks) or toks[end + 1].text != "(":
+                return None
+            return self.cast_parts(inner, end, t)
+        if t != "(":
+            return None
+        if k > 0 and (toks[k - 1].text in (")", "]") or
+                      toks[k - 1].is_ident and toks[k - 1].text not in _EXPRESSION_KEYWORDS):
+            return None          # a call, a declarator's parameters, sizeof(T*)
+        close = _close(toks, k)
+        if close >= len(toks) or close - k < 3 or toks[close - 1].text not in ("*",):
+            return None
+        inner = toks[k + 1:close]
+        if not all(x.is_ident or x.text in ("*", "::", "<", ">", ",") or x.text[:1].isdigit()
+                   for x in inner):
+            return None
+        if not any(x.is_ident and (self.is_type(x.text) or x.text in self.types) for x in inner):
+            return None
+        after = toks[close + 1].text if close + 1 < len(toks) else ""
+        if after in ("", ")", ";", ",", "]", "}", "=", "{"):
+            return None          # not followed by an operand
+        return self.cast_parts(inner, close, "C-style cast")
+
+    def cast_parts(self, inner, end, how):
+        star = next(x for x in inner if x.text in ("*", "&"))
+        space = next((x.text for x in inner if x.text in _ADDRESS_SPACES), None)
+        return end, space, " ".join(x.text for x in inner), how, star
+
+    def check_casts(self, stmt: list[_Tok]) -> None:
+        for k in range(len(stmt)):
+            if stmt[k].text not in ("(",) and stmt[k].text not in _CASTS:
+                continue
+            if stmt[k].text == "(" and k > 0 and stmt[k - 1].text in _CASTS | {">"}:
+                continue
+            cast = self.cast_at(stmt, k)
+            if cast is None:
+                continue
+            end, space, target, how, star = cast
+            if space is None:
+                self.flag(star, f"pointer type must have explicit address space qualifier: "
+                                f"{how} to '{target}' (MSL 4: write device, constant, threadgroup "
+                                f"or thread in the cast's type)")
+                continue
+            operand = end + 1 if how == "C-style cast" else end + 2
+            got = self.operand_space(stmt, operand)
+            if got is not None and got[0] != space:
+                self.flag(stmt[k], f"{how} from '{got[1]}' to '{target}' converts between "
+                                   f"mismatching address spaces ({got[0]} to {space}); Metal "
+                                   f"cannot move a pointer between address spaces (MSL 4)")
+
+    # -- lambdas ---------------------------------------------------------
+    def check_lambdas(self) -> None:
+        toks = self.toks
+        for k, tok in enumerate(toks):
+            if tok.text != "[" or (k + 1 < len(toks) and toks[k + 1].text == "["):
+                continue
+            if k > 0 and (toks[k - 1].text == "[" or
+                          (toks[k - 1].is_ident and toks[k - 1].text not in _EXPRESSION_KEYWORDS) or
+                          toks[k - 1].text in (")", "]", ">") or toks[k - 1].text[:1].isdigit()):
+                continue            # a subscript, an array bound or an attribute
+            close = _close(toks, k)
+            inner = [t.text for t in toks[k + 1:close]]
+            if not all(x in ("&", "=", ",", "this", "*") or re.fullmatch(r"[A-Za-z_]\w*", x)
+                       for x in inner):
+                continue
+            after = toks[close + 1].text if close + 1 < len(toks) else ""
+            if after in ("(", "{", "mutable", "->", "<"):
+                self.flag(tok, "lambda expressions are not supported in Metal (MSL 1.4.4: C++ "
+                               "features not supported); write a helper function in the header "
+                               "instead")

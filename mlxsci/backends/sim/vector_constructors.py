@@ -1,0 +1,312 @@
+"""The Metal vector-constructor rewrite: the part of `rewrite_metal` (rewrite.py)
+that turns MSL vector constructors, which C++ cannot parse as calls on a
+vector type, into calls of the prelude's `__mlxsci_make<T, N>`:
+
+    float4(a.xy, b, c)        -> __mlxsci_make<float,4>(a.xy, b, c)
+    metal::half2(x)           -> __mlxsci_make<half,2>(x)
+    vec<float, 4>(x)          -> __mlxsci_make<float,4>(x)
+    float4{a, b}              -> __mlxsci_make<float,4>(a, b)
+    static_cast<float4>(i4)   -> __mlxsci_make<float,4>(i4)
+    (float4)i4                -> __mlxsci_make<float,4>(i4)     (MSL converts
+                                 values; clang would reinterpret the bits)
+    float4 v(a, b);           -> float4 v = __mlxsci_make<float,4>(a, b);
+    float4 v{a, b};           -> float4 v = __mlxsci_make<float,4>(a, b);
+    float4 v = {a.xy, b, c};  -> float4 v = __mlxsci_make<float,4>(a.xy, b, c);
+                                 (two or more items; {s} keeps its C++ meaning)
+Scalar functional casts such as float(x) and uint(x) are valid C++ and are
+left alone; so are packed_float3(...) (a class with constructors).
+
+Separate from rewrite.py because telling a constructor from a function
+declaration or a cast from a call (`_looks_like_parameters`,
+`_parse_cast_operand`) is most of the rewrite's code; the rest of the
+rewrite is short and line-local.
+"""
+from __future__ import annotations
+
+import re
+
+from mlxsci.backends.sim.source_scan import (
+    _Edits,
+    _match,
+    _prev_nonspace,
+    _skip_ws,
+    _split_top,
+    _word_before,
+    mask_comments_and_strings,
+)
+
+__all__ = ["VECTOR_ELEMENT_TYPES"]
+
+
+# MSL vector element type names (the NAME in NAMEn).
+VECTOR_ELEMENT_TYPES = ("bool", "char", "uchar", "short", "ushort", "int", "uint",
+                        "long", "ulong", "half", "bfloat", "float")
+_ELEM = "|".join(sorted(VECTOR_ELEMENT_TYPES, key=len, reverse=True))
+_VTYPE = rf"(?:metal\s*::\s*)?(?P<elem>{_ELEM})(?P<n>[234])"
+# vec<T, N> (T may be qualified, N may be a template parameter or a number)
+_VECTPL = r"(?:metal\s*::\s*)?vec\s*<\s*(?P<telem>[A-Za-z_][\w:]*)\s*,\s*(?P<tn>[A-Za-z_0-9]\w*)\s*>"
+
+# Identifiers after which "(float4)x" cannot be a call argument list.
+_KEYWORDS_BEFORE_EXPR = {"return", "case", "else", "do", "throw", "co_return", "co_yield"}
+
+# First words that make "(...)" after "float4 name" a parameter list.
+_DECL_WORDS = set(VECTOR_ELEMENT_TYPES) | {
+    "const", "volatile", "device", "constant", "thread", "threadgroup", "unsigned",
+    "signed", "struct", "class", "typename", "auto", "void", "double", "size_t",
+    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t",
+    "uint64_t", "float16_t", "bfloat16_t", "complex64_t", "atomic", "atomic_int",
+    "atomic_uint", "atomic_float", "vec", "metal", "ptrdiff_t",
+}
+_VECTOR_TYPE_WORD = re.compile(rf"(?:packed_)?(?:{_ELEM})[234]")
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[A-Za-z0-9_]*")
+
+
+def _parse_cast_operand(s: str, i: int) -> int | None:
+    """End (exclusive) of the unary expression starting at i, or None."""
+    n = len(s)
+    i = _skip_ws(s, i)
+    # prefix operators
+    while i < n:
+        if s.startswith("++", i) or s.startswith("--", i):
+            i = _skip_ws(s, i + 2)
+        elif s[i] in "-+!~*&":
+            i = _skip_ws(s, i + 1)
+        else:
+            break
+    if i >= n:
+        return None
+    # primary expression
+    if s[i] == "(":
+        j = _match(s, i)
+        if j is None:
+            return None
+        i = j + 1
+    elif s[i].isdigit() or (s[i] == "." and i + 1 < n and s[i + 1].isdigit()):
+        m = _NUMBER.match(s, i)
+        i = m.end()
+    elif s[i].isalpha() or s[i] == "_":
+        m = _IDENT.match(s, i)
+        i = m.end()
+        while True:
+            j = _skip_ws(s, i)
+            if s.startswith("::", j):
+                m = _IDENT.match(s, _skip_ws(s, j + 2))
+                if not m:
+                    return None
+                i = m.end()
+                continue
+            # template arguments directly followed by a call: as_type<uint>(x)
+            if j < n and s[j] == "<":
+                m = re.match(r"<[\w\s,:<>]*>\s*\(", s[j:])
+                if m:
+                    i = j + m.end() - 1
+                    k = _match(s, i)
+                    if k is None:
+                        return None
+                    i = k + 1
+            break
+    else:
+        return None
+    # postfix operators
+    while True:
+        j = _skip_ws(s, i)
+        if j < n and s[j] in "([":
+            k = _match(s, j)
+            if k is None:
+                return None
+            i = k + 1
+        elif j < n and s[j] == "." and not (j + 1 < n and s[j + 1].isdigit()):
+            m = _IDENT.match(s, _skip_ws(s, j + 1))
+            if not m:
+                return None
+            i = m.end()
+        elif s.startswith("->", j):
+            m = _IDENT.match(s, _skip_ws(s, j + 2))
+            if not m:
+                return None
+            i = m.end()
+        elif s.startswith("++", j) or s.startswith("--", j):
+            i = j + 2
+        else:
+            return i
+
+
+def _make(elem: str, n: str) -> str:
+    return f"__mlxsci_make<{elem},{n}>"
+
+
+_CTOR_CALL = re.compile(rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})(?P<ws>\s*)(?P<open>[({{])")
+_STATIC_CAST = re.compile(rf"\bstatic_cast\s*<\s*(?:{_VTYPE}|{_VECTPL})\s*>(?P<ws>\s*)\(")
+_C_CAST = re.compile(rf"\(\s*(?:{_VTYPE}|{_VECTPL})\s*\)")
+_COPY_LIST_INIT = re.compile(rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<open>\{{)")
+_DIRECT_INIT = re.compile(rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})(?P<ws1>\s+)(?P<name>[A-Za-z_]\w*)(?P<ws2>\s*)(?P<open>[({{])")
+
+
+def _elem_n(m: re.Match) -> tuple[str, str]:
+    if m.group("elem"):
+        return m.group("elem"), m.group("n")
+    return m.group("telem"), m.group("tn")
+
+
+# `T (name)`: a parenthesised declarator, which C++ (and so MSL) reads as a
+# parameter wherever it can: `float4 v(float(i));` declares a function.
+_PAREN_DECLARATOR = re.compile(r"\s*[A-Za-z_]\w*\s*\(\s*[A-Za-z_]\w*\s*\)\s*$")
+_TYPE_THEN_NAME = re.compile(r"\s*[A-Za-z_][\w:]*\s+[A-Za-z_]\w*\s*(?:$|[=\[])")
+_BARE_NAME = re.compile(r"\s*[A-Za-z_][\w:]*\s*$")
+
+
+def _item_kind(item: str) -> str:
+    """What one comma-separated item of `float4 name(...)` is: "param" (it
+    declares a parameter: `float a`, `device float* p`, `uint`, `float (x)`),
+    "value" (`uint(4)`, `float2(a, b)`, `int(a) * 2`, `1.0f`, `-x`) or
+    "either" (a bare name: a variable, or the type of an unnamed parameter)."""
+    m = _IDENT.search(item)
+    if not m or item[:m.start()].strip():
+        return "value"
+    if m.group(0) == "metal" and item[m.end():].lstrip().startswith("::"):
+        # metal::float4 (a type) or metal::max(a, b) (a value): judge the name
+        m = _IDENT.search(item, item.index("::", m.end()) + 2) or m
+    first = m.group(0)
+    if not (first in _DECL_WORDS or _VECTOR_TYPE_WORD.fullmatch(first)):
+        if _TYPE_THEN_NAME.match(item):
+            return "param"
+        return "either" if _BARE_NAME.match(item) else "value"
+    rest = item[m.end():].lstrip()
+    if rest.startswith("{"):
+        return "value"
+    if rest.startswith("("):
+        declarator = _PAREN_DECLARATOR.match(item) or rest[1:].lstrip()[:1] in ("*", "&", "^")
+        return "param" if declarator else "value"
+    return "param"
+
+
+def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
+    """Whether the parenthesised text after `float4 name` declares a function:
+    as in C++, when every item can declare a parameter. So
+    `constexpr uint3 M(uint(4), 2, 3)` and `float4 v(float(i), 0.0f, 0.0f, 1.0f)`
+    are vector constants, `float4 v(a, b)` is one too, and
+    `float4 f(float a, uint2 b)` is a function."""
+    inner = masked[open_i + 1:close_i]
+    after = masked[_skip_ws(masked, close_i + 1):_skip_ws(masked, close_i + 1) + 6]
+    if after.startswith("{") or after.startswith("->") or after.startswith("const"):
+        return True
+    if not inner.strip():
+        return True  # float4 f(); is a function declaration in C++ too
+    kinds = {_item_kind(masked[a:b]) for a, b in _split_top(masked, open_i + 1, close_i)}
+    return "value" not in kinds and "param" in kinds
+
+
+def _rewrite_constructors(text: str) -> str:
+    # Iterate: each pass handles non-overlapping matches; nested constructors
+    # (float4(float2(a, b), c, d)) are all found on the first pass because
+    # only the type name and the opening bracket are replaced.
+    masked = mask_comments_and_strings(text)
+    ed = _Edits()
+    done: set[int] = set()
+
+    # static_cast<float4>(x)
+    for m in _STATIC_CAST.finditer(masked):
+        elem, n = _elem_n(m)
+        ed.add(m.start(), m.end(), _make(elem, n) + m.group("ws") + "(", m.group(0))
+        done.add(m.start())
+
+    # float4 v(args) / float4 v{args}: direct initialisation
+    for m in _DIRECT_INIT.finditer(masked):
+        name = m.group("name")
+        if name in ("operator",) or name in _KEYWORDS_BEFORE_EXPR:
+            continue
+        open_i = m.start("open")
+        close_i = _match(masked, open_i)
+        if close_i is None:
+            continue
+        if masked[open_i] == "(" and _looks_like_parameters(masked, open_i, close_i):
+            continue
+        if masked[open_i] == "{":
+            # float4 v{...}: only where it ends a declarator (; , ) )
+            nxt = masked[_skip_ws(masked, close_i + 1):][:1]
+            if nxt not in (";", ","):
+                continue
+        elem, n = _elem_n(m)
+        # keep the type and the name; insert "= make" and turn {} into ()
+        ed.add(open_i, open_i + 1, " = " + _make(elem, n) + "(", "")
+        if masked[open_i] == "{":
+            ed.add(close_i, close_i + 1, ")", "")
+        done.add(open_i)
+
+    # float4 v = {a.xy, b, c}: clang takes only scalars in a vector's braces.
+    # Rewritten when there are two or more items; {s} keeps C++ meaning.
+    for m in _COPY_LIST_INIT.finditer(masked):
+        open_i = m.start("open")
+        close_i = _match(masked, open_i)
+        if close_i is None or open_i in done:
+            continue
+        inner = masked[open_i + 1:close_i]
+        depth, items = 0, 1
+        for ch in inner:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            elif ch == "," and depth == 0:
+                items += 1
+        if items < 2 or inner.rstrip().endswith(","):
+            continue
+        ed.add(open_i, open_i + 1, _make(*_elem_n(m)) + "(", "")
+        ed.add(close_i, close_i + 1, ")", "")
+        done.add(open_i)
+
+    # float4(args) and float4{args}
+    for m in _CTOR_CALL.finditer(masked):
+        open_i = m.start("open")
+        if open_i in done:
+            continue
+        before = _prev_nonspace(masked, m.start())
+        if before >= 0 and _word_before(masked, before) == "operator":
+            continue  # operator float4() is a conversion function
+        if masked[open_i] == "{":
+            close_i = _match(masked, open_i)
+            if close_i is None:
+                continue
+            # "struct X : float4 {" or "-> float4 {" are not constructors
+            if before >= 0 and (masked[before] == ":" and not masked[max(0, before - 1):before + 1] == "::"):
+                continue
+            if masked[max(0, before - 1):before + 1] == "->":
+                continue
+            if before >= 0 and masked[before] == ")":
+                continue  # float4 f() const -> no; "(...) float4 {" is not valid anyway
+            ed.add(m.start(), open_i + 1, _make(*_elem_n(m)) + m.group("ws") + "(",
+                   masked[m.start():open_i + 1])
+            ed.add(close_i, close_i + 1, ")", "")
+        else:
+            ed.add(m.start(), open_i + 1, _make(*_elem_n(m)) + m.group("ws") + "(",
+                   masked[m.start():open_i + 1])
+    text = ed.apply(text)
+
+    # (float4)expr: a C-style conversion. Done on a separate pass because it
+    # wraps an operand that may itself contain rewritten constructors.
+    while True:
+        masked = mask_comments_and_strings(text)
+        ed = _Edits()
+        for m in _C_CAST.finditer(masked):
+            before = _prev_nonspace(masked, m.start())
+            if before >= 0:
+                ch = masked[before]
+                if ch.isalnum() or ch == "_":
+                    if _word_before(masked, before) not in _KEYWORDS_BEFORE_EXPR:
+                        continue  # sizeof(float4), f(float4): not a cast
+                elif ch in ")]":
+                    continue
+            end = _parse_cast_operand(masked, m.end())
+            if end is None:
+                continue
+            elem, n = _elem_n(m)
+            ed.add(m.start(), m.end(), _make(elem, n) + "(", masked[m.start():m.end()])
+            ed.add(end, end, ")", "")
+            break  # one at a time: operands may contain further casts
+        if not ed.items:
+            break
+        text = ed.apply(text)
+    return text
