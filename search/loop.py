@@ -21,29 +21,28 @@ proposals gave no candidate at all ends with outcome "no_candidates". With
 max_cost, each call's worst-case cost (proposer.worst_case_cost) must fit in
 what is left of the cap before the call is made; a model without a price is
 refused under a cap, and warned about without one.
+
+A run's options are built and checked in search/options.py, and its summary
+judged in search/summary.py.
 """
 from __future__ import annotations
 
-import datetime
 import json
 import time
 from pathlib import Path
 
-from mlxsci.backends import backend_class, get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, extract_from_response, parse, read_candidate_file
-from mlxsci.dialects import backend_options, name_of_file
-from mlxsci.evaluation import compare, evaluate, misfit
-from mlxsci.names import safe_name
-from mlxsci.outcomes import classify
-from mlxsci.sanitizer import check_sanitize
+from mlxsci.candidate import extract_from_response
+from mlxsci.evaluation import compare, evaluate
+from mlxsci.search.options import (check_extension, check_priced, default_run_dir, make_run_dir,
+                                   new_options, resumed_options, search_dialect)
+from mlxsci.search.prices import load_prices
+from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
 from mlxsci.search.proposer import PromptContext, Proposal
-from mlxsci.search.proposers import DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S
+from mlxsci.search.proposers import make_proposer
 from mlxsci.search.rundir import RunDir
-from mlxsci.search.strategies import (Entry, State, check_accept_rule, make_strategy,
-                                      noise_aware_decision)
-from mlxsci.task import Task, check_task, load_task
-from mlxsci.timers import check_timer
-from mlxsci.verdicts import NOISE_FLOOR, assess
+from mlxsci.search.strategies import Entry, State, make_strategy, noise_aware_decision
+from mlxsci.search.summary import entry_score, summarize
+from mlxsci.task import load_task
 
 # What S and Phi mean, said once per run (progress output, or the final line).
 S_AND_PHI = ("S = geometric mean of the roofline fractions at the search sizes (0 if any "
@@ -54,98 +53,8 @@ class CostCapReached(Exception):
     """The next call could cost more than what is left of max_cost: the run stops before it."""
 
 
-def default_run_dir(task: str, model: str) -> Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
-    return Path("results") / f"{task}_{safe_name(model, 'model')}_{stamp}"
-
-
-def _entry_score(result: dict) -> float | None:
-    cand = result.get("candidate", {})
-    return cand.get("score") if cand.get("correct") else None
-
-
-def search_dialect(opts: dict) -> str:
-    """The dialect candidates are written in: --dialect, else the backend's own."""
-    return get_backend(opts["backend"], **backend_options(opts["backend"],
-                                                          opts.get("dialect"))).dialect
-
-
-def read_start(path: str | Path, dialect: str, task: Task) -> str:
-    """The text of a start file, or ValueError unless it is a candidate of
-    `task` in `dialect`: readable text (mlxsci.candidate.read_candidate_file: not
-    binary, not empty) that parses, with one `//! kernel` section per kernel
-    of the task (a file of comments only has none)."""
-    try:
-        text = read_candidate_file(path)
-        candidate = parse(text, dialect=dialect, filename=str(path))
-    except (ValueError, CandidateError) as exc:
-        raise ValueError(f"start file: {exc}") from None
-    kernels = ", ".join(task.kernel_names)
-    if not candidate.kernels:
-        raise ValueError(f"start file {path} has no kernels: a {task.name} candidate holds a "
-                         f"'//! kernel NAME' section for each of {kernels} (or leave out "
-                         "--start to start from the task's seed)")
-    why = misfit(candidate, task, "line ")
-    if why:
-        raise ValueError(f"start file {path} does not fit {task.name} (kernels {kernels}): {why}")
-    return text
-
-
-def make_run_dir(path: Path) -> None:
-    """Make a new run directory, or ValueError/FileExistsError saying why not."""
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} is a file, not a folder: give --out the path of a new run "
-                         "directory")
-    if path.exists() and any(path.iterdir()):
-        raise FileExistsError(f"{path} is not empty; use --resume {path} to continue it")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(f"cannot make the run directory {path}: {exc.strerror or exc}") from None
-
-
 def _fmt(x) -> str:
     return "-" if x is None else f"{x:.4f}"
-
-
-def _phi_noise(result: dict) -> float | None:
-    """The noise of Phi: that of the held-out size Phi is taken from (the first
-    correct one, as evaluate() takes it)."""
-    for s in result.get("sizes", []):
-        if s.get("held_out") and s.get("correct"):
-            return s.get("noise")
-    return None
-
-
-def _score_noise(result: dict) -> float | None:
-    return result.get("candidate", {}).get("noise")
-
-
-def _no_candidates_reason(history: list[dict], iterations: int,
-                          stopped: str | None) -> str | None:
-    """Why a run that asked for proposals has no candidate, or None when it has one."""
-    proposals = history[1:]
-    if iterations < 1 or any(r["role"] == "candidate" for r in proposals):
-        return None
-    if not proposals:
-        return f"no proposal was made: {stopped or 'the run stopped first'}"
-    last = proposals[-1].get("fail_reason") or "unknown"
-    return (f"none of the {len(proposals)} proposal(s) gave a candidate "
-            f"(all skipped); the last failure: {last}")
-
-
-def check_priced(proposer, max_cost: float | None, echo) -> None:
-    """Refuse a model without a price under a cost cap (ValueError: the cap could
-    never trigger); without a cap, warn once that its calls count as $0."""
-    model = getattr(proposer, "unpriced_model", None)
-    if model is None:
-        return
-    if max_cost is not None:
-        raise ValueError(
-            f"--max-cost needs a price for model {model!r}, which the price table lacks: pass "
-            f"--prices FILE.json holding {{\"{model}\": [USD per million input tokens, USD per "
-            "million output tokens]} ([0, 0] for a free local model)")
-    echo(f"warning: cost counted as $0: no price for {model} (give it one with --prices FILE.json)")
 
 
 def _comparison_note(comparison: dict) -> str:
@@ -216,10 +125,10 @@ class Search:
         t0 = time.perf_counter()
         result = self.evaluate(source, str(seed_file), self.opts["sizes"])
         self.rd.write_json(result_file, result)
-        self.say(f"iter 0  seed     S={_fmt(_entry_score(result))}")
+        self.say(f"iter 0  seed     S={_fmt(entry_score(result))}")
         record = {"iteration": 0, "role": "seed", "exhausted": False,
                   "compile_ok": result["candidate"]["compile_ok"],
-                  "correct": result["candidate"]["correct"], "score": _entry_score(result),
+                  "correct": result["candidate"]["correct"], "score": entry_score(result),
                   "fail_reason": result["candidate"]["fail_reason"], "source_path": seed_file.name,
                   "elapsed_s": time.perf_counter() - t0, "is_new_best": True,
                   "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
@@ -293,7 +202,6 @@ class Search:
                             input_tokens=meta["input_tokens"], output_tokens=meta["output_tokens"],
                             cost_usd=meta["cost_usd"], error=meta["error"], model=meta["model"],
                             exhausted=meta.get("exhausted", False))
-        from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
         ctx = self.strategy.context(state)
         previous = (ctx.previous.source, ctx.previous.result) if ctx.previous else None
         incumbent = None
@@ -351,7 +259,7 @@ class Search:
             entry = Entry(source, result, it)
             cand = result["candidate"]
             record.update(role="candidate", compile_ok=cand["compile_ok"], correct=cand["correct"],
-                          score=_entry_score(result), fail_reason=cand["fail_reason"],
+                          score=entry_score(result), fail_reason=cand["fail_reason"],
                           source_path=path.name)
             accepted = self.strategy.accept(state, entry)
             if accepted and self.opts.get("accept", "strict") == "noise-aware":
@@ -443,8 +351,6 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
             api_key_env=api_key_env, llm_timeout=llm_timeout, llm_retries=llm_retries,
             accept=accept, timer=timer, sanitize=sanitize, start=start)
     if proposer is None:   # before any directory is made: a missing API key fails cleanly
-        from mlxsci.search.prices import load_prices
-        from mlxsci.search.proposers import make_proposer
         price_table = prices if isinstance(prices, dict) else load_prices(prices)
         proposer = make_proposer(opts["model"], api=opts["api"], base_url=opts["base_url"],
                                  seed=opts["seed"], prices=price_table,
@@ -473,79 +379,6 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
         raise
     summary["run_dir"] = str(rd.path)
     return summary
-
-
-def resumed_options(rd_path: Path, **given) -> dict:
-    """The options of the run in `rd_path` (run.json), with those a resume may
-    give anew (iterations, max_cost, api_key_env, llm_timeout, llm_retries)
-    replaced where given. ValueError when the folder holds no run."""
-    opts = RunDir(rd_path).options()
-    # A task folder moved away or broken since: ValueError, before anything runs.
-    check_task(load_task(opts["task"]))
-    backend = opts["backend"]
-    if not backend_class(backend).available():   # (an unknown name: ValueError too)
-        raise ValueError(f"this run ran on the {backend} backend, which is not available on "
-                         f"this machine: resume it where {backend} runs")
-    for name, value in given.items():
-        if value is not None:
-            opts[name] = value          # a resumed run may be extended, re-capped, ...
-    # Run directories from before these options: the behaviour they ran with.
-    for name, value in (("accept", "strict"), ("timer", None), ("sanitize", None),
-                        ("api_key_env", None), ("llm_timeout", DEFAULT_LLM_TIMEOUT_S),
-                        ("llm_retries", DEFAULT_LLM_RETRIES), ("seed", 0), ("max_cost", None),
-                        ("base_url", None), ("api", "auto"), ("timeout", None),
-                        ("dialect", None), ("start_source", None)):
-        opts.setdefault(name, value)
-    return opts
-
-
-def check_extension(history: list[dict], iterations: int | None) -> None:
-    """A resume's --iterations must not be fewer than the iterations already done."""
-    done = max((r["iteration"] for r in history), default=0)
-    if iterations is not None and iterations < done:
-        raise ValueError(f"this run has done {done} iterations; --iterations {iterations} "
-                         f"cannot shorten it (give at least {done} to extend it, or leave "
-                         "--iterations out to finish it as planned)")
-
-
-def new_options(task: str, model: str, *, iterations, strategy, backend, sizes, seed,
-                max_cost, base_url, api, timeout, dialect, api_key_env, llm_timeout,
-                llm_retries, accept, timer, sanitize, start) -> tuple[dict, Task]:
-    """The options of a new run (run.json) and its task, every one checked
-    (ValueError) before anything is made."""
-    backend = resolve_backend_name(backend)
-    if sizes is None:
-        sizes = "smoke" if backend == "sim" else "in-dist"
-    if sizes in ("held-out", "all"):
-        raise ValueError("a search never scores on held-out sizes; use smoke or in-dist")
-    # Fails early on an unknown task. A task folder of your own is recorded by its
-    # absolute path (task.ref), so a resume from another directory finds it.
-    task_def = load_task(task)
-    # A start file written in another dialect than the backend's own says so by its name.
-    dialect = dialect or name_of_file(start)
-    opts = {"task": task_def.ref, "model": model,
-            "iterations": 10 if iterations is None else iterations, "strategy": strategy,
-            "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
-            "base_url": base_url, "api": api, "timeout": timeout, "dialect": dialect,
-            # The NAME of the variable holding a --base-url server's key, never the key.
-            "api_key_env": api_key_env,
-            "llm_timeout": DEFAULT_LLM_TIMEOUT_S if llm_timeout is None else llm_timeout,
-            "llm_retries": DEFAULT_LLM_RETRIES if llm_retries is None else llm_retries,
-            "accept": check_accept_rule(accept),   # fails early on an unknown rule
-            # The timer this backend uses, recorded by name so a resume times alike;
-            # fails early on one that cannot time this backend.
-            "timer": check_timer(timer, backend),
-            "sanitize": sanitize, "start_source": None}
-    make_strategy(strategy)   # fails early on an unknown strategy
-    backend_options(backend, dialect)   # fails early on a dialect the backend cannot run
-    check_sanitize(sanitize, backend)   # fails early where compute-sanitizer cannot run
-    written_in = search_dialect(opts)
-    # The whole task folder, before any run directory: its reference, sizes, and
-    # the seed of this dialect unless a start file stands in for it.
-    check_task(task_def, None if start else written_in)
-    if start:
-        opts["start_source"] = read_start(start, written_in, task_def)
-    return opts, task_def
 
 
 def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> dict:
@@ -594,55 +427,12 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
     held_started = time.perf_counter()
     held_seed = search.held_out(state.seed, "seed")
     held_best = held_seed if state.best is state.seed else search.held_out(state.best, "best")
-    phi_seed = held_seed["candidate"]["phi"]
-    phi_best = held_best["candidate"]["phi"]
-    seed_score = _entry_score(state.seed.result)
-    best_score = _entry_score(state.best.result)
-    noises = {"seed_noise": _score_noise(state.seed.result),
-              "best_noise": _score_noise(state.best.result),
-              "held_out_seed_noise": _phi_noise(held_seed),
-              "held_out_best_noise": _phi_noise(held_best)}
-    verdicts = assess(seed_score, best_score, phi_seed, phi_best, **noises)
-    why_none = _no_candidates_reason(history, opts["iterations"], stopped)
-    skipped = [r for r in history[1:] if r["role"] == "skipped"]
-    ratio = phi_best / phi_seed if phi_seed and phi_best is not None else None
-    device = state.seed.result.get("device", "")
-    summary = {
-        # The task's name (run.json keeps the folder of a task of your own).
-        "task": search.task.name, "model": opts["model"], "strategy": opts["strategy"],
-        "backend": opts["backend"], "device": device, "sizes": opts["sizes"],
-        "accept": opts["accept"], "timer": state.seed.result.get("timer"),
-        "iterations": max(r["iteration"] for r in history),
-        "seed_score": seed_score, "best_score": best_score,
-        "improvement": best_score / seed_score if seed_score and best_score else None,
-        "best_iteration": state.best.iteration,
-        "held_out_seed": phi_seed, "held_out_best": phi_best, "held_out_ratio": ratio,
-        "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
-        # The noise of each figure, the bands they give (mlxsci.verdicts) and the verdicts.
-        **noises, "noise_floor": NOISE_FLOOR,
-        "improvement_band": verdicts["improvement_band"],
-        "improvement_verdict": verdicts["improvement_verdict"],
-        "held_out_band": verdicts["held_out_band"],
-        "held_out_verdict": verdicts["held_out_verdict"],
-        # One vocabulary with the report (mlxsci.outcomes), judged from these numbers.
-        "outcome": classify({"seed_score": seed_score, "best_score": best_score,
-                             "held_out_seed": phi_seed, "held_out_best": phi_best, **noises},
-                            no_candidates=why_none is not None),
-        "outcome_reason": why_none,
-        "skipped_iterations": len(skipped),
-        "last_failure": skipped[-1]["fail_reason"] if skipped else None,
-        "tokens": {"input": sum(r.get("input_tokens", 0) for r in history),
-                   "output": sum(r.get("output_tokens", 0) for r in history)},
-        # Wall time over all sessions of a resumed run: every iteration's own
-        # time plus this session's held-out evaluation.
-        "cost_usd": cost, "stopped": stopped,
-        "wall_s": sum(r.get("elapsed_s", 0.0) for r in history)
-        + (time.perf_counter() - held_started),
-        "history": history,
-    }
+    summary = summarize(opts, search.task.name, state, history, held_seed=held_seed,
+                        held_best=held_best, cost=cost, stopped=stopped,
+                        held_started=held_started)
     rd.write_json(rd.file("summary.json"), summary)
-    say(f"done: S seed={_fmt(seed_score)} best={_fmt(best_score)} "
-        f"({summary['improvement_verdict'] or 'n/a'}, band {verdicts['improvement_band']:.1%})  "
-        f"Phi seed={_fmt(phi_seed)} best={_fmt(phi_best)} "
+    say(f"done: S seed={_fmt(summary['seed_score'])} best={_fmt(summary['best_score'])} "
+        f"({summary['improvement_verdict'] or 'n/a'}, band {summary['improvement_band']:.1%})  "
+        f"Phi seed={_fmt(summary['held_out_seed'])} best={_fmt(summary['held_out_best'])} "
         f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}")
     return summary

@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from mlxsci.outcomes import OUTCOMES
-from mlxsci.search import loop, run
+from mlxsci.search import llm_proposers, loop, run
 from mlxsci.search.proposer import PromptContext, Proposer
-from mlxsci.search import proposers
 from mlxsci.search.proposers import make_proposer
 from mlxsci.task import load_task
 
@@ -149,7 +148,7 @@ def stub_evaluate(task, source, *, size_set, timer=None, **kw):
 @pytest.fixture
 def stubbed(fake, monkeypatch):
     monkeypatch.setattr(loop, "evaluate", stub_evaluate)
-    monkeypatch.setattr(proposers, "DEFAULT_BACKOFF_S", 0.01)    # run() makes the proposer
+    monkeypatch.setattr(llm_proposers, "DEFAULT_BACKOFF_S", 0.01)    # run() makes the proposer
     return fake
 
 

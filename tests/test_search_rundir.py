@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from mlxsci.search import __main__ as search_cli
 
 import helpers
-from mlxsci.search import loop, run
+from mlxsci.search import loop, options, run
 from mlxsci.search.rundir import RunDir
 from mlxsci.task import load_task
 
@@ -270,7 +270,7 @@ def test_resume_of_a_folder_that_holds_no_run(tmp_path, nothing_runs, damage, ne
 
 def test_resume_of_a_run_whose_backend_this_machine_lacks(tmp_path, monkeypatch):
     rd = crafted_run_dir(tmp_path, monkeypatch)
-    sim = loop.backend_class("sim")
+    sim = options.backend_class("sim")
     monkeypatch.setattr(sim, "available", classmethod(lambda cls: False))
     usage_error(["--resume", rd], "ran on the sim backend, which is not available")
 
@@ -430,7 +430,7 @@ def test_a_killed_search_leaves_no_worker_and_no_job_folder(tmp_path, how):
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
 def test_a_killed_comparison_leaves_no_worker_and_no_job_folder(tmp_path):
-    """The worker of one job (mlxsci.evaluation.run_worker) watches its parent too."""
+    """The worker of one job (mlxsci.runner.run_worker) watches its parent too."""
     script = ("from mlxsci.evaluation import compare\n"
               f"compare('saxpy', {HANG!r}, {HANG!r}, backend='sim', size_set='smoke', "
               "timeout=300)\n")
