@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mlxsci import report, sweep
+from mlxsci import report, report_plots, sweep
 from mlxsci.report import (details_table, load_runs, main_table, outcome_label, render,
                            write_plots)
 from mlxsci.verdicts import NOISE_FLOOR
@@ -299,7 +299,7 @@ def test_plots(real, crafted, tmp_path):
 
 @pytest.mark.slow
 def test_plots_without_cached_roofline(real, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(report, "_cached_roofline", lambda backend, device: (None, None))
+    monkeypatch.setattr(report_plots, "_cached_roofline", lambda backend, device: (None, None))
     write_plots(load_runs([real["saxpy"].parent]), tmp_path / "plots")
     _plots_ok(tmp_path / "plots")
     assert "no cached roofline" in capsys.readouterr().err

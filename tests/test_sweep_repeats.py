@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from fake_llm_server import SAXPY_ANSWER, FakeLLMServer, ok
-from mlxsci import report, sweep
+from mlxsci import report, report_plots, sweep
 from mlxsci.report import load_runs, main_table, render
 from mlxsci.report_spread import BOOTSTRAP, MIN_MAX, median_and_spread
 from mlxsci.search import loop
@@ -215,12 +215,12 @@ def test_speedup_plot_has_error_bars(repeats, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     from matplotlib.collections import LineCollection
     captured = {}
-    real_save = report._save
+    real_save = report_plots._save
 
     def keep(fig, out, stem):
         captured[stem] = fig
         return real_save(fig, out, stem)
-    monkeypatch.setattr(report, "_save", keep)
+    monkeypatch.setattr(report_plots, "_save", keep)
     paths = report.write_plots(load_runs([repeats]), tmp_path)
     assert {p.name for p in paths} >= {"speedups.png", "speedups.svg"}
     ax = captured["speedups"].axes[0]
