@@ -21,8 +21,9 @@ import numpy as np
 
 from mlxsci.backends import get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, read_candidate_file
+from mlxsci.checks import misfit
 from mlxsci.dialects import backend_options, name_of_file
-from mlxsci.evaluation import evaluate, misfit
+from mlxsci.evaluation import evaluate
 from mlxsci.launch import Launcher
 from mlxsci.task import Size, Task, load_task
 

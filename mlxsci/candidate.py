@@ -1,4 +1,9 @@
-"""Candidate file format v1: parse, render, extract from LLM answers, validate.
+"""Candidate file format v1: parse, render, load, to an MLX KernelSpec.
+
+Extraction from LLM answers (mlxsci/candidate_extract.py) and validation
+against a task (mlxsci/candidate_validate.py) live in modules of their own;
+`extract_from_response`, `validate` and `CandidateFailure` are importable
+from here as well.
 
 A candidate is one plain-text file in one dialect (metal or cuda) holding
 every kernel of a task. Directive lines start with `//!` (leading whitespace
@@ -48,6 +53,8 @@ from pathlib import Path
 
 from . import dialects, launch_expr
 from .backends.base import KernelSpec
+from .candidate_extract import extract_from_response
+from .candidate_validate import LAUNCH_KEYS, CandidateFailure, validate
 
 __all__ = ["Param", "KernelBlock", "Candidate", "CandidateError", "CandidateFailure",
            "parse", "load", "read_candidate_file", "render", "extract_from_response", "validate",
@@ -60,7 +67,6 @@ _INT = r"[+-]?\d+"
 _PARAM = re.compile(r"(?P<name>\S+?)\s*=\s*(?P<default>\S+?)\s*(?:\{(?P<choices>[^{}]*)\})?\s*\Z")
 _DIRECTIVE = re.compile(r"[ \t]*//!(.*)\Z", re.S)
 _KEYWORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(.*)\Z", re.S)
-_LAUNCH_KEYS = ("grid", "threadgroup")
 
 
 class CandidateError(ValueError):
@@ -72,22 +78,6 @@ class CandidateError(ValueError):
         self.filename = filename
         where = f"{filename}:{line}" if line is not None else filename
         super().__init__(f"{where}: {message}")
-
-
-@dataclass
-class CandidateFailure:
-    """A structured reason a parsed candidate does not fit its task.
-
-    kind: "missing_kernel", "unknown_kernel", "bad_expression",
-    "unknown_name", "name_conflict" or "empty_kernel".
-    """
-    kind: str
-    message: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line}: " if self.line is not None else ""
-        return f"{where}{self.kind}: {self.message}"
 
 
 def _ensure_newline(text: str) -> str:
@@ -265,7 +255,7 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
             raise err(f"bad directive {content.strip()!r} "
                       "(expected param, header, kernel, grid or threadgroup)")
         key, arg = km.group(1), km.group(2)
-        if arg and not arg[0].isspace() and not (key in _LAUNCH_KEYS and arg.startswith("=")):
+        if arg and not arg[0].isspace() and not (key in LAUNCH_KEYS and arg.startswith("=")):
             raise err(f"unknown directive `//! {rest.split()[0]}` (expected param, header, "
                       "kernel, grid or threadgroup)")
         arg = arg.strip()
@@ -306,7 +296,7 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
             kernels.append(dict(name=arg, line=lineno, body_start=idx + 1, body_end=None,
                                 grid=None, threadgroup=None, grid_line=None,
                                 threadgroup_line=None, launch_zone=True))
-        elif key in _LAUNCH_KEYS:
+        elif key in LAUNCH_KEYS:
             if not kernels:
                 raise err(f"`//! {key}` outside a kernel (it must follow `//! kernel NAME`)")
             k = kernels[-1]
@@ -409,102 +399,6 @@ def render(c: Candidate) -> str:
             out.append(f"//! threadgroup = {k.threadgroup.strip()}\n")
         out.append(_ensure_newline(k.body))
     return "".join(out)
-
-
-# --- extraction from LLM answers --------------------------------------------
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^\n`]*?)[ \t]*$")
-_KERNEL_DIRECTIVE = re.compile(r"^[ \t]*//![ \t]*kernel\b", re.M)
-
-
-def _fenced_blocks(text: str) -> list[tuple[str, str]]:
-    """(info string, content) of each fenced code block; an unclosed block runs to the end."""
-    blocks = []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i].rstrip("\r"))
-        if not m:
-            i += 1
-            continue
-        fence, info = m.group(1), m.group(2)
-        body = []
-        i += 1
-        while i < len(lines):
-            s = lines[i].rstrip("\r")
-            close = re.match(r"^ {0,3}(`{3,}|~{3,})[ \t]*$", s)
-            if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
-                break
-            body.append(lines[i])
-            i += 1
-        i += 1
-        blocks.append((info, "\n".join(body)))
-    return blocks
-
-
-def extract_from_response(text: str, dialect: str = "metal") -> str | None:
-    """The candidate file in an LLM answer: among fenced blocks whose info string
-    fits the dialect (or is empty), those with a `//! kernel` line are preferred,
-    and the longest wins. None when there is no such block."""
-    langs = dialects.get(dialect).answer_fences
-    fitting = []
-    for info, content in _fenced_blocks(text):
-        lang = info.split()[0].lower() if info.split() else ""
-        if lang in langs and content.strip():
-            fitting.append(content)
-    if not fitting:
-        return None
-    preferred = [b for b in fitting if _KERNEL_DIRECTIVE.search(b)]
-    best = max(preferred or fitting, key=len)
-    return _ensure_newline(best)
-
-
-# --- validation against a task ----------------------------------------------
-
-def validate(c: Candidate, kernel_names, allowed_launch_names) -> list[CandidateFailure]:
-    """Structured reasons `c` does not fit a task with kernels `kernel_names`
-    whose launch expressions may use `allowed_launch_names` (size scalars) and
-    the candidate's params. An empty list means it fits."""
-    failures: list[CandidateFailure] = []
-    wanted = list(kernel_names)
-    have = {k.name for k in c.kernels}
-    allowed = set(allowed_launch_names)
-    param_names = {p.name for p in c.params}
-    for name in wanted:
-        if name not in have:
-            failures.append(CandidateFailure(
-                "missing_kernel", f"the task needs kernel {name!r}, which the candidate lacks", None))
-    for k in c.kernels:
-        if k.name not in wanted:
-            failures.append(CandidateFailure(
-                "unknown_kernel",
-                f"kernel {k.name!r} is not one of the task's ({', '.join(wanted) or 'none'})", k.line))
-        if not k.body.strip():
-            failures.append(CandidateFailure("empty_kernel", f"kernel {k.name!r} has an empty body",
-                                             k.line))
-    for p in c.params:
-        if p.name in allowed:
-            failures.append(CandidateFailure(
-                "name_conflict", f"param {p.name!r} has the name of a size scalar", p.line))
-    names = allowed | param_names
-    for k in c.kernels:
-        for key in _LAUNCH_KEYS:
-            expr = getattr(k, key)
-            if expr is None:
-                continue
-            line = getattr(k, key + "_line") or k.line
-            try:
-                used = launch_expr.names_used(expr)
-                launch_expr.check(expr, used, dims=3)
-            except launch_expr.LaunchExprError as exc:
-                failures.append(CandidateFailure("bad_expression", f"{key} of {k.name!r}: {exc}", line))
-                continue
-            for name in sorted(used - names):
-                failures.append(CandidateFailure(
-                    "unknown_name",
-                    f"{key} of {k.name!r} uses {name!r}, which is neither a param nor a size "
-                    f"scalar ({', '.join(sorted(names)) or 'none available'})", line))
-    return failures
 
 
 # --- to MLX -----------------------------------------------------------------

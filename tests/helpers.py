@@ -2,7 +2,8 @@
 sys.path, as for tests/fake_llm_server.py)."""
 from click.testing import CliRunner
 
-from mlxsci.evaluation import Evaluation, evaluate
+from mlxsci.evaluation import evaluate
+from mlxsci.results import Evaluation
 
 
 def smoke_eval(task: str, source: str | None = None, dialect: str | None = None) -> Evaluation:

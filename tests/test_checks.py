@@ -3,8 +3,9 @@ rule is shown to bite on its own (no kernel needed)."""
 import numpy as np
 import pytest
 
-from mlxsci.evaluation import check_size, geometric_mean
+from mlxsci.checks import check_size
 from mlxsci.reference_store import get_reference, max_abs_error, verdict
+from mlxsci.results import geometric_mean
 from mlxsci.roofline import Roofline, metal_sci_ceiling
 from mlxsci.task import load_task
 

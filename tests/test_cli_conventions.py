@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import cli, report
-from mlxsci.evaluation import S_AND_PHI, Evaluation, format_evaluation
+from mlxsci.results import S_AND_PHI, Evaluation, format_evaluation
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = ROOT / "bench" / "results" / "runs"

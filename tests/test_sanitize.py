@@ -22,7 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import sanitizer
-from mlxsci.evaluation import Evaluation, SizeResult, mark_sanitized, run_worker, sanitized_job
+from mlxsci.evaluation import mark_sanitized, sanitized_job
+from mlxsci.results import Evaluation, SizeResult
+from mlxsci.runner import run_worker
 from mlxsci.sanitizer import (check_sanitize, kernel_faults, parse_sanitizer_log,
                               sanitizer_command, tool_problems, verdict)
 

@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from mlxsci.evaluation import geometric_mean
 from mlxsci.outcomes import OUTCOMES, classify
+from mlxsci.results import geometric_mean
 from mlxsci.search import loop, run
 from mlxsci.search.proposer import Proposal, Proposer
 from mlxsci.task import load_task

@@ -1,13 +1,13 @@
 """Helpers shared instead of copied: safe names (mlxsci/names.py) and the
-candidate-fits-the-task check (mlxsci.evaluation.misfit) that the evaluation, the
+candidate-fits-the-task check (mlxsci.checks.misfit) that the evaluation, the
 API and the search's --start use."""
 import pytest
 
 import mlxsci
 from mlxsci.candidate import CandidateError, parse
-from mlxsci.evaluation import misfit
+from mlxsci.checks import misfit
 from mlxsci.names import safe_name
-from mlxsci.search import loop
+from mlxsci.search import options
 from mlxsci.search.proposers import make_proposer
 from mlxsci.sweep_runs import run_name
 from mlxsci.task import load_task
@@ -28,7 +28,7 @@ def test_safe_name(name, fallback, expected):
 
 def test_the_users_of_safe_name():
     assert run_name("saxpy", "openai/gpt-4o", 2) == "saxpy_openai-gpt-4o_r2"
-    assert loop.default_run_dir("saxpy", "a b").name.startswith("saxpy_a-b_")
+    assert options.default_run_dir("saxpy", "a b").name.startswith("saxpy_a-b_")
     assert make_proposer("openai/gpt-4o", base_url="http://127.0.0.1:9").name == "openai-gpt-4o"
 
 
@@ -51,4 +51,4 @@ def test_evaluation_api_and_start_file_give_the_same_reason(tmp_path):
     start = tmp_path / "start.metal"
     start.write_text(TYPO)
     with pytest.raises(ValueError, match="does not fit saxpy .*line 1: kernel 'saxpy_typo'"):
-        loop.read_start(start, "metal", task)
+        options.read_start(start, "metal", task)

@@ -11,7 +11,7 @@ import pytest
 
 from mlxsci.backends.base import KernelFault, KernelSpec
 from mlxsci.backends.sim import SimBackend
-from mlxsci.evaluation import death_reason
+from mlxsci.runner import death_reason
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 

@@ -17,7 +17,8 @@ import pytest
 
 from mlxsci.backends.base import KernelFault, KernelSpec
 from mlxsci.backends.sim import SimBackend
-from mlxsci.evaluation import evaluate, schedule_race
+from mlxsci.checks import schedule_race
+from mlxsci.evaluation import evaluate
 from mlxsci.reference_store import Reference
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")

@@ -19,7 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import worker as worker_module
-from mlxsci.evaluation import CandidateWorker, evaluate
+from mlxsci.evaluation import evaluate
+from mlxsci.runner import CandidateWorker
 from mlxsci.task import Size
 
 SIZES = [Size("1000", {"N": 1000}), Size("2001", {"N": 2001}), Size("3000", {"N": 3000})]
@@ -207,7 +208,7 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
 
 @pytest.mark.slow   # waits out a time limit
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
-    monkeypatch.setattr("mlxsci.evaluation.CLOSE_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr("mlxsci.runner.CLOSE_GRACE_SECONDS", 0.5)
     with CandidateWorker() as worker:
         assert worker.run({"act": "linger"}, 10)[0] == {"act": "linger"}
         proc = worker.proc

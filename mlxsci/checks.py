@@ -1,0 +1,200 @@
+"""The trusted side's checks: a candidate against its task, a size's result
+against the reference.
+
+`misfit` says why a parsed candidate does not fit its task (before any
+worker starts). `check_size` judges what a worker brought back for one size
+(mlxsci/runner.py brings it; mlxsci/worker.py made it) against the cached
+NumPy reference (mlxsci/reference_store.py), trusting only its raw
+measurements:
+- the verified outputs (poisoned with two sentinels) against the reference,
+  NaN-safe (err <= tol);
+- no output element left unwritten;
+- the last timed run's output (when it differs bitwise) also within tolerance;
+- on the simulator, the verified outputs the same as those of a run with the
+  threads in reverse order (schedule_race): a difference is a race;
+- every input's checksum before and after equal to the reference inputs';
+- the fraction of the roofline recomputed here from the raw seconds, and a
+  fraction above 1.0 of the measured roofline flagged `suspicious`.
+Apart from the verb (mlxsci/evaluation.py) so that the rules of a verdict
+read in one place, and can be tested without a worker (tests/test_checks.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mlxsci.candidate_validate import validate
+from mlxsci.reference_store import Reference, get_reference, verdict
+from mlxsci.results import SizeResult
+from mlxsci.task import Size, Task
+from mlxsci.timers import run_noise
+
+# mlxsci.roofline is a verb (`python -m mlxsci.roofline`), and `import mlxsci`
+# imports this module: importing it here too would put it in sys.modules
+# before runpy runs it as __main__ (a RuntimeWarning on every run), so the
+# functions that need it import it.
+if TYPE_CHECKING:
+    from mlxsci.roofline import Roofline
+
+
+def _load_npz(path: Path) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+RACE_VERDICT = "result depends on thread scheduling: a race"
+
+
+def _scalar_text(x) -> str:
+    """An output element as a message shows it: 3, -1, 0.123456791, nan, True."""
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, (np.integer, int)):
+        return str(int(x))
+    return format(float(x), ".9g")
+
+
+def _race_message(name: str, a: np.ndarray, b: np.ndarray, i: int) -> str:
+    return (f"{RACE_VERDICT} (output '{name}' differs between schedules at element {i}: "
+            f"{_scalar_text(a.flat[i])} vs {_scalar_text(b.flat[i])})")
+
+
+def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | None:
+    """The race verdict when outputs of one run and of the same run with the
+    threads in another order (the simulator's schedules) differ in a way
+    that matters, else None. Only outputs the reference checks count.
+
+    Integer and bool outputs must be bitwise equal: integer sums, minima and
+    maxima (atomic or not) do not depend on the order of their terms. Float
+    outputs may differ in the last bits when terms add in another order (lj:
+    atomics fill its cell lists in another order, so forces sum in another
+    order), so they count as different where an element differs by more than
+    the task's tolerance (NaN on one side only counts, NaN on both does not),
+    or where the task's own verdict, `judge(outputs) -> (error, passed)`
+    against the reference, passes one run and fails the other (a task whose
+    tolerance is not an absolute error per element, such as hmc's statistics).
+    """
+    close_calls = []    # (largest difference, name, a, b, element): floats within the tolerance
+    for name in ref.outputs:
+        if name not in first or name not in second:
+            continue
+        a, b = np.asarray(first[name]), np.asarray(second[name])
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"{RACE_VERDICT} (output '{name}' has shape {a.shape} {a.dtype} in one " \
+                   f"schedule and {b.shape} {b.dtype} in the other)"
+        a, b = a.reshape(-1), b.reshape(-1)
+        if not np.issubdtype(a.dtype, np.inexact):
+            differ = np.flatnonzero(a != b)
+            if differ.size:
+                return _race_message(name, a, b, int(differ[0]))
+            continue
+        both_nan = np.isnan(a) & np.isnan(b)
+        wide = np.complex128 if np.iscomplexobj(a) else np.float64
+        diff = np.abs(a.astype(wide) - b.astype(wide))
+        beyond = np.flatnonzero(~both_nan & ~(diff <= ref.tolerance))   # NaN-safe
+        if beyond.size:
+            return _race_message(name, a, b, int(beyond[0]))
+        differ = np.flatnonzero(~both_nan & (a != b))
+        if differ.size:
+            i = int(differ[np.argmax(diff[differ])])
+            close_calls.append((float(diff[i]), name, a, b, i))
+    if close_calls and bool(judge(first)[1]) != bool(judge(second)[1]):
+        _, name, a, b, i = max(close_calls, key=lambda c: c[0])
+        return _race_message(name, a, b, i)
+    return None
+
+
+def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Roofline,
+               backend_name: str, device_name: str,
+               ref: Reference | None = None) -> SizeResult:
+    """Every integrity check of one size, against the trusted reference (loaded
+    from the cache unless the caller already holds it)."""
+    out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
+    out.timings = result.get("timings", {})
+    ref = ref or get_reference(task, size.params)
+    out.tol = ref.tolerance
+    verified = _load_npz(jobdir / "verified.npz")
+    out.error, passed, kind = verdict(task.name, verified, ref, size.params)
+    problems = []
+    if result.get("input_checksums_before") != ref.input_checksums:
+        problems.append("inputs given to the kernel differ from the reference inputs")
+    mutated = sorted(k for k, v in result.get("input_checksums_after", {}).items()
+                     if ref.input_checksums.get(k) != v)
+    if mutated:
+        out.flags.append("input_mutated")
+        problems.append(f"input mutated: {', '.join(mutated)}")
+    # Results the reference checks; a task's extra results only carry state from
+    # run to run for the wall timer's chains (Task.chain), as before this held.
+    unwritten = {k: n for k, n in result.get("unwritten", {}).items()
+                 if n and k in ref.outputs}
+    if unwritten:
+        out.flags.append("unwritten")
+        problems.append("unwritten output: " + ", ".join(
+            f"{n} element(s) of {k} never written" for k, n in unwritten.items()))
+    if not result.get("last_equals_verified", False):
+        out.flags.append("nondeterministic")
+        last_err, last_ok, last_kind = verdict(task.name, _load_npz(jobdir / "last.npz"), ref,
+                                               size.params)
+        if not last_ok:
+            problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
+    if not passed:
+        problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
+    if result.get("reversed_equals_verified") is False:   # the simulator's second schedule
+        race = schedule_race(verified, _load_npz(jobdir / "reversed.npz"), ref,
+                             lambda outputs: verdict(task.name, outputs, ref, size.params)[:2])
+        if race:
+            out.flags.append("race")
+            problems.insert(0, race)   # the cause of any wrong result above
+    out.correct = not problems
+    if problems:
+        out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
+
+    seconds = sorted(result["seconds"])
+    info = dict(result.get("timer") or {})
+    # The timer says which statistic of its runs is the size's time (mlxsci.timers).
+    pick_min = info.get("statistic") == "min"
+    out.seconds = seconds[0] if pick_min else float(np.median(seconds))
+    out.seconds_min, out.seconds_max = seconds[0], seconds[-1]
+    out.timer = info.pop("timer", None)
+    out.timer_info = info
+    out.noise = result.get("noise", run_noise(seconds, info.get("statistic", "median")))
+    out.kernels = result.get("kernels", {})
+    out.warmup = result.get("warmup", {})
+    p = size.params
+    nbytes, flops, ws = task.bytes_moved(p), task.flops(p), task.working_set(p)
+    roof_seconds = roof.seconds(nbytes, flops, ws)
+    out.fraction = roof_seconds / out.seconds
+    # Achieved in the task's scored unit; the ceiling is what that unit would
+    # reach at the roofline time, so achieved / ceiling == fraction even where
+    # the other term of the roofline (bytes for a FLOP task) is the binding one.
+    amount, out.unit = (nbytes, "GB/s") if task.bound == "bandwidth" else (flops, "GFLOPS")
+    out.achieved = amount / out.seconds / 1e9
+    out.ceiling = amount / roof_seconds / 1e9
+    if out.fraction > 1.0:
+        out.flags.append("suspicious")
+    if backend_name == "metal":
+        from mlxsci.roofline import metal_sci_ceiling
+        gflops, gbps = metal_sci_ceiling(device_name)
+        out.metal_sci_fraction = out.achieved / (gbps if task.bound == "bandwidth" else gflops)
+    return out
+
+
+def failed_size(size: Size, task: Task, reason: str, flag: str) -> SizeResult:
+    return SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size),
+                      correct=False, flags=[flag], fail_reason=reason)
+
+
+def misfit(candidate, task: Task, where: str) -> str | None:
+    """Why a parsed candidate does not fit `task`, as one line, or None when it
+    fits: mlxsci.candidate_validate.validate against the task's kernels and the size
+    scalars of its defaults and of every size, each failure with a line number
+    written `{where}{line}: ` (e.g. where="seed.metal:" or "line "). The one
+    rule the evaluation, the API (mlxsci.api.kernel_function) and the search's
+    --start use."""
+    size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
+    failures = validate(candidate, task.kernel_names, size_names)
+    if not failures:
+        return None
+    return "; ".join(f"{where}{f.line}: {f.message}" if f.line else f.message for f in failures)

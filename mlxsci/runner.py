@@ -1,0 +1,353 @@
+"""Worker processes: how the evaluation runs a candidate's sizes out of its own process.
+
+The parent (mlxsci/evaluation.py) hands a size to a worker (mlxsci/worker.py)
+as a job folder (job.json in; result.json and the outputs' .npz back) and
+gets back (result or None, job folder, end of the worker's stderr). This
+module owns everything about the process in between: starting it in a
+session of its own with a lifeline (mlxsci/lifeline.py), so it never
+outlives its parent; each size's timeout; killing it and all it started;
+saying why a worker that left no result died (death_reason); and, under
+NVIDIA's compute-sanitizer, one process per size and the faults the
+sanitizer reports as the size's result (mlxsci/sanitizer.py).
+
+`CandidateWorker` runs all sizes of one candidate in one process (the
+default); `ProcessPerSize` / `run_worker` start one per size (sanitized
+runs, and `compare`'s interleaved timings). Nothing here reads a result's
+numbers: the checks are mlxsci/checks.py's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mlxsci import sanitizer
+from mlxsci.lifeline import GOODBYE, open_lifeline
+
+
+def new_job_dir(job: dict, parent: Path | None = None) -> Path:
+    """A fresh folder holding job.json, for a worker to run (in `parent`, else
+    the system's temporary folder)."""
+    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=parent))
+    (jobdir / "job.json").write_text(json.dumps(job))
+    return jobdir
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill a worker started in a session of its own, and all it started, and
+    reap it. Only while it is not yet reaped: until then its id, which names
+    the group, cannot go to another process."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = None
+               ) -> tuple[dict | None, Path, str]:
+    """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
+
+    sanitize: (tool, compute-sanitizer executable) to run the worker under
+    NVIDIA's compute-sanitizer (mlxsci.sanitizer); a kernel fault it reports
+    is returned as the result's error, whatever the worker itself wrote.
+    Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker and
+    removes the job folder before the exception goes on."""
+    jobdir = new_job_dir(job)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
+    passed: tuple[int, ...] = ()
+    keep = None    # the lifeline's write end
+    if sanitize:
+        # No lifeline through compute-sanitizer: which descriptors it hands on
+        # to the worker is not ours to know.
+        argv = sanitizer.sanitizer_command(sanitize[1], sanitize[0], jobdir / "sanitizer.log", argv)
+    else:
+        read_end, keep, more = open_lifeline([jobdir])
+        env.update(more)
+        passed = (read_end,)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                start_new_session=True, pass_fds=passed)
+    except BaseException:
+        shutil.rmtree(jobdir, ignore_errors=True)
+        if keep is not None:
+            os.close(keep)
+        raise
+    finally:
+        for fd in passed:
+            os.close(fd)
+    try:
+        return finish_worker(proc, jobdir, timeout, sanitize)
+    except BaseException:
+        kill_group(proc)
+        shutil.rmtree(jobdir, ignore_errors=True)
+        raise
+    finally:
+        if keep is not None:
+            os.close(keep)   # the worker has ended: its lifeline may go
+
+
+def finish_worker(proc: subprocess.Popen, jobdir: Path, timeout: float,
+                  sanitize: tuple[str, str] | None) -> tuple[dict | None, Path, str]:
+    """run_worker's answer, once its process has ended or been killed for its time."""
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
+        proc.communicate()
+        found = sanitizer_finding(jobdir, sanitize)
+        return found or None, jobdir, f"timeout: no verdict within {timeout:g} s"
+    tail = err.decode(errors="replace")[-2000:]
+    found = sanitizer_finding(jobdir, sanitize)
+    if found:
+        return found, jobdir, tail
+    result_path = jobdir / "result.json"
+    if not result_path.exists():
+        return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
+    return json.loads(result_path.read_text()), jobdir, tail
+
+
+class CandidateWorker:
+    """One worker process (mlxsci.worker --serve) that runs the sizes of one
+    candidate in order, so imports and set-up are paid once per candidate.
+
+    Isolation is as with a process per size where it matters: no two
+    candidates share a process; each size has its own time limit, counted
+    from the moment the parent hands it over (the first size's includes the
+    process's start, as before); a crash or hang ends the process and is that
+    size's verdict, and the parent hands over no later size. The parent hands
+    a size over only after it has checked the size before, so no check runs
+    beside a timed run and nothing runs past a failing size. run() answers as
+    run_worker() does: (result or None, job dir, stderr tail).
+    """
+
+    # The worker's command line, before "--serve FD" (tests put a stand-in here).
+    command = (sys.executable, "-m", "mlxsci.worker")
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.status = None          # the read end of the worker's "done" pipe
+        self.lifeline: int | None = None   # the write end of its lifeline (mlxsci.lifeline)
+        # The worker's folder: its stderr, and the job folder of each size, so
+        # that one folder is all a worker whose parent died must remove.
+        self.logdir = Path(tempfile.mkdtemp(prefix="mlxsci-worker-"))
+        self.stderr_path = self.logdir / "stderr"
+        self.ended: str | None = None   # why the process can take no more sizes
+
+    def __enter__(self) -> "CandidateWorker":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None and self.proc is not None:
+            self.kill()   # interrupted (Ctrl-C): the size it runs has no one to answer to
+        self.close()
+
+    def start(self) -> None:
+        read_end, write_end = os.pipe()
+        life_read, self.lifeline, life_env = open_lifeline([self.logdir])
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **life_env)
+        try:
+            with open(self.stderr_path, "wb") as stderr:
+                self.proc = subprocess.Popen(
+                    [*self.command, "--serve", str(write_end)],
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                    pass_fds=(write_end, life_read), start_new_session=True)
+        except BaseException:
+            os.close(self.lifeline)
+            self.lifeline = None
+            raise
+        finally:
+            os.close(write_end)
+            os.close(life_read)
+        self.status = os.fdopen(read_end, "rb", buffering=0)
+
+    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+        """Run one size: (result or None, job dir, stderr tail). Interrupted
+        (Ctrl-C, SIGTERM made an exception), it kills the worker and removes
+        the size's job folder before the exception goes on."""
+        jobdir = new_job_dir(job, self.logdir)
+        try:
+            return self.hand_over(jobdir, timeout)
+        except BaseException:
+            if self.proc is not None:
+                self.kill()   # first: a worker still writing could refill the folder
+            shutil.rmtree(jobdir, ignore_errors=True)
+            raise
+
+    def hand_over(self, jobdir: Path, timeout: float) -> tuple[dict | None, Path, str]:
+        if self.ended:
+            return None, jobdir, f"the worker ended at an earlier size: {self.ended}"
+        if self.proc is None:
+            self.start()
+        stderr_from = self.stderr_path.stat().st_size
+        deadline = time.monotonic() + timeout
+        try:
+            self.proc.stdin.write(f"{jobdir}\n".encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:   # the process died before reading it: answered below
+            pass
+        said = self.wait_for_line(deadline)
+        tail = self.stderr_tail(stderr_from)
+        if said == "done":
+            return json.loads((jobdir / "result.json").read_text()), jobdir, tail
+        if said is None:
+            self.kill()
+            self.ended = f"timeout: no verdict within {timeout:g} s"
+            return None, jobdir, self.ended
+        # The pipe closed without "done": the process ended during this size.
+        returncode = self.reap(deadline)
+        tail = self.stderr_tail(stderr_from)
+        if (jobdir / "result.json").exists():
+            # It died after writing this size's verdict, which stands (as a
+            # process per size had it); a next size gets a fresh process.
+            self.forget()
+            return json.loads((jobdir / "result.json").read_text()), jobdir, tail
+        self.ended = death_reason(returncode, tail)
+        return None, jobdir, self.ended
+
+    def wait_for_line(self, deadline: float) -> str | None:
+        """The worker's next line ("done"); "" when its end of the pipe closed
+        (it died); None when the deadline passed first."""
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.status], [], [], left)[0]:
+                return None
+            chunk = self.status.read(1)
+            if not chunk:
+                return ""
+            line += chunk
+        return line.decode(errors="replace").strip()
+
+    def stderr_tail(self, start: int) -> str:
+        """What the worker wrote to stderr since `start` (this size), its end."""
+        with open(self.stderr_path, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")[-2000:]
+
+    def reap(self, deadline: float) -> int:
+        """The exit status of a worker whose pipe closed, killing it (and all
+        it started) if it lingers past the size's deadline."""
+        try:
+            return self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
+    def forget(self) -> None:
+        """Drop a process that has ended, so that the next size starts one."""
+        self.close_pipes()
+        self.proc, self.status = None, None
+
+    def close_pipes(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:   # BrokenPipeError: it had ended already
+            pass
+        self.status.close()
+        if self.lifeline is not None:   # after the worker ended: its lifeline may go
+            os.close(self.lifeline)
+            self.lifeline = None
+
+    def kill(self) -> None:
+        """End the worker and anything it started (its own process group)."""
+        kill_group(self.proc)
+
+    def close(self) -> None:
+        """Tell the worker no size follows, wait a moment for it to exit, and
+        kill what is left of it; then remove its folder (log and job folders)."""
+        if self.proc is not None:
+            try:
+                # Goodbye first: the worker then takes the end of its stdin
+                # for the end of its work, not for its parent's death.
+                os.write(self.lifeline, GOODBYE)
+            except OSError:   # it had ended already
+                pass
+            try:
+                self.proc.stdin.close()   # end of stdin: the worker exits
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=CLOSE_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self.close_pipes()
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+# Seconds a worker may take to exit once told that no size follows.
+CLOSE_GRACE_SECONDS = 10.0
+
+
+class ProcessPerSize:
+    """A fresh worker process for every size (run_worker), for sizes under
+    compute-sanitizer: the sanitizer writes one log per process and its
+    records say nothing of which size was running, so one process holds one
+    size and every fault it reports is that size's. The imports a process per
+    size repeats (~0.4 s) are small beside a sanitized run."""
+
+    def __init__(self, sanitize: tuple[str, str]):
+        self.sanitize = sanitize
+
+    def __enter__(self) -> "ProcessPerSize":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+        return run_worker(job, timeout, self.sanitize)
+
+
+def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | None:
+    """The worker's result when compute-sanitizer reported a kernel fault: an
+    error of the tool's kind (memcheck, racecheck) naming what, where and who."""
+    log = jobdir / "sanitizer.log"
+    if not sanitize or not log.exists():
+        return None
+    text = log.read_text(errors="replace")
+    faults = sanitizer.kernel_faults(sanitizer.parse_sanitizer_log(text, sanitize[0]))
+    if not faults:
+        return None
+    return {"error": {"kind": sanitize[0], "message": sanitizer.verdict(faults, text),
+                      "details": {"log": text[-4000:]}}}
+
+
+def sanitizer_context(jobdir: Path) -> str:
+    """What compute-sanitizer said about itself, for a worker that died under it."""
+    log = jobdir / "sanitizer.log"
+    if not log.exists():
+        return ""
+    said = sanitizer.tool_problems(log.read_text(errors="replace"))
+    return ("\ncompute-sanitizer: " + "; ".join(said)) if said else ""
+
+
+def death_reason(returncode: int, stderr_tail: str) -> str:
+    """Why a worker ended without a result, never a bare "worker died": the
+    simulator's own last words when it left any (a fault it could not turn
+    into a verdict), else the signal or exit code by name with the end of
+    the worker's stderr."""
+    last_words = [ln for ln in stderr_tail.splitlines() if ln.startswith("mlxsci-sim:")]
+    if last_words:
+        return last_words[-1].strip()
+    tail = stderr_tail.strip()[-600:]
+    if returncode >= 0:
+        return f"the worker exited with exit code {returncode} without a result: {tail or '(no output)'}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    if name == "SIGKILL":
+        why = "killed from outside, most often by the system running out of memory"
+    else:
+        why = "a fault outside any kernel (in the harness or MLX)"
+    return f"the worker process died of {name}, {why}: {tail or '(no output)'}"
