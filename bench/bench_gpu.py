@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import mlx.core as mx
+from score_spread import fresh_scores  # bench/score_spread.py, beside this script
 from tabulate import tabulate
 
 from mlxsci.backends import get_backend, resolve_backend_name
@@ -45,7 +46,6 @@ from mlxsci.roofline import load_or_measure
 from mlxsci.task import load_task, task_names
 from mlxsci.timers import WallTimer, default_timer_name, make_timer
 from mlxsci.worker import device_inputs, pipeline_work
-from score_spread import fresh_scores   # bench/score_spread.py, beside this script
 
 RESULTS = Path(__file__).parent / "results"
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -77,7 +77,7 @@ def time_size(task, size, backend, runs: int) -> dict:
     return {"task": task.name, "size": size.label, "timer": exact.name,
             "exact_ms": med(exact_s) * 1e3, "exact_noise": spread(exact_s),
             "wall_ms": med(wall_s) * 1e3, "amortized_ms": med(amortized_s) * 1e3,
-            "repeats": amortized.repeats, "floor_ms": amortized.floor_seconds * 1e3,
+            "repeats": amortized.repeats, "floor_ms": (amortized.floor_seconds or 0.0) * 1e3,
             "wall_ratio": med(wall_s) / med(exact_s),
             "amortized_ratio": med(amortized_s) / med(exact_s)}
 

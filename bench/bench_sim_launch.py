@@ -53,6 +53,8 @@ def load_driver(path: str | None):
         import mlxsci.backends.sim as sim
         return sim
     spec = importlib.util.spec_from_file_location("mlxsci_sim_compare", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -142,7 +144,7 @@ def overhead_table(args, named_drivers: dict) -> None:
         setups = {k: Setup(d, task, size, args.dialect) for k, d in named_drivers.items()}
         launches = setups["now"].run()[2]
         for mode, init in (("timed", None), ("verify", float("nan"))):
-            samples = {k: [] for k in setups}
+            samples: dict[str, list] = {k: [] for k in setups}
             for _ in range(args.repeats):
                 for k, s in setups.items():          # interleaved: both see the same load
                     samples[k].append(overhead_ms(s, args.runs, init))
@@ -168,7 +170,9 @@ def ratio_table(args, named_drivers: dict) -> None:
         task = load_task(name)
         size = task.size_set("in-dist")[0]
         setups = {k: Setup(d, task, size, args.dialect) for k, d in named_drivers.items()}
-        np_s, wall, kern = [], {k: [] for k in setups}, {k: [] for k in setups}
+        np_s: list[float] = []
+        wall: dict[str, list] = {k: [] for k in setups}
+        kern: dict[str, list] = {k: [] for k in setups}
         for _ in range(args.repeats):
             np_s.append(numpy_seconds(task, size.params, args.ratio_runs))
             for k, s in setups.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from unittest import mock
 
 from mlxsci import evaluation as EV
 
@@ -22,13 +23,11 @@ def per_size_runner():
 
 def timed_evaluate(task: str, size_set: str, per_candidate: bool) -> float:
     runner = EV.CandidateWorker if per_candidate else per_size_runner
-    saved, EV.CandidateWorker = EV.CandidateWorker, runner
-    try:
+    # evaluate() looks its runner up by this name.
+    with mock.patch.object(EV, "CandidateWorker", runner):
         started = time.perf_counter()
         ev = EV.evaluate(task, None, backend="sim", size_set=size_set)
         seconds = time.perf_counter() - started
-    finally:
-        EV.CandidateWorker = saved
     if not ev.correct:
         raise SystemExit(f"{task} {size_set}: the seed failed: {ev.fail_reason}")
     return seconds

@@ -220,6 +220,7 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
     params: list[Param] = []
     header_start: int | None = None     # 0-based index of the header's first line
     header_directive: int | None = None
+    header_end: int | None = None
     kernels: list[dict] = []            # name, line, body_start, grid, threadgroup, ...
     in_comment = False
 
@@ -228,7 +229,6 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
         if header_start is not None and header_end is None:
             header_end = end
 
-    header_end: int | None = None
     for idx, raw in enumerate(lines):
         lineno = idx + 1
 
@@ -334,7 +334,7 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
                           threadgroup_line=k["threadgroup_line"])
               for k in kernels]
     return Candidate(dialect=dialect, params=params, header=header,
-                     header_line=(header_start + 1) if header else 0,
+                     header_line=(header_start + 1) if header_start is not None and header else 0,
                      kernels=blocks, source_file=filename)
 
 

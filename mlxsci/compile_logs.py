@@ -90,4 +90,4 @@ def first_error(diagnostics: list[Diagnostic]) -> Diagnostic | None:
     candidate's lines are), else the first in any header."""
     errors = [d for d in diagnostics if d.is_error]
     in_program = [d for d in errors if d.in_program]
-    return (in_program or errors or [None])[0]
+    return (in_program or errors)[0] if errors else None

@@ -15,8 +15,8 @@ simulator half (CONTRIBUTING.md, "Adding a dialect").
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mlxsci import compile_logs
 from mlxsci.signature import GeneratedSource, cuda_source, metal_source

@@ -130,7 +130,9 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
 
     # One process runs all sizes of the candidate (CandidateWorker), one size
     # at a time, each checked before the next is handed over.
-    runner = ProcessPerSize((sanitize, sanitizer_exe)) if sanitize else CandidateWorker()
+    # (check_sanitize gave an executable for any tool asked for, or raised)
+    runner = (ProcessPerSize((sanitize, sanitizer_exe)) if sanitize and sanitizer_exe
+              else CandidateWorker())
     with runner as worker:
         for size in sizes:
             say(f"{task.name} {size.label}: reference")
@@ -241,7 +243,7 @@ def compare(task_name: str, incumbent: str, candidate: str, *, backend: str = "a
     kind = "sim" if backend_name == "sim" else "gpu"
     warm, measure, per_size = DEFAULTS[kind]
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
-    out = {"timer": timer_name, "sizes": []}
+    out: dict = {"timer": timer_name, "sizes": []}
     for size in sizes:
         if task.is_held_out(size):
             raise ValueError("a comparison never times held-out sizes")
@@ -320,7 +322,7 @@ def require_seed(task, dialect: str) -> None:
     try:
         check_task(task, dialect)
     except ValueError as exc:
-        raise click.UsageError(str(exc))
+        raise click.UsageError(str(exc)) from exc
 
 
 def check_overrides(task, text, overrides, dialect):
@@ -331,7 +333,7 @@ def check_overrides(task, text, overrides, dialect):
     except CandidateError:
         return  # the evaluation reports format errors itself
     except (KeyError, ValueError) as exc:
-        raise click.BadParameter(str(exc).strip("'\""), param_hint="--param")
+        raise click.BadParameter(str(exc).strip("'\""), param_hint="--param") from exc
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -373,7 +375,7 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
     try:   # before availability: say what --sanitize needs even where CUDA is missing
         sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--sanitize")
+        raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
     if backend != "auto" and not backend_class(backend).available():
         raise click.BadParameter(f"{backend} is not available on this machine "
                                  "(use --backend sim or auto)", param_hint="--backend")
@@ -383,27 +385,27 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
             sizes = [t.custom_size(parse_assignments(custom, "--size"))]
             check_memory(t, sizes[0])
         except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--size")
+            raise click.BadParameter(str(exc), param_hint="--size") from exc
     overrides = None
     if params:
         try:
             overrides = {k: int(v) for k, v in parse_assignments(params, "--param").items()}
         except ValueError:
-            raise click.BadParameter("param values must be integers", param_hint="--param")
+            raise click.BadParameter("param values must be integers", param_hint="--param") from None
     try:
         text = read_candidate_file(source) if source else None
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--source")
+        raise click.BadParameter(str(exc), param_hint="--source") from exc
     backend_name = resolve_backend_name(backend)
     dialect = dialect or dialects.name_of_file(source)
     try:
         backend_options(backend_name, dialect)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--dialect")
+        raise click.BadParameter(str(exc), param_hint="--dialect") from exc
     try:
         check_timer(timer, backend_name)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--timer")
+        raise click.BadParameter(str(exc), param_hint="--timer") from exc
     if text is None:   # the seed runs: the one of the dialect the backend will run
         require_seed(t, dialect or dialects.for_backend(backend_name).name)
     if overrides:

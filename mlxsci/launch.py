@@ -44,7 +44,7 @@ class Launcher:
                  filename: str = "<candidate>", param_overrides: dict | None = None):
         self.task = task
         self.backend = backend
-        self.init_value = None
+        self.init_value: float | None = None
         self.counters: dict = {}   # value -> 0-d uint32 device array (see counter)
         self.template = template_args(candidate, param_overrides) or None
         self.kernels, self.grid, self.threadgroup = {}, {}, {}
@@ -86,4 +86,5 @@ class Launcher:
     def compile_seconds(self) -> float | None:
         """Time spent compiling, where the backend measures it (the simulator does)."""
         times = [getattr(k, "compile_seconds", None) for k in self.kernels.values()]
-        return None if any(t is None for t in times) else float(sum(times))
+        known = [t for t in times if t is not None]
+        return float(sum(known)) if len(known) == len(times) else None

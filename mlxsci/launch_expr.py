@@ -22,6 +22,7 @@ import ast
 import functools
 import operator
 import warnings
+from typing import cast
 
 __all__ = ["LaunchExprError", "evaluate", "check", "names_used", "launch_dims",
            "FUNCTIONS", "MAX_DIM", "MAX_EXPR_LEN"]
@@ -200,8 +201,8 @@ def _bounded(value: int, expr: str, node: ast.AST) -> int:
 def _eval(expr: str, node: ast.AST, env: dict[str, int]):
     if isinstance(node, ast.Tuple):
         return tuple(_eval(expr, elt, env) for elt in node.elts)
-    if isinstance(node, ast.Constant):
-        return _bounded(node.value, expr, node)
+    if isinstance(node, ast.Constant):   # an int: _check admitted no other constant
+        return _bounded(cast(int, node.value), expr, node)
     if isinstance(node, ast.Name):
         return env[node.id]
     if isinstance(node, ast.UnaryOp):
@@ -215,7 +216,7 @@ def _eval(expr: str, node: ast.AST, env: dict[str, int]):
         return _bounded(_BINOPS[type(node.op)](a, b), expr, node)
     if isinstance(node, ast.Call):
         args = [_eval(expr, arg, env) for arg in node.args]
-        fname = node.func.id
+        fname = cast(ast.Name, node.func).id   # _validate admitted only calls by name
         if fname == "min":
             return min(args)
         if fname == "max":

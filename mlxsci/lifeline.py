@@ -58,7 +58,7 @@ class Lifeline:
         self.watcher = threading.Thread(target=self.watch, name="lifeline", daemon=True)
 
     @classmethod
-    def from_environment(cls) -> "Lifeline | None":
+    def from_environment(cls) -> Lifeline | None:
         """The lifeline the parent handed over, watched from now on; None when
         there is none (a worker started by hand)."""
         # Popped: the processes this one starts are not workers.

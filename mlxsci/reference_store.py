@@ -50,7 +50,7 @@ def _key(task: Task, params: dict) -> str:
     ref_dir = Path(inspect.getfile(load_reference(task.name))).parent
     for path in sorted(ref_dir.glob("*.py")):
         h.update(path.read_bytes())
-    h.update(inspect.getsource(module).encode())
+    h.update(inspect.getsource(module).encode() if module else b"")
     return h.hexdigest()[:24]
 
 

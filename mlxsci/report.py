@@ -150,7 +150,7 @@ def main(runs, fmt, out, plots, details):
     try:
         loaded = load_runs(runs)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="RUNS")
+        raise click.BadParameter(str(exc), param_hint="RUNS") from exc
     if not loaded:
         raise click.ClickException("no finished runs (summary.json) found: every run there "
                                    "is unfinished (see the notes above)")

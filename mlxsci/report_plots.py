@@ -124,7 +124,7 @@ def plot_speedups(runs: list[dict], out: Path) -> list[Path]:
             x = i + (j - (len(models) - 1) / 2) * width
             ax.bar(x, mid, width * 0.9, color=colors[j], alpha=0.6,
                    label=m if i == 0 else None)
-            if lo is not None:
+            if lo is not None and hi is not None:
                 ax.errorbar(x, mid, yerr=[[mid - lo], [hi - mid]], color="black", capsize=4,
                             lw=1.2)
             ax.plot([x] * len(values), values, "o", color=colors[j], mec="black", ms=4)

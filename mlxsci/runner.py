@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from mlxsci import sanitizer
 from mlxsci.lifeline import GOODBYE, open_lifeline
@@ -134,8 +135,10 @@ class CandidateWorker:
     command = (sys.executable, "-m", "mlxsci.worker")
 
     def __init__(self):
-        self.proc: subprocess.Popen | None = None
-        self.status = None          # the read end of the worker's "done" pipe
+        # The worker's subprocess.Popen while one runs (Any: its pipes are
+        # always there, which Popen's type cannot say).
+        self.proc: Any = None
+        self.status: Any = None     # the read end of the worker's "done" pipe
         self.lifeline: int | None = None   # the write end of its lifeline (mlxsci.lifeline)
         # The worker's folder: its stderr, and the job folder of each size, so
         # that one folder is all a worker whose parent died must remove.
@@ -143,7 +146,7 @@ class CandidateWorker:
         self.stderr_path = self.logdir / "stderr"
         self.ended: str | None = None   # why the process can take no more sizes
 
-    def __enter__(self) -> "CandidateWorker":
+    def __enter__(self) -> CandidateWorker:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
@@ -269,7 +272,7 @@ class CandidateWorker:
             try:
                 # Goodbye first: the worker then takes the end of its stdin
                 # for the end of its work, not for its parent's death.
-                os.write(self.lifeline, GOODBYE)
+                os.write(self.lifeline, GOODBYE)  # type: ignore[arg-type]  # set with proc
             except OSError:   # it had ended already
                 pass
             try:
@@ -298,7 +301,7 @@ class ProcessPerSize:
     def __init__(self, sanitize: tuple[str, str]):
         self.sanitize = sanitize
 
-    def __enter__(self) -> "ProcessPerSize":
+    def __enter__(self) -> ProcessPerSize:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -69,7 +69,7 @@ def search_dirs(env=None) -> list[Path]:
 
 def wheel_dirs() -> list[Path]:
     try:
-        import nvidia   # namespace package of NVIDIA's CUDA wheels
+        import nvidia  # namespace package of NVIDIA's CUDA wheels
     except ImportError:
         return []
     return [Path(p) / "cuda_sanitizer_api" / "bin" for p in getattr(nvidia, "__path__", [])]

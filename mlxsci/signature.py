@@ -80,7 +80,7 @@ class ArgInfo:
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
     @classmethod
-    def of(cls, array) -> "ArgInfo":
+    def of(cls, array) -> ArgInfo:
         return cls(dtype_name(array.dtype), tuple(int(d) for d in array.shape))
 
 

@@ -49,8 +49,18 @@ from pathlib import Path
 import click
 
 from mlxsci.sweep_budget import CostBudget, spent_by_run
-from mlxsci.sweep_runs import (Driver, Job, LocalExecutor, is_finished, plan, run_name,
-                               run_one, run_spec, run_status, write_index)
+from mlxsci.sweep_runs import (
+    Driver,
+    Job,
+    LocalExecutor,
+    is_finished,
+    plan,
+    run_name,
+    run_one,
+    run_spec,
+    run_status,
+    write_index,
+)
 
 # The runs' names, states and machinery (mlxsci.sweep_runs) are here too.
 __all__ = ["sweep", "main", "Job", "plan", "run_name", "is_finished", "run_status", "run_one",
@@ -79,7 +89,8 @@ def sweep(tasks: list[str], models: list[str], iterations: int, *, repeats: int 
     executor = executor or LocalExecutor()
     backend = resolve_backend_name(backend)   # once, here: the same for every run
     jobs = plan(tasks, models, repeats)
-    entries, waiting = [], []
+    entries: list[dict] = []
+    waiting: list[dict] = []
     for job in jobs:
         entry = {"task": job.task, "model": job.model, "repeat": job.repeat, "seed": job.seed,
                  "path": job.name, "cost_usd": spent_by_run(out / job.name)}
@@ -144,7 +155,7 @@ def check_machine(backend: str, timer: str | None, sanitize: str | None,
     try:
         check_timer(timer, resolve_backend_name(backend))
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--timer")
+        raise click.BadParameter(str(exc), param_hint="--timer") from exc
     if sanitize and remote and backend != "cuda":
         raise click.BadParameter("--sanitize checks CUDA kernels only: use --backend cuda",
                                  param_hint="--sanitize")
@@ -153,7 +164,7 @@ def check_machine(backend: str, timer: str | None, sanitize: str | None,
         try:
             check_sanitize(sanitize, resolve_backend_name(backend))
         except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--sanitize")
+            raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
 
 
 def check_prices(models: list[str], prices_file: str | None, capped: bool) -> dict | None:
@@ -164,7 +175,7 @@ def check_prices(models: list[str], prices_file: str | None, capped: bool) -> di
     try:
         table = load_prices(prices_file)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--prices")
+        raise click.BadParameter(str(exc), param_hint="--prices") from exc
     if capped:
         unpriced = [m for m in models if m != "autotune" and not m.startswith("replay:")
                     and lookup_price(m, table) is None]
@@ -187,7 +198,7 @@ def check_executor(name: str, address: str | None, ship_results: bool) -> None:
         try:
             sweep_ray.require_ray()
         except sweep_ray.RayUnavailable as exc:
-            raise click.UsageError(str(exc))
+            raise click.UsageError(str(exc)) from exc
 
 
 def make_executor(name: str, address: str | None, ship_results: bool, backend: str):
@@ -199,7 +210,7 @@ def make_executor(name: str, address: str | None, ship_results: bool, backend: s
         return sweep_ray.RayExecutor(address=address, ship_results=ship_results,
                                      backend=backend)
     except sweep_ray.RayUnavailable as exc:
-        raise click.UsageError(str(exc))
+        raise click.UsageError(str(exc)) from exc
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -84,7 +84,7 @@ class CostBudget:
         if self.total is None:
             return [self.per_run] * len(starting)
         share = max(self.left(), 0.0) / max(len(starting), 1)
-        caps = []
+        caps: list[float | None] = []
         for name, prior in starting:
             allotment = share
             if self.per_run is not None:

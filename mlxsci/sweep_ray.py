@@ -143,7 +143,7 @@ class RayExecutor:
         ray = self.ray
         if ray.is_initialized():        # a Ray this process started: use it, leave it running
             return
-        kwargs = {"logging_level": logging.WARNING}
+        kwargs: dict[str, object] = {"logging_level": logging.WARNING}
         if address is None:
             kwargs["include_dashboard"] = False
             if self.backend == "metal":    # this Mac's GPU, declared for the runs' requests
@@ -205,7 +205,7 @@ class RayExecutor:
                          "sweep again to resume it"}
 
     def run(self, driver) -> None:
-        in_flight = {}
+        in_flight: dict = {}
         while True:
             # With no room left (nodes gone) one run is still queued: Ray holds it
             # until a node that fits joins, rather than the sweep spinning.

@@ -89,7 +89,7 @@ def run_one(spec: dict, echo=None) -> dict:
     # Decided here, not by the driver: a Ray task retried after its worker was
     # lost resumes what the lost one began.
     resume = (run_dir / "run.json").exists()
-    result = {"action": "resumed" if resume else "ran", "error": None}
+    result: dict[str, object] = {"action": "resumed" if resume else "ran", "error": None}
     common = dict(iterations=spec["iterations"], max_cost=spec.get("max_cost"),
                   quiet=spec.get("quiet", True), echo=echo, **spec.get("options", {}))
     try:

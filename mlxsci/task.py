@@ -17,9 +17,9 @@ import math
 import os
 import pkgutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from mlxsci import dialects
 
@@ -133,7 +133,7 @@ class Task:
             try:
                 params[key] = kind(value)
             except (TypeError, ValueError, OverflowError):
-                raise ValueError(f"size parameter {key} must be {kind.__name__}, got {value!r}")
+                raise ValueError(f"size parameter {key} must be {kind.__name__}, got {value!r}") from None
             # float("inf") and float("nan") convert; no task has a use for them
             if kind is float and not math.isfinite(params[key]):
                 raise ValueError(f"size parameter {key} must be a finite number, got {value!r}")

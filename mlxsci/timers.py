@@ -34,8 +34,8 @@ import re
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 TIMER_NAMES = ("cupti", "sim", "wall")
 
@@ -236,10 +236,10 @@ class CuptiSource:
     one source per process (`CuptiSource.shared()`), enabled on first use and
     kept: timers come and go (one per size, one for the probes), the source
     stays, and a timer's close() only drains it."""
-    _shared: "CuptiSource | None" = None
+    _shared: CuptiSource | None = None
 
     @classmethod
-    def shared(cls) -> "CuptiSource":
+    def shared(cls) -> CuptiSource:
         if cls._shared is None:
             cls._shared = cls()
         return cls._shared
@@ -369,8 +369,10 @@ class WallTimer(Timer):
     def time(self, work: Work) -> Timing:
         if self.repeats is None:
             self.calibrate(work)
-        elapsed, first = self._chained(work, self.repeats)
-        return Timing(elapsed / self.repeats, {}, first)
+        repeats = self.repeats
+        assert repeats is not None   # calibrate() set it
+        elapsed, first = self._chained(work, repeats)
+        return Timing(elapsed / repeats, {}, first)
 
     def info(self) -> dict:
         return {"timer": self.name, "statistic": self.statistic, "repeats": self.repeats,

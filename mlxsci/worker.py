@@ -52,8 +52,7 @@ from mlxsci.launch_expr import LaunchExprError
 from mlxsci.lifeline import Lifeline
 from mlxsci.reference_store import input_checksums
 from mlxsci.task import load_task
-from mlxsci.timers import (Work, default_timer_name, make_timer, median_kernels, run_noise,
-                           settle)
+from mlxsci.timers import Work, default_timer_name, make_timer, median_kernels, run_noise, settle
 
 # Two poison values for outputs. An element equal to sentinel A in the first
 # verification run and to sentinel B in the second was never written.
@@ -336,6 +335,7 @@ def main(jobdir: Path | None, status_fd: int | None) -> int:
     lifeline = Lifeline.from_environment()
     if status_fd is not None:
         return serve(status_fd, lifeline)
+    assert jobdir is not None   # exactly one of the two was given
     run_one(jobdir)
     # A parent that died while this job ran: its folder is cleaned up before
     # this process exits (nothing is written to the lifeline in this mode).

@@ -39,7 +39,7 @@ class Lattice:
             sel = ((jj + ii) & 1) == colour
             j, i = jj[sel], ii[sel]
             self.sites.append((j * nx + i).astype(np.uint32))
-            self.neighbours.append([((j * nx + (i - 1) % nx)), (j * nx + (i + 1) % nx),
+            self.neighbours.append([(j * nx + (i - 1) % nx), (j * nx + (i + 1) % nx),
                                     (((j - 1) % ny) * nx + i), (((j + 1) % ny) * nx + i)])
 
 

@@ -145,7 +145,7 @@ def main(ctx, task, model, iterations, strategy, backend, dialect, sizes, accept
         try:
             check_sanitize(sanitize, resolve_backend_name(backend))
         except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--sanitize")
+            raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
     if backend not in ("auto", "sim"):
         from mlxsci.backends import backend_class
         if not backend_class(backend).available():
@@ -161,7 +161,7 @@ def main(ctx, task, model, iterations, strategy, backend, dialect, sizes, accept
                           llm_timeout=llm_timeout, llm_retries=llm_retries, quiet=quiet,
                           echo=lambda m: click.echo(m))
     except (ProposerError, FileExistsError, ValueError) as exc:
-        raise click.UsageError(str(exc))
+        raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt as exc:   # run() said where the run is and how to resume it
         sys.exit(128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT))
     s = summary

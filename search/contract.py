@@ -15,8 +15,8 @@ entry per dialect name in `_WORDS`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mlxsci import dialects
 from mlxsci.search.pipeline import pipeline_info

@@ -33,8 +33,15 @@ from pathlib import Path
 
 from mlxsci.candidate import extract_from_response
 from mlxsci.evaluation import compare, evaluate
-from mlxsci.search.options import (check_extension, check_priced, default_run_dir, make_run_dir,
-                                   new_options, resumed_options, search_dialect)
+from mlxsci.search.options import (
+    check_extension,
+    check_priced,
+    default_run_dir,
+    make_run_dir,
+    new_options,
+    resumed_options,
+    search_dialect,
+)
 from mlxsci.search.prices import load_prices
 from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
 from mlxsci.search.proposer import PromptContext, Proposal

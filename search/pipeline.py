@@ -85,7 +85,7 @@ def _dry_run(task: Task, params: dict, max_launches: int = 400) -> _Trace:
 def _trace_sizes(task: Task) -> list[dict]:
     """Parameters of the sizes dry-run for the prompt: every smoke size and the
     first in-distribution size (never a held-out one)."""
-    chosen = []
+    chosen: list[dict] = []
     for which in ("smoke", "in-dist"):
         sizes = task.sizes.get(which, ())
         chosen.extend(s.params for s in (sizes if which == "smoke" else sizes[:1]))
@@ -249,11 +249,9 @@ def pipeline_info(task: Task) -> PipelineInfo:
             usable = [s for s in per_size if len(s) == len(base)]
             ip = int_params[:len(usable)] if len(usable) == len(per_size) else int_params[:1]
             usable = usable if len(usable) == len(per_size) else [base]
-            dims = []
-            for d in range(len(base)):
-                sym = _symbolic_dim([s[d] for s in usable], ip)
-                dims.append(sym if sym is not None else None)
-            if all(x is not None for x in dims):
+            syms = [_symbolic_dim([s[d] for s in usable], ip) for d in range(len(base))]
+            dims = [x for x in syms if x is not None]
+            if len(dims) == len(syms):
                 shapes[name] = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
             else:
                 shapes[name] = "(" + ", ".join(str(x) for x in base) + \

@@ -15,9 +15,14 @@ This module is the face the loop and library users import them from.
 """
 from __future__ import annotations
 
-from mlxsci.search.llm_proposers import (DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S,
-                                         PLACEHOLDER_KEY, AnthropicProposer,
-                                         OpenAIChatProposer, OpenAIProposer)
+from mlxsci.search.llm_proposers import (
+    DEFAULT_LLM_RETRIES,
+    DEFAULT_LLM_TIMEOUT_S,
+    PLACEHOLDER_KEY,
+    AnthropicProposer,
+    OpenAIChatProposer,
+    OpenAIProposer,
+)
 from mlxsci.search.offline_proposers import AutotuneProposer, ReplayProposer
 from mlxsci.search.proposer import Proposer, ProposerError
 

@@ -129,7 +129,7 @@ _ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format, *args):    # keep test output quiet
         pass
@@ -294,7 +294,7 @@ def _chat_answer(b: Behaviour, model: str) -> dict:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    fake: "FakeLLMServer"
+    fake: FakeLLMServer
 
 
 class FakeLLMServer:
@@ -311,7 +311,7 @@ class FakeLLMServer:
 
     # -- scripting ------------------------------------------------------------
 
-    def script(self, *behaviours: Behaviour) -> "FakeLLMServer":
+    def script(self, *behaviours: Behaviour) -> FakeLLMServer:
         with self._lock:
             self._script.extend(behaviours)
         return self
@@ -349,7 +349,7 @@ class FakeLLMServer:
         """Base URL for the OpenAI SDK (it appends /responses, /chat/completions)."""
         return self.url + "/v1"
 
-    def start(self) -> "FakeLLMServer":
+    def start(self) -> FakeLLMServer:
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.fake = self
         self._thread = threading.Thread(target=self._httpd.serve_forever,
@@ -365,7 +365,7 @@ class FakeLLMServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeLLMServer":
+    def __enter__(self) -> FakeLLMServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -25,7 +25,7 @@ def numpy_inputs(inputs: dict) -> dict:
 def test_package_exports_the_api():
     assert callable(mlxsci.evaluate) and callable(mlxsci.kernel_function)
     assert mlxsci.load_task("saxpy").name == "saxpy"
-    from mlxsci.evaluation import Evaluation   # the library module is importable  # noqa: F401
+    from mlxsci.evaluation import Evaluation  # the library module is importable  # noqa: F401
 
 
 def test_no_exported_name_hides_a_module():

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import usage_error
 
 import mlxsci
 from mlxsci import evaluation as eval_cli
-from mlxsci import report, roofline, sweep, task as task_module
+from mlxsci import report, roofline, sweep
+from mlxsci import task as task_module
 from mlxsci.task import Size, check_memory, check_task, load_task, memory_estimate
-
-from helpers import usage_error
 
 ROOT = Path(__file__).resolve().parents[1]
 CONV1D = ROOT / "examples" / "conv1d"

@@ -2,9 +2,19 @@
 import pytest
 
 from mlxsci.backends.base import KernelSpec
-from mlxsci.candidate import (Candidate, CandidateError, CandidateFailure, KernelBlock, Param,
-                              extract_from_response, parse, render, template_args,
-                              to_kernel_spec, validate)
+from mlxsci.candidate import (
+    Candidate,
+    CandidateError,
+    CandidateFailure,
+    KernelBlock,
+    Param,
+    extract_from_response,
+    parse,
+    render,
+    template_args,
+    to_kernel_spec,
+    validate,
+)
 
 SAXPY = """\
 //! param VEC = 4 {1, 2, 4}

@@ -84,7 +84,7 @@ def test_importing_the_package_imports_no_verb_module():
     run with -m was already imported by its package: the package must not."""
     verbs = ["mlxsci.eval", "mlxsci.report", "mlxsci.sweep", "mlxsci.roofline",
              "mlxsci.cli", "mlxsci.__main__", "mlxsci.search.__main__"]
-    proc = python("-c", "import sys, mlxsci; print([m for m in %r if m in sys.modules])" % verbs)
+    proc = python("-c", f"import sys, mlxsci; print([m for m in {verbs!r} if m in sys.modules])")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 

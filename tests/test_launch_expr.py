@@ -4,8 +4,7 @@ import re
 import numpy as np
 import pytest
 
-from mlxsci.launch_expr import (MAX_DIM, LaunchExprError, check, evaluate, launch_dims,
-                                names_used)
+from mlxsci.launch_expr import MAX_DIM, LaunchExprError, check, evaluate, launch_dims, names_used
 
 ENV = {"N": 1000, "M": 7, "VEC": 4, "Z": 0}
 

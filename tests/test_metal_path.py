@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from mlxsci.backends.base import CompileError, KernelFault, KernelSpec
-from mlxsci.backends.sim import SimBackend
 from mlxsci.backends.mlx_gpu import MetalBackend, MLXKernel, map_generated_line
+from mlxsci.backends.sim import SimBackend
 from mlxsci.candidate import parse, template_args, to_kernel_spec
 from mlxsci.signature import ArgInfo, metal_source
 from mlxsci.task import load_task

@@ -6,8 +6,14 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from mlxsci.search.prompts import (HISTORY_LINES, format_history_line, format_result,
-                                   stagnating, system_prompt, user_prompt)
+from mlxsci.search.prompts import (
+    HISTORY_LINES,
+    format_history_line,
+    format_result,
+    stagnating,
+    system_prompt,
+    user_prompt,
+)
 from mlxsci.signature import ArgInfo, dtype_name, metal_source
 from mlxsci.task import load_task, task_names
 

@@ -6,17 +6,27 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_llm_server import SAXPY_ANSWER, broken_candidate, no_code_block, ok, slow, status
 
 from mlxsci.candidate import extract_from_response, parse, render
-from mlxsci.search.prices import (DEFAULT_PRICES, cost_usd, estimate_tokens, load_prices,
-                                  lookup_price, worst_case_cost)
+from mlxsci.search.prices import (
+    DEFAULT_PRICES,
+    cost_usd,
+    estimate_tokens,
+    load_prices,
+    lookup_price,
+    worst_case_cost,
+)
 from mlxsci.search.proposer import PromptContext, ProposerError
-from mlxsci.search.proposers import (PLACEHOLDER_KEY, AnthropicProposer, AutotuneProposer,
-                                     OpenAIChatProposer, OpenAIProposer, ReplayProposer,
-                                     make_proposer)
-
-from fake_llm_server import (SAXPY_ANSWER, broken_candidate, no_code_block, ok,
-                             slow, status)
+from mlxsci.search.proposers import (
+    PLACEHOLDER_KEY,
+    AnthropicProposer,
+    AutotuneProposer,
+    OpenAIChatProposer,
+    OpenAIProposer,
+    ReplayProposer,
+    make_proposer,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAXPY_SEED = (ROOT / "tasks" / "saxpy" / "seed.metal").read_text()

@@ -18,8 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import report, report_plots, sweep
-from mlxsci.report import (details_table, load_runs, main_table, outcome_label, render,
-                           write_plots)
+from mlxsci.report import details_table, load_runs, main_table, outcome_label, render, write_plots
 from mlxsci.verdicts import NOISE_FLOOR
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,18 @@ from click.testing import CliRunner
 
 from mlxsci import roofline, timers
 from mlxsci.backends.sim import SimBackend
-from mlxsci.roofline import (Roofline, _probe_kernels, cache_path, combine, elements,
-                             format_table, load_or_measure, measure, probe_digest, read_applies)
+from mlxsci.roofline import (
+    Roofline,
+    _probe_kernels,
+    cache_path,
+    combine,
+    elements,
+    format_table,
+    load_or_measure,
+    measure,
+    probe_digest,
+    read_applies,
+)
 
 
 def launch(kernel, inputs, out_shape, threads, threadgroup):

@@ -25,8 +25,14 @@ from mlxsci import sanitizer
 from mlxsci.evaluation import mark_sanitized, sanitized_job
 from mlxsci.results import Evaluation, SizeResult
 from mlxsci.runner import run_worker
-from mlxsci.sanitizer import (check_sanitize, kernel_faults, parse_sanitizer_log,
-                              sanitizer_command, tool_problems, verdict)
+from mlxsci.sanitizer import (
+    check_sanitize,
+    kernel_faults,
+    parse_sanitizer_log,
+    sanitizer_command,
+    tool_problems,
+    verdict,
+)
 
 SAXPY_FN = ("mlx::core::cu::custom_kernel_saxpy(const float *, const float *, const float *, "
             "const unsigned int *, float *)")

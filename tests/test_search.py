@@ -245,6 +245,7 @@ def test_search_through_the_real_sdks(tmp_path, monkeypatch, api, model, url_att
     success, a persistent 500, a timeout, no code block, a broken candidate;
     the run directory records each outcome."""
     from fake_llm_server import FakeLLMServer, broken_candidate, no_code_block, ok, slow, status
+
     from mlxsci.search.proposers import make_proposer
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")

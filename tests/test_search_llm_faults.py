@@ -18,15 +18,13 @@ import types
 from pathlib import Path
 
 import pytest
+from fake_llm_server import SAXPY_ANSWER, dropped, free_port, ok, raw, slow, status, truncated
 
 from mlxsci.outcomes import OUTCOMES
 from mlxsci.search import llm_proposers, loop, run
 from mlxsci.search.proposer import PromptContext, Proposer
 from mlxsci.search.proposers import make_proposer
 from mlxsci.task import load_task
-
-from fake_llm_server import (SAXPY_ANSWER, dropped, free_port, ok, raw, slow,
-                             status, truncated)
 
 SAXPY = load_task("saxpy")
 TIMEOUT_S = 0.3                   # per attempt, in every test that times out

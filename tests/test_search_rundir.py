@@ -21,17 +21,15 @@ import time
 import uuid
 from pathlib import Path
 
+import helpers
 import pytest
 from click.testing import CliRunner
+from test_search import SEED, Crafted, Scripted, crafted_run, fenced, variant
 
 from mlxsci.search import __main__ as search_cli
-
-import helpers
 from mlxsci.search import loop, options, run
 from mlxsci.search.rundir import RunDir
 from mlxsci.task import load_task
-
-from test_search import SEED, Crafted, Scripted, crafted_run, fenced, variant
 
 ROOT = Path(__file__).resolve().parents[1]
 CONV1D = ROOT / "examples" / "conv1d"

@@ -101,6 +101,7 @@ def test_cuda_source_saxpy():
 
 def test_cuda_source_template_and_shape_flags():
     import mlx.core as mx
+
     from mlxsci.signature import cuda_source
     src = "out[0] = T(inp_shape[0] + inp_strides[1] + inp_ndim) + N + B + s[0];"
     cs = cuda_source("myexp", ["inp", "s", "h"], ["out", "cnt"], src, "#include <cuda_fp16.h>\n",

@@ -233,7 +233,7 @@ __device__ int warp_sum(int v) {
     lines = ["int i = blockIdx.x * blockDim.x + threadIdx.x;", "int lane = threadIdx.x % 32;",
              "int v = x[i];", "auto tile8 = cg::tiled_partition<8>(cg::this_thread_block());",
              "int r = 0;"]
-    for k, (name, expr) in enumerate(WARP_OPS.items()):
+    for k, expr in enumerate(WARP_OPS.values()):
         lines.append(f"r = {expr}; out[{k} * n[0] + i] = r;")
     k = make(backend, "warps", ["x", "n"], ["out"], "\n".join(lines), header)
     n = 128

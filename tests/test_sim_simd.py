@@ -89,7 +89,7 @@ def _model(name, v, p, u):
         ps = p[start:start + m].astype(np.float64)
         us = u[start:start + m]
         for i in range(m):
-            def src(j):
+            def src(j, m=m, xs=xs, i=i):
                 if 0 <= j < m:
                     return xs[j]
                 return xs[i] if j < 0 or j >= w else np.nan    # out of range / inactive

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fake_llm_server import SAXPY_ANSWER, FakeLLMServer, ok
+
 from mlxsci import sweep
 from mlxsci.report import load_runs, main_table
 

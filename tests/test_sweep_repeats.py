@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from fake_llm_server import SAXPY_ANSWER, FakeLLMServer, ok
+
 from mlxsci import report, report_plots, sweep
 from mlxsci.report import load_runs, main_table, render
 from mlxsci.report_spread import BOOTSTRAP, MIN_MAX, median_and_spread

@@ -1,11 +1,10 @@
 """fft3d: reference facts from the spec and a deliberately wrong candidate."""
 import numpy as np
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.reference import fft3d as ref
 from mlxsci.task import load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("fft3d")
 

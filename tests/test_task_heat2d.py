@@ -1,10 +1,9 @@
 """heat2d facts from the spec and a deliberately wrong candidate."""
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.reference_store import get_reference
 from mlxsci.task import load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("heat2d")
 SMOKE = TASK.size_set("smoke")[0]

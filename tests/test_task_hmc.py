@@ -2,11 +2,10 @@
 correct sampler, fails for broken ones) and wrong candidates on the simulator."""
 import numpy as np
 import pytest
+from helpers import replace_once, smoke_eval
 
 from mlxsci.reference import hmc as ref
 from mlxsci.task import load_task
-
-from helpers import replace_once, smoke_eval
 
 TASK = load_task("hmc")
 SMOKE = TASK.size_set("smoke")[0]

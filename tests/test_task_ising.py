@@ -4,11 +4,10 @@ import hashlib
 
 import numpy as np
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.reference import ising as ref
 from mlxsci.task import load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("ising")
 SMOKE = TASK.size_set("smoke")[0]

@@ -1,10 +1,9 @@
 """lbm: reference facts from the spec, lattice invariants, and wrong candidates."""
 import numpy as np
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.task import load_reference, load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("lbm")
 REF = load_reference("lbm")

@@ -2,10 +2,9 @@
 two-kernel pipeline, the cell-overflow rule, and wrong candidates."""
 import numpy as np
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.task import load_reference, load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("lj")
 REF = load_reference("lj")

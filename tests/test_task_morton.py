@@ -1,10 +1,9 @@
 """morton: Morton-order facts, reference facts from the spec, and wrong candidates."""
 import numpy as np
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.task import load_reference, load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("morton")
 REF = load_reference("morton")

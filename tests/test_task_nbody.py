@@ -1,10 +1,9 @@
 """nbody: reference facts from the spec, the ping-pong pipeline, and wrong candidates."""
 import numpy as np
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.task import load_reference, load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("nbody")
 REF = load_reference("nbody")

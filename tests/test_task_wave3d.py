@@ -1,10 +1,9 @@
 """wave3d: reference facts from the spec, the three-buffer rotation, and wrong candidates."""
 import numpy as np
 import pytest
+from helpers import smoke_eval
 
 from mlxsci.task import load_reference, load_task
-
-from helpers import smoke_eval
 
 TASK = load_task("wave3d")
 REF = load_reference("wave3d")

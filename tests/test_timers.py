@@ -17,9 +17,22 @@ from mlxsci.backends.sim import SimBackend
 from mlxsci.candidate import parse
 from mlxsci.launch import Launcher
 from mlxsci.task import load_task
-from mlxsci.timers import (CuptiSource, CuptiTimer, KernelRecord, SimTimer, TimerError,
-                           WallTimer, Work, check_timer, combined_noise, kernel_label,
-                           median_kernels, relative_spread, run_noise, settle)
+from mlxsci.timers import (
+    CuptiSource,
+    CuptiTimer,
+    KernelRecord,
+    SimTimer,
+    TimerError,
+    WallTimer,
+    Work,
+    check_timer,
+    combined_noise,
+    kernel_label,
+    median_kernels,
+    relative_spread,
+    run_noise,
+    settle,
+)
 from mlxsci.worker import pipeline_work
 
 HEAT = ("void mlx::core::cu::custom_kernel_heat_step_float_uint32_ts_uint32_ts_floats_float"
@@ -230,8 +243,9 @@ def test_cupti_source_registers_once_and_keeps_only_kernel_records(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", types.SimpleNamespace(cupti=mod))
     monkeypatch.setitem(sys.modules, "cupti.cupti", mod)
     monkeypatch.setattr(CuptiSource, "_shared", None)
-    record = lambda kind, name, start, end: types.SimpleNamespace(kind=kind, name=name,
-                                                                    start=start, end=end)
+    def record(kind, name, start, end):
+        return types.SimpleNamespace(kind=kind, name=name, start=start, end=end)
+
     source = CuptiSource.shared()
     assert CuptiSource.shared() is source and mod.calls == ["register", "enable(10)"]
     assert mod.requested()[0] >= 1 << 20          # a buffer of some MiB, records unlimited

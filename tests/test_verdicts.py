@@ -3,8 +3,18 @@ import math
 
 import pytest
 
-from mlxsci.verdicts import (IMPROVED, NOISE_FLOOR, REGRESSED, WITHIN_NOISE, assess,
-                             assess_summary, band, change, judge, ratio)
+from mlxsci.verdicts import (
+    IMPROVED,
+    NOISE_FLOOR,
+    REGRESSED,
+    WITHIN_NOISE,
+    assess,
+    assess_summary,
+    band,
+    change,
+    judge,
+    ratio,
+)
 
 
 def test_band_is_the_largest_noise_or_the_floor():

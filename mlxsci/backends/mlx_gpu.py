@@ -11,6 +11,7 @@ come from mlxsci.dialects.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import mlx.core as mx
 
@@ -22,7 +23,7 @@ from mlxsci.signature import ArgInfo, cuda_source
 
 
 class MLXKernel(Kernel):
-    def __init__(self, backend: "MLXGPUBackend", spec: KernelSpec, kernel):
+    def __init__(self, backend: MLXGPUBackend, spec: KernelSpec, kernel):
         self.backend = backend
         self.spec = spec
         self._kernel = kernel
@@ -41,7 +42,10 @@ class MLXKernel(Kernel):
                                 template=template, init_value=init_value,
                                 verbose=self.backend.verbose)
         except (ValueError, RuntimeError) as exc:
-            raise self.backend.classify_error(exc) or exc
+            classified = self.backend.classify_error(exc)
+            if classified is None or classified is exc:
+                raise
+            raise classified from exc
 
     def candidate_line(self, generated_line: int) -> int | None:
         """Map a line of MLX's generated text (without MLX's Metal preamble) to the
@@ -98,8 +102,9 @@ class MLXGPUBackend(Backend):
         info = mx.device_info(mx.gpu)
         name = str(info.get("device_name", "unknown GPU"))
         arch = str(info.get("architecture", ""))
-        fingerprint = hashlib.sha256(f"{self.name}|{name}|{arch}|{mx.__version__}".encode())
-        return {"name": name, "architecture": arch, "mlx": mx.__version__,
+        version = getattr(mx, "__version__", "")   # not in MLX's type stubs
+        fingerprint = hashlib.sha256(f"{self.name}|{name}|{arch}|{version}".encode())
+        return {"name": name, "architecture": arch, "mlx": version,
                 "fingerprint": f"{self.name}-{fingerprint.hexdigest()[:16]}"}
 
     def synchronize(self) -> None:
@@ -125,7 +130,7 @@ class MetalBackend(MLXGPUBackend):
         """Lines MLX puts before the generated text (its utils.h), measured once by
         compiling a kernel whose header's first line is an error."""
         if MetalBackend._preamble_lines is None:
-            probe = mx.fast.metal_kernel(name="mlxsci_line_probe", input_names=["a"],
+            probe: Any = mx.fast.metal_kernel(name="mlxsci_line_probe", input_names=["a"],
                                          output_names=["o"], source="o[0] = a[0];",
                                          header="#error mlxsci_line_probe\n")
             try:
@@ -230,7 +235,7 @@ class CudaBackend(MLXGPUBackend):
         """MLX's error text for the line probe: "" where it cannot run (no CUDA
         build of MLX), so the mirror's own numbering stands."""
         try:
-            probe = mx.fast.cuda_kernel(name=LINE_PROBE, input_names=["a"], output_names=["o"],
+            probe: Any = mx.fast.cuda_kernel(name=LINE_PROBE, input_names=["a"], output_names=["o"],
                                         source=_PROBE_SOURCE, header=_PROBE_HEADER)
             mx.eval(probe(inputs=[mx.zeros((8,))], output_shapes=[(8,)],
                           output_dtypes=[mx.float32], grid=(1, 1, 1), threadgroup=(1, 1, 1)))

@@ -66,8 +66,6 @@ def _size(n):
     return Size(str(n), {"N": n})
 
 
-_LAUNCH = dict(grid="(N, N, N)", threadgroup="(N, 1, 1)")
-
 TASK = Task(
     name="fft3d",
     description=(
@@ -83,7 +81,7 @@ TASK = Task(
         "with Metal-Sci's model of 96 N^3 bytes per run (physically 48 N^3: 3 passes x "
         "8 B read + 8 B write per cell)."),
     kernels=tuple(KernelContract(name=k, inputs=("in_data", "N"), outputs=("out_data",),
-                                 **_LAUNCH) for k in KERNELS),
+                                 grid="(N, N, N)", threadgroup="(N, 1, 1)") for k in KERNELS),
     sizes={
         "smoke": (_size(16), _size(4)),
         "in-dist": (_size(32), _size(64), _size(128)),

@@ -42,7 +42,9 @@ def make_inputs(p):
     psi0[-1, :] = 0.0
     psi0[:, 0] = 0.0
     psi0[:, -1] = 0.0
-    f32 = lambda x: np.array(x, dtype=np.float32)
+    def f32(x):
+        return np.array(x, dtype=np.float32)
+
     return {"psi_in": psi0,
             "NR": np.array(nr, dtype=np.uint32), "NZ": np.array(nz, dtype=np.uint32),
             "Rmin": f32(R_MIN), "dR": f32(1.0 / (nr - 1)), "dZ": f32(1.0 / (nz - 1)),

@@ -53,7 +53,9 @@ def make_inputs(p):
     chol = np.linalg.cholesky(sigma).astype(np.float32)
     z = np.random.default_rng(INIT_SEED).standard_normal((K, d)).astype(np.float32)
     q0 = (np.float32(2.0) * (z @ chol.T)).astype(np.float32)   # overdispersed: N(0, 4 Sigma)
-    u32 = lambda v: np.array(v, dtype=np.uint32)
+    def u32(v):
+        return np.array(v, dtype=np.uint32)
+
     return {"q_in": q0, "accept_cnt": np.zeros(K, dtype=np.uint32), "A": prec,
             "K": u32(K), "d": u32(d), "L": u32(L_STEPS), "eps": np.array(EPS, dtype=np.float32),
             "hmc_step_idx": u32(0),   # replaced at every launch by run() (a device counter)

@@ -46,7 +46,9 @@ def make_inputs(p):
     spins = (2 * bits - 1).astype(np.int8)
     # Acceptance table in fp64, stored fp32; entries 0-2 are exactly 1 (always flip).
     p_accept = np.array([1.0, 1.0, 1.0, np.exp(-4.0 * BETA), np.exp(-8.0 * BETA)])
-    u32 = lambda v: np.array(v, dtype=np.uint32)
+    def u32(v):
+        return np.array(v, dtype=np.uint32)
+
     return {"spins": spins, "p_accept": p_accept.astype(np.float32),
             "NX": u32(p["NX"]), "NY": u32(p["NY"]),
             "step_idx": u32(0),   # replaced at every launch by run() (a device counter)

@@ -65,7 +65,7 @@ between cells. The second smoke size is a spec-style lattice (N = 343 in a
 7.7 box, M = 3: two or three lattice planes per cell, 8 to 18 occupants).
 Both have odd step counts (7 and 5).
 """
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +134,7 @@ def run(launch, inp, p):
             "vel_state": vel}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _initial_pairs(key: tuple) -> int:
     p = dict(key)
     pos, _ = initial_state(p)

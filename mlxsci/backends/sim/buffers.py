@@ -55,8 +55,8 @@ class _GuardedBuffer:
             raise MemoryError("mprotect failed")
         data_end = self.data_start + self.data_len
         self.base = ((data_end - nbytes) & ~15) if end_aligned else self.data_start
-        self.pages = np.frombuffer((ctypes.c_ubyte * self.data_len).from_address(self.data_start),
-                                   dtype=np.uint8)
+        self.pages = np.frombuffer(  # type: ignore[call-overload]  # numpy's stubs omit ctypes arrays
+            (ctypes.c_ubyte * self.data_len).from_address(self.data_start), dtype=np.uint8)
         self.pages.fill(GARBAGE_BYTE)
         off = self.base - self.data_start
         self.bytes = self.pages[off:off + nbytes]
@@ -186,7 +186,7 @@ def _init_pattern(odt: str, init_value) -> np.ndarray:
     return pattern
 
 
-def _fill_output(gb: "_GuardedBuffer", odt: str, init_value) -> None:
+def _fill_output(gb: _GuardedBuffer, odt: str, init_value) -> None:
     """Every data byte of an output before the launch: init_value where the
     caller asks for it (MLX's init_value), else the garbage pattern, so a
     stale value from an earlier launch never survives in a reused buffer."""

@@ -99,12 +99,6 @@ def cache_dir() -> Path:
     return _mlxsci_cache_dir("sim")
 
 
-def rewrite(text: str) -> str:
-    """The line-preserving Metal -> C++ rewrite."""
-    from mlxsci.backends.sim.rewrite import rewrite_metal
-    return rewrite_metal(text)
-
-
 def _runtime_files() -> list[Path]:
     files = [p for p in sorted(RUNTIME_DIR.rglob("*")) if p.is_file()
              and p.suffix in (".h", ".hpp", ".cuh", ".cpp", "") and "__pycache__" not in p.parts]
@@ -420,7 +414,7 @@ def build_library(tu: str, source_file: str = "<candidate>",
         os.replace(tmp_cpp, cpp)
         fd, tmp_so = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".so.tmp", dir=d)
         os.close(fd)
-        for attempt in range(2):
+        for _attempt in range(2):
             res = _compile_with_pch(cpp, Path(tmp_so), tu, extra_defines, rt)
             if res.returncode == 0:
                 break

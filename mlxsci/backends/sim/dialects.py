@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mlxsci import dialects, launch_limits
 from mlxsci.backends.base import KernelSpec
 from mlxsci.backends.sim import build
-from mlxsci.backends.sim.rewrite import rewrite_cuda, uses_dynamic_shared
+from mlxsci.backends.sim.rewrite import rewrite_cuda, rewrite_metal, uses_dynamic_shared
 from mlxsci.signature import CUDA_MAX_NDIM, _template_value
 
 _SIGNATURE = "<mlx-signature>"   # the file name of generated lines in diagnostics
@@ -44,6 +44,18 @@ class _Dialect:
     group_word = ""           # a group of threads, in messages
     barrier_word = ""         # the group barrier, in messages
     array_word = ""           # the qualifier of a group-shared array, in messages
+
+    def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
+        """The text MLX would compile for this call signature, its regions and glue."""
+        raise NotImplementedError
+
+    def rewrite(self, text: str) -> str:
+        """The generated text as C++ the simulator's compiler takes, line for line."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _run_dims(grid, tg):
+        raise NotImplementedError
 
     def needs_fibers(self, spec: KernelSpec) -> bool:
         return bool(self.fiber_words.search(spec.source) or self.fiber_words.search(spec.header))
@@ -121,7 +133,7 @@ class _MetalDialect(_Dialect):
         return grid, tgc, ngroups
 
     def rewrite(self, text: str) -> str:
-        return build.rewrite(text)
+        return rewrite_metal(text)
 
     def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
         ms = self.table.source(spec, infos, out_dtypes, template)

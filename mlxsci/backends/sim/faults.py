@@ -11,8 +11,19 @@ import ctypes
 import signal
 
 from mlxsci.backends.base import KernelFault
-from mlxsci.backends.sim.abi import (_K_DEADLOCK, _K_DIV, _K_GP, _K_MISALIGNED, _K_OOB, _K_SETUP,
-                                     _K_STACK, _K_TG_OOB, _K_TIMEOUT, _SIGNAMES, _Result)
+from mlxsci.backends.sim.abi import (
+    _K_DEADLOCK,
+    _K_DIV,
+    _K_GP,
+    _K_MISALIGNED,
+    _K_OOB,
+    _K_SETUP,
+    _K_STACK,
+    _K_TG_OOB,
+    _K_TIMEOUT,
+    _SIGNAMES,
+    _Result,
+)
 
 
 def _uninitialised_hint(addr: int) -> str:
@@ -58,7 +69,7 @@ def fault_of(R: _Result, guards, dtypes, dialect, backend) -> KernelFault:
     thread = tuple(R.thread)
     gw = dialect.group_word
     where = f"thread {thread} of {gw} {group}"
-    details = {"group": group, "thread": thread}
+    details: dict[str, object] = {"group": group, "thread": thread}
     kind = R.kind
     if kind == _K_OOB:
         return _buffer_out_of_bounds(R, guards, where, details)

@@ -247,7 +247,7 @@ class SimKernel(Kernel):
                 raise fault_of(R, guards, dtypes, self.dialect, self.backend)
             if self.backend.activity is not None:   # the sim timer is listening
                 self.backend.activity.append((spec.name, R.cpu_ns * 1e-9))
-            for i, (gb, role, name, isz) in enumerate(guards):
+            for gb, role, name, isz in guards:
                 off = gb.slack_violation()
                 if off is not None:
                     elem = off // isz

@@ -249,7 +249,7 @@ class _MetalChecker(_MetalExpressionChecker):
         name token, the rest: array bounds, attributes, initializer)."""
         out = []
         while k < len(toks):
-            marks = []
+            marks: list = []
             while k < len(toks) and (toks[k].text in ("*", "&", "&&") or
                                      (marks and toks[k].text in _SPECIFIERS)):
                 marks.append(toks[k])

@@ -86,9 +86,11 @@ def _parse_cast_operand(s: str, i: int) -> int | None:
         i = j + 1
     elif s[i].isdigit() or (s[i] == "." and i + 1 < n and s[i + 1].isdigit()):
         m = _NUMBER.match(s, i)
+        assert m is not None   # a digit, or a dot before one, starts a number
         i = m.end()
     elif s[i].isalpha() or s[i] == "_":
         m = _IDENT.match(s, i)
+        assert m is not None   # a letter or _ starts an identifier
         i = m.end()
         while True:
             j = _skip_ws(s, i)
