@@ -1,6 +1,7 @@
 """Package mapping: tasks/, reference/ and search/ ship as mlxsci.tasks,
 mlxsci.reference and mlxsci.search. Task folders are discovered so that adding
 a task is copying a folder, with no list to edit here."""
+
 import os
 
 from setuptools import setup
@@ -18,16 +19,26 @@ def subpackages(root, prefix):
     return found
 
 
-MAPPED = {"mlxsci": "mlxsci", "mlxsci.tasks": "tasks", "mlxsci.reference": "reference",
-          "mlxsci.search": "search"}
+MAPPED = {
+    "mlxsci": "mlxsci",
+    "mlxsci.tasks": "tasks",
+    "mlxsci.reference": "reference",
+    "mlxsci.search": "search",
+}
 packages = [p for prefix, root in MAPPED.items() for p in subpackages(root, prefix)]
 
 setup(
     packages=packages,
     package_dir=MAPPED,
-    package_data={"": ["*.metal", "*.cu", "*.h", "*.cpp"],
-                  "mlxsci": ["probes/*.metal", "probes/*.cu"],
-                  "mlxsci.backends.sim": ["runtime/*", "runtime/include/*", "runtime/include/cooperative_groups/*",
-                                          "runtime/include/mlx/backend/cuda/device/*"]},
+    package_data={
+        "": ["*.metal", "*.cu", "*.h", "*.cpp"],
+        "mlxsci": ["probes/*.metal", "probes/*.cu"],
+        "mlxsci.backends.sim": [
+            "runtime/*",
+            "runtime/include/*",
+            "runtime/include/cooperative_groups/*",
+            "runtime/include/mlx/backend/cuda/device/*",
+        ],
+    },
     include_package_data=True,
 )

@@ -23,6 +23,7 @@ the driver (where known) and the MLX version.
 On the simulator (`--backend sim --sizes smoke`) the same script checks
 itself; its numbers are the simulator's, not a GPU's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,14 +55,15 @@ CANDIDATES = Path(__file__).parent / "candidates"
 def time_size(task, size, backend, runs: int) -> dict:
     """Exact, plain wall and amortized wall time of one seed run at one size."""
     inputs, _ = device_inputs(task, size.params, backend)
-    launcher = Launcher(backend, task, parse(task.seed(backend.dialect),
-                                             dialect=backend.dialect), size.params)
+    launcher = Launcher(
+        backend, task, parse(task.seed(backend.dialect), dialect=backend.dialect), size.params
+    )
     work = pipeline_work(task, launcher, inputs, size.params, backend)
-    work.wait(work.enqueue(inputs))                      # compile
+    work.wait(work.enqueue(inputs))  # compile
     exact = make_timer(default_timer_name(backend.name), backend, task.kernel_names)
     try:
         for _ in range(3):
-            exact.time(work)                             # warm up, clocks ramp
+            exact.time(work)  # warm up, clocks ramp
         exact_s = [exact.time(work).seconds for _ in range(runs)]
     finally:
         exact.close()
@@ -74,12 +76,19 @@ def time_size(task, size, backend, runs: int) -> dict:
     amortized = WallTimer()
     amortized_s = [amortized.time(work).seconds for _ in range(max(3, runs // 3))]
     med = statistics.median
-    return {"task": task.name, "size": size.label, "timer": exact.name,
-            "exact_ms": med(exact_s) * 1e3, "exact_noise": spread(exact_s),
-            "wall_ms": med(wall_s) * 1e3, "amortized_ms": med(amortized_s) * 1e3,
-            "repeats": amortized.repeats, "floor_ms": (amortized.floor_seconds or 0.0) * 1e3,
-            "wall_ratio": med(wall_s) / med(exact_s),
-            "amortized_ratio": med(amortized_s) / med(exact_s)}
+    return {
+        "task": task.name,
+        "size": size.label,
+        "timer": exact.name,
+        "exact_ms": med(exact_s) * 1e3,
+        "exact_noise": spread(exact_s),
+        "wall_ms": med(wall_s) * 1e3,
+        "amortized_ms": med(amortized_s) * 1e3,
+        "repeats": amortized.repeats,
+        "floor_ms": (amortized.floor_seconds or 0.0) * 1e3,
+        "wall_ratio": med(wall_s) / med(exact_s),
+        "amortized_ratio": med(amortized_s) / med(exact_s),
+    }
 
 
 def spread(xs) -> float:
@@ -88,8 +97,12 @@ def spread(xs) -> float:
 
 def driver_version() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -111,9 +124,15 @@ def main():
     tasks = task_names() if args.tasks == "all" else args.tasks.split(",")
     info = backend.device_info()
     stamp = datetime.date.today().isoformat()
-    meta = {"date": stamp, "device": info["name"], "backend": backend_name,
-            "mlx": mx.__version__, "driver": driver_version() if backend_name == "cuda" else None,
-            "properties": info.get("properties"), "size_set": size_set}
+    meta = {
+        "date": stamp,
+        "device": info["name"],
+        "backend": backend_name,
+        "mlx": mx.__version__,
+        "driver": driver_version() if backend_name == "cuda" else None,
+        "properties": info.get("properties"),
+        "size_set": size_set,
+    }
     print(json.dumps(meta), flush=True)
 
     rows = []
@@ -136,42 +155,91 @@ def main():
         task_name = path.name.split("_")[0]
         if task_name not in tasks:
             continue
-        ev = evaluate(task_name, path.read_text(), backend=backend_name, size_set=size_set,
-                      filename=str(path))
-        tuned.append({"candidate": path.name, "correct": ev.correct, "score": ev.score,
-                      "fail_reason": ev.fail_reason,
-                      "fractions": {sz.label: sz.fraction for sz in ev.sizes}})
+        ev = evaluate(
+            task_name, path.read_text(), backend=backend_name, size_set=size_set, filename=str(path)
+        )
+        tuned.append(
+            {
+                "candidate": path.name,
+                "correct": ev.correct,
+                "score": ev.score,
+                "fail_reason": ev.fail_reason,
+                "fractions": {sz.label: sz.fraction for sz in ev.sizes},
+            }
+        )
         print(json.dumps(tuned[-1]), flush=True)
 
     roofs = {}
     for timer in {default_timer_name(backend_name), "wall"}:
         roof = load_or_measure(backend, timer=timer)
-        roofs[timer] = {"bandwidth": roof.bandwidth, "peak_gflops": roof.peak_gflops,
-                        "extra": {k: v for k, v in vars(roof).items()
-                                  if k not in ("bandwidth", "peak_gflops", "device")}}
+        roofs[timer] = {
+            "bandwidth": roof.bandwidth,
+            "peak_gflops": roof.peak_gflops,
+            "extra": {
+                k: v
+                for k, v in vars(roof).items()
+                if k not in ("bandwidth", "peak_gflops", "device")
+            },
+        }
 
     table = tabulate(
-        [[r["task"], r["size"], f"{r['exact_ms']:.4g}", f"{100 * r['exact_noise']:.1f}",
-          f"{r['wall_ms']:.4g}", f"{r['amortized_ms']:.4g}", r["repeats"],
-          f"{r['wall_ratio']:.2f}", f"{r['amortized_ratio']:.2f}",
-          " ".join("-" if s is None else f"{s:.3f}" for s in r["scores"]),
-          "-" if r["score_max_over_min"] is None else f"{r['score_max_over_min']:.3f}"]
-         for r in rows],
-        headers=["task", "size", f"{rows[0]['timer'] if rows else 'exact'} ms", "noise %",
-                 "wall ms", "amortized ms", "R", "wall/exact", "amortized/exact",
-                 f"S over {args.processes} processes", "S max/min"],
-        tablefmt="github", disable_numparse=True)
+        [
+            [
+                r["task"],
+                r["size"],
+                f"{r['exact_ms']:.4g}",
+                f"{100 * r['exact_noise']:.1f}",
+                f"{r['wall_ms']:.4g}",
+                f"{r['amortized_ms']:.4g}",
+                r["repeats"],
+                f"{r['wall_ratio']:.2f}",
+                f"{r['amortized_ratio']:.2f}",
+                " ".join("-" if s is None else f"{s:.3f}" for s in r["scores"]),
+                "-" if r["score_max_over_min"] is None else f"{r['score_max_over_min']:.3f}",
+            ]
+            for r in rows
+        ],
+        headers=[
+            "task",
+            "size",
+            f"{rows[0]['timer'] if rows else 'exact'} ms",
+            "noise %",
+            "wall ms",
+            "amortized ms",
+            "R",
+            "wall/exact",
+            "amortized/exact",
+            f"S over {args.processes} processes",
+            "S max/min",
+        ],
+        tablefmt="github",
+        disable_numparse=True,
+    )
     curves = []
     for timer, roof in roofs.items():
-        curves.append(f"\nRoofline probes timed with `{timer}`: FP32 {roof['peak_gflops']:.1f} GFLOPS")
-        curves.append(tabulate([[f"{ws / 2**20:.3f}", f"{gbps:.1f}"] for ws, gbps in roof["bandwidth"]],
-                               headers=["working set MiB", "GB/s"], tablefmt="github"))
+        curves.append(
+            f"\nRoofline probes timed with `{timer}`: FP32 {roof['peak_gflops']:.1f} GFLOPS"
+        )
+        curves.append(
+            tabulate(
+                [[f"{ws / 2**20:.3f}", f"{gbps:.1f}"] for ws, gbps in roof["bandwidth"]],
+                headers=["working set MiB", "GB/s"],
+                tablefmt="github",
+            )
+        )
     for t in tuned:
-        curves.append(f"\nTuned candidate {t['candidate']}: " + (
-            ", ".join(f"{k} {v:.3f}" for k, v in t["fractions"].items())
-            if t["correct"] else f"FAILED: {t['fail_reason']}"))
-    header = (f"# bench_gpu: {meta['device']} ({backend_name}), MLX {meta['mlx']}, "
-              f"driver {meta['driver'] or '-'}, {stamp}\n")
+        curves.append(
+            f"\nTuned candidate {t['candidate']}: "
+            + (
+                ", ".join(f"{k} {v:.3f}" for k, v in t["fractions"].items())
+                if t["correct"]
+                else f"FAILED: {t['fail_reason']}"
+            )
+        )
+    header = (
+        f"# bench_gpu: {meta['device']} ({backend_name}), MLX {meta['mlx']}, "
+        f"driver {meta['driver'] or '-'}, {stamp}\n"
+    )
     text = header + "\n" + table + "\n" + "\n".join(curves) + "\n"
     print(text)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", info["name"]).strip("-")
@@ -179,7 +247,8 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"bench_gpu_{stamp}.md").write_text(text)
     (out_dir / f"bench_gpu_{stamp}.json").write_text(
-        json.dumps({"meta": meta, "rows": rows, "tuned": tuned, "roofline": roofs}, indent=2))
+        json.dumps({"meta": meta, "rows": rows, "tuned": tuned, "roofline": roofs}, indent=2)
+    )
     print(f"written to {out_dir}")
 
 

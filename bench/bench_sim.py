@@ -13,6 +13,7 @@ By default each evaluation starts with the simulator's build cache emptied,
 so "compile" is a real compile (zig's own cache, filled once per machine, stays
 warm); --warm keeps the cache and shows what a repeated evaluation costs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,11 @@ def pick_sizes(task, spec: str):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default="saxpy,heat2d")
-    ap.add_argument("--sizes", default="smoke,in-dist:1",
-                    help="size sets, each optionally :N for the first N sizes")
+    ap.add_argument(
+        "--sizes",
+        default="smoke,in-dist:1",
+        help="size sets, each optionally :N for the first N sizes",
+    )
     ap.add_argument("--measure", type=int, default=3)
     ap.add_argument("--warm", action="store_true", help="keep the simulator's build cache")
     args = ap.parse_args()
@@ -69,16 +73,41 @@ def main():
             s = ev.sizes[0]
             tm = s.timings
             compile_s = tm.get("compile") or 0.0
-            parts = {"compile": compile_s, "reference": t_reference, "inputs": tm["inputs"],
-                     "first run": tm["first_run"] - compile_s,
-                     "warm-up": tm["warmup"], "timed": tm["timed"], "verify": tm["verify"]}
+            parts = {
+                "compile": compile_s,
+                "reference": t_reference,
+                "inputs": tm["inputs"],
+                "first run": tm["first_run"] - compile_s,
+                "warm-up": tm["warmup"],
+                "timed": tm["timed"],
+                "verify": tm["verify"],
+            }
             other = total - sum(parts.values())
-            rows.append([name, size.label, "ok" if s.correct else "FAIL", f"{total:.2f}"]
-                        + [f"{v:.3f}" for v in parts.values()]
-                        + [f"{other:.2f}", f"{s.seconds / t_numpy:.1f}"])
-    print(tabulate(rows, headers=["task", "size", "verdict", "total s", "compile", "reference",
-                                  "inputs", "first run", "warm-up", "timed", "verify", "other",
-                                  "sim/numpy"]))
+            rows.append(
+                [name, size.label, "ok" if s.correct else "FAIL", f"{total:.2f}"]
+                + [f"{v:.3f}" for v in parts.values()]
+                + [f"{other:.2f}", f"{s.seconds / t_numpy:.1f}"]
+            )
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "task",
+                "size",
+                "verdict",
+                "total s",
+                "compile",
+                "reference",
+                "inputs",
+                "first run",
+                "warm-up",
+                "timed",
+                "verify",
+                "other",
+                "sim/numpy",
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ installed package: --compare measures a one-file driver of an earlier commit
 against today's; to compare two split versions, run the bench in two checkouts
 one after the other.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,7 @@ def load_driver(path: str | None):
     """The simulator driver module: the installed one, or a copy from `path`."""
     if path is None:
         import mlxsci.backends.sim as sim
+
         return sim
     spec = importlib.util.spec_from_file_location("mlxsci_sim_compare", path)
     if spec is None or spec.loader is None:
@@ -72,7 +74,7 @@ class Setup:
         self.host = task.make_inputs(self.params)
         self.inputs = {k: self.backend.to_device(v) for k, v in self.host.items()}
         mx.eval(list(self.inputs.values()))
-        self.run()                       # compiles every kernel
+        self.run()  # compiles every kernel
 
     def run(self, init_value=None) -> tuple[float, float, int]:
         """(wall seconds, kernel seconds, launches) of one pipeline run."""
@@ -146,20 +148,24 @@ def overhead_table(args, named_drivers: dict) -> None:
         for mode, init in (("timed", None), ("verify", float("nan"))):
             samples: dict[str, list] = {k: [] for k in setups}
             for _ in range(args.repeats):
-                for k, s in setups.items():          # interleaved: both see the same load
+                for k, s in setups.items():  # interleaved: both see the same load
                     samples[k].append(overhead_ms(s, args.runs, init))
             row = [name, size.label, launches, mode]
             row += [spread(samples[k]) for k in setups]
             if "compare" in setups:
-                row.append(spread([c / n for c, n in zip(samples["compare"], samples["now"])],
-                                  "{:.1f}"))
+                row.append(
+                    spread([c / n for c, n in zip(samples["compare"], samples["now"])], "{:.1f}")
+                )
             rows.append(row)
-    headers = ["task", "size", "launches/run", "runs"] + [f"host ms/launch ({k})" for k in
-                                                          named_drivers]
+    headers = ["task", "size", "launches/run", "runs"] + [
+        f"host ms/launch ({k})" for k in named_drivers
+    ]
     if "compare" in named_drivers:
         headers.append("compare/now")
-    print("Host overhead per launch (smallest size; wall minus kernel cpu_ns, per launch; "
-          f"least of {args.runs} runs per round)")
+    print(
+        "Host overhead per launch (smallest size; wall minus kernel cpu_ns, per launch; "
+        f"least of {args.runs} runs per round)"
+    )
     print(tabulate(rows, headers=headers))
 
 
@@ -186,8 +192,10 @@ def ratio_table(args, named_drivers: dict) -> None:
     headers = ["task", "size", "numpy s"]
     for k in named_drivers:
         headers += [f"wall/numpy ({k})", f"kernel/numpy ({k})"]
-    print("Simulator vs NumPy reference (smallest in-distribution size; fastest of "
-          f"{args.ratio_runs} runs per round)")
+    print(
+        "Simulator vs NumPy reference (smallest in-distribution size; fastest of "
+        f"{args.ratio_runs} runs per round)"
+    )
     print(tabulate(rows, headers=headers))
 
 

@@ -18,6 +18,7 @@ Each part is the existing script run as it is; this one only runs them in
 order and collects their output, with the machine's load before each part
 (the figures of a shared machine mean little without it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,14 @@ ROOT = HERE.parent
 
 PARTS = [
     ("first evaluation, cold and warm", ["bench/bench_first_run.py", "--repeat", "1"]),
-    ("a warm search iteration's evaluation, split",
-     ["bench/bench_sim.py", "--tasks", "saxpy", "--sizes", "smoke", "--warm"]),
-    ("simulator vs NumPy reference, smallest in-distribution size",
-     ["bench/bench_sim_launch.py", "--overhead", "", "--ratio", "all", "--repeats", "3"]),
+    (
+        "a warm search iteration's evaluation, split",
+        ["bench/bench_sim.py", "--tasks", "saxpy", "--sizes", "smoke", "--warm"],
+    ),
+    (
+        "simulator vs NumPy reference, smallest in-distribution size",
+        ["bench/bench_sim_launch.py", "--overhead", "", "--ratio", "all", "--repeats", "3"],
+    ),
 ]
 TIERS = [
     ("fast test tier", ["-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"]),
@@ -56,8 +61,9 @@ def run_part(title: str, argv: list[str], env: dict | None = None) -> tuple[str,
     """(output, wall seconds, exit code) of `python ARGV` in the repository."""
     print(f"== {title} (load {load()})", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
-                          env=env)
+    proc = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, env=env
+    )
     wall = time.perf_counter() - started
     return proc.stdout + proc.stderr, wall, proc.returncode
 
@@ -74,31 +80,49 @@ def main() -> None:
     ap.add_argument("--out", help="write the report to this Markdown file too")
     args = ap.parse_args()
 
-    report = [f"# mlxsci speed on {platform.node() or 'this machine'}", "",
-              f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}, "
-              f"{time.strftime('%Y-%m-%d %H:%M %Z')}", ""]
+    report = [
+        f"# mlxsci speed on {platform.node() or 'this machine'}",
+        "",
+        f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}",
+        "",
+    ]
     failed = False
     for title, argv in PARTS:
         before = load()
         out, wall, rc = run_part(title, argv)
         failed |= rc != 0
-        report += [f"## {title}", "", f"`python {' '.join(repr(a) if not a else a for a in argv)}`"
-                   f" (load before: {before}; {wall:.0f} s; exit {rc})", "", "```",
-                   out.rstrip(), "```", ""]
+        report += [
+            f"## {title}",
+            "",
+            f"`python {' '.join(repr(a) if not a else a for a in argv)}`"
+            f" (load before: {before}; {wall:.0f} s; exit {rc})",
+            "",
+            "```",
+            out.rstrip(),
+            "```",
+            "",
+        ]
     if args.tiers:
-        report += ["## test tiers", "", "| tier | caches | load before | result | wall |",
-                   "|---|---|---|---|---|"]
+        report += [
+            "## test tiers",
+            "",
+            "| tier | caches | load before | result | wall |",
+            "|---|---|---|---|---|",
+        ]
         for title, argv in TIERS:
             with tempfile.TemporaryDirectory(prefix="mlxsci-bench-tiers-") as tmp:
                 env = {k: v for k, v in os.environ.items() if k != "MLXSCI_CACHE_DIR"}
-                env.update(XDG_CACHE_HOME=str(Path(tmp, "xdg")),
-                           ZIG_GLOBAL_CACHE_DIR=str(Path(tmp, "zig")))
+                env.update(
+                    XDG_CACHE_HOME=str(Path(tmp, "xdg")), ZIG_GLOBAL_CACHE_DIR=str(Path(tmp, "zig"))
+                )
                 for caches in ("empty", "warm"):
                     before = load()
                     out, wall, rc = run_part(f"{title}, {caches} caches", argv, env)
                     failed |= rc != 0
-                    report.append(f"| {title} | {caches} | {before} | {tier_summary(out)} | "
-                                  f"{wall:.0f} s |")
+                    report.append(
+                        f"| {title} | {caches} | {before} | {tier_summary(out)} | {wall:.0f} s |"
+                    )
         report.append("")
     text = "\n".join(report)
     print(text)

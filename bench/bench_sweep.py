@@ -16,6 +16,7 @@ timings differ from run to run, and runs in parallel share the CPUs.
 Needs Ray (pip install 'mlxsci[ray]'). --keep DIR keeps both sweep folders
 under DIR (default: a temporary folder, removed after).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,26 @@ from pathlib import Path
 
 def timed_sweep(executor: str, out: Path, args) -> float:
     """Wall seconds of one sweep command; exits when it fails."""
-    cmd = [sys.executable, "-m", "mlxsci.sweep", "--tasks", args.tasks, "--models", "autotune",
-           "--iterations", str(args.iterations), "--repeats", str(args.repeats),
-           "--backend", "sim", "--executor", executor, "--out", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlxsci.sweep",
+        "--tasks",
+        args.tasks,
+        "--models",
+        "autotune",
+        "--iterations",
+        str(args.iterations),
+        "--repeats",
+        str(args.repeats),
+        "--backend",
+        "sim",
+        "--executor",
+        executor,
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -44,16 +62,19 @@ def timed_sweep(executor: str, out: Path, args) -> float:
 def ray_start_stop() -> float:
     """Wall seconds to start a local Ray instance and stop it, alone: the part of
     the Ray sweep's time that is not running searches."""
-    code = ("import ray; ray.init(include_dashboard=False, logging_level='warning'); "
-            "ray.shutdown()")
+    code = "import ray; ray.init(include_dashboard=False, logging_level='warning'); ray.shutdown()"
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
     return time.perf_counter() - started
 
 
 def report(out: Path) -> str:
-    proc = subprocess.run([sys.executable, "-m", "mlxsci.report", str(out)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlxsci.report", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return proc.stdout
 
 
@@ -62,8 +83,9 @@ def main() -> None:
     parser.add_argument("--tasks", default="saxpy,heat2d")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=2)
-    parser.add_argument("--keep", type=Path, default=None,
-                        help="keep the sweep folders under this folder")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep the sweep folders under this folder"
+    )
     args = parser.parse_args()
     if importlib.util.find_spec("ray") is None:
         sys.exit("needs Ray: pip install 'mlxsci[ray]'")
@@ -77,13 +99,16 @@ def main() -> None:
                 sys.exit(f"{out} exists: give --keep a folder without sweep_local/sweep_ray")
             results[executor] = (timed_sweep(executor, out, args), report(out))
         start_stop = ray_start_stop()
-    print(f"sweep: {args.tasks} x autotune x {args.repeats} repeats, {args.iterations} "
-          f"iterations, backend sim, {os.cpu_count()} CPUs")
+    print(
+        f"sweep: {args.tasks} x autotune x {args.repeats} repeats, {args.iterations} "
+        f"iterations, backend sim, {os.cpu_count()} CPUs"
+    )
     for executor, (wall, table) in results.items():
         print(f"\n--executor {executor}: {wall:.1f} s wall\n")
         print(table, end="")
-    print(f"\nRay start and stop alone (python -c 'ray.init(); ray.shutdown()'): "
-          f"{start_stop:.1f} s")
+    print(
+        f"\nRay start and stop alone (python -c 'ray.init(); ray.shutdown()'): {start_stop:.1f} s"
+    )
 
 
 if __name__ == "__main__":

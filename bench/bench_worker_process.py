@@ -7,6 +7,7 @@ candidate in one (CandidateWorker). Prints each pair and the median ratio.
 
     python bench/bench_worker_process.py [--repeats 5] [TASK:SIZESET ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,7 @@ from mlxsci import evaluation as EV
 
 
 def per_size_runner():
-    return EV.ProcessPerSize(None)   # run_worker(job, timeout, None): a process per size
+    return EV.ProcessPerSize(None)  # run_worker(job, timeout, None): a process per size
 
 
 def timed_evaluate(task: str, size_set: str, per_candidate: bool) -> float:
@@ -40,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     for case in args.cases:
         task, size_set = case.split(":")
-        timed_evaluate(task, size_set, True)   # warm: roofline, references, compiled kernels
+        timed_evaluate(task, size_set, True)  # warm: roofline, references, compiled kernels
         pairs = []
         for k in range(args.repeats):
             # Alternate which goes first, so a drift in load hits both alike.
@@ -48,10 +49,15 @@ def main() -> None:
             got = {which: timed_evaluate(task, size_set, which) for which in order}
             pairs.append((got[False], got[True]))
         ratios = [after / before for before, after in pairs]
-        print(f"{case}: per-size s " + " ".join(f"{b:.2f}" for b, _ in pairs)
-              + " | per-candidate s " + " ".join(f"{a:.2f}" for _, a in pairs)
-              + f" | ratio median {statistics.median(ratios):.3f}"
-              f" (min {min(ratios):.3f}, max {max(ratios):.3f})", flush=True)
+        print(
+            f"{case}: per-size s "
+            + " ".join(f"{b:.2f}" for b, _ in pairs)
+            + " | per-candidate s "
+            + " ".join(f"{a:.2f}" for _, a in pairs)
+            + f" | ratio median {statistics.median(ratios):.3f}"
+            f" (min {min(ratios):.3f}, max {max(ratios):.3f})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

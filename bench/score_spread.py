@@ -7,6 +7,7 @@ Runs `python -m mlxsci.eval` that many times, each a fresh process (with the
 roofline cached, as in normal use), and prints every S, the max / min and the
 per-run times, so a claim about S can quote its spread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,22 @@ def fresh_scores(task: str, size: str, backend: str, processes: int, extra=()) -
     given as KEY=VALUE,... (None where an evaluation failed)."""
     out = []
     for _ in range(processes):
-        run = subprocess.run([sys.executable, "-m", "mlxsci.eval", task, "--backend", backend,
-                              "--size", size, "--json", *extra], capture_output=True, text=True)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mlxsci.eval",
+                task,
+                "--backend",
+                backend,
+                "--size",
+                size,
+                "--json",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+        )
         data = json.loads(run.stdout) if run.returncode == 0 else {}
         sizes = data.get("sizes") or [{}]
         out.append(((data.get("candidate") or {}).get("score"), sizes[0].get("seconds")))
@@ -37,8 +52,10 @@ def main():
     ap.add_argument("--source", default=None)
     ap.add_argument("--timer", default=None)
     args = ap.parse_args()
-    extra = [*(["--source", args.source] if args.source else []),
-             *(["--timer", args.timer] if args.timer else [])]
+    extra = [
+        *(["--source", args.source] if args.source else []),
+        *(["--timer", args.timer] if args.timer else []),
+    ]
     runs = fresh_scores(args.task, args.size, args.backend, args.processes, extra)
     for i, (score, seconds) in enumerate(runs, 1):
         ms = "-" if seconds is None else f"{seconds * 1e3:.4g} ms"

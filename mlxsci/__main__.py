@@ -1,4 +1,5 @@
 """`python -m mlxsci VERB ...`: the `mlxsci` command (mlxsci/cli.py)."""
+
 import sys
 
 from mlxsci.cli import main

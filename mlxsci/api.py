@@ -11,6 +11,7 @@ checks, roofline score). `kernel_function` is for using a kernel: it runs the
 task's host pipeline (steps, ping-pong, kernel order) with the candidate's
 kernels in this process, on MLX arrays, and checks nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,10 @@ def _size(task: Task, size) -> Size:
             if s.label == size:
                 return s
         labels = ", ".join(s.label for s in task.size_set("all"))
-        raise ValueError(f"{task.name} has no size labelled {size!r}; labels: {labels} "
-                         f"(or pass a dict of size parameters: {', '.join(task.defaults)})")
+        raise ValueError(
+            f"{task.name} has no size labelled {size!r}; labels: {labels} "
+            f"(or pass a dict of size parameters: {', '.join(task.defaults)})"
+        )
     if isinstance(size, dict):
         return task.custom_size(size)
     raise TypeError(f"a size is a label, a dict of size parameters or a Size, got {size!r}")
@@ -73,8 +76,9 @@ def _read_source(source) -> tuple[str | None, str | None]:
         path = Path(source)
         if path.is_file():
             return read_candidate_file(path), str(path)
-        raise FileNotFoundError(f"{source!r} is neither candidate text (it has no //! kernel "
-                                "line) nor an existing file")
+        raise FileNotFoundError(
+            f"{source!r} is neither candidate text (it has no //! kernel line) nor an existing file"
+        )
     return source, None
 
 
@@ -111,10 +115,12 @@ class KernelFunction:
         why = misfit(self.candidate, task, f"{filename}:")
         if why:
             raise CandidateError(why, filename=filename)
-        self.candidate.param_values(self.params)   # unknown params or bad values fail now
+        self.candidate.param_values(self.params)  # unknown params or bad values fail now
         # Names, dtypes and ranks of the inputs, from the task's smallest size.
-        smallest = min(task.size_set("smoke") or task.size_set("all"),
-                       key=lambda s: sum(v for v in s.params.values() if isinstance(v, int)))
+        smallest = min(
+            task.size_set("smoke") or task.size_set("all"),
+            key=lambda s: sum(v for v in s.params.values() if isinstance(v, int)),
+        )
         self._spec = {k: (v.dtype, v.ndim) for k, v in task.make_inputs(smallest.params).items()}
         self._launchers: dict = {}
 
@@ -127,8 +133,10 @@ class KernelFunction:
         return tuple(self.task.defaults)
 
     def __repr__(self) -> str:
-        return (f"KernelFunction({self.task.name}, {self.filename}, backend={self.backend.name}, "
-                f"inputs=({', '.join(self.input_names)}), size=({', '.join(self.size_names)}))")
+        return (
+            f"KernelFunction({self.task.name}, {self.filename}, backend={self.backend.name}, "
+            f"inputs=({', '.join(self.input_names)}), size=({', '.join(self.size_names)}))"
+        )
 
     def _resolve_size(self, given: dict, size) -> Size:
         t = self.task
@@ -140,28 +148,34 @@ class KernelFunction:
             params = dict(_size(t, size).params)
         unknown = set(params) - set(t.defaults)
         if unknown:
-            raise ValueError(f"unknown size parameter(s) {', '.join(sorted(unknown))} for "
-                             f"{t.name}; its size parameters: {', '.join(t.defaults)}")
+            raise ValueError(
+                f"unknown size parameter(s) {', '.join(sorted(unknown))} for "
+                f"{t.name}; its size parameters: {', '.join(t.defaults)}"
+            )
         for name in t.defaults:
             if name in given and self._spec[name][1] == 0:
                 value = np.asarray(given[name])
                 if value.ndim != 0:
-                    raise ValueError(f"input {name} of {t.name} must be a scalar (0-d), "
-                                     f"got shape {value.shape}")
+                    raise ValueError(
+                        f"input {name} of {t.name} must be a scalar (0-d), got shape {value.shape}"
+                    )
                 value = value.item()
                 if name in params and params[name] != value:
-                    raise ValueError(f"input {name}={value} disagrees with size {name}="
-                                     f"{params[name]}")
+                    raise ValueError(
+                        f"input {name}={value} disagrees with size {name}={params[name]}"
+                    )
                 params[name] = value
         missing = [n for n in t.defaults if n not in params]
         if missing:
             as_input = [n for n in missing if n in self._spec]
-            hint = (f" (or give {', '.join(as_input)} as input(s) of the same name)"
-                    if as_input else "")
+            hint = (
+                f" (or give {', '.join(as_input)} as input(s) of the same name)" if as_input else ""
+            )
             raise ValueError(
                 f"{t.name} needs size parameter(s) {', '.join(missing)}: pass size="
-                "{" + ", ".join(f"{n!r}: ..." for n in missing) + "}" + hint)
-        return t.custom_size(params)   # converts types and runs the task's validate_size
+                "{" + ", ".join(f"{n!r}: ..." for n in missing) + "}" + hint
+            )
+        return t.custom_size(params)  # converts types and runs the task's validate_size
 
     def __call__(self, inputs: dict | None = None, /, *, size=None, **named) -> dict:
         given = dict(inputs or {})
@@ -171,14 +185,18 @@ class KernelFunction:
         given.update(named)
         unknown = [n for n in given if n not in self._spec]
         if unknown:
-            raise TypeError(f"{self.task.name} has no input(s) {', '.join(unknown)}; "
-                            f"its inputs: {', '.join(self.input_names)}")
+            raise TypeError(
+                f"{self.task.name} has no input(s) {', '.join(unknown)}; "
+                f"its inputs: {', '.join(self.input_names)}"
+            )
         # Size scalars (N, NX, ...) may come from `size` instead; any other input is required.
         missing = [n for n in self._spec if n not in given and n not in self.task.defaults]
         if missing:
-            raise TypeError(f"{self.task.name} needs input(s) {', '.join(missing)} "
-                            f"(given: {', '.join(given) or 'none'}; all inputs: "
-                            f"{', '.join(self.input_names)})")
+            raise TypeError(
+                f"{self.task.name} needs input(s) {', '.join(missing)} "
+                f"(given: {', '.join(given) or 'none'}; all inputs: "
+                f"{', '.join(self.input_names)})"
+            )
         sz = self._resolve_size(given, size)
         for name in self.size_names:
             if name in self._spec and name not in given:
@@ -187,8 +205,9 @@ class KernelFunction:
         key = tuple(sorted(sz.params.items()))
         launcher = self._launchers.get(key)
         if launcher is None:
-            launcher = Launcher(self.backend, self.task, self.candidate, sz.params,
-                                self.filename, self.params)
+            launcher = Launcher(
+                self.backend, self.task, self.candidate, sz.params, self.filename, self.params
+            )
             self._launchers[key] = launcher
         return dict(self.task.run(launcher, arrays, sz.params))
 
@@ -203,14 +222,20 @@ class KernelFunction:
             a = self.backend.to_device(np.asarray(value, dtype=dtype))
         if a.ndim != ndim:
             kind = "a scalar (0-d)" if ndim == 0 else f"{ndim}-d"
-            raise ValueError(f"input {name} of {self.task.name} must be {kind}, "
-                             f"got shape {tuple(a.shape)}")
+            raise ValueError(
+                f"input {name} of {self.task.name} must be {kind}, got shape {tuple(a.shape)}"
+            )
         return a
 
 
-def kernel_function(task: str | os.PathLike | Task, source: str | os.PathLike | None = None, *,
-                    backend: str = "auto", dialect: str | None = None,
-                    params: dict | None = None) -> KernelFunction:
+def kernel_function(
+    task: str | os.PathLike | Task,
+    source: str | os.PathLike | None = None,
+    *,
+    backend: str = "auto",
+    dialect: str | None = None,
+    params: dict | None = None,
+) -> KernelFunction:
     """A candidate's kernels as one Python function over MLX arrays.
 
     task: a task name ("heat2d"), the path of a task folder of your own

@@ -4,6 +4,7 @@
 temp file plus rename, so concurrent processes and killed runs never leave a
 half-written entry behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ from pathlib import Path
 
 def cache_dir(*parts: str) -> Path:
     base = os.environ.get("MLXSCI_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mlxsci")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mlxsci"
+    )
     path = Path(base, *parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

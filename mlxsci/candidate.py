@@ -43,6 +43,7 @@ Rules (docs/architecture.md "The candidate format" summarises them):
   `//! threadgroup = E`, body. `render(parse(t)) == t` for canonical t.
 - Line numbers are 1-based lines of the parsed text and take no part in `==`.
 """
+
 from __future__ import annotations
 
 import keyword
@@ -56,9 +57,22 @@ from .backends.base import KernelSpec
 from .candidate_extract import extract_from_response
 from .candidate_validate import LAUNCH_KEYS, CandidateFailure, validate
 
-__all__ = ["Param", "KernelBlock", "Candidate", "CandidateError", "CandidateFailure",
-           "parse", "load", "read_candidate_file", "render", "extract_from_response", "validate",
-           "to_kernel_spec", "template_args", "DIALECTS"]
+__all__ = [
+    "Param",
+    "KernelBlock",
+    "Candidate",
+    "CandidateError",
+    "CandidateFailure",
+    "parse",
+    "load",
+    "read_candidate_file",
+    "render",
+    "extract_from_response",
+    "validate",
+    "to_kernel_spec",
+    "template_args",
+    "DIALECTS",
+]
 
 DIALECTS = dialects.NAMES
 _RESERVED = set(launch_expr.FUNCTIONS)
@@ -102,8 +116,8 @@ class KernelBlock:
     body: str
     grid: str | None = None
     threadgroup: str | None = None
-    line: int = field(default=0, compare=False)          # the `//! kernel` line
-    body_line: int = field(default=0, compare=False)     # first line of the body text
+    line: int = field(default=0, compare=False)  # the `//! kernel` line
+    body_line: int = field(default=0, compare=False)  # first line of the body text
     grid_line: int | None = field(default=None, compare=False)
     threadgroup_line: int | None = field(default=None, compare=False)
 
@@ -116,7 +130,7 @@ class Candidate:
     dialect: str
     params: list[Param] = field(default_factory=list)
     header: str = ""
-    header_line: int = field(default=0, compare=False)   # 0 when there is no header
+    header_line: int = field(default=0, compare=False)  # 0 when there is no header
     kernels: list[KernelBlock] = field(default_factory=list)
     source_file: str = field(default="<candidate>", compare=False)
 
@@ -129,8 +143,10 @@ class Candidate:
         for k in self.kernels:
             if k.name == name:
                 return k
-        raise KeyError(f"candidate has no kernel {name!r} "
-                       f"(has: {', '.join(k.name for k in self.kernels) or 'none'})")
+        raise KeyError(
+            f"candidate has no kernel {name!r} "
+            f"(has: {', '.join(k.name for k in self.kernels) or 'none'})"
+        )
 
     def param_values(self, overrides: dict[str, int] | None = None) -> dict[str, int]:
         """Param name -> value: the defaults, with `overrides` applied. An override
@@ -151,6 +167,7 @@ class Candidate:
 
 # --- parsing ----------------------------------------------------------------
 
+
 def _split_lines(text: str) -> list[str]:
     """Lines with their '\\n' kept, so that ''.join(lines) == text."""
     parts = text.split("\n")
@@ -168,7 +185,7 @@ def _blank_or_comment(line: str, in_block: bool) -> tuple[bool, bool]:
             end = s.find("*/")
             if end < 0:
                 return True, True
-            s = s[end + 2:].strip()
+            s = s[end + 2 :].strip()
             in_block = False
         elif s.startswith("//"):
             return True, False
@@ -189,8 +206,9 @@ def _parse_int(text: str, what: str, err) -> int:
 def _parse_param(rest: str, err) -> Param:
     m = _PARAM.match(rest.strip())
     if not m:
-        raise err("bad param: expected `//! param NAME = INT` or "
-                  "`//! param NAME = INT {c1, c2, ...}`")
+        raise err(
+            "bad param: expected `//! param NAME = INT` or `//! param NAME = INT {c1, c2, ...}`"
+        )
     name = m.group("name")
     if not _IDENT.match(name) or keyword.iskeyword(name):
         raise err(f"bad param name {name!r}: must be an identifier")
@@ -218,10 +236,10 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
         raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
     lines = _split_lines(text)
     params: list[Param] = []
-    header_start: int | None = None     # 0-based index of the header's first line
+    header_start: int | None = None  # 0-based index of the header's first line
     header_directive: int | None = None
     header_end: int | None = None
-    kernels: list[dict] = []            # name, line, body_start, grid, threadgroup, ...
+    kernels: list[dict] = []  # name, line, body_start, grid, threadgroup, ...
     in_comment = False
 
     def close_header(end: int) -> None:
@@ -245,19 +263,25 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
             elif header_start is None:
                 ok, in_comment = _blank_or_comment(content, in_comment)
                 if not ok:
-                    raise err("code before the first `//! header` or `//! kernel` "
-                              "(put shared code under `//! header`)")
+                    raise err(
+                        "code before the first `//! header` or `//! kernel` "
+                        "(put shared code under `//! header`)"
+                    )
             continue
 
         rest = m.group(1).strip()
         km = _KEYWORD.match(rest)
         if not rest or km is None:
-            raise err(f"bad directive {content.strip()!r} "
-                      "(expected param, header, kernel, grid or threadgroup)")
+            raise err(
+                f"bad directive {content.strip()!r} "
+                "(expected param, header, kernel, grid or threadgroup)"
+            )
         key, arg = km.group(1), km.group(2)
         if arg and not arg[0].isspace() and not (key in LAUNCH_KEYS and arg.startswith("=")):
-            raise err(f"unknown directive `//! {rest.split()[0]}` (expected param, header, "
-                      "kernel, grid or threadgroup)")
+            raise err(
+                f"unknown directive `//! {rest.split()[0]}` (expected param, header, "
+                "kernel, grid or threadgroup)"
+            )
         arg = arg.strip()
 
         if key == "param":
@@ -293,9 +317,19 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
             close_header(idx)
             if kernels:
                 kernels[-1]["body_end"] = idx
-            kernels.append(dict(name=arg, line=lineno, body_start=idx + 1, body_end=None,
-                                grid=None, threadgroup=None, grid_line=None,
-                                threadgroup_line=None, launch_zone=True))
+            kernels.append(
+                dict(
+                    name=arg,
+                    line=lineno,
+                    body_start=idx + 1,
+                    body_end=None,
+                    grid=None,
+                    threadgroup=None,
+                    grid_line=None,
+                    threadgroup_line=None,
+                    launch_zone=True,
+                )
+            )
         elif key in LAUNCH_KEYS:
             if not kernels:
                 raise err(f"`//! {key}` outside a kernel (it must follow `//! kernel NAME`)")
@@ -304,11 +338,15 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
                 raise err(f"bad `//! {key}`: expected `//! {key} = (x, y, z)`")
             expr = arg[1:].strip()
             if k[key] is not None:
-                raise err(f"duplicate `//! {key}` for kernel {k['name']!r} "
-                          f"(first on line {k[key + '_line']})")
+                raise err(
+                    f"duplicate `//! {key}` for kernel {k['name']!r} "
+                    f"(first on line {k[key + '_line']})"
+                )
             if not k["launch_zone"]:
-                raise err(f"`//! {key}` must come directly after `//! kernel {k['name']}` "
-                          f"(line {k['line']}), before the body")
+                raise err(
+                    f"`//! {key}` must come directly after `//! kernel {k['name']}` "
+                    f"(line {k['line']}), before the body"
+                )
             try:
                 launch_expr.names_used(expr)
             except launch_expr.LaunchExprError as exc:
@@ -317,8 +355,10 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
             k[key + "_line"] = lineno
             k["body_start"] = idx + 1
         else:
-            raise err(f"unknown directive `//! {key}` (expected param, header, kernel, grid "
-                      "or threadgroup; use `//` for ordinary comments)")
+            raise err(
+                f"unknown directive `//! {key}` (expected param, header, kernel, grid "
+                "or threadgroup; use `//` for ordinary comments)"
+            )
 
     n = len(lines)
     if header_start is None and not kernels and in_comment:
@@ -328,14 +368,27 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
         kernels[-1]["body_end"] = n
 
     header = "".join(lines[header_start:header_end]) if header_start is not None else ""
-    blocks = [KernelBlock(name=k["name"], body="".join(lines[k["body_start"]:k["body_end"]]),
-                          grid=k["grid"], threadgroup=k["threadgroup"], line=k["line"],
-                          body_line=k["body_start"] + 1, grid_line=k["grid_line"],
-                          threadgroup_line=k["threadgroup_line"])
-              for k in kernels]
-    return Candidate(dialect=dialect, params=params, header=header,
-                     header_line=(header_start + 1) if header_start is not None and header else 0,
-                     kernels=blocks, source_file=filename)
+    blocks = [
+        KernelBlock(
+            name=k["name"],
+            body="".join(lines[k["body_start"] : k["body_end"]]),
+            grid=k["grid"],
+            threadgroup=k["threadgroup"],
+            line=k["line"],
+            body_line=k["body_start"] + 1,
+            grid_line=k["grid_line"],
+            threadgroup_line=k["threadgroup_line"],
+        )
+        for k in kernels
+    ]
+    return Candidate(
+        dialect=dialect,
+        params=params,
+        header=header,
+        header_line=(header_start + 1) if header_start is not None and header else 0,
+        kernels=blocks,
+        source_file=filename,
+    )
 
 
 def load(path, dialect: str | None = None) -> Candidate:
@@ -357,20 +410,24 @@ def read_candidate_file(path: str | os.PathLike) -> str:
         data = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if b"\0" in data:   # a NUL byte: no kernel source has one
+    if b"\0" in data:  # a NUL byte: no kernel source has one
         raise ValueError(f"{path} is a binary file, not a kernel source (.metal or .cu text)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text (byte {data[exc.start]:#04x} at offset "
-                         f"{exc.start}): a candidate is a .metal or .cu text file") from None
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+            f"{exc.start}): a candidate is a .metal or .cu text file"
+        ) from None
     if not text.strip():
-        raise ValueError(f"{path} is empty: a candidate holds at least one "
-                         "'//! kernel NAME' section")
+        raise ValueError(
+            f"{path} is empty: a candidate holds at least one '//! kernel NAME' section"
+        )
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # --- rendering --------------------------------------------------------------
+
 
 def _check_no_directives(text: str, what: str) -> None:
     for line in text.split("\n"):
@@ -403,8 +460,15 @@ def render(c: Candidate) -> str:
 
 # --- to MLX -----------------------------------------------------------------
 
-def to_kernel_spec(c: Candidate, kernel_name: str, input_names, output_names,
-                   atomic_outputs: bool = False, filename: str | None = None) -> KernelSpec:
+
+def to_kernel_spec(
+    c: Candidate,
+    kernel_name: str,
+    input_names,
+    output_names,
+    atomic_outputs: bool = False,
+    filename: str | None = None,
+) -> KernelSpec:
     """The KernelSpec of one kernel of `c` (body, shared header, line mapping)."""
     k = c.kernel(kernel_name)
     return KernelSpec(

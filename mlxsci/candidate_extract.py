@@ -6,6 +6,7 @@ answer's blocks. Apart from the format (mlxsci/candidate.py, which
 re-exports `extract_from_response`) because it reads Markdown, not the
 `//!` format: it only finds the text the parser then reads.
 """
+
 from __future__ import annotations
 
 import re
@@ -55,4 +56,4 @@ def extract_from_response(text: str, dialect: str = "metal") -> str | None:
         return None
     preferred = [b for b in fitting if _KERNEL_DIRECTIVE.search(b)]
     best = max(preferred or fitting, key=len)
-    return best if best.endswith("\n") else best + "\n"   # as every candidate text ends
+    return best if best.endswith("\n") else best + "\n"  # as every candidate text ends

@@ -12,6 +12,7 @@ itself does not know. The parser (mlxsci/candidate.py) imports this module
 and re-exports `validate` and `CandidateFailure`, so this one imports the
 parser only for annotations.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from mlxsci import launch_expr
 
-if TYPE_CHECKING:   # annotations only: mlxsci.candidate imports this module
+if TYPE_CHECKING:  # annotations only: mlxsci.candidate imports this module
     from mlxsci.candidate import Candidate
 
 # The launch directives of a kernel (`//! grid = ...`, `//! threadgroup = ...`),
@@ -34,6 +35,7 @@ class CandidateFailure:
     kind: "missing_kernel", "unknown_kernel", "bad_expression",
     "unknown_name", "name_conflict" or "empty_kernel".
     """
+
     kind: str
     message: str
     line: int | None = None
@@ -54,20 +56,33 @@ def validate(c: Candidate, kernel_names, allowed_launch_names) -> list[Candidate
     param_names = {p.name for p in c.params}
     for name in wanted:
         if name not in have:
-            failures.append(CandidateFailure(
-                "missing_kernel", f"the task needs kernel {name!r}, which the candidate lacks", None))
+            failures.append(
+                CandidateFailure(
+                    "missing_kernel",
+                    f"the task needs kernel {name!r}, which the candidate lacks",
+                    None,
+                )
+            )
     for k in c.kernels:
         if k.name not in wanted:
-            failures.append(CandidateFailure(
-                "unknown_kernel",
-                f"kernel {k.name!r} is not one of the task's ({', '.join(wanted) or 'none'})", k.line))
+            failures.append(
+                CandidateFailure(
+                    "unknown_kernel",
+                    f"kernel {k.name!r} is not one of the task's ({', '.join(wanted) or 'none'})",
+                    k.line,
+                )
+            )
         if not k.body.strip():
-            failures.append(CandidateFailure("empty_kernel", f"kernel {k.name!r} has an empty body",
-                                             k.line))
+            failures.append(
+                CandidateFailure("empty_kernel", f"kernel {k.name!r} has an empty body", k.line)
+            )
     for p in c.params:
         if p.name in allowed:
-            failures.append(CandidateFailure(
-                "name_conflict", f"param {p.name!r} has the name of a size scalar", p.line))
+            failures.append(
+                CandidateFailure(
+                    "name_conflict", f"param {p.name!r} has the name of a size scalar", p.line
+                )
+            )
     names = allowed | param_names
     for k in c.kernels:
         for key in LAUNCH_KEYS:
@@ -79,11 +94,17 @@ def validate(c: Candidate, kernel_names, allowed_launch_names) -> list[Candidate
                 used = launch_expr.names_used(expr)
                 launch_expr.check(expr, used, dims=3)
             except launch_expr.LaunchExprError as exc:
-                failures.append(CandidateFailure("bad_expression", f"{key} of {k.name!r}: {exc}", line))
+                failures.append(
+                    CandidateFailure("bad_expression", f"{key} of {k.name!r}: {exc}", line)
+                )
                 continue
             for name in sorted(used - names):
-                failures.append(CandidateFailure(
-                    "unknown_name",
-                    f"{key} of {k.name!r} uses {name!r}, which is neither a param nor a size "
-                    f"scalar ({', '.join(sorted(names)) or 'none available'})", line))
+                failures.append(
+                    CandidateFailure(
+                        "unknown_name",
+                        f"{key} of {k.name!r} uses {name!r}, which is neither a param nor a size "
+                        f"scalar ({', '.join(sorted(names)) or 'none available'})",
+                        line,
+                    )
+                )
     return failures

@@ -18,6 +18,7 @@ measurements:
 Apart from the verb (mlxsci/evaluation.py) so that the rules of a verdict
 read in one place, and can be tested without a worker (tests/test_checks.py).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,8 +58,10 @@ def _scalar_text(x) -> str:
 
 
 def _race_message(name: str, a: np.ndarray, b: np.ndarray, i: int) -> str:
-    return (f"{RACE_VERDICT} (output '{name}' differs between schedules at element {i}: "
-            f"{_scalar_text(a.flat[i])} vs {_scalar_text(b.flat[i])})")
+    return (
+        f"{RACE_VERDICT} (output '{name}' differs between schedules at element {i}: "
+        f"{_scalar_text(a.flat[i])} vs {_scalar_text(b.flat[i])})"
+    )
 
 
 def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | None:
@@ -76,14 +79,16 @@ def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | Non
     against the reference, passes one run and fails the other (a task whose
     tolerance is not an absolute error per element, such as hmc's statistics).
     """
-    close_calls = []    # (largest difference, name, a, b, element): floats within the tolerance
+    close_calls = []  # (largest difference, name, a, b, element): floats within the tolerance
     for name in ref.outputs:
         if name not in first or name not in second:
             continue
         a, b = np.asarray(first[name]), np.asarray(second[name])
         if a.shape != b.shape or a.dtype != b.dtype:
-            return f"{RACE_VERDICT} (output '{name}' has shape {a.shape} {a.dtype} in one " \
-                   f"schedule and {b.shape} {b.dtype} in the other)"
+            return (
+                f"{RACE_VERDICT} (output '{name}' has shape {a.shape} {a.dtype} in one "
+                f"schedule and {b.shape} {b.dtype} in the other)"
+            )
         a, b = a.reshape(-1), b.reshape(-1)
         if not np.issubdtype(a.dtype, np.inexact):
             differ = np.flatnonzero(a != b)
@@ -93,7 +98,7 @@ def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | Non
         both_nan = np.isnan(a) & np.isnan(b)
         wide = np.complex128 if np.iscomplexobj(a) else np.float64
         diff = np.abs(a.astype(wide) - b.astype(wide))
-        beyond = np.flatnonzero(~both_nan & ~(diff <= ref.tolerance))   # NaN-safe
+        beyond = np.flatnonzero(~both_nan & ~(diff <= ref.tolerance))  # NaN-safe
         if beyond.size:
             return _race_message(name, a, b, int(beyond[0]))
         differ = np.flatnonzero(~both_nan & (a != b))
@@ -106,9 +111,16 @@ def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | Non
     return None
 
 
-def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Roofline,
-               backend_name: str, device_name: str,
-               ref: Reference | None = None) -> SizeResult:
+def check_size(
+    task: Task,
+    size: Size,
+    result: dict,
+    jobdir: Path,
+    roof: Roofline,
+    backend_name: str,
+    device_name: str,
+    ref: Reference | None = None,
+) -> SizeResult:
     """Every integrity check of one size, against the trusted reference (loaded
     from the cache unless the caller already holds it)."""
     out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
@@ -120,33 +132,42 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
     problems = []
     if result.get("input_checksums_before") != ref.input_checksums:
         problems.append("inputs given to the kernel differ from the reference inputs")
-    mutated = sorted(k for k, v in result.get("input_checksums_after", {}).items()
-                     if ref.input_checksums.get(k) != v)
+    mutated = sorted(
+        k
+        for k, v in result.get("input_checksums_after", {}).items()
+        if ref.input_checksums.get(k) != v
+    )
     if mutated:
         out.flags.append("input_mutated")
         problems.append(f"input mutated: {', '.join(mutated)}")
     # Results the reference checks; a task's extra results only carry state from
     # run to run for the wall timer's chains (Task.chain), as before this held.
-    unwritten = {k: n for k, n in result.get("unwritten", {}).items()
-                 if n and k in ref.outputs}
+    unwritten = {k: n for k, n in result.get("unwritten", {}).items() if n and k in ref.outputs}
     if unwritten:
         out.flags.append("unwritten")
-        problems.append("unwritten output: " + ", ".join(
-            f"{n} element(s) of {k} never written" for k, n in unwritten.items()))
+        problems.append(
+            "unwritten output: "
+            + ", ".join(f"{n} element(s) of {k} never written" for k, n in unwritten.items())
+        )
     if not result.get("last_equals_verified", False):
         out.flags.append("nondeterministic")
-        last_err, last_ok, last_kind = verdict(task.name, _load_npz(jobdir / "last.npz"), ref,
-                                               size.params)
+        last_err, last_ok, last_kind = verdict(
+            task.name, _load_npz(jobdir / "last.npz"), ref, size.params
+        )
         if not last_ok:
             problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
     if not passed:
         problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
-    if result.get("reversed_equals_verified") is False:   # the simulator's second schedule
-        race = schedule_race(verified, _load_npz(jobdir / "reversed.npz"), ref,
-                             lambda outputs: verdict(task.name, outputs, ref, size.params)[:2])
+    if result.get("reversed_equals_verified") is False:  # the simulator's second schedule
+        race = schedule_race(
+            verified,
+            _load_npz(jobdir / "reversed.npz"),
+            ref,
+            lambda outputs: verdict(task.name, outputs, ref, size.params)[:2],
+        )
         if race:
             out.flags.append("race")
-            problems.insert(0, race)   # the cause of any wrong result above
+            problems.insert(0, race)  # the cause of any wrong result above
     out.correct = not problems
     if problems:
         out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
@@ -176,14 +197,21 @@ def check_size(task: Task, size: Size, result: dict, jobdir: Path, roof: Rooflin
         out.flags.append("suspicious")
     if backend_name == "metal":
         from mlxsci.roofline import metal_sci_ceiling
+
         gflops, gbps = metal_sci_ceiling(device_name)
         out.metal_sci_fraction = out.achieved / (gbps if task.bound == "bandwidth" else gflops)
     return out
 
 
 def failed_size(size: Size, task: Task, reason: str, flag: str) -> SizeResult:
-    return SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size),
-                      correct=False, flags=[flag], fail_reason=reason)
+    return SizeResult(
+        size.label,
+        dict(size.params),
+        held_out=task.is_held_out(size),
+        correct=False,
+        flags=[flag],
+        fail_reason=reason,
+    )
 
 
 def misfit(candidate, task: Task, where: str) -> str | None:

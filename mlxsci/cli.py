@@ -12,6 +12,7 @@ two spellings take the same arguments and behave the same. A verb module is
 imported only when its subcommand runs, so `mlxsci -h` and `mlxsci
 --version` stay quick.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,8 +25,10 @@ HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 # subcommand -> (module holding its click command `main`, one line of help)
 VERBS = {
     "eval": ("mlxsci.evaluation", "Evaluate a kernel candidate for a task: verdicts and score."),
-    "search": ("mlxsci.search.__main__", "Search for faster correct kernels (LLM or "
-               "offline autotune)."),
+    "search": (
+        "mlxsci.search.__main__",
+        "Search for faster correct kernels (LLM or offline autotune).",
+    ),
     "report": ("mlxsci.report", "Tables and plots from search run directories."),
     "sweep": ("mlxsci.sweep", "Run searches for every task x model and index them."),
     "roofline": ("mlxsci.roofline", "Show (measuring once) this machine's roofline."),
@@ -59,8 +62,9 @@ class VerbGroup(click.Group):
 
 
 @click.group("mlxsci", cls=VerbGroup, context_settings=HELP_OPTIONS)
-@click.version_option(installed_version(), "--version", prog_name="mlxsci",
-                      message="%(prog)s %(version)s")
+@click.version_option(
+    installed_version(), "--version", prog_name="mlxsci", message="%(prog)s %(version)s"
+)
 def main():
     """mlxsci: benchmark and search of scientific GPU kernels on MLX.
 

@@ -5,21 +5,29 @@ compiler log (`program_source:LINE:COL: error: MESSAGE`) and NVRTC's (CUDA).
 Both give `Diagnostic`s; `first_error` picks the one a CompileError reports.
 Nothing here imports MLX, so the parsers run (and are tested) anywhere.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-__all__ = ["Diagnostic", "NvrtcDiagnostic", "COMPILE_FAILED", "parse_nvrtc_log",
-           "parse_metal_log", "first_error"]
+__all__ = [
+    "Diagnostic",
+    "NvrtcDiagnostic",
+    "COMPILE_FAILED",
+    "parse_nvrtc_log",
+    "parse_metal_log",
+    "first_error",
+]
 
 
 @dataclass(frozen=True)
 class Diagnostic:
     """One diagnostic of a compiler log."""
+
     file: str
     line: int
-    severity: str       # "error", "catastrophic error", "warning" or "remark"
+    severity: str  # "error", "catastrophic error", "warning" or "remark"
     message: str
 
     @property
@@ -36,7 +44,7 @@ class Diagnostic:
         return self.file.endswith(".cu") and "/" not in self.file and "\\" not in self.file
 
 
-NvrtcDiagnostic = Diagnostic    # the name this class had when only NVRTC's log was read
+NvrtcDiagnostic = Diagnostic  # the name this class had when only NVRTC's log was read
 
 
 # ------------------------------------------------------------- NVRTC's log
@@ -54,7 +62,8 @@ COMPILE_FAILED = "Failed to compile kernel: "
 _NVRTC_DIAGNOSTIC = re.compile(
     r"(?P<file>\S(?:.*?\S)?)\((?P<line>\d+)\): "
     r"(?P<severity>catastrophic error|error|warning|remark)"
-    r"(?: #(?P<number>\d+)(?:-[A-Z])?)?: (?P<message>.*)")
+    r"(?: #(?P<number>\d+)(?:-[A-Z])?)?: (?P<message>.*)"
+)
 
 
 def parse_nvrtc_log(text: str) -> list[Diagnostic]:
@@ -65,8 +74,7 @@ def parse_nvrtc_log(text: str) -> list[Diagnostic]:
         line = raw.split(COMPILE_FAILED, 1)[-1]
         m = _NVRTC_DIAGNOSTIC.fullmatch(line.rstrip())
         if m:
-            found.append(Diagnostic(m["file"], int(m["line"]), m["severity"],
-                                    m["message"].strip()))
+            found.append(Diagnostic(m["file"], int(m["line"]), m["severity"], m["message"].strip()))
     return found
 
 
@@ -81,8 +89,10 @@ _METAL_ERROR = re.compile(r"program_source:(\d+):\d+: error: (.*)")
 
 def parse_metal_log(text: str) -> list[Diagnostic]:
     """The errors in the generated text of a Metal compiler log."""
-    return [Diagnostic(METAL_PROGRAM, int(m.group(1)), "error", m.group(2).strip())
-            for m in _METAL_ERROR.finditer(text)]
+    return [
+        Diagnostic(METAL_PROGRAM, int(m.group(1)), "error", m.group(2).strip())
+        for m in _METAL_ERROR.finditer(text)
+    ]
 
 
 def first_error(diagnostics: list[Diagnostic]) -> Diagnostic | None:

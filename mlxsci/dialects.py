@@ -13,6 +13,7 @@ Adding a dialect is adding a Dialect here, its signature generator in
 mlxsci/signature.py, its log parser in mlxsci/compile_logs.py and its
 simulator half (CONTRIBUTING.md, "Adding a dialect").
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -21,67 +22,120 @@ from dataclasses import dataclass
 from mlxsci import compile_logs
 from mlxsci.signature import GeneratedSource, cuda_source, metal_source
 
-__all__ = ["Dialect", "DIALECTS", "NAMES", "get", "of_file", "name_of_file", "for_backend", "backend_options"]
+__all__ = [
+    "Dialect",
+    "DIALECTS",
+    "NAMES",
+    "get",
+    "of_file",
+    "name_of_file",
+    "for_backend",
+    "backend_options",
+]
 
 
 def _metal_text(spec, infos, out_dtypes, template=None) -> GeneratedSource:
-    return metal_source(spec.name, list(spec.input_names), list(spec.output_names), spec.source,
-                        spec.header, infos, list(out_dtypes), template, spec.atomic_outputs)
+    return metal_source(
+        spec.name,
+        list(spec.input_names),
+        list(spec.output_names),
+        spec.source,
+        spec.header,
+        infos,
+        list(out_dtypes),
+        template,
+        spec.atomic_outputs,
+    )
 
 
 def _cuda_text(spec, infos, out_dtypes, template=None) -> GeneratedSource:
-    return cuda_source(spec.name, list(spec.input_names), list(spec.output_names), spec.source,
-                       spec.header, infos, list(out_dtypes), template)
+    return cuda_source(
+        spec.name,
+        list(spec.input_names),
+        list(spec.output_names),
+        spec.source,
+        spec.header,
+        infos,
+        list(out_dtypes),
+        template,
+    )
 
 
 def _metal_kernel(spec):
     import mlx.core as mx
-    return mx.fast.metal_kernel(name=spec.name, input_names=list(spec.input_names),
-                                output_names=list(spec.output_names), source=spec.source,
-                                header=spec.header, atomic_outputs=spec.atomic_outputs)
+
+    return mx.fast.metal_kernel(
+        name=spec.name,
+        input_names=list(spec.input_names),
+        output_names=list(spec.output_names),
+        source=spec.source,
+        header=spec.header,
+        atomic_outputs=spec.atomic_outputs,
+    )
 
 
 def _cuda_kernel(spec):
     # MLX's CUDA kernels have no atomic_outputs: a body declares atomics itself.
     import mlx.core as mx
-    return mx.fast.cuda_kernel(name=spec.name, input_names=list(spec.input_names),
-                               output_names=list(spec.output_names), source=spec.source,
-                               header=spec.header)
+
+    return mx.fast.cuda_kernel(
+        name=spec.name,
+        input_names=list(spec.input_names),
+        output_names=list(spec.output_names),
+        source=spec.source,
+        header=spec.header,
+    )
 
 
 @dataclass(frozen=True)
 class Dialect:
-    name: str                         # "metal" or "cuda": what options and job files say
-    language: str                     # the language's name in prose ("Metal", "CUDA")
-    extension: str                    # a candidate or seed file of this dialect: NAME + extension
-    suffixes: tuple[str, ...]         # file suffixes read as this dialect
-    fence: str                        # the Markdown fence of its code in prompts
-    answer_fences: frozenset          # fence languages taken from an LLM answer ("" = none given)
-    gpu_backend: str                  # the backend that runs it on a GPU
-    source: Callable                  # (spec, infos, out_dtypes, template) -> the text MLX compiles
-    mlx_kernel: Callable              # spec -> MLX's kernel object (imports MLX when called)
-    parse_log: Callable               # the GPU compiler's log -> [compile_logs.Diagnostic]
-    sim_preludes: tuple[str, ...]     # the simulator's runtime headers after sim_runtime.h
+    name: str  # "metal" or "cuda": what options and job files say
+    language: str  # the language's name in prose ("Metal", "CUDA")
+    extension: str  # a candidate or seed file of this dialect: NAME + extension
+    suffixes: tuple[str, ...]  # file suffixes read as this dialect
+    fence: str  # the Markdown fence of its code in prompts
+    answer_fences: frozenset  # fence languages taken from an LLM answer ("" = none given)
+    gpu_backend: str  # the backend that runs it on a GPU
+    source: Callable  # (spec, infos, out_dtypes, template) -> the text MLX compiles
+    mlx_kernel: Callable  # spec -> MLX's kernel object (imports MLX when called)
+    parse_log: Callable  # the GPU compiler's log -> [compile_logs.Diagnostic]
+    sim_preludes: tuple[str, ...]  # the simulator's runtime headers after sim_runtime.h
 
     def file_name(self, stem: str) -> str:
         return stem + self.extension
 
 
 METAL = Dialect(
-    name="metal", language="Metal", extension=".metal", suffixes=(".metal",), fence="metal",
-    answer_fences=frozenset({"", "metal", "msl", "cpp", "c++", "c"}), gpu_backend="metal",
-    source=_metal_text, mlx_kernel=_metal_kernel, parse_log=compile_logs.parse_metal_log,
-    sim_preludes=("sim_metal.h", "metal_prelude.h", "sim_metal_post.h"))
+    name="metal",
+    language="Metal",
+    extension=".metal",
+    suffixes=(".metal",),
+    fence="metal",
+    answer_fences=frozenset({"", "metal", "msl", "cpp", "c++", "c"}),
+    gpu_backend="metal",
+    source=_metal_text,
+    mlx_kernel=_metal_kernel,
+    parse_log=compile_logs.parse_metal_log,
+    sim_preludes=("sim_metal.h", "metal_prelude.h", "sim_metal_post.h"),
+)
 
 CUDA = Dialect(
-    name="cuda", language="CUDA", extension=".cu", suffixes=(".cu", ".cuh"), fence="cuda",
-    answer_fences=frozenset({"", "cuda", "cu", "cpp", "c++", "c"}), gpu_backend="cuda",
-    source=_cuda_text, mlx_kernel=_cuda_kernel, parse_log=compile_logs.parse_nvrtc_log,
-    sim_preludes=("cuda_prelude.h",))
+    name="cuda",
+    language="CUDA",
+    extension=".cu",
+    suffixes=(".cu", ".cuh"),
+    fence="cuda",
+    answer_fences=frozenset({"", "cuda", "cu", "cpp", "c++", "c"}),
+    gpu_backend="cuda",
+    source=_cuda_text,
+    mlx_kernel=_cuda_kernel,
+    parse_log=compile_logs.parse_nvrtc_log,
+    sim_preludes=("cuda_prelude.h",),
+)
 
 DIALECTS = {d.name: d for d in (METAL, CUDA)}
 NAMES = tuple(DIALECTS)
-DEFAULT = METAL     # what a candidate is when nothing says (the simulator's default too)
+DEFAULT = METAL  # what a candidate is when nothing says (the simulator's default too)
 
 
 def get(name: str) -> Dialect:

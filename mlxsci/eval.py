@@ -5,6 +5,7 @@ Only this spelling needs a module of its own: `import mlxsci` imports
 mlxsci.evaluation, and runpy warns when a module run with -m is already in
 sys.modules, so `python -m mlxsci.evaluation` would warn on every run.
 """
+
 import sys
 
 from mlxsci.evaluation import main

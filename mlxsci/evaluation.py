@@ -23,6 +23,7 @@ unknown task or a task folder that cannot run (mlxsci.task.check_task), a
 (mlxsci.task.check_memory), a --source that is not a candidate text file
 (binary, not UTF-8, empty).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,7 @@ DEFAULTS = {"sim": (1, 3, 900.0), "gpu": (3, 10, 300.0)}
 # Warm-up goes on past the minimum until timings settle (GPU clocks ramp up
 # under load), at most this many runs or seconds; the simulator has no clocks
 # to ramp.
-SETTLE = {"sim": {"max_runs": 0, "max_seconds": 0.0},
-          "gpu": {"max_runs": 50, "max_seconds": 10.0}}
+SETTLE = {"sim": {"max_runs": 0, "max_seconds": 0.0}, "gpu": {"max_runs": 50, "max_seconds": 10.0}}
 # The simulator's time is the fastest of its timed runs (mlxsci.timers.SimTimer),
 # and the fastest of more runs is steadier: runs that take little host time go
 # on past the minimum, up to this many runs or seconds of timed runs.
@@ -71,18 +71,31 @@ def _prepare(be, timer_name: str, announce, detail) -> Roofline:
     starts (nothing on warm caches), `detail` the roofline probes' results."""
     if be.name == "sim":
         from mlxsci.backends.sim.build import prepare_toolchain
+
         prepare_toolchain(announce)
     from mlxsci.roofline import load_or_measure
+
     return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
 
 
-def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto",
-             size_set: str = "in-dist", sizes: list[Size] | None = None,
-             filename: str | None = None, n_warmup: int | None = None,
-             n_measure: int | None = None, timeout: float | None = None,
-             param_overrides: dict | None = None, dialect: str | None = None,
-             timer: str | None = None, sanitize: str | None = None,
-             progress=None, announce=None) -> Evaluation:
+def evaluate(
+    task_name: str,
+    source: str | None = None,
+    *,
+    backend: str = "auto",
+    size_set: str = "in-dist",
+    sizes: list[Size] | None = None,
+    filename: str | None = None,
+    n_warmup: int | None = None,
+    n_measure: int | None = None,
+    timeout: float | None = None,
+    param_overrides: dict | None = None,
+    dialect: str | None = None,
+    timer: str | None = None,
+    sanitize: str | None = None,
+    progress=None,
+    announce=None,
+) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
 
     progress: a callable taking each progress line. announce: one taking only
@@ -131,32 +144,45 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     # One process runs all sizes of the candidate (CandidateWorker), one size
     # at a time, each checked before the next is handed over.
     # (check_sanitize gave an executable for any tool asked for, or raised)
-    runner = (ProcessPerSize((sanitize, sanitizer_exe)) if sanitize and sanitizer_exe
-              else CandidateWorker())
+    runner = (
+        ProcessPerSize((sanitize, sanitizer_exe))
+        if sanitize and sanitizer_exe
+        else CandidateWorker()
+    )
     with runner as worker:
         for size in sizes:
             say(f"{task.name} {size.label}: reference")
             # Before the worker takes the size: its cost is not the candidate's.
             ref = get_reference(task, size.params)
-            job = {"task": task.ref, "source": source, "filename": filename,
-                   "backend": backend_name, "backend_options": options, "params": size.params,
-                   "n_warmup": n_warmup if n_warmup is not None else warm,
-                   "n_measure": n_measure if n_measure is not None else measure,
-                   "param_overrides": param_overrides, "timer": timer_name,
-                   "settle": SETTLE[kind],
-                   "extra_runs": EXTRA_RUNS[kind] if n_measure is None else None}
+            job = {
+                "task": task.ref,
+                "source": source,
+                "filename": filename,
+                "backend": backend_name,
+                "backend_options": options,
+                "params": size.params,
+                "n_warmup": n_warmup if n_warmup is not None else warm,
+                "n_measure": n_measure if n_measure is not None else measure,
+                "param_overrides": param_overrides,
+                "timer": timer_name,
+                "settle": SETTLE[kind],
+                "extra_runs": EXTRA_RUNS[kind] if n_measure is None else None,
+            }
             size_timeout = timeout or per_size
             if sanitize:
                 job = sanitized_job(job, n_warmup, n_measure)
                 size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
-            say(f"{task.name} {size.label}: running on {backend_name}"
-                + (f" under compute-sanitizer {sanitize}" if sanitize else ""))
+            say(
+                f"{task.name} {size.label}: running on {backend_name}"
+                + (f" under compute-sanitizer {sanitize}" if sanitize else "")
+            )
             result, jobdir, tail = worker.run(job, size_timeout)
             try:
                 if result is None:
                     flag = "timeout" if tail.startswith("timeout") else "crash"
-                    res = failed_size(size, task, f"runtime error at size {size.label}: {tail}",
-                                      flag)
+                    res = failed_size(
+                        size, task, f"runtime error at size {size.label}: {tail}", flag
+                    )
                 elif "error" in result:
                     err = result["error"]
                     if err["kind"] in ("compile", "format"):
@@ -165,11 +191,16 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
                         ev.fail_reason = f"{err['kind']} error: {line}{err['message']}"
                         ev.correct, ev.score = False, 0.0
                         return ev
-                    res = failed_size(size, task, f"runtime error at size {size.label}: "
-                                      f"{err['kind']}: {err['message']}", err["kind"])
+                    res = failed_size(
+                        size,
+                        task,
+                        f"runtime error at size {size.label}: {err['kind']}: {err['message']}",
+                        err["kind"],
+                    )
                 else:
-                    res = check_size(task, size, result, jobdir, roof, backend_name, device["name"],
-                                     ref)
+                    res = check_size(
+                        task, size, result, jobdir, roof, backend_name, device["name"], ref
+                    )
             finally:
                 shutil.rmtree(jobdir, ignore_errors=True)
             ev.sizes.append(res)
@@ -184,7 +215,7 @@ def evaluate(task_name: str, source: str | None = None, *, backend: str = "auto"
     scored = in_dist or [s for s in ev.sizes if not s.held_out]
     if not ev.correct:
         ev.score = 0.0
-    else:   # None when only held-out sizes ran: S is defined over the others
+    else:  # None when only held-out sizes ran: S is defined over the others
         ev.score = geometric_mean([s.fraction for s in scored]) if scored else None
     ev.noise = combined_noise([s.noise for s in scored]) if scored and ev.correct else None
     held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
@@ -204,10 +235,14 @@ def sanitized_job(job: dict, n_warmup: int | None, n_measure: int | None) -> dic
     nothing, so as few runs as the protocol allows (unless asked for more),
     timed by the wall clock, which needs no profiling interface beside the
     sanitizer's own (CUPTI under compute-sanitizer is untested here)."""
-    return dict(job, timer="wall",
-                n_warmup=n_warmup if n_warmup is not None else 1,
-                n_measure=n_measure if n_measure is not None else 1,
-                settle={"max_runs": 0, "max_seconds": 0.0}, extra_runs=None)
+    return dict(
+        job,
+        timer="wall",
+        n_warmup=n_warmup if n_warmup is not None else 1,
+        n_measure=n_measure if n_measure is not None else 1,
+        settle={"max_runs": 0, "max_seconds": 0.0},
+        extra_runs=None,
+    )
 
 
 def mark_sanitized(ev: Evaluation, tool: str) -> None:
@@ -221,11 +256,21 @@ def mark_sanitized(ev: Evaluation, tool: str) -> None:
         ev.score, ev.phi, ev.noise = None, None, None
 
 
-def compare(task_name: str, incumbent: str, candidate: str, *, backend: str = "auto",
-            size_set: str = "in-dist", sizes: list[Size] | None = None,
-            filenames: tuple[str, str] = ("incumbent", "candidate"),
-            dialect: str | None = None, timer: str | None = None, n_warmup: int | None = None,
-            n_measure: int | None = None, timeout: float | None = None) -> dict:
+def compare(
+    task_name: str,
+    incumbent: str,
+    candidate: str,
+    *,
+    backend: str = "auto",
+    size_set: str = "in-dist",
+    sizes: list[Size] | None = None,
+    filenames: tuple[str, str] = ("incumbent", "candidate"),
+    dialect: str | None = None,
+    timer: str | None = None,
+    n_warmup: int | None = None,
+    n_measure: int | None = None,
+    timeout: float | None = None,
+) -> dict:
     """Time two correct candidates against each other, interleaved in one worker
     per size (mlxsci.worker.run_compare), so both see the same machine state.
 
@@ -247,30 +292,48 @@ def compare(task_name: str, incumbent: str, candidate: str, *, backend: str = "a
     for size in sizes:
         if task.is_held_out(size):
             raise ValueError("a comparison never times held-out sizes")
-        job = {"compare": True, "task": task.ref, "sources": [incumbent, candidate],
-               "filenames": list(filenames), "backend": backend_name,
-               "backend_options": options, "params": size.params, "timer": timer_name,
-               "n_warmup": n_warmup if n_warmup is not None else warm,
-               # interleaved pairs: at least 5 of each, to see the spread
-               "n_measure": max(5, n_measure if n_measure is not None else measure)}
+        job = {
+            "compare": True,
+            "task": task.ref,
+            "sources": [incumbent, candidate],
+            "filenames": list(filenames),
+            "backend": backend_name,
+            "backend_options": options,
+            "params": size.params,
+            "timer": timer_name,
+            "n_warmup": n_warmup if n_warmup is not None else warm,
+            # interleaved pairs: at least 5 of each, to see the spread
+            "n_measure": max(5, n_measure if n_measure is not None else measure),
+        }
         result, jobdir, tail = run_worker(job, timeout or per_size)
         shutil.rmtree(jobdir, ignore_errors=True)
         if result is None or "error" in result:
-            why = tail if result is None else f"{result['error']['kind']}: {result['error']['message']}"
+            why = (
+                tail
+                if result is None
+                else f"{result['error']['kind']}: {result['error']['message']}"
+            )
             return {"timer": timer_name, "error": f"comparison at size {size.label} failed: {why}"}
         a, b = result["seconds"]
         statistic = result.get("timer", {}).get("statistic", "median")
         pick = min if statistic == "min" else np.median
         med_a, med_b = float(pick(a)), float(pick(b))
-        out["sizes"].append({"label": size.label, "incumbent": med_a, "candidate": med_b,
-                             "speedup": med_a / med_b if med_b > 0 else float("inf"),
-                             "noise": max(run_noise(a, statistic), run_noise(b, statistic))})
+        out["sizes"].append(
+            {
+                "label": size.label,
+                "incumbent": med_a,
+                "candidate": med_b,
+                "speedup": med_a / med_b if med_b > 0 else float("inf"),
+                "noise": max(run_noise(a, statistic), run_noise(b, statistic)),
+            }
+        )
     out["speedup"] = geometric_mean([s["speedup"] for s in out["sizes"]])
     out["noise"] = combined_noise([s["noise"] for s in out["sizes"]])
     return out
 
 
 # --- the command line: `mlxsci eval` / `python -m mlxsci.eval` ---------------
+
 
 def parse_assignments(text: str | None, what: str) -> dict:
     """'NX=67,NY=45' -> {'NX': '67', 'NY': '45'} (values converted by the caller)."""
@@ -288,6 +351,7 @@ def parse_assignments(text: str | None, what: str) -> dict:
 class TaskArgument(click.ParamType):
     """A built-in task name or the path of a task folder of your own (a
     directory holding task.py, reference.py and seeds, as examples/conv1d)."""
+
     name = "task"
 
     def get_metavar(self, param, ctx=None):
@@ -295,25 +359,33 @@ class TaskArgument(click.ParamType):
 
     def shell_complete(self, ctx, param, incomplete):
         from click.shell_completion import CompletionItem
+
         return [CompletionItem(n) for n in task_names() if n.startswith(incomplete)]
 
     def convert(self, value, param, ctx):
         if value in task_names():
             return value
-        if (Path(value) / "task.py").is_file() or (Path(value).name == "task.py"
-                                                  and Path(value).is_file()):
-            try:   # the whole folder, before anything runs (the seed of a dialect: later)
+        if (Path(value) / "task.py").is_file() or (
+            Path(value).name == "task.py" and Path(value).is_file()
+        ):
+            try:  # the whole folder, before anything runs (the seed of a dialect: later)
                 check_task(load_task(value))
             except ValueError as exc:
                 self.fail(str(exc), param, ctx)
             return value
         if Path(value).is_dir():
-            self.fail(f"{value!r} is not a task folder: it has no task.py (a task folder "
-                      "holds task.py, reference.py and seed.metal; see examples/conv1d)",
-                      param, ctx)
-        self.fail(f"{value!r} is neither a built-in task ({', '.join(task_names())}) nor a "
-                  "task folder (a directory holding task.py, reference.py and seed.metal)",
-                  param, ctx)
+            self.fail(
+                f"{value!r} is not a task folder: it has no task.py (a task folder "
+                "holds task.py, reference.py and seed.metal; see examples/conv1d)",
+                param,
+                ctx,
+            )
+        self.fail(
+            f"{value!r} is neither a built-in task ({', '.join(task_names())}) nor a "
+            "task folder (a directory holding task.py, reference.py and seed.metal)",
+            param,
+            ctx,
+        )
 
 
 def require_seed(task, dialect: str) -> None:
@@ -328,8 +400,9 @@ def require_seed(task, dialect: str) -> None:
 def check_overrides(task, text, overrides, dialect):
     """--param names and values must fit the candidate's //! param lines."""
     try:
-        parse(text if text is not None else task.seed(dialect),
-              dialect=dialect).param_values(overrides)
+        parse(text if text is not None else task.seed(dialect), dialect=dialect).param_values(
+            overrides
+        )
     except CandidateError:
         return  # the evaluation reports format errors itself
     except (KeyError, ValueError) as exc:
@@ -338,50 +411,93 @@ def check_overrides(task, text, overrides, dialect):
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("task", type=TaskArgument())
-@click.option("--source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Candidate file (.metal or .cu). Default: the task's seed.")
-@click.option("--backend", default="auto", show_default=True,
-              type=click.Choice(["auto", "metal", "cuda", "sim"]))
-@click.option("--dialect", type=click.Choice(["metal", "cuda"]), default=None,
-              help="Kernel dialect. Default: the --source file's extension (.cu / .metal), "
-                   "else the backend's own (metal on the simulator).")
-@click.option("--sizes", "size_set", default=None,
-              type=click.Choice(["smoke", "in-dist", "held-out", "all"]),
-              help="Size set. Default: in-dist on a GPU, smoke on the simulator.")
-@click.option("--size", "custom", metavar="KEY=VALUE,...",
-              help="Evaluate one size you give, e.g. NX=67,NY=45,n_steps=4.")
-@click.option("--param", "params", metavar="NAME=INT,...",
-              help="Override the candidate's //! param values.")
+@click.option(
+    "--source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Candidate file (.metal or .cu). Default: the task's seed.",
+)
+@click.option(
+    "--backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "metal", "cuda", "sim"]),
+)
+@click.option(
+    "--dialect",
+    type=click.Choice(["metal", "cuda"]),
+    default=None,
+    help="Kernel dialect. Default: the --source file's extension (.cu / .metal), "
+    "else the backend's own (metal on the simulator).",
+)
+@click.option(
+    "--sizes",
+    "size_set",
+    default=None,
+    type=click.Choice(["smoke", "in-dist", "held-out", "all"]),
+    help="Size set. Default: in-dist on a GPU, smoke on the simulator.",
+)
+@click.option(
+    "--size",
+    "custom",
+    metavar="KEY=VALUE,...",
+    help="Evaluate one size you give, e.g. NX=67,NY=45,n_steps=4.",
+)
+@click.option(
+    "--param", "params", metavar="NAME=INT,...", help="Override the candidate's //! param values."
+)
 @click.option("--warmup", type=click.IntRange(min=1), help="Warm-up runs per size.")
 @click.option("--measure", type=click.IntRange(min=1), help="Timed runs per size.")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
-@click.option("--timer", type=click.Choice(TIMER_NAMES), default=None,
-              help="How a run is timed: cupti (CUDA kernel activity; the default on CUDA), "
-                   "sim (the simulator's own clock; its default), wall (chained runs per "
-                   "eval, an upper bound; the default on Metal).")
-@click.option("--sanitize", type=click.Choice(sanitizer.TOOLS), default=None,
-              help="CUDA only: run each size's worker under NVIDIA's compute-sanitizer "
-                   "(memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory "
-                   "races); a reported error fails the size. Timings under it mean nothing, "
-                   "so the result has no score.")
+@click.option(
+    "--timer",
+    type=click.Choice(TIMER_NAMES),
+    default=None,
+    help="How a run is timed: cupti (CUDA kernel activity; the default on CUDA), "
+    "sim (the simulator's own clock; its default), wall (chained runs per "
+    "eval, an upper bound; the default on Metal).",
+)
+@click.option(
+    "--sanitize",
+    type=click.Choice(sanitizer.TOOLS),
+    default=None,
+    help="CUDA only: run each size's worker under NVIDIA's compute-sanitizer "
+    "(memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory "
+    "races); a reported error fails the size. Timings under it mean nothing, "
+    "so the result has no score.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def main(task, source, backend, dialect, size_set, custom, params, warmup, measure, timeout,
-         timer, sanitize, as_json):
+def main(
+    task,
+    source,
+    backend,
+    dialect,
+    size_set,
+    custom,
+    params,
+    warmup,
+    measure,
+    timeout,
+    timer,
+    sanitize,
+    as_json,
+):
     """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
 
     TASK is a built-in task name or the path of a task folder of your own
     (task.py, reference.py, seed.metal; see examples/conv1d)."""
-    t = load_task(task)   # TaskArgument checked the task folder
-    try:   # before availability: say what --sanitize needs even where CUDA is missing
+    t = load_task(task)  # TaskArgument checked the task folder
+    try:  # before availability: say what --sanitize needs even where CUDA is missing
         sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
     if backend != "auto" and not backend_class(backend).available():
-        raise click.BadParameter(f"{backend} is not available on this machine "
-                                 "(use --backend sim or auto)", param_hint="--backend")
+        raise click.BadParameter(
+            f"{backend} is not available on this machine (use --backend sim or auto)",
+            param_hint="--backend",
+        )
     sizes = None
     if custom:
-        try:   # a size the machine cannot hold is refused before anything is allocated
+        try:  # a size the machine cannot hold is refused before anything is allocated
             sizes = [t.custom_size(parse_assignments(custom, "--size"))]
             check_memory(t, sizes[0])
         except ValueError as exc:
@@ -391,7 +507,9 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
         try:
             overrides = {k: int(v) for k, v in parse_assignments(params, "--param").items()}
         except ValueError:
-            raise click.BadParameter("param values must be integers", param_hint="--param") from None
+            raise click.BadParameter(
+                "param values must be integers", param_hint="--param"
+            ) from None
     try:
         text = read_candidate_file(source) if source else None
     except ValueError as exc:
@@ -406,15 +524,27 @@ def main(task, source, backend, dialect, size_set, custom, params, warmup, measu
         check_timer(timer, backend_name)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timer") from exc
-    if text is None:   # the seed runs: the one of the dialect the backend will run
+    if text is None:  # the seed runs: the one of the dialect the backend will run
         require_seed(t, dialect or dialects.for_backend(backend_name).name)
     if overrides:
         check_overrides(t, text, overrides, dialect or dialects.for_backend(backend_name).name)
     if size_set is None:
         size_set = "smoke" if backend_name == "sim" else "in-dist"
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
-    ev = evaluate(task, text, backend=backend, size_set=size_set, sizes=sizes,
-                  filename=str(source) if source else None, n_warmup=warmup, n_measure=measure,
-                  timeout=timeout, param_overrides=overrides, dialect=dialect,
-                  timer=timer, sanitize=sanitize, progress=progress)
+    ev = evaluate(
+        task,
+        text,
+        backend=backend,
+        size_set=size_set,
+        sizes=sizes,
+        filename=str(source) if source else None,
+        n_warmup=warmup,
+        n_measure=measure,
+        timeout=timeout,
+        param_overrides=overrides,
+        dialect=dialect,
+        timer=timer,
+        sanitize=sanitize,
+        progress=progress,
+    )
     click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))

@@ -8,6 +8,7 @@ backend kernel with MLX's call signature. The evaluator flips
 `init_value` to poison outputs during verification runs. Per-step counters
 come from `launch.counter(step)` (through mlxsci.task.step_counter), made once.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -24,8 +25,9 @@ def mx_dtype(name: str):
     return mx.bool_ if name == "bool" else getattr(mx, name)
 
 
-def launch_shapes(task: Task, candidate: Candidate, params: dict,
-                  param_overrides: dict | None = None) -> dict:
+def launch_shapes(
+    task: Task, candidate: Candidate, params: dict, param_overrides: dict | None = None
+) -> dict:
     """Kernel name -> (grid, threadgroup) of `candidate` at the size `params`:
     its launch expressions, else the task's, over the size's integers and the
     candidate's params."""
@@ -34,26 +36,41 @@ def launch_shapes(task: Task, candidate: Candidate, params: dict,
     shapes = {}
     for contract in task.kernels:
         block = candidate.kernel(contract.name)
-        shapes[contract.name] = (launch_dims(block.grid or contract.grid, names),
-                                 launch_dims(block.threadgroup or contract.threadgroup, names))
+        shapes[contract.name] = (
+            launch_dims(block.grid or contract.grid, names),
+            launch_dims(block.threadgroup or contract.threadgroup, names),
+        )
     return shapes
 
 
 class Launcher:
-    def __init__(self, backend: Backend, task: Task, candidate: Candidate, params: dict,
-                 filename: str = "<candidate>", param_overrides: dict | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        task: Task,
+        candidate: Candidate,
+        params: dict,
+        filename: str = "<candidate>",
+        param_overrides: dict | None = None,
+    ):
         self.task = task
         self.backend = backend
         self.init_value: float | None = None
-        self.counters: dict = {}   # value -> 0-d uint32 device array (see counter)
+        self.counters: dict = {}  # value -> 0-d uint32 device array (see counter)
         self.template = template_args(candidate, param_overrides) or None
         self.kernels, self.grid, self.threadgroup = {}, {}, {}
         # Launch shapes are fixed per size, so evaluate and check them once, up
         # front: a bad expression or a launch over a limit fails before any kernel runs.
         shapes = launch_shapes(task, candidate, params, param_overrides)
         for contract in task.kernels:
-            spec = to_kernel_spec(candidate, contract.name, contract.inputs, contract.outputs,
-                                  atomic_outputs=contract.atomic_outputs, filename=filename)
+            spec = to_kernel_spec(
+                candidate,
+                contract.name,
+                contract.inputs,
+                contract.outputs,
+                atomic_outputs=contract.atomic_outputs,
+                filename=filename,
+            )
             self.kernels[contract.name] = backend.kernel(spec)
             grid, threadgroup = shapes[contract.name]
             check_launch(backend.dialect, contract.name, grid, threadgroup)
@@ -66,8 +83,11 @@ class Launcher:
             inputs=[inputs[n] for n in contract.inputs],
             output_shapes=[tuple(outputs[n][0]) for n in contract.outputs],
             output_dtypes=[mx_dtype(outputs[n][1]) for n in contract.outputs],
-            grid=self.grid[name], threadgroup=self.threadgroup[name],
-            template=self.template, init_value=init)
+            grid=self.grid[name],
+            threadgroup=self.threadgroup[name],
+            template=self.template,
+            init_value=init,
+        )
         return dict(zip(contract.outputs, results))
 
     def counter(self, value: int):

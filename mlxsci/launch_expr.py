@@ -16,6 +16,7 @@ raises `LaunchExprError` naming the offending construct.
 2**63 - 1 in magnitude; `launch_dims` further requires every dimension to be
 in 1 .. 2**31 - 1.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,12 +25,20 @@ import operator
 import warnings
 from typing import cast
 
-__all__ = ["LaunchExprError", "evaluate", "check", "names_used", "launch_dims",
-           "FUNCTIONS", "MAX_DIM", "MAX_EXPR_LEN"]
+__all__ = [
+    "LaunchExprError",
+    "evaluate",
+    "check",
+    "names_used",
+    "launch_dims",
+    "FUNCTIONS",
+    "MAX_DIM",
+    "MAX_EXPR_LEN",
+]
 
-MAX_EXPR_LEN = 1000          # characters
-MAX_INT = 2**63 - 1          # bound on every intermediate value
-MAX_DIM = 2**31 - 1          # bound on each launch dimension
+MAX_EXPR_LEN = 1000  # characters
+MAX_INT = 2**63 - 1  # bound on every intermediate value
+MAX_DIM = 2**31 - 1  # bound on each launch dimension
 FUNCTIONS = {"min": (2, None), "max": (2, None), "ceil_div": (2, 2)}  # name -> (min, max) arity
 
 
@@ -75,8 +84,13 @@ _NODE_TEXT = {
     "YieldFrom": "yield from",
 }
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
 
 
 def _segment(expr: str, node: ast.AST) -> str:
@@ -89,7 +103,8 @@ def _segment(expr: str, node: ast.AST) -> str:
 
 def _forbidden(expr: str, node: ast.AST, what: str) -> LaunchExprError:
     return LaunchExprError(
-        f"{what} is not allowed in a launch expression: {_segment(expr, node)!r} in {expr!r}")
+        f"{what} is not allowed in a launch expression: {_segment(expr, node)!r} in {expr!r}"
+    )
 
 
 def _constant_text(value) -> str:
@@ -111,6 +126,7 @@ def _constant_text(value) -> str:
 
 
 # --- structural validation --------------------------------------------------
+
 
 def _validate(expr: str, node: ast.AST, names: set[str], top: bool) -> None:
     """Check that `node` is in the grammar; collect the variable names into `names`."""
@@ -145,8 +161,9 @@ def _validate(expr: str, node: ast.AST, names: set[str], top: bool) -> None:
             raise _forbidden(expr, node, f"call of {_segment(expr, node.func)!r}")
         fname = node.func.id
         if fname not in FUNCTIONS:
-            raise _forbidden(expr, node,
-                             f"call to {fname!r} (only min, max and ceil_div may be called)")
+            raise _forbidden(
+                expr, node, f"call to {fname!r} (only min, max and ceil_div may be called)"
+            )
         if node.keywords:
             raise _forbidden(expr, node, f"keyword argument in call to {fname}")
         for arg in node.args:
@@ -157,7 +174,8 @@ def _validate(expr: str, node: ast.AST, names: set[str], top: bool) -> None:
         if n < lo or (hi is not None and n > hi):
             want = f"exactly {lo}" if hi == lo else f"at least {lo}"
             raise LaunchExprError(
-                f"{fname}() takes {want} arguments, got {n}: {_segment(expr, node)!r} in {expr!r}")
+                f"{fname}() takes {want} arguments, got {n}: {_segment(expr, node)!r} in {expr!r}"
+            )
         for arg in node.args:
             _validate(expr, arg, names, False)
         return
@@ -192,6 +210,7 @@ def _parse(expr: str) -> tuple[ast.expr, frozenset[str]]:
 
 # --- evaluation -------------------------------------------------------------
 
+
 def _bounded(value: int, expr: str, node: ast.AST) -> int:
     if -MAX_INT <= value <= MAX_INT:
         return value
@@ -201,7 +220,7 @@ def _bounded(value: int, expr: str, node: ast.AST) -> int:
 def _eval(expr: str, node: ast.AST, env: dict[str, int]):
     if isinstance(node, ast.Tuple):
         return tuple(_eval(expr, elt, env) for elt in node.elts)
-    if isinstance(node, ast.Constant):   # an int: _check admitted no other constant
+    if isinstance(node, ast.Constant):  # an int: _check admitted no other constant
         return _bounded(cast(int, node.value), expr, node)
     if isinstance(node, ast.Name):
         return env[node.id]
@@ -216,7 +235,7 @@ def _eval(expr: str, node: ast.AST, env: dict[str, int]):
         return _bounded(_BINOPS[type(node.op)](a, b), expr, node)
     if isinstance(node, ast.Call):
         args = [_eval(expr, arg, env) for arg in node.args]
-        fname = cast(ast.Name, node.func).id   # _validate admitted only calls by name
+        fname = cast(ast.Name, node.func).id  # _validate admitted only calls by name
         if fname == "min":
             return min(args)
         if fname == "max":
@@ -235,10 +254,12 @@ def _as_int(name: str, value) -> int:
         return operator.index(value)
     except TypeError:
         raise LaunchExprError(
-            f"name {name!r} is bound to a {type(value).__name__}, not an int") from None
+            f"name {name!r} is bound to a {type(value).__name__}, not an int"
+        ) from None
 
 
 # --- public API -------------------------------------------------------------
+
 
 def names_used(expr: str) -> set[str]:
     """The variable names `expr` uses (function names excluded).
@@ -254,11 +275,11 @@ def check(expr: str, allowed_names, dims: int | None = None) -> None:
     if unknown:
         raise LaunchExprError(
             f"unknown name{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-            f"in launch expression {expr.strip()!r}")
+            f"in launch expression {expr.strip()!r}"
+        )
     if dims is not None:
         if not isinstance(tree, ast.Tuple) or len(tree.elts) != dims:
-            raise LaunchExprError(
-                f"launch expression {expr.strip()!r} must be a {dims}-tuple")
+            raise LaunchExprError(f"launch expression {expr.strip()!r} must be a {dims}-tuple")
 
 
 def evaluate(expr: str, names: dict[str, int]) -> int | tuple[int, ...]:
@@ -274,7 +295,9 @@ def evaluate(expr: str, names: dict[str, int]) -> int | tuple[int, ...]:
     return _eval(text, tree, env)
 
 
-def launch_dims(expr: str, names: dict[str, int], what: str = "launch expression") -> tuple[int, int, int]:
+def launch_dims(
+    expr: str, names: dict[str, int], what: str = "launch expression"
+) -> tuple[int, int, int]:
     """Evaluate `expr` to a grid or threadgroup: a 3-tuple of ints in 1 .. 2**31 - 1."""
     value = evaluate(expr, names)
     text = expr.strip()

@@ -23,22 +23,32 @@ Shared / threadgroup memory is known only once the kernel is compiled, so
 only the simulator checks it (check_shared_memory); a GPU backend checks the
 launch shape (check_launch) before it calls MLX.
 """
+
 from __future__ import annotations
 
 from mlxsci.backends.base import KernelFault
 
-__all__ = ["CUDA_MAX_GRID_DIM", "CUDA_MAX_BLOCK_DIM", "CUDA_MAX_THREADS_PER_BLOCK",
-           "CUDA_STATIC_SMEM_LIMIT", "CUDA_OPTIN_SMEM_LIMIT", "CUDA_OPTIN_THRESHOLD",
-           "METAL_MAX_THREADS_PER_THREADGROUP", "METAL_MAX_TGMEM",
-           "cuda_launch", "check_launch", "check_shared_memory"]
+__all__ = [
+    "CUDA_MAX_GRID_DIM",
+    "CUDA_MAX_BLOCK_DIM",
+    "CUDA_MAX_THREADS_PER_BLOCK",
+    "CUDA_STATIC_SMEM_LIMIT",
+    "CUDA_OPTIN_SMEM_LIMIT",
+    "CUDA_OPTIN_THRESHOLD",
+    "METAL_MAX_THREADS_PER_THREADGROUP",
+    "METAL_MAX_TGMEM",
+    "cuda_launch",
+    "check_launch",
+    "check_shared_memory",
+]
 
-CUDA_MAX_GRID_DIM = (2**31 - 1, 65535, 65535)     # blocks per dimension
-CUDA_MAX_BLOCK_DIM = (1024, 1024, 64)             # threads per block dimension
+CUDA_MAX_GRID_DIM = (2**31 - 1, 65535, 65535)  # blocks per dimension
+CUDA_MAX_BLOCK_DIM = (1024, 1024, 64)  # threads per block dimension
 CUDA_MAX_THREADS_PER_BLOCK = 1024
-CUDA_STATIC_SMEM_LIMIT = 48 * 1024                # static __shared__ per block
-CUDA_OPTIN_SMEM_LIMIT = 227 * 1024                # H100, after cuFuncSetAttribute
-CUDA_OPTIN_THRESHOLD = 48000                      # MLX opts in above this many dynamic bytes
-METAL_MAX_THREADS_PER_THREADGROUP = 1024          # Apple GPUs; a pipeline may allow fewer
+CUDA_STATIC_SMEM_LIMIT = 48 * 1024  # static __shared__ per block
+CUDA_OPTIN_SMEM_LIMIT = 227 * 1024  # H100, after cuFuncSetAttribute
+CUDA_OPTIN_THRESHOLD = 48000  # MLX opts in above this many dynamic bytes
+METAL_MAX_THREADS_PER_THREADGROUP = 1024  # Apple GPUs; a pipeline may allow fewer
 METAL_MAX_TGMEM = 32 * 1024
 
 
@@ -61,7 +71,9 @@ def cuda_launch(grid, threadgroup) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def _shape_problem(grid, threadgroup) -> str | None:
     # Checked first: the limits below divide by the threadgroup.
     if len(grid) != 3 or len(threadgroup) != 3:
-        return f"grid {_shape(grid)} and threadgroup {_shape(threadgroup)} must have three dimensions"
+        return (
+            f"grid {_shape(grid)} and threadgroup {_shape(threadgroup)} must have three dimensions"
+        )
     for what, dims in (("grid", grid), ("threadgroup", threadgroup)):
         for axis, v in zip("xyz", dims):
             if v < 1:
@@ -77,12 +89,16 @@ def _cuda_problem(grid, threadgroup) -> str | None:
             return f"blockDim.{axis} = {b} threads ({given}) exceeds CUDA's limit of {limit}"
     threads = block[0] * block[1] * block[2]
     if threads > CUDA_MAX_THREADS_PER_BLOCK:
-        return (f"threads per block = {threads} (block {_shape(block)} = {given}) exceeds "
-                f"CUDA's limit of {CUDA_MAX_THREADS_PER_BLOCK}")
+        return (
+            f"threads per block = {threads} (block {_shape(block)} = {given}) exceeds "
+            f"CUDA's limit of {CUDA_MAX_THREADS_PER_BLOCK}"
+        )
     for axis, n, limit in zip("xyz", blocks, CUDA_MAX_GRID_DIM):
         if n > limit:
-            return (f"gridDim.{axis} = {n} blocks (grid {_shape(grid)} / threadgroup "
-                    f"{_shape(threadgroup)}, rounded up) exceeds CUDA's limit of {limit}")
+            return (
+                f"gridDim.{axis} = {n} blocks (grid {_shape(grid)} / threadgroup "
+                f"{_shape(threadgroup)}, rounded up) exceeds CUDA's limit of {limit}"
+            )
     return None
 
 
@@ -90,8 +106,10 @@ def _metal_problem(grid, threadgroup) -> str | None:
     # MLX checks the threadgroup as given, before clamping it to the grid.
     threads = threadgroup[0] * threadgroup[1] * threadgroup[2]
     if threads > METAL_MAX_THREADS_PER_THREADGROUP:
-        return (f"threads per threadgroup = {threads} (threadgroup {_shape(threadgroup)}) "
-                f"exceeds Metal's limit of {METAL_MAX_THREADS_PER_THREADGROUP}")
+        return (
+            f"threads per threadgroup = {threads} (threadgroup {_shape(threadgroup)}) "
+            f"exceeds Metal's limit of {METAL_MAX_THREADS_PER_THREADGROUP}"
+        )
     return None
 
 
@@ -116,14 +134,18 @@ def _cuda_memory_problem(nbytes: int, dynamic: int) -> str | None:
     else:
         limit, kind = CUDA_STATIC_SMEM_LIMIT, "without opt-in"
     if nbytes > limit:
-        return (f"shared memory per block = {nbytes} bytes (static and dynamic, {kind}) "
-                f"exceeds CUDA's limit of {limit} bytes")
+        return (
+            f"shared memory per block = {nbytes} bytes (static and dynamic, {kind}) "
+            f"exceeds CUDA's limit of {limit} bytes"
+        )
     return None
 
 
 def _metal_memory_problem(nbytes: int, dynamic: int) -> str | None:
     if nbytes > METAL_MAX_TGMEM:
-        return f"threadgroup memory = {nbytes} bytes exceeds Metal's limit of {METAL_MAX_TGMEM} bytes"
+        return (
+            f"threadgroup memory = {nbytes} bytes exceeds Metal's limit of {METAL_MAX_TGMEM} bytes"
+        )
     return None
 
 

@@ -17,6 +17,7 @@ A --serve worker also ends when its stdin closes; its parent writes GOODBYE on
 the lifeline first, so that only an end of stdin without it is the parent's
 death.
 """
+
 from __future__ import annotations
 
 import os
@@ -70,7 +71,7 @@ class Lifeline:
                 return None
         except (ValueError, OSError):
             return None
-        os.set_inheritable(fd, False)   # the compilers and tools this one starts need none
+        os.set_inheritable(fd, False)  # the compilers and tools this one starts need none
         lifeline = cls(fd, leftovers)
         lifeline.watcher.start()
         return lifeline
@@ -80,12 +81,12 @@ class Lifeline:
             said = os.read(self.fd, 1)
         except OSError:
             said = b""
-        if not said:          # end-of-file: the parent is gone; GOODBYE: it ends us itself
+        if not said:  # end-of-file: the parent is gone; GOODBYE: it ends us itself
             self.parent_gone()
 
     def parent_gone(self) -> None:
         for folder in self.leftovers:
-            if Path(folder).name.startswith("mlxsci-"):   # only what a parent made
+            if Path(folder).name.startswith("mlxsci-"):  # only what a parent made
                 shutil.rmtree(folder, ignore_errors=True)
         # The parent starts every worker in a session of its own (the worker, or
         # compute-sanitizer around it, leads it): that group is ours to kill.

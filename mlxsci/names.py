@@ -1,4 +1,5 @@
 """Names made safe for file and folder names."""
+
 from __future__ import annotations
 
 import re

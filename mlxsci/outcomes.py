@@ -10,6 +10,7 @@ classify() recomputes the verdicts from a summary's numbers and noises rather
 than reading its verdict fields, so summaries written before noise was
 measured (no noise keys) are judged by the same rule, the 5 % floor deciding.
 """
+
 from __future__ import annotations
 
 from mlxsci.verdicts import IMPROVED, REGRESSED, assess_summary
@@ -21,19 +22,26 @@ SATURATED_SEED = 0.8
 # The vocabulary, in the order classify() tries its rules; the first that applies wins.
 OUTCOMES = {
     "no_candidates": "proposals were asked for and none gave a candidate (every call "
-                     "failed, held no code, or the cost cap stopped the run)",
+    "failed, held no code, or the cost cap stopped the run)",
     "saturated": "no higher S than the seed's, and the seed already scores S >= 0.8",
     "flat": "no higher S than the seed's (the best is the seed), and the seed scores below 0.8",
     "held_out_failure": "a higher S, but the best fails at the held-out size where the "
-                        "seed does not (e.g. a kernel that special-cases the scored sizes)",
+    "seed does not (e.g. a kernel that special-cases the scored sizes)",
     "held_out_regression": "a higher S, but Phi regressed beyond the held-out noise band, "
-                           "whether or not the S gain is beyond its own band",
+    "whether or not the S gain is beyond its own band",
     "improved": "S improved beyond the noise band, and Phi did not regress beyond its band "
-                "(or the seed has no Phi to compare with)",
+    "(or the seed has no Phi to compare with)",
     "within_noise": "a higher S, inside the noise band: no evidence of a change",
 }
-NO_CANDIDATES, SATURATED, FLAT, HELD_OUT_FAILURE, HELD_OUT_REGRESSION, IMPROVED_RUN, \
-    WITHIN_NOISE_RUN = OUTCOMES
+(
+    NO_CANDIDATES,
+    SATURATED,
+    FLAT,
+    HELD_OUT_FAILURE,
+    HELD_OUT_REGRESSION,
+    IMPROVED_RUN,
+    WITHIN_NOISE_RUN,
+) = OUTCOMES
 
 
 def _no_gain(seed_score, best_score) -> bool:

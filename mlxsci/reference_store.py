@@ -6,6 +6,7 @@ nor the NumPy solve in the trusted (parent) process. The key hashes the size,
 the sources of the reference modules and the task module's source (which
 makes the inputs), so editing any of them invalidates the entry.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,7 @@ def input_checksums(inputs: dict) -> dict:
 
 @dataclass
 class Reference:
-    outputs: dict          # result name -> np.ndarray
+    outputs: dict  # result name -> np.ndarray
     tolerance: float
     input_checksums: dict  # input name -> checksum
 
@@ -68,8 +69,11 @@ def get_reference(task: Task, params: dict, use_cache: bool = True) -> Reference
     ref_module = load_reference(task.name)
     outputs = {k: np.asarray(v) for k, v in ref_module.solve(inputs, params).items()}
     ref = Reference(outputs, float(ref_module.tolerance(outputs, params)), input_checksums(inputs))
-    meta = {"outputs": sorted(outputs), "tolerance": ref.tolerance,
-            "input_checksums": ref.input_checksums}
+    meta = {
+        "outputs": sorted(outputs),
+        "tolerance": ref.tolerance,
+        "input_checksums": ref.input_checksums,
+    }
     buf = io.BytesIO()
     np.savez(buf, __meta__=np.array(json.dumps(meta)), **outputs)
     atomic_write_bytes(path, buf.getvalue())
@@ -84,7 +88,7 @@ def max_abs_error(out: np.ndarray, ref: np.ndarray) -> float:
     diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
     if diff.size == 0:
         return 0.0
-    err = float(np.max(diff))   # np.max propagates NaN
+    err = float(np.max(diff))  # np.max propagates NaN
     return err if np.isfinite(err) else float("inf")
 
 

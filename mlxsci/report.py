@@ -68,6 +68,7 @@ details_table(runs), render(rows, fmt), report_text(runs, fmt, details),
 report_files(runs, fmt, details, out), outcome_label(summary),
 cell_runs(runs, task, model), write_plots(runs, dir).
 """
+
 from __future__ import annotations
 
 import json
@@ -80,15 +81,27 @@ from mlxsci.report_plots import write_plots
 from mlxsci.report_runs import cell_runs, load_runs, outcome_label
 from mlxsci.report_tables import FORMATS, details_table, main_table, render
 
-__all__ = ["load_runs", "main_table", "details_table", "render", "report_text", "report_files",
-           "outcome_label", "cell_runs", "write_plots", "main"]
+__all__ = [
+    "load_runs",
+    "main_table",
+    "details_table",
+    "render",
+    "report_text",
+    "report_files",
+    "outcome_label",
+    "cell_runs",
+    "write_plots",
+    "main",
+]
 
 
 # -- command line ----------------------------------------------------------------
 
-CSV_ONE_TABLE = ("CSV holds one table per file: with --details and --format csv give "
-                 "--out FILE.csv (the main table goes there, the details to "
-                 "FILE_details.csv), or use --format json for both in one document")
+CSV_ONE_TABLE = (
+    "CSV holds one table per file: with --details and --format csv give "
+    "--out FILE.csv (the main table goes there, the details to "
+    "FILE_details.csv), or use --format json for both in one document"
+)
 
 
 def report_text(runs: list[dict], fmt: str = "md", details: bool = False) -> str:
@@ -115,8 +128,10 @@ def report_files(runs: list[dict], fmt: str, details: bool, out: Path) -> dict:
     """{path: text} of what `--out OUT` writes: one file, or for CSV with
     details two, one table each."""
     if fmt == "csv" and details:
-        return {out: render(main_table(runs), "csv"),
-                details_path(out): render(details_table(runs), "csv")}
+        return {
+            out: render(main_table(runs), "csv"),
+            details_path(out): render(details_table(runs), "csv"),
+        }
     return {out: report_text(runs, fmt, details)}
 
 
@@ -126,19 +141,22 @@ def _write(files: dict) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         except OSError as exc:
-            raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
-                                     param_hint="--out") from None
+            raise click.BadParameter(
+                f"cannot write {path}: {exc.strerror or exc}", param_hint="--out"
+            ) from None
         click.echo(f"wrote {path}", err=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("runs", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--format", "fmt", default="md", type=click.Choice(FORMATS), show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the table here, not stdout. CSV holds one table per file: with "
-                   "--details, OUT gets the main table and OUT_details (same suffix) the "
-                   "details.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the table here, not stdout. CSV holds one table per file: with "
+    "--details, OUT gets the main table and OUT_details (same suffix) the "
+    "details.",
+)
 @click.option("--plots", type=click.Path(file_okay=False), help="Write PNG and SVG plots here.")
 @click.option("--details", is_flag=True, help="Add the per-run details table.")
 def main(runs, fmt, out, plots, details):
@@ -152,8 +170,10 @@ def main(runs, fmt, out, plots, details):
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="RUNS") from exc
     if not loaded:
-        raise click.ClickException("no finished runs (summary.json) found: every run there "
-                                   "is unfinished (see the notes above)")
+        raise click.ClickException(
+            "no finished runs (summary.json) found: every run there "
+            "is unfinished (see the notes above)"
+        )
     if out:
         _write(report_files(loaded, fmt, details, out))
     else:
@@ -162,8 +182,9 @@ def main(runs, fmt, out, plots, details):
         try:
             written = write_plots(loaded, plots)
         except OSError as exc:
-            raise click.BadParameter(f"cannot write plots to {plots}: {exc.strerror or exc}",
-                                     param_hint="--plots") from None
+            raise click.BadParameter(
+                f"cannot write plots to {plots}: {exc.strerror or exc}", param_hint="--plots"
+            ) from None
         for path in written:
             click.echo(f"wrote {path}", err=True)
 

@@ -6,6 +6,7 @@ matplotlib is imported inside the functions that draw, not at the top: a
 report without --plots (and `import mlxsci.report`) never loads it, and
 write_plots selects the Agg backend before pyplot is first imported.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,6 +44,7 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
 def _finish(fig, out: Path, stem: str, title: str | None = None, **title_style) -> list[Path]:
     """Lay the figure out (under `title`), save it as PNG and SVG, close it."""
     import matplotlib.pyplot as plt
+
     if title is not None:
         fig.suptitle(title, **title_style)
     fig.tight_layout()
@@ -53,6 +55,7 @@ def _finish(fig, out: Path, stem: str, title: str | None = None, **title_style) 
 
 def _grid(n: int):
     import matplotlib.pyplot as plt
+
     cols = min(n, 3)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
@@ -63,6 +66,7 @@ def _grid(n: int):
 
 def plot_convergence(runs: list[dict], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
+
     tasks = sorted({r["task"] for r in runs})
     fig, axes = _grid(len(tasks))
     colors = dict(zip(models_of(runs), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10))
@@ -71,10 +75,15 @@ def plot_convergence(runs: list[dict], out: Path) -> list[Path]:
             cell = cell_runs(runs, task, m)
             for k, r in enumerate(cell):
                 # every run of the cell in the model's colour, the legend once
-                _convergence_line(ax, r, colors[m], m if k == 0 else None,
-                                  f" ({len(cell)} runs)" if len(cell) > 1 else "")
+                _convergence_line(
+                    ax,
+                    r,
+                    colors[m],
+                    m if k == 0 else None,
+                    f" ({len(cell)} runs)" if len(cell) > 1 else "",
+                )
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-        ax.axhline(1.0 + NOISE_FLOOR, color="gray", lw=0.6, ls=":")   # the least band
+        ax.axhline(1.0 + NOISE_FLOOR, color="gray", lw=0.6, ls=":")  # the least band
         ax.set_title(task)
         ax.set_xlabel("iteration")
         ax.set_ylabel("best-so-far speedup (S / S_seed)")
@@ -95,22 +104,37 @@ def _convergence_line(ax, r: dict, color, model: str | None, runs_note: str) -> 
             fails.append(h["iteration"])
         xs.append(h["iteration"])
         ys.append(best / seed if seed and best is not None else float("nan"))
-    label = (lambda text: text if model else None)   # noqa: E731
+    label = lambda text: text if model else None  # noqa: E731
     ax.step(xs, ys, where="post", color=color, label=label(f"{model}{runs_note}"), marker=".")
     if fails:
-        ax.plot(fails, [1.0] * len(fails), "x", color=color, ms=8,
-                label=label(f"{model}: failed / skipped"))
+        ax.plot(
+            fails,
+            [1.0] * len(fails),
+            "x",
+            color=color,
+            ms=8,
+            label=label(f"{model}: failed / skipped"),
+        )
     bi = r.get("best_iteration")
     if bi is not None and bi in xs:
-        ax.plot([bi], [ys[xs.index(bi)]], "*", color=color, ms=14, mec="black",
-                label=label(f"{model}: best (iteration {bi})" if not runs_note
-                            else f"{model}: best of each run"))
+        ax.plot(
+            [bi],
+            [ys[xs.index(bi)]],
+            "*",
+            color=color,
+            ms=14,
+            mec="black",
+            label=label(
+                f"{model}: best (iteration {bi})" if not runs_note else f"{model}: best of each run"
+            ),
+        )
 
 
 def plot_speedups(runs: list[dict], out: Path) -> list[Path]:
     """Per task and model: the median speedup as a bar, its spread (min-max or
     bootstrap CI, report_spread) as an error bar, each run as a dot."""
     import matplotlib.pyplot as plt
+
     tasks, models = sorted({r["task"] for r in runs}), models_of(runs)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(tasks) * max(len(models), 1) + 2), 3.8))
@@ -122,19 +146,20 @@ def plot_speedups(runs: list[dict], out: Path) -> list[Path]:
             if mid is None:
                 continue
             x = i + (j - (len(models) - 1) / 2) * width
-            ax.bar(x, mid, width * 0.9, color=colors[j], alpha=0.6,
-                   label=m if i == 0 else None)
+            ax.bar(x, mid, width * 0.9, color=colors[j], alpha=0.6, label=m if i == 0 else None)
             if lo is not None and hi is not None:
-                ax.errorbar(x, mid, yerr=[[mid - lo], [hi - mid]], color="black", capsize=4,
-                            lw=1.2)
+                ax.errorbar(x, mid, yerr=[[mid - lo], [hi - mid]], color="black", capsize=4, lw=1.2)
             ax.plot([x] * len(values), values, "o", color=colors[j], mec="black", ms=4)
     ax.axhline(1.0, color="gray", lw=0.8, ls="--")
     ax.set_xticks(range(len(tasks)))
     ax.set_xticklabels(tasks)
     ax.set_ylabel("speedup S_best / S_seed")
-    ax.set_title(f"Median speedup per cell (bar), each run (dot); error bar: min-max of the "
-                 f"runs under {BOOTSTRAP_MIN_RUNS},\nelse a {BOOTSTRAP_LEVEL:.0%} bootstrap CI "
-                 f"of the median ({BOOTSTRAP_RESAMPLES} resamples)", fontsize=8)
+    ax.set_title(
+        f"Median speedup per cell (bar), each run (dot); error bar: min-max of the "
+        f"runs under {BOOTSTRAP_MIN_RUNS},\nelse a {BOOTSTRAP_LEVEL:.0%} bootstrap CI "
+        f"of the median ({BOOTSTRAP_RESAMPLES} resamples)",
+        fontsize=8,
+    )
     ax.legend(fontsize=7)
     return _finish(fig, out, "speedups")
 
@@ -152,17 +177,19 @@ def _cached_roofline(backend: str, device: str):
     try:
         from mlxsci.cache import cache_dir
         from mlxsci.roofline import Roofline
-    except Exception:   # noqa: BLE001 - MLX missing: fall back to the runs' data
+    except Exception:  # noqa: BLE001 - MLX missing: fall back to the runs' data
         return None, None
     try:
         from mlxsci.backends import get_backend
         from mlxsci.roofline import cache_path
+
         be = get_backend(backend)
         if be.device_info()["name"] == device and cache_path(be).exists():
             data = json.loads(cache_path(be).read_text())
-            return Roofline(**data), f"measured roofline, cached for fingerprint " \
-                                     f"{data['device'].get('fingerprint')}"
-    except Exception:   # noqa: BLE001 - backend unavailable here
+            return Roofline(
+                **data
+            ), f"measured roofline, cached for fingerprint {data['device'].get('fingerprint')}"
+    except Exception:  # noqa: BLE001 - backend unavailable here
         pass
     best = None
     for path in cache_dir("roofline").glob("*.json"):
@@ -176,8 +203,10 @@ def _cached_roofline(backend: str, device: str):
     if best is None:
         return None, None
     try:
-        return Roofline(**best), (f"cached roofline of the same device name, measured "
-                                  f"{best.get('measured_at')} (may differ from the runs')")
+        return Roofline(**best), (
+            f"cached roofline of the same device name, measured "
+            f"{best.get('measured_at')} (may differ from the runs')"
+        )
     except TypeError:
         return None, None
 
@@ -193,28 +222,48 @@ def _roofline_points(runs: list[dict]) -> list[dict]:
             continue
         try:
             task = load_task(r["task"])
-        except Exception:   # noqa: BLE001 - a task not installed here
+        except Exception:  # noqa: BLE001 - a task not installed here
             continue
         p = first["params"]
         flops, nbytes, ws = task.flops(p), task.bytes_moved(p), task.working_set(p)
-        best_size = next((s for s in (best_res or {}).get("sizes", [])
-                          if s.get("label") == first["label"] and s.get("seconds")), None)
-        points.append({"task": r["task"], "model": r["model"], "flops": flops, "bytes": nbytes,
-                       "working_set": ws, "bound": task.bound, "label": first["label"],
-                       "ceiling": first.get("ceiling"),
-                       "seed": flops / first["seconds"] / 1e9,
-                       "best": flops / best_size["seconds"] / 1e9 if best_size else None})
+        best_size = next(
+            (
+                s
+                for s in (best_res or {}).get("sizes", [])
+                if s.get("label") == first["label"] and s.get("seconds")
+            ),
+            None,
+        )
+        points.append(
+            {
+                "task": r["task"],
+                "model": r["model"],
+                "flops": flops,
+                "bytes": nbytes,
+                "working_set": ws,
+                "bound": task.bound,
+                "label": first["label"],
+                "ceiling": first.get("ceiling"),
+                "seed": flops / first["seconds"] / 1e9,
+                "best": flops / best_size["seconds"] / 1e9 if best_size else None,
+            }
+        )
     return points
 
 
 def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
+
     paths = []
     devices = sorted({(r.get("backend", ""), r.get("device", "")) for r in runs})
     for backend, device in devices:
-        group = [r for r in runs if (r.get("backend", ""), r.get("device", "")) == (backend, device)]
-        chosen = [_pick([g for g in group if (g["task"], g["model"]) == key])
-                  for key in sorted({(g["task"], g["model"]) for g in group})]
+        group = [
+            r for r in runs if (r.get("backend", ""), r.get("device", "")) == (backend, device)
+        ]
+        chosen = [
+            _pick([g for g in group if (g["task"], g["model"]) == key])
+            for key in sorted({(g["task"], g["model"]) for g in group})
+        ]
         points = _roofline_points(chosen)
         roof, how = _cached_roofline(backend, device)
         if roof is not None:
@@ -223,20 +272,26 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
         else:
             # No cached roofline for this device here: the ceilings the runs were
             # scored against (GB/s at each size's working set, bandwidth tasks).
-            bw_curve = sorted((p["working_set"], p["ceiling"]) for p in points
-                              if p["bound"] == "bandwidth" and p["ceiling"])
-            peak = max((p["ceiling"] for p in points
-                        if p["bound"] == "compute" and p["ceiling"]), default=None)
-            how = ("no cached roofline for this device here: bandwidth from the ceilings "
-                   "recorded in the runs" + ("" if peak else "; FP32 peak unknown"))
+            bw_curve = sorted(
+                (p["working_set"], p["ceiling"])
+                for p in points
+                if p["bound"] == "bandwidth" and p["ceiling"]
+            )
+            peak = max(
+                (p["ceiling"] for p in points if p["bound"] == "compute" and p["ceiling"]),
+                default=None,
+            )
+            how = (
+                "no cached roofline for this device here: bandwidth from the ceilings "
+                "recorded in the runs" + ("" if peak else "; FP32 peak unknown")
+            )
             _warn(f"{device}: {how}")
         fig, (ax_bw, ax_roof) = plt.subplots(1, 2, figsize=(11, 4.2))
         if bw_curve:
             ax_bw.plot([w / 2**20 for w, _ in bw_curve], [g for _, g in bw_curve], "o-")
         for p in points:
             if p["bound"] == "bandwidth" and p["ceiling"]:
-                ax_bw.plot(p["working_set"] / 2**20, p["ceiling"], "s", mfc="none",
-                           color="gray")
+                ax_bw.plot(p["working_set"] / 2**20, p["ceiling"], "s", mfc="none", color="gray")
                 ax_bw.annotate(p["task"], (p["working_set"] / 2**20, p["ceiling"]), fontsize=7)
         ax_bw.set_xscale("log")
         ax_bw.set_xlabel("working set (MiB)")
@@ -248,15 +303,15 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
         hi = max(ais + [10.0]) * 4
         x = np.logspace(math.log10(lo), math.log10(hi), 200)
         if bw_curve:
-            levels = {"DRAM (largest working set)": bw_curve[-1][1],
-                      "best cache level": max(g for _, g in bw_curve)}
+            levels = {
+                "DRAM (largest working set)": bw_curve[-1][1],
+                "best cache level": max(g for _, g in bw_curve),
+            }
             for (name, gbps), ls in zip(levels.items(), ("-", "--")):
                 y = gbps * x if peak is None else np.minimum(gbps * x, peak)
-                ax_roof.plot(x, y, color="black", ls=ls, lw=1,
-                             label=f"{name}: {gbps:.3g} GB/s")
+                ax_roof.plot(x, y, color="black", ls=ls, lw=1, label=f"{name}: {gbps:.3g} GB/s")
         if peak:
-            ax_roof.axhline(peak, color="red", lw=0.8, ls=":",
-                            label=f"FP32 peak {peak:.3g} GFLOPS")
+            ax_roof.axhline(peak, color="red", lw=0.8, ls=":", label=f"FP32 peak {peak:.3g} GFLOPS")
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10
         for i, p in enumerate(points):
             if p["flops"] <= 0:
@@ -264,24 +319,41 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
                 continue
             ai = p["flops"] / p["bytes"]
             c = colors[i]
-            ax_roof.plot(ai, p["seed"], "o", mfc="none", color=c,
-                         label=f"{p['task']} ({p['model']}): seed")
-            if p["ceiling"]:   # the task's own ceiling, at its working set
+            ax_roof.plot(
+                ai, p["seed"], "o", mfc="none", color=c, label=f"{p['task']} ({p['model']}): seed"
+            )
+            if p["ceiling"]:  # the task's own ceiling, at its working set
                 roof_gflops = p["ceiling"] * (ai if p["bound"] == "bandwidth" else 1.0)
-                ax_roof.plot(ai, roof_gflops, "_", color=c, ms=18, mew=2,
-                             label=f"{p['task']}: ceiling at its working set")
+                ax_roof.plot(
+                    ai,
+                    roof_gflops,
+                    "_",
+                    color=c,
+                    ms=18,
+                    mew=2,
+                    label=f"{p['task']}: ceiling at its working set",
+                )
             if p["best"]:
                 ax_roof.plot(ai, p["best"], "o", color=c, label=f"{p['task']} ({p['model']}): best")
-                ax_roof.annotate("", (ai, p["best"]), (ai, p["seed"]),
-                                 arrowprops={"arrowstyle": "->", "color": c})
+                ax_roof.annotate(
+                    "",
+                    (ai, p["best"]),
+                    (ai, p["seed"]),
+                    arrowprops={"arrowstyle": "->", "color": c},
+                )
         ax_roof.set_xscale("log")
         ax_roof.set_yscale("log")
         ax_roof.set_xlabel("arithmetic intensity (FLOP / byte, first scored size)")
         ax_roof.set_ylabel("GFLOP/s")
         ax_roof.set_title("roofline")
         ax_roof.legend(fontsize=6)
-        paths += _finish(fig, out, f"roofline_{safe_name(device, 'device')}",
-                         f"{device} ({backend})\n{how}", fontsize=9)
+        paths += _finish(
+            fig,
+            out,
+            f"roofline_{safe_name(device, 'device')}",
+            f"{device} ({backend})\n{how}",
+            fontsize=9,
+        )
     return paths
 
 
@@ -295,8 +367,10 @@ def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
     for ax, key in zip(axes, keys):
         r = _pick([g for g in runs if (g["task"], g["model"]) == key])
         d = Path(r["run_dir"])
-        seed, best = _fractions(_read_json(d / "00_result.json")), \
-            _fractions(_read_json(d / "best_result.json"))
+        seed, best = (
+            _fractions(_read_json(d / "00_result.json")),
+            _fractions(_read_json(d / "best_result.json")),
+        )
         for name, target in (("seed", seed), ("best", best)):
             held = _read_json(d / f"held_out_{name}.json")
             for label, frac in _fractions((held or {}).get("result")).items():
@@ -305,8 +379,12 @@ def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
         xs = range(len(labels))
         w = 0.38
         ax.bar([x - w / 2 for x in xs], [seed.get(k) or 0.0 for k in labels], w, label="seed")
-        ax.bar([x + w / 2 for x in xs], [best.get(k) or 0.0 for k in labels], w,
-               label=f"best (iteration {r.get('best_iteration')})")
+        ax.bar(
+            [x + w / 2 for x in xs],
+            [best.get(k) or 0.0 for k in labels],
+            w,
+            label=f"best (iteration {r.get('best_iteration')})",
+        )
         for x, k in zip(xs, labels):
             if k in best and best[k] is None:
                 ax.text(x + w / 2, 0.02, "fail", rotation=90, fontsize=7, ha="center")
@@ -322,10 +400,15 @@ def write_plots(runs: list[dict], out) -> list[Path]:
     """Convergence, roofline (one per device), per-size fraction and speedup
     (median and spread per cell) plots, PNG + SVG."""
     import matplotlib
+
     matplotlib.use("Agg")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not runs:
         return []
-    return (plot_convergence(runs, out) + plot_roofline(runs, out) + plot_fractions(runs, out)
-            + plot_speedups(runs, out))
+    return (
+        plot_convergence(runs, out)
+        + plot_roofline(runs, out)
+        + plot_fractions(runs, out)
+        + plot_speedups(runs, out)
+    )

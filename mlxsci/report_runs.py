@@ -7,6 +7,7 @@ report_tables and report_plots import it, never the other way round. The
 rules (a sweep's index.json, unfinished runs skipped with a note, one run per
 task, model and proposer seed) are described in mlxsci/report.py's docstring.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ def _warn(msg: str) -> None:
 
 # -- loading ----------------------------------------------------------------
 
+
 def _load_run(run_dir: Path) -> dict | None:
     path = run_dir / "summary.json"
     try:
@@ -33,8 +35,9 @@ def _load_run(run_dir: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         _warn(f"skipping {run_dir}: unreadable summary.json ({exc})")
         return None
-    if not isinstance(summary, dict) or not all(isinstance(summary.get(k), str)
-                                                for k in ("task", "model")):
+    if not isinstance(summary, dict) or not all(
+        isinstance(summary.get(k), str) for k in ("task", "model")
+    ):
         _warn(f"skipping {run_dir}: its summary.json is not a search summary (no task, model)")
         return None
     summary["run_dir"] = str(run_dir)
@@ -59,9 +62,11 @@ def _index_runs(index: Path) -> list[Path]:
         entries = json.loads(index.read_text()).get("runs")
         paths = [index.parent / e["path"] for e in entries]
     except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError) as exc:
-        raise ValueError(f"{index} is not a sweep index (mlxsci.sweep writes "
-                         f"{{\"runs\": [{{\"path\": ...}}, ...]}}): {type(exc).__name__}: "
-                         f"{exc}") from None
+        raise ValueError(
+            f"{index} is not a sweep index (mlxsci.sweep writes "
+            f'{{"runs": [{{"path": ...}}, ...]}}): {type(exc).__name__}: '
+            f"{exc}"
+        ) from None
     return paths
 
 
@@ -73,7 +78,7 @@ def _run_dirs(path: Path) -> list[Path]:
     if index.exists():
         return _index_runs(index)
     found = {p.parent for p in path.rglob("summary.json")}
-    found |= {p.parent for p in path.rglob("run.json")}   # unfinished ones, to report them
+    found |= {p.parent for p in path.rglob("run.json")}  # unfinished ones, to report them
     # A folder with its own index.json below `path` is read through its index.
     for idx in path.rglob("index.json"):
         inner = idx.parent
@@ -93,9 +98,11 @@ def load_runs(paths) -> list[dict]:
             raise FileNotFoundError(f"{p} does not exist")
         dirs = _run_dirs(p)
         if not dirs:
-            raise ValueError(f"{p} holds no search run (a folder with summary.json or "
-                             "run.json): give run directories, folders holding them, or a "
-                             "sweep folder")
+            raise ValueError(
+                f"{p} holds no search run (a folder with summary.json or "
+                "run.json): give run directories, folders holding them, or a "
+                "sweep folder"
+            )
         for d in dirs:
             key = d.resolve()
             if key in seen:
@@ -109,6 +116,7 @@ def load_runs(paths) -> list[dict]:
 
 
 # -- numbers and labels -----------------------------------------------------
+
 
 def speedup(summary: dict) -> float | None:
     seed, best = summary.get("seed_score"), summary.get("best_score")

@@ -8,6 +8,7 @@ least). Its spread:
   interval of the median, BOOTSTRAP_RESAMPLES resamples drawn with a fixed
   seed, so the same runs always give the same interval.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,10 +19,12 @@ BOOTSTRAP_LEVEL = 0.95
 BOOTSTRAP_SEED = 0
 MIN_MAX = "min-max"
 BOOTSTRAP = f"bootstrap {BOOTSTRAP_LEVEL:.0%} CI"
-SPREAD_NOTE = (f"median of the runs; spread [lo, hi]: {MIN_MAX} of the runs when a cell has "
-               f"fewer than {BOOTSTRAP_MIN_RUNS}, else a {BOOTSTRAP_LEVEL:.0%} percentile "
-               f"bootstrap CI of the median ({BOOTSTRAP_RESAMPLES} resamples, seed "
-               f"{BOOTSTRAP_SEED})")
+SPREAD_NOTE = (
+    f"median of the runs; spread [lo, hi]: {MIN_MAX} of the runs when a cell has "
+    f"fewer than {BOOTSTRAP_MIN_RUNS}, else a {BOOTSTRAP_LEVEL:.0%} percentile "
+    f"bootstrap CI of the median ({BOOTSTRAP_RESAMPLES} resamples, seed "
+    f"{BOOTSTRAP_SEED})"
+)
 
 
 def spread_kind(n: int) -> str | None:

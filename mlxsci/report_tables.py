@@ -7,6 +7,7 @@ details_table: one row per run. render turns either into text. What the
 columns mean is in mlxsci/report.py's docstring. Separate from the plots
 (mlxsci.report_plots), which need matplotlib and none of this.
 """
+
 from __future__ import annotations
 
 import csv
@@ -27,13 +28,16 @@ FORMATS = ("md", "latex", "csv", "json")
 
 # -- tables -------------------------------------------------------------------
 
+
 def _single_cell(m: str, r: dict | None) -> dict:
     """A cell of one run (or none): the table as it has always been."""
-    return {f"{m} speedup": speedup(r) if r else None,
-            f"{m} improved": None if r is None else improved(r),
-            f"{m} held-out phi": r.get("held_out_best") if r else None,
-            f"{m} held-out ratio": r.get("held_out_ratio") if r else None,
-            f"{m} outcome": outcome_label(r) if r else None}
+    return {
+        f"{m} speedup": speedup(r) if r else None,
+        f"{m} improved": None if r is None else improved(r),
+        f"{m} held-out phi": r.get("held_out_best") if r else None,
+        f"{m} held-out ratio": r.get("held_out_ratio") if r else None,
+        f"{m} outcome": outcome_label(r) if r else None,
+    }
 
 
 def _label_counts(cell: list[dict]) -> str:
@@ -48,21 +52,39 @@ def _label_counts(cell: list[dict]) -> str:
 def _repeated_cell(m: str, cell: list[dict]) -> dict:
     """A cell of any number of runs: medians, spreads, count (report_spread)."""
     if not cell:
-        return {f"{m} {k}": None for k in ("runs", "speedup", "speedup lo", "speedup hi",
-                                           "spread", "improved", "held-out phi",
-                                           "held-out ratio", "held-out ratio lo",
-                                           "held-out ratio hi", "outcome")}
+        return {
+            f"{m} {k}": None
+            for k in (
+                "runs",
+                "speedup",
+                "speedup lo",
+                "speedup hi",
+                "spread",
+                "improved",
+                "held-out phi",
+                "held-out ratio",
+                "held-out ratio lo",
+                "held-out ratio hi",
+                "outcome",
+            )
+        }
     speedups = [speedup(r) for r in cell]
     s, s_lo, s_hi = median_and_spread(speedups)
     ratio, r_lo, r_hi = median_and_spread([r.get("held_out_ratio") for r in cell])
     phi = median_and_spread([r.get("held_out_best") for r in cell])[0]
-    return {f"{m} runs": len(cell), f"{m} speedup": s, f"{m} speedup lo": s_lo,
-            f"{m} speedup hi": s_hi,
-            f"{m} spread": spread_kind(len([x for x in speedups if x is not None])),
-            f"{m} improved": 2 * sum(improved(r) for r in cell) > len(cell),
-            f"{m} held-out phi": phi, f"{m} held-out ratio": ratio,
-            f"{m} held-out ratio lo": r_lo, f"{m} held-out ratio hi": r_hi,
-            f"{m} outcome": _label_counts(cell) if len(cell) > 1 else outcome_label(cell[0])}
+    return {
+        f"{m} runs": len(cell),
+        f"{m} speedup": s,
+        f"{m} speedup lo": s_lo,
+        f"{m} speedup hi": s_hi,
+        f"{m} spread": spread_kind(len([x for x in speedups if x is not None])),
+        f"{m} improved": 2 * sum(improved(r) for r in cell) > len(cell),
+        f"{m} held-out phi": phi,
+        f"{m} held-out ratio": ratio,
+        f"{m} held-out ratio lo": r_lo,
+        f"{m} held-out ratio hi": r_hi,
+        f"{m} outcome": _label_counts(cell) if len(cell) > 1 else outcome_label(cell[0]),
+    }
 
 
 def main_table(runs: list[dict]) -> list[dict]:
@@ -79,8 +101,9 @@ def main_table(runs: list[dict]) -> list[dict]:
         row = {"task": task}
         for m in models:
             cell = cells[(task, m)]
-            row.update(_repeated_cell(m, cell) if repeated
-                       else _single_cell(m, cell[0] if cell else None))
+            row.update(
+                _repeated_cell(m, cell) if repeated else _single_cell(m, cell[0] if cell else None)
+            )
         rows.append(row)
     return rows
 
@@ -95,26 +118,42 @@ def details_table(runs: list[dict]) -> list[dict]:
     for r in runs:
         hist = r.get("history", [])
         tokens = r.get("tokens") or {}
-        rows.append({
-            "task": r["task"], "model": r["model"], "backend": r.get("backend"),
-            "iterations": r.get("iterations"),
-            "compile failures": _count(hist, lambda h: h.get("role") == "candidate"
-                                       and not h.get("compile_ok")),
-            "incorrect": _count(hist, lambda h: h.get("role") == "candidate"
-                                and h.get("compile_ok") and not h.get("correct")),
-            "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
-            "best iteration": r.get("best_iteration"),
-            "seed S": r.get("seed_score"), "best S": r.get("best_score"),
-            # the noise band the speedup was judged against (mlxsci.verdicts)
-            "S band": assess_summary(r)["improvement_band"],
-            "tokens in": tokens.get("input", 0), "tokens out": tokens.get("output", 0),
-            "cost usd": r.get("cost_usd", 0.0), "wall s": r.get("wall_s"),
-            "search outcome": r.get("outcome"), "run": Path(r["run_dir"]).name,
-        })
+        rows.append(
+            {
+                "task": r["task"],
+                "model": r["model"],
+                "backend": r.get("backend"),
+                "iterations": r.get("iterations"),
+                "compile failures": _count(
+                    hist, lambda h: h.get("role") == "candidate" and not h.get("compile_ok")
+                ),
+                "incorrect": _count(
+                    hist,
+                    lambda h: (
+                        h.get("role") == "candidate"
+                        and h.get("compile_ok")
+                        and not h.get("correct")
+                    ),
+                ),
+                "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
+                "best iteration": r.get("best_iteration"),
+                "seed S": r.get("seed_score"),
+                "best S": r.get("best_score"),
+                # the noise band the speedup was judged against (mlxsci.verdicts)
+                "S band": assess_summary(r)["improvement_band"],
+                "tokens in": tokens.get("input", 0),
+                "tokens out": tokens.get("output", 0),
+                "cost usd": r.get("cost_usd", 0.0),
+                "wall s": r.get("wall_s"),
+                "search outcome": r.get("outcome"),
+                "run": Path(r["run_dir"]).name,
+            }
+        )
     return rows
 
 
 # -- rendering ----------------------------------------------------------------
+
 
 def _fmt_cell(key: str, value) -> str:
     if value is None:
@@ -134,9 +173,18 @@ def _fmt_cell(key: str, value) -> str:
     return str(value)
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -195,21 +243,33 @@ def render(rows: list[dict], fmt: str = "md") -> str:
     if fmt == "md":
         shown = [[f"**{c}**" if b else c for c, b in zip(cr, br)] for cr, br in zip(cells, bold)]
         note = f"\nPer cell: {SPREAD_NOTE}.\n" if _has_spread(rows) else ""
-        return tabulate(shown, headers=headers, tablefmt="github", colalign=align,
-                        disable_numparse=True) + "\n" + note
+        return (
+            tabulate(
+                shown, headers=headers, tablefmt="github", colalign=align, disable_numparse=True
+            )
+            + "\n"
+            + note
+        )
     if fmt == "latex":
+
         def tex(c: str, b: bool = False) -> str:
             t = latex_escape(c)
-            if re.fullmatch(r"[-+\d.]+x( \[[-+\d.]+x, [-+\d.]+x\])?", t):   # 1.02x [1.00x, 1.05x]
+            if re.fullmatch(r"[-+\d.]+x( \[[-+\d.]+x, [-+\d.]+x\])?", t):  # 1.02x [1.00x, 1.05x]
                 t = re.sub(r"([\d.]+)x", r"\1$\\times$", t)
             return rf"\textbf{{{t}}}" if b else t
+
         spec = "".join("r" if a == "right" else "l" for a in align)
-        lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-                 " & ".join(tex(h) for h in headers) + r" \\", r"\midrule"]
-        lines += [" & ".join(tex(c, b) for c, b in zip(cr, br)) + r" \\"
-                  for cr, br in zip(cells, bold)]
+        lines = [
+            rf"\begin{{tabular}}{{{spec}}}",
+            r"\toprule",
+            " & ".join(tex(h) for h in headers) + r" \\",
+            r"\midrule",
+        ]
+        lines += [
+            " & ".join(tex(c, b) for c, b in zip(cr, br)) + r" \\" for cr, br in zip(cells, bold)
+        ]
         lines += [r"\bottomrule", r"\end{tabular}"]
-        if _has_spread(rows):    # under the tabular, where a caption would say it
+        if _has_spread(rows):  # under the tabular, where a caption would say it
             lines += ["", rf"\par\footnotesize Per cell: {latex_escape(SPREAD_NOTE)}."]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

@@ -10,6 +10,7 @@ They sit apart from mlxsci/evaluation.py because more than the verb reads
 them: the checks (mlxsci/checks.py) fill a SizeResult, the search records
 their JSON, tests build them; this module imports nothing of mlxsci's.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,15 +25,15 @@ class SizeResult:
     correct: bool = False
     error: float | None = None
     tol: float | None = None
-    seconds: float | None = None          # device time per run: median of the timed runs
-                                          # (their minimum for the sim timer)
+    seconds: float | None = None  # device time per run: median of the timed runs
+    # (their minimum for the sim timer)
     seconds_min: float | None = None
     seconds_max: float | None = None
-    timer: str | None = None              # cupti, sim or wall (mlxsci.timers)
-    noise: float | None = None            # (max - min) / median of the timed runs
-    kernels: dict = field(default_factory=dict)   # name -> {launches, seconds} per run
+    timer: str | None = None  # cupti, sim or wall (mlxsci.timers)
+    noise: float | None = None  # (max - min) / median of the timed runs
+    kernels: dict = field(default_factory=dict)  # name -> {launches, seconds} per run
     timer_info: dict = field(default_factory=dict)  # wall: repeats, floor_seconds
-    warmup: dict = field(default_factory=dict)      # runs, settled
+    warmup: dict = field(default_factory=dict)  # runs, settled
     achieved: float | None = None
     unit: str = ""
     ceiling: float | None = None
@@ -54,28 +55,36 @@ class Evaluation:
     correct: bool = False
     score: float | None = 0.0
     phi: float | None = None
-    noise: float | None = None    # of S: combined_noise of the scored sizes' noise
+    noise: float | None = None  # of S: combined_noise of the scored sizes' noise
     fail_reason: str | None = None
     sizes: list = field(default_factory=list)
     sanitized: str | None = None  # the compute-sanitizer tool the sizes ran under (not scored)
 
     def to_json(self) -> dict:
         data = {
-            "task": self.task, "backend": self.backend, "device": self.device,
-            "dialect": self.dialect, "timer": self.timer,
-            "candidate": {"compile_ok": self.compile_ok, "correct": self.correct,
-                          "score": self.score, "phi": self.phi, "noise": self.noise,
-                          "fail_reason": self.fail_reason},
+            "task": self.task,
+            "backend": self.backend,
+            "device": self.device,
+            "dialect": self.dialect,
+            "timer": self.timer,
+            "candidate": {
+                "compile_ok": self.compile_ok,
+                "correct": self.correct,
+                "score": self.score,
+                "phi": self.phi,
+                "noise": self.noise,
+                "fail_reason": self.fail_reason,
+            },
             "sizes": [json_size(s) for s in self.sizes],
         }
-        if self.sanitized:   # only sanitized runs carry it; their score is None
+        if self.sanitized:  # only sanitized runs carry it; their score is None
             data["sanitized"] = self.sanitized
         return data
 
 
 def json_size(s: SizeResult) -> dict:
     d = asdict(s)
-    for key in ("error", "tol"):   # JSON has no inf/nan
+    for key in ("error", "tol"):  # JSON has no inf/nan
         if d[key] is not None and not math.isfinite(d[key]):
             d[key] = str(d[key])
     return d
@@ -86,8 +95,10 @@ def geometric_mean(values: list[float]) -> float:
 
 
 # What the two numbers of a result mean, in one line under them.
-S_AND_PHI = ("S = geometric mean of the scored sizes' fractions of the roofline (0 if any "
-             "fails); Phi = the fraction at the held-out size, never part of S")
+S_AND_PHI = (
+    "S = geometric mean of the scored sizes' fractions of the roofline (0 if any "
+    "fails); Phi = the fraction at the held-out size, never part of S"
+)
 
 
 def fmt(value, spec=".3g"):
@@ -103,35 +114,65 @@ def format_evaluation(ev: Evaluation) -> str:
     rows = []
     for s in ev.sizes:
         verdict = "ok" if s.correct else "FAIL"
-        rows.append([s.label + (" (held-out)" if s.held_out else ""), verdict,
-                     fmt(s.error, ".2e"), fmt(s.tol, ".2e"),
-                     fmt(None if s.seconds is None else s.seconds * 1e3, ".4g"),
-                     fmt(None if s.noise is None else 100 * s.noise, ".1f"),
-                     f"{fmt(s.achieved, '.2f')} {s.unit}".strip(), fmt(s.ceiling, ".2f"),
-                     fmt(s.fraction, ".3f"), ",".join(s.flags)])
-    lines = [f"task {ev.task} on {ev.backend} ({ev.device}), {ev.dialect} dialect, "
-             f"timer {ev.timer}"]
+        rows.append(
+            [
+                s.label + (" (held-out)" if s.held_out else ""),
+                verdict,
+                fmt(s.error, ".2e"),
+                fmt(s.tol, ".2e"),
+                fmt(None if s.seconds is None else s.seconds * 1e3, ".4g"),
+                fmt(None if s.noise is None else 100 * s.noise, ".1f"),
+                f"{fmt(s.achieved, '.2f')} {s.unit}".strip(),
+                fmt(s.ceiling, ".2f"),
+                fmt(s.fraction, ".3f"),
+                ",".join(s.flags),
+            ]
+        )
+    lines = [
+        f"task {ev.task} on {ev.backend} ({ev.device}), {ev.dialect} dialect, timer {ev.timer}"
+    ]
     if rows:
-        lines.append(tabulate(rows, headers=["size", "verdict", "error", "tol", "ms (median)",
-                                             "noise %", "achieved", "ceiling", "fraction",
-                                             "flags"],
-                              disable_numparse=True))
+        lines.append(
+            tabulate(
+                rows,
+                headers=[
+                    "size",
+                    "verdict",
+                    "error",
+                    "tol",
+                    "ms (median)",
+                    "noise %",
+                    "achieved",
+                    "ceiling",
+                    "fraction",
+                    "flags",
+                ],
+                disable_numparse=True,
+            )
+        )
     for s in ev.sizes:
         if s.timer == "wall" and s.timer_info.get("repeats"):
             floor = s.timer_info.get("floor_seconds")
-            lines.append(f"{s.label}: wall timer, {s.timer_info['repeats']} chained runs per eval"
-                         + (f", empty-eval floor {floor * 1e3:.4g} ms" if floor is not None else "")
-                         + " (an upper bound on device time)")
+            lines.append(
+                f"{s.label}: wall timer, {s.timer_info['repeats']} chained runs per eval"
+                + (f", empty-eval floor {floor * 1e3:.4g} ms" if floor is not None else "")
+                + " (an upper bound on device time)"
+            )
             break
     if ev.sizes and any(s.metal_sci_fraction is not None for s in ev.sizes):
-        lines.append("Metal-Sci chip-table fractions: " + ", ".join(
-            f"{s.label}={fmt(s.metal_sci_fraction, '.3f')}" for s in ev.sizes))
+        lines.append(
+            "Metal-Sci chip-table fractions: "
+            + ", ".join(f"{s.label}={fmt(s.metal_sci_fraction, '.3f')}" for s in ev.sizes)
+        )
     if ev.sanitized:
-        lines.append(f"ran under compute-sanitizer {ev.sanitized}: timings are not comparable, "
-                     "no score")
-    lines.append(f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
-                 + (f" (noise {100 * ev.noise:.1f}%)" if ev.noise is not None else "")
-                 + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else ""))
+        lines.append(
+            f"ran under compute-sanitizer {ev.sanitized}: timings are not comparable, no score"
+        )
+    lines.append(
+        f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
+        + (f" (noise {100 * ev.noise:.1f}%)" if ev.noise is not None else "")
+        + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else "")
+    )
     lines.append(S_AND_PHI)
     if ev.fail_reason:
         lines.append(f"fail_reason: {ev.fail_reason}")

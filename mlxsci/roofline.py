@@ -24,6 +24,7 @@ largest working set is timed too: the figure the DRAM plateau is compared
 with. Metal-Sci's static chip table is kept for a paper-comparable column on
 Apple GPUs.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -46,29 +47,42 @@ from mlxsci.backends.base import Backend
 from mlxsci.cache import atomic_write_json, cache_dir
 from mlxsci.candidate import parse, to_kernel_spec
 
-PROBES = {"metal": Path(__file__).with_name("probes") / "probes.metal",
-          "cuda": Path(__file__).with_name("probes") / "probes.cu"}
+PROBES = {
+    "metal": Path(__file__).with_name("probes") / "probes.metal",
+    "cuda": Path(__file__).with_name("probes") / "probes.cu",
+}
 
 # Each probe kernel's inputs and outputs, in the order the kernel takes them.
-PROBE_IO = {"stream_copy": (("src", "passes", "n4"), ("dst",)),
-            "stream_triad": (("src", "src2", "passes", "n4"), ("dst",)),
-            "stream_read": (("src", "passes", "n4", "bound"), ("out",)),
-            "fma_peak": (("seed", "iters", "n"), ("out",))}
+PROBE_IO = {
+    "stream_copy": (("src", "passes", "n4"), ("dst",)),
+    "stream_triad": (("src", "src2", "passes", "n4"), ("dst",)),
+    "stream_read": (("src", "passes", "n4", "bound"), ("out",)),
+    "fma_peak": (("seed", "iters", "n"), ("out",)),
+}
 
 # Streaming probes: (kernel, arrays of the working set). Each array is read or
 # written once per element and pass: copy reads src and writes dst, triad
 # reads src and src2 and writes dst.
 STREAMS = {"copy": ("stream_copy", 2), "triad": ("stream_triad", 3)}
 FLOAT4_BYTES = 16
-FMA_FLOPS_PER_ITER = 64     # 32 multiply-adds per thread and iteration (both dialects)
+FMA_FLOPS_PER_ITER = 64  # 32 multiply-adds per thread and iteration (both dialects)
 
 # Metal-Sci's chip table: (peak FP32 GFLOPS, peak DRAM GB/s).
 METAL_SCI_CHIPS = {
-    "Apple M1": (2600, 68), "Apple M1 Pro": (4500, 200), "Apple M1 Max": (7800, 400),
-    "Apple M1 Ultra": (21000, 800), "Apple M2": (3600, 100), "Apple M2 Pro": (6800, 200),
-    "Apple M2 Max": (13600, 400), "Apple M2 Ultra": (27200, 800), "Apple M3": (4100, 100),
-    "Apple M3 Pro": (7400, 150), "Apple M3 Max": (14200, 300), "Apple M4": (4600, 120),
-    "Apple M4 Pro": (9200, 273), "Apple M4 Max": (18000, 546),
+    "Apple M1": (2600, 68),
+    "Apple M1 Pro": (4500, 200),
+    "Apple M1 Max": (7800, 400),
+    "Apple M1 Ultra": (21000, 800),
+    "Apple M2": (3600, 100),
+    "Apple M2 Pro": (6800, 200),
+    "Apple M2 Max": (13600, 400),
+    "Apple M2 Ultra": (27200, 800),
+    "Apple M3": (4100, 100),
+    "Apple M3 Pro": (7400, 150),
+    "Apple M3 Max": (14200, 300),
+    "Apple M4": (4600, 120),
+    "Apple M4 Pro": (9200, 273),
+    "Apple M4 Max": (18000, 546),
 }
 METAL_SCI_UNKNOWN = (2000, 80)
 
@@ -87,15 +101,15 @@ def metal_sci_ceiling(device_name: str) -> tuple[float, float]:
 class Roofline:
     backend: str
     device: dict
-    bandwidth: list          # [[working-set bytes, GB/s], ...] sorted by size (the probes combined)
+    bandwidth: list  # [[working-set bytes, GB/s], ...] sorted by size (the probes combined)
     peak_gflops: float
     measured_at: str
-    timer: str = ""          # the mlxsci.timers timer the probes were timed with
-    probes: dict = field(default_factory=dict)       # {"copy"|"triad"|"read": [[ws, GB/s], ...]}
+    timer: str = ""  # the mlxsci.timers timer the probes were timed with
+    probes: dict = field(default_factory=dict)  # {"copy"|"triad"|"read": [[ws, GB/s], ...]}
     theoretical: dict = field(default_factory=dict)  # the driver's figures (CUDA), else {}
-    reference_copy_gbps: float | None = None         # MLX's own copy-like op (GPU backends)
-    plan: dict = field(default_factory=dict)         # what was launched (see PLANS)
-    probe_digest: str = ""   # of the probe source and plan: a changed probe measures again
+    reference_copy_gbps: float | None = None  # MLX's own copy-like op (GPU backends)
+    plan: dict = field(default_factory=dict)  # what was launched (see PLANS)
+    probe_digest: str = ""  # of the probe source and plan: a changed probe measures again
 
     def bw(self, working_set: float) -> float:
         """GB/s at a working set: log-linear between probe points, flat beyond them."""
@@ -122,12 +136,26 @@ class Roofline:
 # all of them in one set of the host's L1 and thrash it (under a quarter of the
 # one-pass bandwidth at 256 KiB): it uses threadgroups of 16 (a 256 B shift).
 PLANS = {
-    "sim": {"sizes": [2**k for k in range(16, 27, 2)], "bytes_per_launch": 2**23,
-            "threadgroup": 16, "read_threads": 2**12, "fma_threads": 4096, "fma_iters": 256,
-            "settle": {"min_runs": 1, "max_runs": 3, "max_seconds": 0.5}, "timed_runs": 3},
-    "gpu": {"sizes": [2**k for k in range(16, 31)], "bytes_per_launch": 2**30,
-            "threadgroup": 256, "read_threads": 2**18, "fma_threads": 2**22, "fma_iters": 1024,
-            "settle": {"min_runs": 3, "max_runs": 20, "max_seconds": 2.0}, "timed_runs": 5},
+    "sim": {
+        "sizes": [2**k for k in range(16, 27, 2)],
+        "bytes_per_launch": 2**23,
+        "threadgroup": 16,
+        "read_threads": 2**12,
+        "fma_threads": 4096,
+        "fma_iters": 256,
+        "settle": {"min_runs": 1, "max_runs": 3, "max_seconds": 0.5},
+        "timed_runs": 3,
+    },
+    "gpu": {
+        "sizes": [2**k for k in range(16, 31)],
+        "bytes_per_launch": 2**30,
+        "threadgroup": 256,
+        "read_threads": 2**18,
+        "fma_threads": 2**22,
+        "fma_iters": 1024,
+        "settle": {"min_runs": 3, "max_runs": 20, "max_seconds": 2.0},
+        "timed_runs": 5,
+    },
 }
 
 
@@ -151,8 +179,10 @@ def probe_digest(backend: Backend, plan: dict) -> str:
 def _probe_kernels(backend: Backend) -> dict:
     path = PROBES[backend.dialect]
     cand = parse(path.read_text(), dialect=backend.dialect, filename=str(path))
-    return {name: backend.kernel(to_kernel_spec(cand, name, ins, outs, filename=str(path)))
-            for name, (ins, outs) in PROBE_IO.items()}
+    return {
+        name: backend.kernel(to_kernel_spec(cand, name, ins, outs, filename=str(path)))
+        for name, (ins, outs) in PROBE_IO.items()
+    }
 
 
 # ------------------------------------------------------------------ sizes
@@ -180,8 +210,12 @@ def combine(probes: dict, plan: dict) -> list:
     sizes = sorted({ws for curve in probes.values() for ws, _ in curve})
     out = []
     for ws in sizes:
-        rates = [r for name, curve in probes.items() for s, r in curve
-                 if s == ws and (name != "read" or read_applies(ws, plan))]
+        rates = [
+            r
+            for name, curve in probes.items()
+            for s, r in curve
+            if s == ws and (name != "read" or read_applies(ws, plan))
+        ]
         if rates:
             out.append([ws, max(rates)])
     return out
@@ -193,16 +227,30 @@ def _wait(backend: Backend):
         if results is not None:
             mx.eval(results)
         backend.synchronize()
+
     return wait
 
 
-def _probe_work(backend: Backend, kernel, names, inputs: dict, out_shape: tuple, threads: int,
-                threadgroup: int, chain: dict) -> timers.Work:
+def _probe_work(
+    backend: Backend,
+    kernel,
+    names,
+    inputs: dict,
+    out_shape: tuple,
+    threads: int,
+    threadgroup: int,
+    chain: dict,
+) -> timers.Work:
     """One probe launch as the timers take it; its result is {"dst": output}."""
+
     def enqueue(inp: dict) -> dict:
-        (out,) = kernel(inputs=[inp[k] for k in names], output_shapes=[out_shape],
-                        output_dtypes=[mx.float32], grid=(threads, 1, 1),
-                        threadgroup=(threadgroup, 1, 1))
+        (out,) = kernel(
+            inputs=[inp[k] for k in names],
+            output_shapes=[out_shape],
+            output_dtypes=[mx.float32],
+            grid=(threads, 1, 1),
+            threadgroup=(threadgroup, 1, 1),
+        )
         return {"dst": out}
 
     return timers.Work(enqueue, inputs, _wait(backend), chain, eager=backend.eager)
@@ -227,8 +275,9 @@ def time_work(timer: timers.Timer, work: timers.Work, plan: dict) -> float:
 
 
 # ------------------------------------------------------------------ probes
-def stream_gbps(backend: Backend, kernel, names, arrays: int, ws: int, plan: dict,
-                seconds) -> tuple[float, int]:
+def stream_gbps(
+    backend: Backend, kernel, names, arrays: int, ws: int, plan: dict, seconds
+) -> tuple[float, int]:
     """GB/s of a copy or triad probe at a working set, and its passes."""
     tg = plan["threadgroup"]
     n4 = elements(ws, arrays, tg)
@@ -246,21 +295,32 @@ def read_gbps(backend: Backend, kernel, names, ws: int, plan: dict, seconds) -> 
     tg, threads = plan["threadgroup"], plan["read_threads"]
     n4 = elements(ws, 1, tg)
     passes = passes_for(threads * FLOAT4_BYTES, plan)
-    inputs = _device(backend, {"src": np.ones(4 * n4, np.float32),
-                               "passes": np.array(passes, np.uint32),
-                               "n4": np.array(n4, np.uint32),
-                               "bound": np.zeros(1, np.float32)})
+    inputs = _device(
+        backend,
+        {
+            "src": np.ones(4 * n4, np.float32),
+            "passes": np.array(passes, np.uint32),
+            "n4": np.array(n4, np.uint32),
+            "bound": np.zeros(1, np.float32),
+        },
+    )
     work = _probe_work(backend, kernel, names, inputs, (1,), threads, tg, {"bound": "dst"})
     return threads * passes * FLOAT4_BYTES / seconds(work) / 1e9, passes
 
 
 def fma_gflops(backend: Backend, kernel, names, plan: dict, seconds) -> float:
     threads, iters = plan["fma_threads"], plan["fma_iters"]
-    inputs = _device(backend, {"seed": np.full(threads, 0.9999, np.float32),
-                               "iters": np.array(iters, np.uint32),
-                               "n": np.array(threads, np.uint32)})
-    work = _probe_work(backend, kernel, names, inputs, (threads,), threads,
-                       plan["threadgroup"], {"seed": "dst"})
+    inputs = _device(
+        backend,
+        {
+            "seed": np.full(threads, 0.9999, np.float32),
+            "iters": np.array(iters, np.uint32),
+            "n": np.array(threads, np.uint32),
+        },
+    )
+    work = _probe_work(
+        backend, kernel, names, inputs, (threads,), threads, plan["threadgroup"], {"seed": "dst"}
+    )
     return threads * iters * FMA_FLOPS_PER_ITER / seconds(work) / 1e9
 
 
@@ -269,8 +329,13 @@ def reference_copy_gbps(backend: Backend, ws: int, seconds) -> float:
     written: what a plain device-to-device copy reaches on this machine."""
     n = ws // 8
     inputs = _device(backend, {"src": np.ones(n, np.float32)})
-    work = timers.Work(lambda inp: {"dst": -inp["src"]}, inputs, _wait(backend),
-                       {"src": "dst"}, eager=backend.eager)
+    work = timers.Work(
+        lambda inp: {"dst": -inp["src"]},
+        inputs,
+        _wait(backend),
+        {"src": "dst"},
+        eager=backend.eager,
+    )
     return 2 * 4 * n / seconds(work) / 1e9
 
 
@@ -292,13 +357,15 @@ def measure(backend: Backend, progress=None, timer: str | None = None) -> Roofli
         probes: dict = {"copy": [], "triad": [], "read": []}
         for ws in plan["sizes"]:
             for probe, (kname, arrays) in STREAMS.items():
-                gbps, passes = stream_gbps(backend, kernels[kname], PROBE_IO[kname][0], arrays,
-                                           ws, plan, seconds)
+                gbps, passes = stream_gbps(
+                    backend, kernels[kname], PROBE_IO[kname][0], arrays, ws, plan, seconds
+                )
                 probes[probe].append([ws, gbps])
                 say(f"{probe:5s} {ws / 2**20:10.3f} MiB: {gbps:9.2f} GB/s ({passes} passes)")
             if read_applies(ws, plan):
-                gbps, passes = read_gbps(backend, kernels["stream_read"],
-                                         PROBE_IO["stream_read"][0], ws, plan, seconds)
+                gbps, passes = read_gbps(
+                    backend, kernels["stream_read"], PROBE_IO["stream_read"][0], ws, plan, seconds
+                )
                 probes["read"].append([ws, gbps])
                 say(f"read  {ws / 2**20:10.3f} MiB: {gbps:9.2f} GB/s ({passes} passes)")
         peak = fma_gflops(backend, kernels["fma_peak"], PROBE_IO["fma_peak"][0], plan, seconds)
@@ -310,11 +377,19 @@ def measure(backend: Backend, progress=None, timer: str | None = None) -> Roofli
             say(f"MLX reference copy: {reference:.2f} GB/s")
     finally:
         shared.close()
-    return Roofline(backend.name, info, combine(probes, plan), peak,
-                    datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                    timer=name, probes=probes, theoretical=dict(info.get("properties") or {}),
-                    reference_copy_gbps=reference, plan=plan,
-                    probe_digest=probe_digest(backend, plan))
+    return Roofline(
+        backend.name,
+        info,
+        combine(probes, plan),
+        peak,
+        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        timer=name,
+        probes=probes,
+        theoretical=dict(info.get("properties") or {}),
+        reference_copy_gbps=reference,
+        plan=plan,
+        probe_digest=probe_digest(backend, plan),
+    )
 
 
 # ------------------------------------------------------------------ cache
@@ -344,8 +419,9 @@ def load_cached(path: Path, digest: str) -> Roofline | None:
 MEASURING = "measuring the roofline of this machine (once)..."
 
 
-def load_or_measure(backend: Backend, refresh: bool = False, progress=None,
-                    timer: str | None = None, announce=None) -> Roofline:
+def load_or_measure(
+    backend: Backend, refresh: bool = False, progress=None, timer: str | None = None, announce=None
+) -> Roofline:
     """The cached roofline, else a measured one. `announce` (default:
     `progress`) hears MEASURING before a measurement (not on a cache hit);
     `progress` hears each probe's result."""
@@ -372,23 +448,31 @@ def _ratio(measured: float | None, reference: float | None) -> str:
 def format_table(roof: Roofline) -> str:
     names = [n for n in ("copy", "triad", "read") if roof.probes.get(n)]
     curves = {n: {ws: gbps for ws, gbps in roof.probes[n]} for n in names}
-    rows = [[f"{ws / 2**20:.3f}"]
-            + [f"{curves[n][ws]:.2f}" if ws in curves[n] else "" for n in names]
-            + [f"{gbps:.2f}"] for ws, gbps in roof.bandwidth]
+    rows = [
+        [f"{ws / 2**20:.3f}"]
+        + [f"{curves[n][ws]:.2f}" if ws in curves[n] else "" for n in names]
+        + [f"{gbps:.2f}"]
+        for ws, gbps in roof.bandwidth
+    ]
     headers = ["working set (MiB)"] + [f"{n} (GB/s)" for n in names] + ["bandwidth (GB/s)"]
     theo = roof.theoretical or {}
     plateau = roof.bandwidth[-1][1] if roof.bandwidth else None
-    lines = [f"device: {roof.device.get('name')} ({roof.backend}); timer: {roof.timer or '?'}; "
-             f"measured {roof.measured_at}",
-             tabulate(rows, headers=headers, colalign=("right",) * len(headers)),
-             f"FP32 peak: {roof.peak_gflops:.2f} GFLOPS"
-             f"{_ratio(roof.peak_gflops, theo.get('fp32_gflops'))}"]
+    lines = [
+        f"device: {roof.device.get('name')} ({roof.backend}); timer: {roof.timer or '?'}; "
+        f"measured {roof.measured_at}",
+        tabulate(rows, headers=headers, colalign=("right",) * len(headers)),
+        f"FP32 peak: {roof.peak_gflops:.2f} GFLOPS"
+        f"{_ratio(roof.peak_gflops, theo.get('fp32_gflops'))}",
+    ]
     if theo.get("dram_gbps") and plateau:
-        lines.append(f"DRAM (largest working set): {plateau:.2f} GB/s"
-                     f"{_ratio(plateau, theo['dram_gbps'])}")
+        lines.append(
+            f"DRAM (largest working set): {plateau:.2f} GB/s{_ratio(plateau, theo['dram_gbps'])}"
+        )
     if roof.reference_copy_gbps:
-        lines.append(f"MLX reference copy: {roof.reference_copy_gbps:.2f} GB/s; plateau is"
-                     f"{_ratio(plateau, roof.reference_copy_gbps)}")
+        lines.append(
+            f"MLX reference copy: {roof.reference_copy_gbps:.2f} GB/s; plateau is"
+            f"{_ratio(plateau, roof.reference_copy_gbps)}"
+        )
     if roof.backend == "metal":
         gflops, gbps = metal_sci_ceiling(roof.device.get("name", ""))
         lines.append(f"Metal-Sci chip table: {gflops} GFLOPS, {gbps} GB/s")
@@ -396,25 +480,36 @@ def format_table(roof: Roofline) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--backend", default="auto", show_default=True,
-              type=click.Choice(["auto", "metal", "cuda", "sim"]))
-@click.option("--timer", default=None, type=click.Choice(list(timers.TIMER_NAMES)),
-              help="How probes are timed (default: the backend's own, as for kernels).")
+@click.option(
+    "--backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "metal", "cuda", "sim"]),
+)
+@click.option(
+    "--timer",
+    default=None,
+    type=click.Choice(list(timers.TIMER_NAMES)),
+    help="How probes are timed (default: the backend's own, as for kernels).",
+)
 @click.option("--refresh", is_flag=True, help="Measure again even if a cached result exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the roofline as JSON.")
 def main(backend, timer, refresh, as_json):
     """Show (measuring if needed) the bandwidth and FP32 roofline of a backend."""
     if backend != "auto" and not backend_class(backend).available():
-        raise click.BadParameter(f"{backend} is not available on this machine "
-                                 "(use --backend sim or auto)", param_hint="--backend")
+        raise click.BadParameter(
+            f"{backend} is not available on this machine (use --backend sim or auto)",
+            param_hint="--backend",
+        )
     be = get_backend(backend)
     try:
         timer = timers.check_timer(timer, be.name)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        roof = load_or_measure(be, refresh=refresh, timer=timer,
-                               progress=lambda m: click.echo(m, err=True))
+        roof = load_or_measure(
+            be, refresh=refresh, timer=timer, progress=lambda m: click.echo(m, err=True)
+        )
     except timers.TimerError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(asdict(roof), indent=2) if as_json else format_table(roof))

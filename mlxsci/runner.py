@@ -15,6 +15,7 @@ default); `ProcessPerSize` / `run_worker` start one per size (sanitized
 runs, and `compare`'s interleaved timings). Nothing here reads a result's
 numbers: the checks are mlxsci/checks.py's.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,9 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = None
-               ) -> tuple[dict | None, Path, str]:
+def run_worker(
+    job: dict, timeout: float, sanitize: tuple[str, str] | None = None
+) -> tuple[dict | None, Path, str]:
     """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
 
     sanitize: (tool, compute-sanitizer executable) to run the worker under
@@ -66,7 +68,7 @@ def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = Non
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
     passed: tuple[int, ...] = ()
-    keep = None    # the lifeline's write end
+    keep = None  # the lifeline's write end
     if sanitize:
         # No lifeline through compute-sanitizer: which descriptors it hands on
         # to the worker is not ours to know.
@@ -76,8 +78,14 @@ def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = Non
         env.update(more)
         passed = (read_end,)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                start_new_session=True, pass_fds=passed)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            pass_fds=passed,
+        )
     except BaseException:
         shutil.rmtree(jobdir, ignore_errors=True)
         if keep is not None:
@@ -94,16 +102,17 @@ def run_worker(job: dict, timeout: float, sanitize: tuple[str, str] | None = Non
         raise
     finally:
         if keep is not None:
-            os.close(keep)   # the worker has ended: its lifeline may go
+            os.close(keep)  # the worker has ended: its lifeline may go
 
 
-def finish_worker(proc: subprocess.Popen, jobdir: Path, timeout: float,
-                  sanitize: tuple[str, str] | None) -> tuple[dict | None, Path, str]:
+def finish_worker(
+    proc: subprocess.Popen, jobdir: Path, timeout: float, sanitize: tuple[str, str] | None
+) -> tuple[dict | None, Path, str]:
     """run_worker's answer, once its process has ended or been killed for its time."""
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)   # the worker and anything it started
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
         proc.communicate()
         found = sanitizer_finding(jobdir, sanitize)
         return found or None, jobdir, f"timeout: no verdict within {timeout:g} s"
@@ -138,20 +147,20 @@ class CandidateWorker:
         # The worker's subprocess.Popen while one runs (Any: its pipes are
         # always there, which Popen's type cannot say).
         self.proc: Any = None
-        self.status: Any = None     # the read end of the worker's "done" pipe
-        self.lifeline: int | None = None   # the write end of its lifeline (mlxsci.lifeline)
+        self.status: Any = None  # the read end of the worker's "done" pipe
+        self.lifeline: int | None = None  # the write end of its lifeline (mlxsci.lifeline)
         # The worker's folder: its stderr, and the job folder of each size, so
         # that one folder is all a worker whose parent died must remove.
         self.logdir = Path(tempfile.mkdtemp(prefix="mlxsci-worker-"))
         self.stderr_path = self.logdir / "stderr"
-        self.ended: str | None = None   # why the process can take no more sizes
+        self.ended: str | None = None  # why the process can take no more sizes
 
     def __enter__(self) -> CandidateWorker:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         if exc_type is not None and self.proc is not None:
-            self.kill()   # interrupted (Ctrl-C): the size it runs has no one to answer to
+            self.kill()  # interrupted (Ctrl-C): the size it runs has no one to answer to
         self.close()
 
     def start(self) -> None:
@@ -162,8 +171,13 @@ class CandidateWorker:
             with open(self.stderr_path, "wb") as stderr:
                 self.proc = subprocess.Popen(
                     [*self.command, "--serve", str(write_end)],
-                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
-                    pass_fds=(write_end, life_read), start_new_session=True)
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env=env,
+                    pass_fds=(write_end, life_read),
+                    start_new_session=True,
+                )
         except BaseException:
             os.close(self.lifeline)
             self.lifeline = None
@@ -182,7 +196,7 @@ class CandidateWorker:
             return self.hand_over(jobdir, timeout)
         except BaseException:
             if self.proc is not None:
-                self.kill()   # first: a worker still writing could refill the folder
+                self.kill()  # first: a worker still writing could refill the folder
             shutil.rmtree(jobdir, ignore_errors=True)
             raise
 
@@ -196,7 +210,7 @@ class CandidateWorker:
         try:
             self.proc.stdin.write(f"{jobdir}\n".encode())
             self.proc.stdin.flush()
-        except BrokenPipeError:   # the process died before reading it: answered below
+        except BrokenPipeError:  # the process died before reading it: answered below
             pass
         said = self.wait_for_line(deadline)
         tail = self.stderr_tail(stderr_from)
@@ -254,10 +268,10 @@ class CandidateWorker:
     def close_pipes(self) -> None:
         try:
             self.proc.stdin.close()
-        except OSError:   # BrokenPipeError: it had ended already
+        except OSError:  # BrokenPipeError: it had ended already
             pass
         self.status.close()
-        if self.lifeline is not None:   # after the worker ended: its lifeline may go
+        if self.lifeline is not None:  # after the worker ended: its lifeline may go
             os.close(self.lifeline)
             self.lifeline = None
 
@@ -273,10 +287,10 @@ class CandidateWorker:
                 # Goodbye first: the worker then takes the end of its stdin
                 # for the end of its work, not for its parent's death.
                 os.write(self.lifeline, GOODBYE)  # type: ignore[arg-type]  # set with proc
-            except OSError:   # it had ended already
+            except OSError:  # it had ended already
                 pass
             try:
-                self.proc.stdin.close()   # end of stdin: the worker exits
+                self.proc.stdin.close()  # end of stdin: the worker exits
             except OSError:
                 pass
             try:
@@ -321,8 +335,13 @@ def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | 
     faults = sanitizer.kernel_faults(sanitizer.parse_sanitizer_log(text, sanitize[0]))
     if not faults:
         return None
-    return {"error": {"kind": sanitize[0], "message": sanitizer.verdict(faults, text),
-                      "details": {"log": text[-4000:]}}}
+    return {
+        "error": {
+            "kind": sanitize[0],
+            "message": sanitizer.verdict(faults, text),
+            "details": {"log": text[-4000:]},
+        }
+    }
 
 
 def sanitizer_context(jobdir: Path) -> str:

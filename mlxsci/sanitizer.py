@@ -39,6 +39,7 @@ user manual, "Memcheck Tool" and "Racecheck Tool"):
 - kernels MLX compiles with NVRTC carry no line information (no -lineinfo),
   so a record names the kernel and an offset, not a source line.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,9 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TOOLS = ("memcheck", "racecheck")
-ERROR_EXITCODE = 86       # compute-sanitizer's exit code when it reported an error
-PRINT_LIMIT = 10          # records printed; the summary still counts them all
-PREFIX = "========="      # compute-sanitizer's default --prefix
+ERROR_EXITCODE = 86  # compute-sanitizer's exit code when it reported an error
+PRINT_LIMIT = 10  # records printed; the summary still counts them all
+PREFIX = "========="  # compute-sanitizer's default --prefix
 STANDARD_DIRS = ("/usr/local/cuda/bin",)
 EXECUTABLE = "compute-sanitizer"
 
@@ -95,24 +96,40 @@ def check_sanitize(tool: str | None, backend_name: str) -> str | None:
     if tool not in TOOLS:
         raise ValueError(f"unknown sanitizer tool {tool!r}; choose one of {', '.join(TOOLS)}")
     if backend_name != "cuda":
-        raise ValueError(f"--sanitize runs the worker under NVIDIA's compute-sanitizer, which "
-                         f"checks CUDA kernels only; this run uses the {backend_name} backend "
-                         f"(use --backend cuda on an NVIDIA GPU; the simulator checks bounds "
-                         f"and races itself)")
+        raise ValueError(
+            f"--sanitize runs the worker under NVIDIA's compute-sanitizer, which "
+            f"checks CUDA kernels only; this run uses the {backend_name} backend "
+            f"(use --backend cuda on an NVIDIA GPU; the simulator checks bounds "
+            f"and races itself)"
+        )
     path = find_compute_sanitizer()
     if path is None:
         where = ", ".join(str(d) for d in search_dirs())
-        raise ValueError(f"--sanitize needs NVIDIA's compute-sanitizer, which is neither on PATH "
-                         f"nor in {where}; install the CUDA toolkit or "
-                         f"`pip install nvidia-cuda-sanitizer-api-cu12`, or set CUDA_HOME")
+        raise ValueError(
+            f"--sanitize needs NVIDIA's compute-sanitizer, which is neither on PATH "
+            f"nor in {where}; install the CUDA toolkit or "
+            f"`pip install nvidia-cuda-sanitizer-api-cu12`, or set CUDA_HOME"
+        )
     return path
 
 
 def sanitizer_command(executable: str, tool: str, log_file, argv: list[str]) -> list[str]:
     """`argv` run under compute-sanitizer's `tool`, its report in `log_file`."""
-    command = [executable, "--tool", tool, "--error-exitcode", str(ERROR_EXITCODE),
-               "--log-file", str(log_file), "--print-limit", str(PRINT_LIMIT),
-               "--show-backtrace", "no", "--launch-timeout", "0"]
+    command = [
+        executable,
+        "--tool",
+        tool,
+        "--error-exitcode",
+        str(ERROR_EXITCODE),
+        "--log-file",
+        str(log_file),
+        "--print-limit",
+        str(PRINT_LIMIT),
+        "--show-backtrace",
+        "no",
+        "--launch-timeout",
+        "0",
+    ]
     if tool == "memcheck":
         # Failed CUDA API calls are not the kernel's fault (MLX may probe
         # features that a device lacks); faults in kernels are what we want.
@@ -126,13 +143,14 @@ def sanitizer_command(executable: str, tool: str, log_file, argv: list[str]) -> 
 @dataclass
 class SanitizerFault:
     """One error record of a compute-sanitizer report."""
+
     tool: str
-    kind: str                      # "Invalid __global__ write of size 4 bytes", ...
-    kernel: str | None = None      # the candidate's kernel (MLX's custom_kernel_ prefix dropped)
-    thread: str | None = None      # "(103,0,0)"
-    block: str | None = None       # "(3,0,0)"
-    address: str | None = None     # "0x7f3a1e000fa0 is out of bounds", "__shared__ 0x80"
-    details: list = field(default_factory=list)   # the record's other lines, as printed
+    kind: str  # "Invalid __global__ write of size 4 bytes", ...
+    kernel: str | None = None  # the candidate's kernel (MLX's custom_kernel_ prefix dropped)
+    thread: str | None = None  # "(103,0,0)"
+    block: str | None = None  # "(3,0,0)"
+    address: str | None = None  # "0x7f3a1e000fa0 is out of bounds", "__shared__ 0x80"
+    details: list = field(default_factory=list)  # the record's other lines, as printed
     accesses: list = field(default_factory=list)  # racecheck: ("Write", "(32,0,0)"), ...
 
     def message(self) -> str:
@@ -140,8 +158,9 @@ class SanitizerFault:
         if self.kernel:
             parts.append(f"in kernel {self.kernel}")
         if self.accesses:
-            parts.append(", ".join(f"{role} by thread {t}" if t else role
-                                   for role, t in self.accesses))
+            parts.append(
+                ", ".join(f"{role} by thread {t}" if t else role for role, t in self.accesses)
+            )
         elif self.thread:
             parts.append(f"by thread {self.thread}")
         if self.block:
@@ -151,22 +170,38 @@ class SanitizerFault:
             text += f": address {self.address}"
         near = [d for d in self.details if d.startswith("and is ")]
         if near:
-            text += f" ({near[0][len('and '):]})"
+            text += f" ({near[0][len('and ') :]})"
         return text
 
 
 # Record headers that name a fault of the launched kernel (memcheck's access
 # errors and hardware exceptions, racecheck's hazards and races); anything else
 # with neither a thread nor a location is the tool talking about itself.
-_FAULT_HEADERS = ("Invalid ", "Potential ", "Race reported", "Warp ", "Misaligned",
-                  "Illegal", "Out-of-range", "Malloc/Free", "Uninitialized", "Barrier",
-                  "Stack overflow", "Hardware", "Program hit")
+_FAULT_HEADERS = (
+    "Invalid ",
+    "Potential ",
+    "Race reported",
+    "Warp ",
+    "Misaligned",
+    "Illegal",
+    "Out-of-range",
+    "Malloc/Free",
+    "Uninitialized",
+    "Barrier",
+    "Stack overflow",
+    "Hardware",
+    "Program hit",
+)
 _THREAD_BLOCK = re.compile(r"by thread (\(\d+,\s*\d+,\s*\d+\)) in block (\(\d+,\s*\d+,\s*\d+\))")
-_HAZARD = re.compile(r"Potential (?P<kind>\w+) hazard detected at (?P<where>.+?)"
-                     r" in block (?P<block>\(\d+,\s*\d+,\s*\d+\))")
+_HAZARD = re.compile(
+    r"Potential (?P<kind>\w+) hazard detected at (?P<where>.+?)"
+    r" in block (?P<block>\(\d+,\s*\d+,\s*\d+\))"
+)
 _ACCESS = re.compile(r"(?P<role>\w+) Thread (?P<thread>\(\d+,\s*\d+,\s*\d+\)) at (?P<at>.+)")
-_RACE = re.compile(r"(?:Race reported between|and) (?P<role>\w+) access at (?P<at>.+?)"
-                   r"(?: \[\d+ hazards?\])?$")
+_RACE = re.compile(
+    r"(?:Race reported between|and) (?P<role>\w+) access at (?P<at>.+?)"
+    r"(?: \[\d+ hazards?\])?$"
+)
 _AT = re.compile(r"^at (?P<at>.+)$")
 
 
@@ -179,7 +214,7 @@ def kernel_of(location: str) -> str | None:
     text = re.split(r"\+0x[0-9a-fA-F]+", text)[0]
     text = text.split(" in ")[0].strip()
     depth, end = 0, len(text)
-    for i, ch in enumerate(text):      # cut the parameter list, keep template brackets
+    for i, ch in enumerate(text):  # cut the parameter list, keep template brackets
         if ch == "<":
             depth += 1
         elif ch == ">":
@@ -190,7 +225,7 @@ def kernel_of(location: str) -> str | None:
     name = text[:end].rsplit("::", 1)[-1].strip()
     if not name:
         return None
-    return name[len("custom_kernel_"):] if name.startswith("custom_kernel_") else name
+    return name[len("custom_kernel_") :] if name.startswith("custom_kernel_") else name
 
 
 def split_records(text: str) -> list[list[str]]:
@@ -199,7 +234,7 @@ def split_records(text: str) -> list[list[str]]:
     for raw in text.splitlines():
         if not raw.startswith(PREFIX):
             continue
-        content = raw[len(PREFIX):].rstrip()
+        content = raw[len(PREFIX) :].rstrip()
         if not content.strip():
             current = None
         elif content.startswith(" ") and not content.startswith("  "):
@@ -222,8 +257,7 @@ def is_fault(lines: list[str]) -> bool:
         return False
     if header_text(lines[0]).startswith(_FAULT_HEADERS):
         return True
-    return any(_THREAD_BLOCK.search(ln) or _ACCESS.match(ln) or _AT.match(ln)
-               for ln in lines[1:])
+    return any(_THREAD_BLOCK.search(ln) or _ACCESS.match(ln) or _AT.match(ln) for ln in lines[1:])
 
 
 def parse_record(lines: list[str], tool: str) -> SanitizerFault | None:
@@ -250,7 +284,7 @@ def parse_record(lines: list[str], tool: str) -> SanitizerFault | None:
         elif m := _AT.match(line):
             fault.kernel = fault.kernel or kernel_of(m["at"])
         elif line.startswith("Address "):
-            fault.address = line[len("Address "):]
+            fault.address = line[len("Address ") :]
         else:
             fault.details.append(line)
     return fault
@@ -292,6 +326,9 @@ def tool_problems(text: str) -> list[str]:
     (could not attach, timed out, an API error): context for a worker that
     ended without a result and without a kernel fault."""
     records = split_records(text)
-    return [" ".join(r) for r in records
-            if r[0].startswith(("Error:", "Program hit")) and not kernel_faults(
-                [f for f in [parse_record(r, "")] if f is not None])]
+    return [
+        " ".join(r)
+        for r in records
+        if r[0].startswith(("Error:", "Program hit"))
+        and not kernel_faults([f for f in [parse_record(r, "")] if f is not None])
+    ]

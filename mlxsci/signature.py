@@ -7,6 +7,7 @@ compiles this same text, so a candidate sees the same parameters, types and
 address spaces on every backend. `tests/test_signature.py` checks the output
 against what the installed MLX prints with `verbose=True`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,10 +41,20 @@ METAL_ATTRIBUTES: tuple[tuple[str, str], ...] = (
 
 # MLX dtype name -> Metal type string (get_type_string in MLX).
 METAL_TYPES = {
-    "float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t",
-    "float64": "double", "complex64": "complex64_t", "bool": "bool",
-    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "float32": "float",
+    "float16": "float16_t",
+    "bfloat16": "bfloat16_t",
+    "float64": "double",
+    "complex64": "complex64_t",
+    "bool": "bool",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
 }
 
 # Arrays with fewer elements than this are bound in the constant address space.
@@ -57,7 +68,7 @@ def dtype_name(dtype) -> str:
     else:
         name = str(dtype)
         if name.startswith("mlx.core."):
-            name = name[len("mlx.core."):]
+            name = name[len("mlx.core.") :]
         else:
             name = np.dtype(dtype).name
     if name not in METAL_TYPES:
@@ -68,7 +79,8 @@ def dtype_name(dtype) -> str:
 @dataclass(frozen=True)
 class ArgInfo:
     """What the generator needs to know of one bound input array."""
-    dtype: str          # MLX dtype name, e.g. "float32"
+
+    dtype: str  # MLX dtype name, e.g. "float32"
     shape: tuple[int, ...]
 
     @property
@@ -100,8 +112,12 @@ def _template_kind(value) -> str:
     return "typename"
 
 
-def metal_kernel_name(name: str, inputs: list[ArgInfo], output_dtypes: list[str],
-                      template: list[tuple[str, object]] | None = None) -> str:
+def metal_kernel_name(
+    name: str,
+    inputs: list[ArgInfo],
+    output_dtypes: list[str],
+    template: list[tuple[str, object]] | None = None,
+) -> str:
     """The host name MLX gives a metal_kernel variant."""
     kname = "custom_kernel_" + name
     if template:
@@ -126,10 +142,11 @@ def metal_attributes_used(source: str) -> list[tuple[str, str]]:
 @dataclass(frozen=True)
 class GeneratedSource:
     """Generated kernel text plus where the user's header and body sit in it."""
+
     text: str
     kernel_name: str
-    header_first_line: int   # 1-based line of the header's first line in `text`
-    body_first_line: int     # 1-based line of the body's first line in `text`
+    header_first_line: int  # 1-based line of the header's first line in `text`
+    body_first_line: int  # 1-based line of the body's first line in `text`
     params: tuple[tuple[str, str], ...]  # (parameter name, role) in signature order;
     # role is "input", "shape", "strides", "ndim", "output" or (Metal) "attr:<type>"
 
@@ -139,10 +156,17 @@ class MetalSource(GeneratedSource):
     """What mx.fast.metal_kernel generates."""
 
 
-def metal_source(name: str, input_names: list[str], output_names: list[str], source: str,
-                 header: str, inputs: list[ArgInfo], output_dtypes: list,
-                 template: list[tuple[str, object]] | None = None,
-                 atomic_outputs: bool = False) -> MetalSource:
+def metal_source(
+    name: str,
+    input_names: list[str],
+    output_names: list[str],
+    source: str,
+    header: str,
+    inputs: list[ArgInfo],
+    output_dtypes: list,
+    template: list[tuple[str, object]] | None = None,
+    atomic_outputs: bool = False,
+) -> MetalSource:
     """Reproduce MLX 0.32's write_signature output, byte for byte.
 
     Includes its known quirk: with no thread attribute, any *_shape/_strides/
@@ -158,7 +182,9 @@ def metal_source(name: str, input_names: list[str], output_names: list[str], sou
 
     parts = [header]
     if template:
-        parts.append("template <" + ", ".join(f"{_template_kind(v)} {k}" for k, v in template) + ">\n")
+        parts.append(
+            "template <" + ", ".join(f"{_template_kind(v)} {k}" for k, v in template) + ">\n"
+        )
     parts.append(f"[[kernel]] void {kname}(\n")
     index = 0
     for n, info in zip(input_names, inputs):
@@ -202,8 +228,10 @@ def metal_source(name: str, input_names: list[str], output_names: list[str], sou
     parts.append("\n}\n")
     if template:
         args = ", ".join(_template_value(v) for _, v in template)
-        parts.append(f"\ntemplate [[host_name(\"{kname}\")]] [[kernel]] "
-                     f"decltype({kname}<{args}>) {kname}<{args}>;\n")
+        parts.append(
+            f'\ntemplate [[host_name("{kname}")]] [[kernel]] '
+            f"decltype({kname}<{args}>) {kname}<{args}>;\n"
+        )
     text = "".join(parts)
     return MetalSource(
         text=text,
@@ -217,9 +245,19 @@ def metal_source(name: str, input_names: list[str], output_names: list[str], sou
 # ---------------------------------------------------------------------- CUDA
 # MLX dtype name -> CUDA type string (dtype_to_cuda_type in MLX's CUDA backend).
 CUDA_TYPES = {
-    "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-    "float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double",
+    "bool": "bool",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
+    "float16": "__half",
+    "bfloat16": "__nv_bfloat16",
+    "float32": "float",
+    "float64": "double",
     "complex64": "mlx::core::cu::complex64_t",
 }
 
@@ -239,11 +277,7 @@ CUDA_MAX_NDIM = 10
 # and on the simulator alike. mlx_gpu.CudaBackend measures the offset at run
 # time too, so a later MLX that adds lines still maps right.
 CUDA_DEFAULT_HEADER = (
-    "\n"
-    '#include "mlx/backend/cuda/device/utils.cuh"\n'
-    "\n"
-    "#include <cooperative_groups.h>\n"
-    "\n"
+    '\n#include "mlx/backend/cuda/device/utils.cuh"\n\n#include <cooperative_groups.h>\n\n'
 )
 
 
@@ -265,15 +299,23 @@ def cuda_kernel_name(name: str, template: list[tuple[str, object]] | None = None
 @dataclass(frozen=True)
 class CudaSource(GeneratedSource):
     """What mx.fast.cuda_kernel generates."""
+
     # Inputs for which MLX passes a shape/strides/ndim argument that the
     # signature does not declare (0-d inputs whose `<name>_shape` etc. occurs
     # in the source): on a GPU every later argument is misaligned.
     unmatched_args: tuple[str, ...] = ()
 
 
-def cuda_source(name: str, input_names: list[str], output_names: list[str], source: str,
-                header: str, inputs: list[ArgInfo], output_dtypes: list,
-                template: list[tuple[str, object]] | None = None) -> CudaSource:
+def cuda_source(
+    name: str,
+    input_names: list[str],
+    output_names: list[str],
+    source: str,
+    header: str,
+    inputs: list[ArgInfo],
+    output_dtypes: list,
+    template: list[tuple[str, object]] | None = None,
+) -> CudaSource:
     """Reproduce MLX 0.32's CUDA build_kernel output, byte for byte.
 
     Includes its known quirk: for a 0-d input whose `<name>_shape`,
@@ -286,14 +328,23 @@ def cuda_source(name: str, input_names: list[str], output_names: list[str], sour
     kname = cuda_kernel_name(name, template)
     params: list[tuple[str, str]] = []
     unmatched: list[str] = []
-    parts = [CUDA_DEFAULT_HEADER, header,
-             "namespace mlx::core::cu {\n\n", "namespace cg = cooperative_groups;\n\n",
-             "__global__ void ", kname, "(\n"]
+    parts = [
+        CUDA_DEFAULT_HEADER,
+        header,
+        "namespace mlx::core::cu {\n\n",
+        "namespace cg = cooperative_groups;\n\n",
+        "__global__ void ",
+        kname,
+        "(\n",
+    ]
     for n, info in zip(input_names, inputs):
         parts.append(f"    const {CUDA_TYPES[info.dtype]}* {n},\n")
         params.append((n, "input"))
-        flags = [(role, n + "_" + role) for role in ("shape", "strides", "ndim")
-                 if n + "_" + role in source]
+        flags = [
+            (role, n + "_" + role)
+            for role in ("shape", "strides", "ndim")
+            if n + "_" + role in source
+        ]
         if info.ndim > 0:
             for role, pname in flags:
                 typ = {"shape": "Shape", "strides": "Strides", "ndim": "int"}[role]

@@ -3,6 +3,7 @@
 `python -m mlxsci.suite_table` prints it; `--write` replaces the block
 between the markers in README.md. A test keeps the README in sync.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,18 +22,33 @@ def markdown_table() -> str:
     rows = []
     for name in task_names():
         t = load_task(name)
-        rows.append([
-            f"`{name}`", t.regime, ", ".join(f"`{k}`" for k in t.kernel_names),
-            ", ".join(s.label for s in t.sizes["in-dist"]),
-            ", ".join(s.label for s in t.sizes["held-out"]),
-            ", ".join(s.label for s in t.sizes["smoke"]),
-            f"{t.check}; tol {t.tolerance}",
-            f"{t.model} / {'bandwidth' if t.bound == 'bandwidth' else 'FP32 peak'}",
-        ])
-    rows = [[cell.replace("|", "\\|") for cell in row] for row in rows]   # markdown cells
-    return tabulate(rows, headers=["task", "regime", "kernels", "in-dist sizes", "held-out",
-                                   "smoke", "check", "roofline model / ceiling"],
-                    tablefmt="github")
+        rows.append(
+            [
+                f"`{name}`",
+                t.regime,
+                ", ".join(f"`{k}`" for k in t.kernel_names),
+                ", ".join(s.label for s in t.sizes["in-dist"]),
+                ", ".join(s.label for s in t.sizes["held-out"]),
+                ", ".join(s.label for s in t.sizes["smoke"]),
+                f"{t.check}; tol {t.tolerance}",
+                f"{t.model} / {'bandwidth' if t.bound == 'bandwidth' else 'FP32 peak'}",
+            ]
+        )
+    rows = [[cell.replace("|", "\\|") for cell in row] for row in rows]  # markdown cells
+    return tabulate(
+        rows,
+        headers=[
+            "task",
+            "regime",
+            "kernels",
+            "in-dist sizes",
+            "held-out",
+            "smoke",
+            "check",
+            "roofline model / ceiling",
+        ],
+        tablefmt="github",
+    )
 
 
 def readme_block() -> str:
@@ -51,8 +67,11 @@ def sync_readme(path: Path) -> bool:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--write", is_flag=True,
-              help="Replace the table between the markers in README.md instead of printing it.")
+@click.option(
+    "--write",
+    is_flag=True,
+    help="Replace the table between the markers in README.md instead of printing it.",
+)
 def main(write: bool) -> int:
     """Print the README's table of tasks, generated from the task definitions."""
     if write:

@@ -41,6 +41,7 @@ summary with fewer iterations than asked: the cost cap); unfinished
 The runs' machinery (naming, running one, the driver's bookkeeping) is in
 mlxsci.sweep_runs; this module is the entry point: sweep() and the CLI.
 """
+
 from __future__ import annotations
 
 import sys
@@ -63,17 +64,43 @@ from mlxsci.sweep_runs import (
 )
 
 # The runs' names, states and machinery (mlxsci.sweep_runs) are here too.
-__all__ = ["sweep", "main", "Job", "plan", "run_name", "is_finished", "run_status", "run_one",
-           "run_spec", "write_index", "Driver", "LocalExecutor", "DEFAULT_OUT", "EXECUTORS"]
+__all__ = [
+    "sweep",
+    "main",
+    "Job",
+    "plan",
+    "run_name",
+    "is_finished",
+    "run_status",
+    "run_one",
+    "run_spec",
+    "write_index",
+    "Driver",
+    "LocalExecutor",
+    "DEFAULT_OUT",
+    "EXECUTORS",
+]
 
 DEFAULT_OUT = Path("results") / "sweep"
 EXECUTORS = ("local", "ray")
 
 
-def sweep(tasks: list[str], models: list[str], iterations: int, *, repeats: int = 1,
-          backend: str = "auto", out: str | Path = DEFAULT_OUT, strategy: str = "one-plus-one",
-          quiet: bool = True, echo=print, executor=None, max_cost: float | None = None,
-          max_cost_per_run: float | None = None, **run_options) -> list[dict]:
+def sweep(
+    tasks: list[str],
+    models: list[str],
+    iterations: int,
+    *,
+    repeats: int = 1,
+    backend: str = "auto",
+    out: str | Path = DEFAULT_OUT,
+    strategy: str = "one-plus-one",
+    quiet: bool = True,
+    echo=print,
+    executor=None,
+    max_cost: float | None = None,
+    max_cost_per_run: float | None = None,
+    **run_options,
+) -> list[dict]:
     """Run every search of the sweep that is not finished; return the index entries.
 
     executor: a LocalExecutor (the default) or mlxsci.sweep_ray.RayExecutor.
@@ -84,26 +111,43 @@ def sweep(tasks: list[str], models: list[str], iterations: int, *, repeats: int 
     (skipped, ran, resumed, lost, not started; pending or running while the
     sweep goes on), cost_usd, and max_cost, stopped, error where they apply."""
     from mlxsci.backends import resolve_backend_name
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     executor = executor or LocalExecutor()
-    backend = resolve_backend_name(backend)   # once, here: the same for every run
+    backend = resolve_backend_name(backend)  # once, here: the same for every run
     jobs = plan(tasks, models, repeats)
     entries: list[dict] = []
     waiting: list[dict] = []
     for job in jobs:
-        entry = {"task": job.task, "model": job.model, "repeat": job.repeat, "seed": job.seed,
-                 "path": job.name, "cost_usd": spent_by_run(out / job.name)}
+        entry = {
+            "task": job.task,
+            "model": job.model,
+            "repeat": job.repeat,
+            "seed": job.seed,
+            "path": job.name,
+            "cost_usd": spent_by_run(out / job.name),
+        }
         if is_finished(out / job.name, iterations):
             entry.update(status="finished", action="skipped")
             echo(f"{job.name}: finished, skipped")
         else:
             entry.update(status="unfinished", action="pending")
-            waiting.append(run_spec(job, out, iterations, backend=backend, strategy=strategy,
-                                    quiet=quiet, options=run_options))
+            waiting.append(
+                run_spec(
+                    job,
+                    out,
+                    iterations,
+                    backend=backend,
+                    strategy=strategy,
+                    quiet=quiet,
+                    options=run_options,
+                )
+            )
         entries.append(entry)
-    budget = CostBudget(max_cost, per_run=max_cost_per_run,
-                        spent=sum(e["cost_usd"] for e in entries))
+    budget = CostBudget(
+        max_cost, per_run=max_cost_per_run, spent=sum(e["cost_usd"] for e in entries)
+    )
     driver = Driver(out, entries, waiting, budget, echo)
     try:
         executor.run(driver)
@@ -116,51 +160,62 @@ def sweep(tasks: list[str], models: list[str], iterations: int, *, repeats: int 
 
 # -- command line ---------------------------------------------------------------------
 
+
 def split_list(text: str, option: str, noun: str) -> list[str]:
     """'a, b,,a' -> ['a', 'b']: the names a comma-separated option gives, each
     once; a usage error when it gives none."""
     names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     if not names:
-        raise click.BadParameter(f"no {noun} given in {text!r}: give a comma-separated list",
-                                 param_hint=option)
+        raise click.BadParameter(
+            f"no {noun} given in {text!r}: give a comma-separated list", param_hint=option
+        )
     return names
 
 
 def check_tasks(tasks: str) -> list[str]:
     from mlxsci.task import task_names
+
     known = task_names()
     task_list = known if tasks.strip() == "all" else split_list(tasks, "--tasks", "task")
     unknown = [t for t in task_list if t not in known]
     if unknown:
-        raise click.BadParameter(f"unknown task(s) {', '.join(unknown)}; known: "
-                                 f"{', '.join(known)}", param_hint="--tasks")
+        raise click.BadParameter(
+            f"unknown task(s) {', '.join(unknown)}; known: {', '.join(known)}", param_hint="--tasks"
+        )
     return task_list
 
 
-def check_machine(backend: str, timer: str | None, sanitize: str | None,
-                  remote: bool) -> None:
+def check_machine(backend: str, timer: str | None, sanitize: str | None, remote: bool) -> None:
     """What would fail every search the same way, said once before any starts.
     With a Ray cluster (`remote`) the runs happen on its nodes, so the
     backend and compute-sanitizer are not looked for here."""
     from mlxsci.backends import backend_class, resolve_backend_name
+
     if remote and backend == "auto":
-        raise click.BadParameter("with a Ray cluster (--address) name the backend its nodes run "
-                                 "(--backend cuda, metal or sim): auto would pick this "
-                                 "machine's, and each run's resource request depends on it",
-                                 param_hint="--backend")
+        raise click.BadParameter(
+            "with a Ray cluster (--address) name the backend its nodes run "
+            "(--backend cuda, metal or sim): auto would pick this "
+            "machine's, and each run's resource request depends on it",
+            param_hint="--backend",
+        )
     if not remote and backend != "auto" and not backend_class(backend).available():
-        raise click.BadParameter(f"{backend} is not available on this machine "
-                                 "(use --backend sim or auto)", param_hint="--backend")
+        raise click.BadParameter(
+            f"{backend} is not available on this machine (use --backend sim or auto)",
+            param_hint="--backend",
+        )
     from mlxsci.timers import check_timer
+
     try:
         check_timer(timer, resolve_backend_name(backend))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timer") from exc
     if sanitize and remote and backend != "cuda":
-        raise click.BadParameter("--sanitize checks CUDA kernels only: use --backend cuda",
-                                 param_hint="--sanitize")
+        raise click.BadParameter(
+            "--sanitize checks CUDA kernels only: use --backend cuda", param_hint="--sanitize"
+        )
     if sanitize and not remote:
         from mlxsci.sanitizer import check_sanitize
+
         try:
             check_sanitize(sanitize, resolve_backend_name(backend))
         except ValueError as exc:
@@ -172,19 +227,24 @@ def check_prices(models: list[str], prices_file: str | None, capped: bool) -> di
     under a cost cap every LLM model must have a price, or the cap could not
     be kept (each search would refuse to start)."""
     from mlxsci.search.prices import load_prices, lookup_price
+
     try:
         table = load_prices(prices_file)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--prices") from exc
     if capped:
-        unpriced = [m for m in models if m != "autotune" and not m.startswith("replay:")
-                    and lookup_price(m, table) is None]
+        unpriced = [
+            m
+            for m in models
+            if m != "autotune" and not m.startswith("replay:") and lookup_price(m, table) is None
+        ]
         if unpriced:
             raise click.BadParameter(
                 f"--max-cost needs a price for {', '.join(unpriced)}, which the price table "
-                "lacks: pass --prices FILE.json holding {\"MODEL\": [USD per million input "
+                'lacks: pass --prices FILE.json holding {"MODEL": [USD per million input '
                 "tokens, USD per million output tokens]} ([0, 0] for a free local model)",
-                param_hint="--max-cost")
+                param_hint="--max-cost",
+            )
     return table if prices_file else None
 
 
@@ -195,6 +255,7 @@ def check_executor(name: str, address: str | None, ship_results: bool) -> None:
         raise click.BadParameter(f"{option} is for --executor ray", param_hint=option)
     if name == "ray":
         from mlxsci import sweep_ray
+
         try:
             sweep_ray.require_ray()
         except sweep_ray.RayUnavailable as exc:
@@ -206,9 +267,9 @@ def make_executor(name: str, address: str | None, ship_results: bool, backend: s
     if name == "local":
         return LocalExecutor()
     from mlxsci import sweep_ray
+
     try:
-        return sweep_ray.RayExecutor(address=address, ship_results=ship_results,
-                                     backend=backend)
+        return sweep_ray.RayExecutor(address=address, ship_results=ship_results, backend=backend)
     except sweep_ray.RayUnavailable as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -216,45 +277,121 @@ def make_executor(name: str, address: str | None, ship_results: bool, backend: s
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--tasks", required=True, help="all, or a comma-separated list of tasks.")
 @click.option("--models", required=True, help="Comma-separated models (autotune, gpt-5.5, ...).")
-@click.option("--iterations", required=True, type=click.IntRange(min=1),
-              help="Proposals per search after the seed.")
-@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Independent runs per task and model (repeat k: OUT/<task>_<model>_r<k>/, "
-                   "proposer seed k-1; repeat 1 keeps the plain name).")
-@click.option("--backend", default="auto", type=click.Choice(["auto", "metal", "cuda", "sim"]),
-              show_default=True)
-@click.option("--out", default=str(DEFAULT_OUT), type=click.Path(file_okay=False),
-              show_default=True, help="Sweep folder; runs go to OUT/<task>_<model>[_r<k>]/.")
-@click.option("--executor", default="local", show_default=True, type=click.Choice(EXECUTORS),
-              help="local: one search after another in this process; ray: each search a "
-                   "Ray task (pip install 'mlxsci[ray]').")
-@click.option("--address", default=None,
-              help="Ray only: the cluster to run on (auto, HOST:PORT or ray://HOST:PORT); "
-                   "default: start a Ray instance on this machine.")
-@click.option("--ship-results", is_flag=True,
-              help="Ray only: runs write into a temporary folder on their node and the files "
-                   "come back to OUT (for nodes that do not share OUT's filesystem).")
-@click.option("--strategy", default="one-plus-one", show_default=True,
-              type=click.Choice(["one-plus-one", "best-of-n"]))
+@click.option(
+    "--iterations",
+    required=True,
+    type=click.IntRange(min=1),
+    help="Proposals per search after the seed.",
+)
+@click.option(
+    "--repeats",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Independent runs per task and model (repeat k: OUT/<task>_<model>_r<k>/, "
+    "proposer seed k-1; repeat 1 keeps the plain name).",
+)
+@click.option(
+    "--backend",
+    default="auto",
+    type=click.Choice(["auto", "metal", "cuda", "sim"]),
+    show_default=True,
+)
+@click.option(
+    "--out",
+    default=str(DEFAULT_OUT),
+    type=click.Path(file_okay=False),
+    show_default=True,
+    help="Sweep folder; runs go to OUT/<task>_<model>[_r<k>]/.",
+)
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    type=click.Choice(EXECUTORS),
+    help="local: one search after another in this process; ray: each search a "
+    "Ray task (pip install 'mlxsci[ray]').",
+)
+@click.option(
+    "--address",
+    default=None,
+    help="Ray only: the cluster to run on (auto, HOST:PORT or ray://HOST:PORT); "
+    "default: start a Ray instance on this machine.",
+)
+@click.option(
+    "--ship-results",
+    is_flag=True,
+    help="Ray only: runs write into a temporary folder on their node and the files "
+    "come back to OUT (for nodes that do not share OUT's filesystem).",
+)
+@click.option(
+    "--strategy",
+    default="one-plus-one",
+    show_default=True,
+    type=click.Choice(["one-plus-one", "best-of-n"]),
+)
 @click.option("--base-url", default=None, help="OpenAI-compatible server for the models.")
-@click.option("--max-cost", default=None, type=click.FloatRange(min=0),
-              help="USD cap for the whole sweep (all runs, all sessions), never overshot.")
-@click.option("--max-cost-per-run", default=None, type=click.FloatRange(min=0),
-              help="USD cap for each search.")
-@click.option("--prices", "prices_file", default=None, type=click.Path(dir_okay=False),
-              help="JSON {model: [USD per M input tokens, USD per M output tokens]} added to "
-                   "the price table.")
-@click.option("--accept", type=click.Choice(["strict", "noise-aware"]), default="strict",
-              show_default=True, help="Acceptance rule of each search (see mlxsci.search).")
-@click.option("--timer", type=click.Choice(["cupti", "sim", "wall"]), default=None,
-              help="How runs are timed (default: the backend's own).")
-@click.option("--sanitize", type=click.Choice(["memcheck", "racecheck"]), default=None,
-              help="CUDA only: every candidate first runs under NVIDIA's compute-sanitizer "
-                   "(see mlxsci.search).")
+@click.option(
+    "--max-cost",
+    default=None,
+    type=click.FloatRange(min=0),
+    help="USD cap for the whole sweep (all runs, all sessions), never overshot.",
+)
+@click.option(
+    "--max-cost-per-run",
+    default=None,
+    type=click.FloatRange(min=0),
+    help="USD cap for each search.",
+)
+@click.option(
+    "--prices",
+    "prices_file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="JSON {model: [USD per M input tokens, USD per M output tokens]} added to "
+    "the price table.",
+)
+@click.option(
+    "--accept",
+    type=click.Choice(["strict", "noise-aware"]),
+    default="strict",
+    show_default=True,
+    help="Acceptance rule of each search (see mlxsci.search).",
+)
+@click.option(
+    "--timer",
+    type=click.Choice(["cupti", "sim", "wall"]),
+    default=None,
+    help="How runs are timed (default: the backend's own).",
+)
+@click.option(
+    "--sanitize",
+    type=click.Choice(["memcheck", "racecheck"]),
+    default=None,
+    help="CUDA only: every candidate first runs under NVIDIA's compute-sanitizer "
+    "(see mlxsci.search).",
+)
 @click.option("--quiet", is_flag=True, help="Only a line or two per search.")
-def main(tasks, models, iterations, repeats, backend, out, executor, address, ship_results,
-         strategy, base_url, max_cost, max_cost_per_run, prices_file, accept, timer, sanitize,
-         quiet):
+def main(
+    tasks,
+    models,
+    iterations,
+    repeats,
+    backend,
+    out,
+    executor,
+    address,
+    ship_results,
+    strategy,
+    base_url,
+    max_cost,
+    max_cost_per_run,
+    prices_file,
+    accept,
+    timer,
+    sanitize,
+    quiet,
+):
     """Run searches for every task x model (x repeat) into OUT and index them for
     `mlxsci.report`."""
     task_list = check_tasks(tasks)
@@ -269,19 +406,32 @@ def main(tasks, models, iterations, repeats, backend, out, executor, address, sh
             options[name] = value
     check_executor(executor, address, ship_results)
     runner = make_executor(executor, address, ship_results, backend)
-    try:    # a folder that cannot be made would fail every run
+    try:  # a folder that cannot be made would fail every run
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         runner.close()
-        raise click.BadParameter(f"cannot make the sweep folder {out}: "
-                                 f"{exc.strerror or exc}", param_hint="--out") from None
-    entries = sweep(task_list, model_list, iterations, repeats=repeats, backend=backend,
-                    out=out, strategy=strategy, quiet=quiet,
-                    echo=lambda msg: click.echo(msg, err=True), executor=runner,
-                    max_cost=max_cost, max_cost_per_run=max_cost_per_run, **options)
+        raise click.BadParameter(
+            f"cannot make the sweep folder {out}: {exc.strerror or exc}", param_hint="--out"
+        ) from None
+    entries = sweep(
+        task_list,
+        model_list,
+        iterations,
+        repeats=repeats,
+        backend=backend,
+        out=out,
+        strategy=strategy,
+        quiet=quiet,
+        echo=lambda msg: click.echo(msg, err=True),
+        executor=runner,
+        max_cost=max_cost,
+        max_cost_per_run=max_cost_per_run,
+        **options,
+    )
     done = [e for e in entries if e["status"] == "finished"]
-    click.echo(f"{len(done)}/{len(entries)} runs finished; index: {Path(out) / 'index.json'}",
-               err=True)
+    click.echo(
+        f"{len(done)}/{len(entries)} runs finished; index: {Path(out) / 'index.json'}", err=True
+    )
     if len(done) < len(entries):
         sys.exit(1)
 

@@ -19,6 +19,7 @@ without, the rest of the sweep is not started. Runs that make no paid calls
 (autotune, replay: mlxsci.sweep_runs.free_model) take no share and start
 regardless.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,6 +36,7 @@ def spent_by_run(run_dir: Path) -> float:
     (NN_proposal.json of a run killed between the call and the record, which
     a resume reuses rather than pays for again)."""
     from mlxsci.search.rundir import RunDir
+
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return 0.0
@@ -47,7 +49,7 @@ def spent_by_run(run_dir: Path) -> float:
             continue
         try:
             total += _cost(json.loads(path.read_text()))
-        except (OSError, ValueError):   # a damaged file: the resume will redo that call
+        except (OSError, ValueError):  # a damaged file: the resume will redo that call
             continue
     return total
 
@@ -66,7 +68,7 @@ class CostBudget:
         self.total = total
         self.per_run = per_run
         self.spent = spent
-        self.reserved: dict[str, float] = {}    # run name -> allotment, runs in flight
+        self.reserved: dict[str, float] = {}  # run name -> allotment, runs in flight
 
     def left(self) -> float:
         if self.total is None:

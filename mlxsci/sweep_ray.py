@@ -44,6 +44,7 @@ Every node needs mlxsci installed, and the environment of its Ray processes
 must hold what the models need (ANTHROPIC_API_KEY, ... set before `ray
 start`): keys are not sent through Ray.
 """
+
 from __future__ import annotations
 
 import logging
@@ -71,8 +72,10 @@ def require_ray():
     try:
         import ray
     except ImportError:
-        raise RayUnavailable("--executor ray needs Ray, an optional extra: pip install "
-                             "'mlxsci[ray]' (or use --executor local)") from None
+        raise RayUnavailable(
+            "--executor ray needs Ray, an optional extra: pip install "
+            "'mlxsci[ray]' (or use --executor local)"
+        ) from None
     return ray
 
 
@@ -87,13 +90,17 @@ def resources_for(backend: str) -> tuple[dict, str]:
 
 # -- shipping a run directory's files --------------------------------------------
 
+
 def take_files(run_dir: Path) -> dict:
     """{relative path: bytes} of every file under run_dir ({} when there is none)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return {}
-    return {p.relative_to(run_dir).as_posix(): p.read_bytes()
-            for p in sorted(run_dir.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(run_dir).as_posix(): p.read_bytes()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file()
+    }
 
 
 def put_files(run_dir: Path, files: dict) -> None:
@@ -120,13 +127,17 @@ def run_shipped(spec: dict, files: dict) -> dict:
 
 # -- the executor -------------------------------------------------------------------
 
+
 class RayExecutor:
     """Runs each search as a Ray task; see the module docstring."""
+
     name = "ray"
 
-    def __init__(self, address: str | None = None, ship_results: bool = False,
-                 backend: str = "auto"):
+    def __init__(
+        self, address: str | None = None, ship_results: bool = False, backend: str = "auto"
+    ):
         from mlxsci.backends import resolve_backend_name
+
         self.ray = require_ray()
         self.backend = resolve_backend_name(backend)
         self.options, self.limiting = resources_for(self.backend)
@@ -141,23 +152,28 @@ class RayExecutor:
 
     def connect(self, address: str | None) -> None:
         ray = self.ray
-        if ray.is_initialized():        # a Ray this process started: use it, leave it running
+        if ray.is_initialized():  # a Ray this process started: use it, leave it running
             return
         kwargs: dict[str, object] = {"logging_level": logging.WARNING}
         if address is None:
             kwargs["include_dashboard"] = False
-            if self.backend == "metal":    # this Mac's GPU, declared for the runs' requests
+            if self.backend == "metal":  # this Mac's GPU, declared for the runs' requests
                 kwargs["resources"] = {"apple_gpu": 1}
         else:
             kwargs["address"] = address
         try:
             ray.init(**kwargs)
         except (ConnectionError, ValueError, RuntimeError) as exc:
-            where = "start Ray on this machine" if address is None else \
-                f"connect to the Ray cluster at {address}"
-            raise RayUnavailable(f"--executor ray: cannot {where}: {' '.join(str(exc).split())} "
-                                 "(check --address: auto, HOST:PORT or ray://HOST:PORT; "
-                                 "ray:// needs pip install 'ray[client]')") from None
+            where = (
+                "start Ray on this machine"
+                if address is None
+                else f"connect to the Ray cluster at {address}"
+            )
+            raise RayUnavailable(
+                f"--executor ray: cannot {where}: {' '.join(str(exc).split())} "
+                "(check --address: auto, HOST:PORT or ray://HOST:PORT; "
+                "ray:// needs pip install 'ray[client]')"
+            ) from None
         self.started_here = True
 
     def capacity(self) -> int:
@@ -168,15 +184,22 @@ class RayExecutor:
 
     def no_room_message(self) -> str:
         if self.limiting == "apple_gpu":
-            return ("--executor ray: no node of the Ray cluster declares the resource "
-                    "apple_gpu: start each Mac node with ray start --resources "
-                    "'{\"apple_gpu\": 1}' (or use --backend sim)")
-        return (f"--executor ray: the Ray cluster has no {self.limiting} for a "
-                f"{self.backend} run: add nodes that have one, or pick another --backend")
+            return (
+                "--executor ray: no node of the Ray cluster declares the resource "
+                "apple_gpu: start each Mac node with ray start --resources "
+                "'{\"apple_gpu\": 1}' (or use --backend sim)"
+            )
+        return (
+            f"--executor ray: the Ray cluster has no {self.limiting} for a "
+            f"{self.backend} run: add nodes that have one, or pick another --backend"
+        )
 
     def submit(self, spec: dict):
-        task = self.task.options(**self.options, name=f"mlxsci-sweep {spec['name']}",
-                                 max_retries=0 if self.ship_results else MAX_RETRIES)
+        task = self.task.options(
+            **self.options,
+            name=f"mlxsci-sweep {spec['name']}",
+            max_retries=0 if self.ship_results else MAX_RETRIES,
+        )
         if self.ship_results:
             return task.remote(spec, take_files(Path(spec["run_dir"])))
         return task.remote(spec)
@@ -185,7 +208,7 @@ class RayExecutor:
         """The run's result; its files written into the sweep folder when shipped."""
         try:
             result = self.ray.get(ref)
-        except self.ray.exceptions.RayError as exc:   # its worker or node lost, retries spent
+        except self.ray.exceptions.RayError as exc:  # its worker or node lost, retries spent
             return self.lost(spec, exc)
         if self.ship_results:
             put_files(Path(spec["run_dir"]), result.pop("files"))
@@ -198,11 +221,14 @@ class RayExecutor:
         run_dir = Path(spec["run_dir"])
         reason = " ".join(str(exc).split())[:300]
         shared = not self.ship_results
-        return {"status": run_status(run_dir, spec["iterations"]) if shared else "unfinished",
-                "action": "lost", "cost_usd": spent_by_run(run_dir) if shared else None,
-                "stopped": None,
-                "error": f"the Ray task was lost ({type(exc).__name__}: {reason}); run the "
-                         "sweep again to resume it"}
+        return {
+            "status": run_status(run_dir, spec["iterations"]) if shared else "unfinished",
+            "action": "lost",
+            "cost_usd": spent_by_run(run_dir) if shared else None,
+            "stopped": None,
+            "error": f"the Ray task was lost ({type(exc).__name__}: {reason}); run the "
+            "sweep again to resume it",
+        }
 
     def run(self, driver) -> None:
         in_flight: dict = {}

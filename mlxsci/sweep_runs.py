@@ -6,6 +6,7 @@ driver's bookkeeping between runs (Driver: the queue, the cost budget,
 index.json). LocalExecutor runs the runs one after another in this process;
 mlxsci.sweep_ray.RayExecutor runs them as Ray tasks.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ def run_name(task: str, model: str, repeat: int = 1) -> str:
 @dataclass(frozen=True)
 class Job:
     """One run of a sweep: a task, a model and which repeat."""
+
     task: str
     model: str
     repeat: int = 1
@@ -72,10 +74,13 @@ def write_index(out: Path, entries: list[dict]) -> None:
 
 # -- one run, wherever it runs ----------------------------------------------------
 
+
 def _prefixed_echo(name: str):
     """Console lines of a run away from the sweep's process (a Ray worker), named."""
+
     def echo(msg: str) -> None:
         print(f"{name}: {msg}", file=sys.stderr, flush=True)
+
     return echo
 
 
@@ -84,22 +89,35 @@ def run_one(spec: dict, echo=None) -> dict:
     sweep's process or in a Ray worker. Never raises. Returns status, action,
     cost_usd (all sessions), stopped, and error when the search raised."""
     from mlxsci.search import run
+
     run_dir = Path(spec["run_dir"])
     echo = echo or _prefixed_echo(spec["name"])
     # Decided here, not by the driver: a Ray task retried after its worker was
     # lost resumes what the lost one began.
     resume = (run_dir / "run.json").exists()
     result: dict[str, object] = {"action": "resumed" if resume else "ran", "error": None}
-    common = dict(iterations=spec["iterations"], max_cost=spec.get("max_cost"),
-                  quiet=spec.get("quiet", True), echo=echo, **spec.get("options", {}))
+    common = dict(
+        iterations=spec["iterations"],
+        max_cost=spec.get("max_cost"),
+        quiet=spec.get("quiet", True),
+        echo=echo,
+        **spec.get("options", {}),
+    )
     try:
         if resume:
             run(None, resume=run_dir, **common)
         else:
-            run(spec["task"], spec["model"], strategy=spec["strategy"], backend=spec["backend"],
-                seed=spec["seed"], out=run_dir, **common)
+            run(
+                spec["task"],
+                spec["model"],
+                strategy=spec["strategy"],
+                backend=spec["backend"],
+                seed=spec["seed"],
+                out=run_dir,
+                **common,
+            )
         result["status"] = run_status(run_dir, spec["iterations"])
-    except Exception as exc:   # noqa: BLE001 - one failed search must not end a sweep
+    except Exception as exc:  # noqa: BLE001 - one failed search must not end a sweep
         result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     result["cost_usd"] = spent_by_run(run_dir)
     result["stopped"] = (_summary(run_dir) or {}).get("stopped")
@@ -111,28 +129,40 @@ def free_model(model: str) -> bool:
     return model == "autotune" or model.startswith("replay:")
 
 
-def run_spec(job: Job, out: Path, iterations: int, *, backend: str, strategy: str,
-             quiet: bool, options: dict) -> dict:
+def run_spec(
+    job: Job, out: Path, iterations: int, *, backend: str, strategy: str, quiet: bool, options: dict
+) -> dict:
     """What a run needs to know, as plain data (it travels to Ray workers)."""
-    return {"task": job.task, "model": job.model, "seed": job.seed, "name": job.name,
-            "run_dir": str((out / job.name).resolve()), "iterations": iterations,
-            "backend": backend, "strategy": strategy, "quiet": quiet, "options": options,
-            "max_cost": None}
+    return {
+        "task": job.task,
+        "model": job.model,
+        "seed": job.seed,
+        "name": job.name,
+        "run_dir": str((out / job.name).resolve()),
+        "iterations": iterations,
+        "backend": backend,
+        "strategy": strategy,
+        "quiet": quiet,
+        "options": options,
+        "max_cost": None,
+    }
 
 
 # -- the driver: queue, budget, index ------------------------------------------
+
 
 class Driver:
     """The sweep's bookkeeping between runs, whichever executor runs them:
     which runs wait, the cost budget, and index.json after every change."""
 
-    def __init__(self, out: Path, entries: list[dict], waiting: list[dict],
-                 budget: CostBudget, echo):
+    def __init__(
+        self, out: Path, entries: list[dict], waiting: list[dict], budget: CostBudget, echo
+    ):
         self.out = out
         self.entries = {e["path"]: e for e in entries}
         self.order = [e["path"] for e in entries]
-        self.waiting = waiting          # specs, in plan order
-        self.prior: dict[str, float] = {}   # run name -> spent before it started now
+        self.waiting = waiting  # specs, in plan order
+        self.prior: dict[str, float] = {}  # run name -> spent before it started now
         self.budget = budget
         self.echo = echo
         self.write()
@@ -165,19 +195,21 @@ class Driver:
                 self.entries[spec["name"]]["max_cost"] = cap_usd
         for spec in starting:
             cap = "" if spec["max_cost"] is None else f", cap ${spec['max_cost']:.4f}"
-            self.echo(f"{spec['name']}: starting ({spec['iterations']} iterations, seed "
-                      f"{spec['seed']}{cap})")
+            self.echo(
+                f"{spec['name']}: starting ({spec['iterations']} iterations, seed "
+                f"{spec['seed']}{cap})"
+            )
             self.entries[spec["name"]]["action"] = "running"
         self.write()
         return starting
 
     def give_up(self) -> None:
         for spec in self.waiting:
-            self.echo(f"{spec['name']}: not started: --max-cost reached "
-                      f"({self.budget.describe()})")
+            self.echo(f"{spec['name']}: not started: --max-cost reached ({self.budget.describe()})")
             status = run_status(Path(spec["run_dir"]), spec["iterations"])
-            self.entries[spec["name"]].update(status=status, action="not started",
-                                              error="--max-cost reached before it started")
+            self.entries[spec["name"]].update(
+                status=status, action="not started", error="--max-cost reached before it started"
+            )
         self.waiting = []
         self.write()
 
@@ -186,16 +218,20 @@ class Driver:
         name = spec["name"]
         self.budget.settle(name, self.prior.pop(name, 0.0), result.get("cost_usd"))
         entry = self.entries[name]
-        entry.update(status=result["status"], action=result["action"],
-                     cost_usd=result.get("cost_usd"))
+        entry.update(
+            status=result["status"], action=result["action"], cost_usd=result.get("cost_usd")
+        )
         if result.get("error"):
             entry["error"] = result["error"]
         else:
             entry.pop("error", None)
         if result.get("stopped"):
             entry["stopped"] = result["stopped"]
-        note = f": {result['error']}" if result.get("error") else (
-            f" ({result['stopped']})" if result["status"] == "stopped" else "")
+        note = (
+            f": {result['error']}"
+            if result.get("error")
+            else (f" ({result['stopped']})" if result["status"] == "stopped" else "")
+        )
         cost = "" if result.get("cost_usd") is None else f", ${result['cost_usd']:.4f}"
         self.echo(f"{name}: {result['status']}{cost}{note}")
         self.write()
@@ -203,6 +239,7 @@ class Driver:
 
 class LocalExecutor:
     """Runs the searches one after another in this process."""
+
     name = "local"
 
     def run(self, driver: Driver) -> None:

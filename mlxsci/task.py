@@ -9,6 +9,7 @@ lives in reference/<name>.py (reference.py beside task.py for a task folder of
 your own, e.g. examples/conv1d) and never imports anything from here.
 docs/architecture.md ("The task contract") describes the whole contract.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,6 +37,7 @@ class KernelContract:
     must start at a known value (atomic scatter); such outputs cannot be
     poisoned by the evaluator.
     """
+
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -48,6 +50,7 @@ class KernelContract:
 @dataclass(frozen=True)
 class Size:
     """A named problem size: e.g. Size("256x256x50", {"NX": 256, "NY": 256, "n_steps": 50})."""
+
     label: str
     params: dict
 
@@ -57,14 +60,14 @@ class Task:
     name: str
     description: str
     kernels: tuple[KernelContract, ...]
-    sizes: dict                        # size set name -> tuple[Size, ...]
-    defaults: dict                     # default params for user-given sizes (--size)
-    make_inputs: Callable[[dict], dict]        # params -> {name: np.ndarray} (scalars 0-d)
-    run: Callable                              # (launch, inputs, params) -> {result: array}
-    bytes_moved: Callable[[dict], float]       # roofline model: bytes per pipeline run
-    flops: Callable[[dict], float]             # FLOPs per pipeline run
-    working_set: Callable[[dict], float]       # bytes touched (picks the bandwidth level)
-    bound: str                                 # "bandwidth" or "compute": the scored quantity
+    sizes: dict  # size set name -> tuple[Size, ...]
+    defaults: dict  # default params for user-given sizes (--size)
+    make_inputs: Callable[[dict], dict]  # params -> {name: np.ndarray} (scalars 0-d)
+    run: Callable  # (launch, inputs, params) -> {result: array}
+    bytes_moved: Callable[[dict], float]  # roofline model: bytes per pipeline run
+    flops: Callable[[dict], float]  # FLOPs per pipeline run
+    working_set: Callable[[dict], float]  # bytes touched (picks the bandwidth level)
+    bound: str  # "bandwidth" or "compute": the scored quantity
     validate_size: Callable[[dict], None] = lambda params: None  # raises ValueError
     # Input name -> name of the result (a key of the dict `run` returns) that
     # feeds that input in a next run, so that runs enqueued back to back each
@@ -80,7 +83,7 @@ class Task:
     tolerance: str = ""
     model: str = ""
     folder: Path = field(default=Path("."), compare=False)
-    origin: str = ""   # what load_task was given, for worker processes; "" = the name
+    origin: str = ""  # what load_task was given, for worker processes; "" = the name
 
     @property
     def ref(self) -> str:
@@ -107,8 +110,9 @@ class Task:
         if which == "all":
             return tuple(s for key in SIZE_SETS for s in self.sizes[key])
         if which not in self.sizes:
-            raise ValueError(f"unknown size set {which!r}; choose from "
-                             f"{', '.join(SIZE_SETS + ('all',))}")
+            raise ValueError(
+                f"unknown size set {which!r}; choose from {', '.join(SIZE_SETS + ('all',))}"
+            )
         return tuple(self.sizes[which])
 
     def is_held_out(self, size: Size) -> bool:
@@ -118,22 +122,27 @@ class Task:
         return self._in_set(size, "in-dist")
 
     def _in_set(self, size: Size, which: str) -> bool:
-        return any(size.label == s.label and size.params == s.params
-                   for s in self.sizes.get(which, ()))
+        return any(
+            size.label == s.label and size.params == s.params for s in self.sizes.get(which, ())
+        )
 
     def custom_size(self, given: dict) -> Size:
         """A user-given size: unspecified parameters take the defaults."""
         unknown = set(given) - set(self.defaults)
         if unknown:
-            raise ValueError(f"unknown size parameter(s) {', '.join(sorted(unknown))} for "
-                             f"{self.name}; known: {', '.join(self.defaults)}")
+            raise ValueError(
+                f"unknown size parameter(s) {', '.join(sorted(unknown))} for "
+                f"{self.name}; known: {', '.join(self.defaults)}"
+            )
         params = dict(self.defaults)
         for key, value in given.items():
             kind = type(self.defaults[key])
             try:
                 params[key] = kind(value)
             except (TypeError, ValueError, OverflowError):
-                raise ValueError(f"size parameter {key} must be {kind.__name__}, got {value!r}") from None
+                raise ValueError(
+                    f"size parameter {key} must be {kind.__name__}, got {value!r}"
+                ) from None
             # float("inf") and float("nan") convert; no task has a use for them
             if kind is float and not math.isfinite(params[key]):
                 raise ValueError(f"size parameter {key} must be a finite number, got {value!r}")
@@ -163,11 +172,13 @@ def step_counter(launch, value: int):
     if hasattr(launch, "counter"):
         return launch.counter(value)
     import mlx.core as mx
+
     return mx.array(value, dtype=mx.uint32)
 
 
 def task_names() -> list[str]:
     import mlxsci.tasks as pkg
+
     return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg)
 
 
@@ -179,6 +190,7 @@ _CUSTOM_REFERENCES: dict = {}
 
 def _import_file(path: Path, module_name: str):
     import importlib.util
+
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ValueError(f"cannot import {path}")
@@ -206,15 +218,20 @@ def load_task(name: str) -> Task:
     folder = Path(name)
     if folder.name == "task.py":
         folder = folder.parent
-    if (folder / "task.py").is_file() and (os.sep in name or name.startswith(".")
-                                           or name not in task_names()):
+    if (folder / "task.py").is_file() and (
+        os.sep in name or name.startswith(".") or name not in task_names()
+    ):
         return _load_task_folder(folder.resolve())
     if name not in task_names():
         if folder.is_dir():
-            raise ValueError(f"{name} is not a task folder: it has no task.py (a task folder "
-                             "holds task.py, reference.py and seed.metal; see examples/conv1d)")
-        raise ValueError(f"unknown task {name!r}; available: {', '.join(task_names())} "
-                         "(or the path of a task folder of your own)")
+            raise ValueError(
+                f"{name} is not a task folder: it has no task.py (a task folder "
+                "holds task.py, reference.py and seed.metal; see examples/conv1d)"
+            )
+        raise ValueError(
+            f"unknown task {name!r}; available: {', '.join(task_names())} "
+            "(or the path of a task folder of your own)"
+        )
     module = importlib.import_module(f"mlxsci.tasks.{name}.task")
     return module.TASK
 
@@ -222,9 +239,8 @@ def load_task(name: str) -> Task:
 def _load_task_folder(folder: Path) -> Task:
     try:
         module = _import_file(folder / "task.py", f"mlxsci_custom_task_{abs(hash(folder))}")
-    except Exception as exc:   # noqa: BLE001 - any error in the user's file, said plainly
-        raise ValueError(f"cannot load {folder / 'task.py'}: {type(exc).__name__}: {exc}") \
-            from exc
+    except Exception as exc:  # noqa: BLE001 - any error in the user's file, said plainly
+        raise ValueError(f"cannot load {folder / 'task.py'}: {type(exc).__name__}: {exc}") from exc
     task = getattr(module, "TASK", None)
     if not isinstance(task, Task):
         raise ValueError(f"{folder / 'task.py'} defines no TASK = Task(...)")
@@ -250,10 +266,13 @@ def check_task(task: Task, dialect: str | None = None) -> None:
 def _reference_problems(task: Task) -> list[str]:
     try:
         module = load_reference(task.name)
-    except Exception as exc:   # noqa: BLE001 - a broken reference.py, said plainly
+    except Exception as exc:  # noqa: BLE001 - a broken reference.py, said plainly
         return [f"its reference does not import ({type(exc).__name__}: {exc})"]
-    return [f"its reference defines no {name}()" for name in ("solve", "tolerance")
-            if not callable(getattr(module, name, None))]
+    return [
+        f"its reference defines no {name}()"
+        for name in ("solve", "tolerance")
+        if not callable(getattr(module, name, None))
+    ]
 
 
 def _seed_problems(task: Task, dialect: str | None) -> list[str]:
@@ -262,10 +281,13 @@ def _seed_problems(task: Task, dialect: str | None) -> list[str]:
         return []
     seeds = " or ".join(task.seed_path(d).name for d in wanted)
     others = [d for d in dialects.NAMES if d not in wanted and task.seed_path(d).is_file()]
-    hint = (f"; its {task.seed_path(others[0]).name} runs with --dialect {others[0]}"
-            if others else "")
-    return [f"{task.folder} has no {seeds} (the seed every evaluation and search starts from; "
-            f"or give your own candidate file){hint}"]
+    hint = (
+        f"; its {task.seed_path(others[0]).name} runs with --dialect {others[0]}" if others else ""
+    )
+    return [
+        f"{task.folder} has no {seeds} (the seed every evaluation and search starts from; "
+        f"or give your own candidate file){hint}"
+    ]
 
 
 def check_sizes(task: Task) -> list[str]:
@@ -275,17 +297,22 @@ def check_sizes(task: Task) -> list[str]:
     working set (the memory estimate's basis) is a number."""
     if not isinstance(task.sizes, dict):
         return ["sizes must be a dict {size set: (Size(label, params), ...)}"]
-    problems = [f"unknown size set {which!r} (the sets are {', '.join(SIZE_SETS)})"
-                for which in task.sizes if which not in SIZE_SETS]
+    problems = [
+        f"unknown size set {which!r} (the sets are {', '.join(SIZE_SETS)})"
+        for which in task.sizes
+        if which not in SIZE_SETS
+    ]
     for which in SIZE_SETS:
         sizes = task.sizes.get(which)
         if not sizes:
             problems.append(f"its {which} size set is missing or empty")
             continue
         for size in sizes:
-            problems += [f"{which} size {getattr(size, 'label', size)!r}: {p}"
-                         for p in _size_problems(task, size)]
-    default = Size("default", task.defaults)   # what --size fills in from
+            problems += [
+                f"{which} size {getattr(size, 'label', size)!r}: {p}"
+                for p in _size_problems(task, size)
+            ]
+    default = Size("default", task.defaults)  # what --size fills in from
     problems += [f"default size: {p}" for p in _size_problems(task, default)]
     return problems
 
@@ -299,7 +326,7 @@ def _size_problems(task: Task, size) -> list[str]:
     try:
         task.validate_size(size.params)
         work = float(task.working_set(size.params))
-    except Exception as exc:   # noqa: BLE001 - the task's own functions, said plainly
+    except Exception as exc:  # noqa: BLE001 - the task's own functions, said plainly
         return [f"{type(exc).__name__}: {exc}"]
     return [] if math.isfinite(work) and work >= 0 else [f"working set {work} is not a size"]
 
@@ -337,12 +364,13 @@ def check_memory(task: Task, size: Size, available: int | None = None) -> None:
     needed = memory_estimate(task, size.params)
     if available is None or needed <= available:
         return
-    gib = 2.0 ** 30
+    gib = 2.0**30
     raise ValueError(
         f"size {size.label} of {task.name} needs about {needed / gib:.1f} GiB to evaluate "
         f"({MEMORY_COPIES} x its {task.working_set(size.params) / gib:.1f} GiB of inputs and "
         f"outputs), more than this machine's {available / gib:.1f} GiB of memory; "
-        "choose a smaller size")
+        "choose a smaller size"
+    )
 
 
 def load_reference(name: str):

@@ -27,6 +27,7 @@ feed which inputs for a next run, and how to wait for results. The worker
 builds one per size (mlxsci.worker); the roofline probes build theirs
 (mlxsci.roofline), so kernels and ceilings share a timer.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,6 +54,7 @@ class Work:
     None: just drain the device). chain: input name -> result name that feeds
     it in a next run (see Task.chain).
     """
+
     enqueue: Callable[[dict], dict]
     inputs: dict
     wait: Callable[[dict | None], None]
@@ -69,6 +71,7 @@ class Timing:
     {name: [launches, seconds]} (empty where the timer cannot tell), and the
     results of the run (for the wall timer: of the first run of the chain,
     which started from the real inputs)."""
+
     seconds: float
     kernels: dict
     results: dict | None = None
@@ -139,7 +142,7 @@ def fastest_spread(seconds) -> float:
     values = sorted(s for s in seconds if s is not None)
     if len(values) < 2 or values[0] <= 0:
         return 0.0
-    fastest = values[:max(2, -(-len(values) // 3))]
+    fastest = values[: max(2, -(-len(values) // 3))]
     return (fastest[-1] - fastest[0]) / fastest[0]
 
 
@@ -166,12 +169,20 @@ def median_kernels(timings: list) -> dict:
             names.setdefault(name, ([], []))
             names[name][0].append(launches)
             names[name][1].append(seconds)
-    return {name: {"launches": int(statistics.median(l)), "seconds": statistics.median(s)}
-            for name, (l, s) in names.items()}
+    return {
+        name: {"launches": int(statistics.median(l)), "seconds": statistics.median(s)}
+        for name, (l, s) in names.items()
+    }
 
 
-def settle(measure: Callable[[], float], min_runs: int, max_runs: int, max_seconds: float,
-           tolerance: float = 0.05, window: int = 3) -> dict:
+def settle(
+    measure: Callable[[], float],
+    min_runs: int,
+    max_runs: int,
+    max_seconds: float,
+    tolerance: float = 0.05,
+    window: int = 3,
+) -> dict:
     """Warm up until timings settle: run `measure` (one timed run, returning
     seconds) at least `min_runs` times, then until the last `window` runs lie
     within `tolerance` of each other ((max - min) / median), at most `max_runs`
@@ -181,8 +192,9 @@ def settle(measure: Callable[[], float], min_runs: int, max_runs: int, max_secon
     started = time.perf_counter()
     settled = False
     while len(times) < max(min_runs, 1) or not settled:
-        if len(times) >= max_runs or (time.perf_counter() - started > max_seconds
-                                      and len(times) >= min_runs):
+        if len(times) >= max_runs or (
+            time.perf_counter() - started > max_seconds and len(times) >= min_runs
+        ):
             break
         times.append(measure())
         settled = len(times) >= window and relative_spread(times[-window:]) <= tolerance
@@ -199,6 +211,7 @@ class SimTimer(Timer):
     sibling, caches and memory bandwidth shared with other processes), which a
     thread's CPU clock still counts. On a shared 2-core machine such bursts
     raised single runs by up to 1.5x; the fastest of a few runs is steady."""
+
     name = "sim"
     statistic = "min"
 
@@ -223,6 +236,7 @@ class SimTimer(Timer):
 @dataclass
 class KernelRecord:
     """One kernel execution as an activity source reports it (ns timestamps)."""
+
     name: str
     start: int
     end: int
@@ -236,6 +250,7 @@ class CuptiSource:
     one source per process (`CuptiSource.shared()`), enabled on first use and
     kept: timers come and go (one per size, one for the probes), the source
     stays, and a timer's close() only drains it."""
+
     _shared: CuptiSource | None = None
 
     @classmethod
@@ -247,16 +262,18 @@ class CuptiSource:
     def __init__(self):
         try:
             from cupti import cupti
-        except Exception as exc:   # ImportError, or a missing libcupti
-            raise TimerError(f"the cupti timer needs cupti-python ({exc}); "
-                             f"install mlxsci[cuda] or use --timer wall") from exc
+        except Exception as exc:  # ImportError, or a missing libcupti
+            raise TimerError(
+                f"the cupti timer needs cupti-python ({exc}); "
+                f"install mlxsci[cuda] or use --timer wall"
+            ) from exc
         self._cupti = cupti
         self._lock = threading.Lock()
         self._records: list = []
         kind = cupti.ActivityKind.CONCURRENT_KERNEL
 
         def requested():
-            return 8 * 1024 * 1024, 0    # buffer bytes; 0 = as many records as fit
+            return 8 * 1024 * 1024, 0  # buffer bytes; 0 = as many records as fit
 
         def completed(activities):
             with self._lock:
@@ -264,13 +281,13 @@ class CuptiSource:
                     if a.kind == kind:
                         self._records.append(KernelRecord(str(a.name), int(a.start), int(a.end)))
 
-        self._requested, self._completed = requested, completed   # keep the callbacks alive
+        self._requested, self._completed = requested, completed  # keep the callbacks alive
         cupti.activity_register_callbacks(requested, completed)
         cupti.activity_enable(kind)
         self._kind = kind
 
     def drain(self) -> list:
-        self._cupti.activity_flush_all(1)   # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+        self._cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
         with self._lock:
             records, self._records = self._records, []
         return records
@@ -287,6 +304,7 @@ class CuptiTimer(Timer):
     """GPU time of one run from kernel activity records: first kernel start to
     last kernel end. `source` is a CuptiSource, or any object with drain()
     (tests feed recorded activity through a fake one)."""
+
     name = "cupti"
 
     def __init__(self, source=None, kernel_names=()):
@@ -294,18 +312,22 @@ class CuptiTimer(Timer):
         self.kernel_names = tuple(kernel_names)
 
     def time(self, work: Work) -> Timing:
-        work.wait(None)          # nothing of earlier work still running...
-        self.source.drain()      # ...and none of its records left to count
+        work.wait(None)  # nothing of earlier work still running...
+        self.source.drain()  # ...and none of its records left to count
         results = work.enqueue(work.inputs)
         work.wait(results)
         records = self.source.drain()
         if not records:
-            raise TimerError("CUPTI recorded no kernel for this run (is another profiler "
-                             "attached?); use --timer wall")
+            raise TimerError(
+                "CUPTI recorded no kernel for this run (is another profiler "
+                "attached?); use --timer wall"
+            )
         start = min(r.start for r in records)
         end = max(r.end for r in records)
-        kernels = by_kernel((kernel_label(r.name, self.kernel_names), (r.end - r.start) * 1e-9)
-                            for r in sorted(records, key=lambda r: r.start))
+        kernels = by_kernel(
+            (kernel_label(r.name, self.kernel_names), (r.end - r.start) * 1e-9)
+            for r in sorted(records, key=lambda r: r.start)
+        )
         return Timing((end - start) * 1e-9, kernels, results)
 
     def close(self) -> None:
@@ -320,11 +342,16 @@ class WallTimer(Timer):
     on a run's device time. R is calibrated on the first call so one eval lasts
     at least `target_seconds`; `floor_seconds` is the wall time of an eval with
     nothing to do (the host's round trip), reported beside the timings."""
+
     name = "wall"
     exact = False
 
-    def __init__(self, target_seconds: float = 0.02, max_repeats: int = 4096,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        target_seconds: float = 0.02,
+        max_repeats: int = 4096,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.target_seconds = target_seconds
         self.max_repeats = max_repeats
         self.clock = clock
@@ -343,7 +370,7 @@ class WallTimer(Timer):
             work.wait({"_first": first, "_last": results} if repeats > 1 else results)
             return self.clock() - t0, first
         work.wait(None)
-        t0 = self.clock()   # eager backends run each kernel as it is called
+        t0 = self.clock()  # eager backends run each kernel as it is called
         first = results = work.enqueue(work.inputs)
         for _ in range(repeats - 1):
             results = work.enqueue(work.next_inputs(results))
@@ -370,13 +397,17 @@ class WallTimer(Timer):
         if self.repeats is None:
             self.calibrate(work)
         repeats = self.repeats
-        assert repeats is not None   # calibrate() set it
+        assert repeats is not None  # calibrate() set it
         elapsed, first = self._chained(work, repeats)
         return Timing(elapsed / repeats, {}, first)
 
     def info(self) -> dict:
-        return {"timer": self.name, "statistic": self.statistic, "repeats": self.repeats,
-                "floor_seconds": self.floor_seconds}
+        return {
+            "timer": self.name,
+            "statistic": self.statistic,
+            "repeats": self.repeats,
+            "floor_seconds": self.floor_seconds,
+        }
 
 
 # ------------------------------------------------------------------ choice
@@ -408,8 +439,9 @@ def check_timer(timer_name: str | None, backend_name: str) -> str:
     if name == "cupti" and backend_name != "cuda":
         raise ValueError(f"the cupti timer only times the cuda backend, not {backend_name}")
     if name == "cupti" and not cupti_available():
-        raise ValueError("the cupti timer needs cupti-python (pip install mlxsci[cuda]); "
-                         "use --timer wall")
+        raise ValueError(
+            "the cupti timer needs cupti-python (pip install mlxsci[cuda]); use --timer wall"
+        )
     return name
 
 

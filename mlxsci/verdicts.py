@@ -14,6 +14,7 @@ A change is real only when it lies beyond the band on the ratio's log scale:
 above 1 + band, or below 1 / (1 + band), so a 5 % band means the same
 distance up and down.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,24 +59,42 @@ def judge(new, old, *noises) -> dict:
     return {"ratio": r, "band": b, "verdict": None if r is None else change(r, b)}
 
 
-def assess(seed_score, best_score, phi_seed, phi_best, *, seed_noise=None, best_noise=None,
-           held_out_seed_noise=None, held_out_best_noise=None) -> dict:
+def assess(
+    seed_score,
+    best_score,
+    phi_seed,
+    phi_best,
+    *,
+    seed_noise=None,
+    best_noise=None,
+    held_out_seed_noise=None,
+    held_out_best_noise=None,
+) -> dict:
     """Both verdicts of a search, as summary.json records them: S of the best
     against S of the seed (improvement_*), and Phi of the best against Phi of
     the seed at the held-out size (held_out_*), each with its own band."""
     s = judge(best_score, seed_score, seed_noise, best_noise)
     h = judge(phi_best, phi_seed, held_out_seed_noise, held_out_best_noise)
-    return {"improvement": s["ratio"], "improvement_band": s["band"],
-            "improvement_verdict": s["verdict"],
-            "held_out_ratio": h["ratio"], "held_out_band": h["band"],
-            "held_out_verdict": h["verdict"]}
+    return {
+        "improvement": s["ratio"],
+        "improvement_band": s["band"],
+        "improvement_verdict": s["verdict"],
+        "held_out_ratio": h["ratio"],
+        "held_out_band": h["band"],
+        "held_out_verdict": h["verdict"],
+    }
 
 
 def assess_summary(summary: dict) -> dict:
     """assess() of a summary.json's numbers. Summaries written before noise was
     measured have no noise keys: their noise counts as 0, so the floor applies."""
-    return assess(summary.get("seed_score"), summary.get("best_score"),
-                  summary.get("held_out_seed"), summary.get("held_out_best"),
-                  seed_noise=summary.get("seed_noise"), best_noise=summary.get("best_noise"),
-                  held_out_seed_noise=summary.get("held_out_seed_noise"),
-                  held_out_best_noise=summary.get("held_out_best_noise"))
+    return assess(
+        summary.get("seed_score"),
+        summary.get("best_score"),
+        summary.get("held_out_seed"),
+        summary.get("held_out_best"),
+        seed_noise=summary.get("seed_noise"),
+        best_noise=summary.get("best_noise"),
+        held_out_seed_noise=summary.get("held_out_seed_noise"),
+        held_out_best_noise=summary.get("held_out_best_noise"),
+    )

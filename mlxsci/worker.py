@@ -29,6 +29,7 @@ A job with "compare" instead times two candidates interleaved (run_compare).
 A worker never outlives its parent for long, however the parent ends (kill -9
 included): it watches the lifeline its parent hands it (mlxsci.lifeline).
 """
+
 from __future__ import annotations
 
 import gc
@@ -92,10 +93,13 @@ def run_reversed(work: Work, inputs: dict, launcher, backend) -> dict:
     try:
         return to_numpy(work.enqueue(inputs))
     except KernelFault as exc:
-        raise KernelFault(exc.kind, f"{exc.message} (only with the threads in another order, "
-                                    f"{'reversed' if own == FORWARD_SCHEDULE else 'forward'}: the "
-                                    f"kernel depends on the order threads run in, a race)",
-                          dict(exc.details, schedule=backend.schedule)) from exc
+        raise KernelFault(
+            exc.kind,
+            f"{exc.message} (only with the threads in another order, "
+            f"{'reversed' if own == FORWARD_SCHEDULE else 'forward'}: the "
+            f"kernel depends on the order threads run in, a race)",
+            dict(exc.details, schedule=backend.schedule),
+        ) from exc
     finally:
         backend.schedule = own
         launcher.init_value = None
@@ -106,8 +110,10 @@ def to_numpy(outputs: dict) -> dict:
 
 
 def same_bits(a: dict, b: dict) -> bool:
-    return all(a[k].dtype == b[k].dtype and a[k].shape == b[k].shape
-               and a[k].tobytes() == b[k].tobytes() for k in a)
+    return all(
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes()
+        for k in a
+    )
 
 
 def error_record(exc: BaseException, backend) -> dict:
@@ -120,12 +126,16 @@ def error_record(exc: BaseException, backend) -> dict:
         return {"kind": "format", "message": str(exc), "line": getattr(exc, "line", None)}
     if isinstance(exc, LaunchExprError):
         return {"kind": "launch", "message": f"launch expression: {exc}"}
-    return {"kind": "runtime", "message": f"{type(exc).__name__}: {exc}",
-            "traceback": traceback.format_exc(limit=8)}
+    return {
+        "kind": "runtime",
+        "message": f"{type(exc).__name__}: {exc}",
+        "traceback": traceback.format_exc(limit=8),
+    }
 
 
 def pipeline_work(task, launcher, inputs: dict, params: dict, backend) -> Work:
     """One pipeline run of a candidate, as the timers take it."""
+
     def enqueue(inp: dict) -> dict:
         return task.run(launcher, inp, params)
 
@@ -152,14 +162,19 @@ def warm_up(timer, work: Work, job: dict) -> dict:
     on until timings settle (GPU clocks ramp), within the job's caps."""
     extra = max(0, job["n_warmup"] - 1)
     cap = job.get("settle") or {"max_runs": extra, "max_seconds": 0.0}
-    return settle(lambda: timer.time(work).seconds, min_runs=extra,
-                  max_runs=max(extra, cap["max_runs"]), max_seconds=cap["max_seconds"])
+    return settle(
+        lambda: timer.time(work).seconds,
+        min_runs=extra,
+        max_runs=max(extra, cap["max_runs"]),
+        max_seconds=cap["max_seconds"],
+    )
 
 
 def job_timer(job: dict, backend, task):
     """The timer the job asks for, else the backend's own (mlxsci.timers)."""
-    return make_timer(job.get("timer") or default_timer_name(backend.name), backend,
-                      task.kernel_names)
+    return make_timer(
+        job.get("timer") or default_timer_name(backend.name), backend, task.kernel_names
+    )
 
 
 def run_job(job: dict, outdir: Path) -> dict:
@@ -178,8 +193,9 @@ def run_job(job: dict, outdir: Path) -> dict:
         inputs, result["input_checksums_before"] = device_inputs(task, params, backend)
         timings["inputs"] = time.perf_counter() - t
 
-        launcher = Launcher(backend, task, candidate, params, job["filename"],
-                            job.get("param_overrides"))
+        launcher = Launcher(
+            backend, task, candidate, params, job["filename"], job.get("param_overrides")
+        )
         work = pipeline_work(task, launcher, inputs, params, backend)
 
         result["phase"] = "compile"
@@ -197,9 +213,12 @@ def run_job(job: dict, outdir: Path) -> dict:
         result["phase"] = "timed"
         t = time.perf_counter()
         timed = [timer.time(work) for _ in range(job["n_measure"])]
-        extra = job.get("extra_runs")   # cheap runs: more of them, within a budget
-        while (extra and len(timed) < extra["max_runs"]
-               and time.perf_counter() - t < extra["max_seconds"]):
+        extra = job.get("extra_runs")  # cheap runs: more of them, within a budget
+        while (
+            extra
+            and len(timed) < extra["max_runs"]
+            and time.perf_counter() - t < extra["max_seconds"]
+        ):
             timed.append(timer.time(work))
         timings["timed"] = time.perf_counter() - t
         result["seconds"] = [x.seconds for x in timed]
@@ -208,7 +227,8 @@ def run_job(job: dict, outdir: Path) -> dict:
         # The breakdown of the run the size's time comes from: the fastest one
         # where the statistic is the minimum, else the per-kernel medians.
         result["kernels"] = median_kernels(
-            [min(timed, key=lambda x: x.seconds)] if timer.statistic == "min" else timed)
+            [min(timed, key=lambda x: x.seconds)] if timer.statistic == "min" else timed
+        )
         last = to_numpy(timed[-1].results)
         del timed
 
@@ -221,10 +241,12 @@ def run_job(job: dict, outdir: Path) -> dict:
         launcher.init_value = None
         result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
         reversed_run = None
-        if hasattr(backend, "schedule"):     # the simulator; GPUs have their own orders
+        if hasattr(backend, "schedule"):  # the simulator; GPUs have their own orders
             reversed_run = run_reversed(work, inputs, launcher, backend)
             result["reversed_equals_verified"] = same_bits(reversed_run, verified)
-        result["input_checksums_after"] = input_checksums({k: np.array(v) for k, v in inputs.items()})
+        result["input_checksums_after"] = input_checksums(
+            {k: np.array(v) for k, v in inputs.items()}
+        )
         timings["verify"] = time.perf_counter() - t
 
         np.savez(outdir / "verified.npz", **verified)
@@ -323,9 +345,14 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("jobdir", required=False, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--serve", "status_fd", type=click.IntRange(min=0), metavar="FD",
-              help="Run the job folders that arrive one per line on stdin, saying "
-                   "\"done\" on file descriptor FD after each.")
+@click.option(
+    "--serve",
+    "status_fd",
+    type=click.IntRange(min=0),
+    metavar="FD",
+    help="Run the job folders that arrive one per line on stdin, saying "
+    '"done" on file descriptor FD after each.',
+)
 def main(jobdir: Path | None, status_fd: int | None) -> int:
     """Run one job (JOBDIR/job.json -> JOBDIR/result.json), or with --serve FD
     the jobs of one candidate. Started by the evaluation (mlxsci.evaluation),
@@ -335,7 +362,7 @@ def main(jobdir: Path | None, status_fd: int | None) -> int:
     lifeline = Lifeline.from_environment()
     if status_fd is not None:
         return serve(status_fd, lifeline)
-    assert jobdir is not None   # exactly one of the two was given
+    assert jobdir is not None  # exactly one of the two was given
     run_one(jobdir)
     # A parent that died while this job ran: its folder is cleaned up before
     # this process exits (nothing is written to the lifeline in this mode).

@@ -8,12 +8,13 @@ first and last right-hand side as + mu r_0 and + mu r_{n-1}. Solved in
 float64, stored as float32 after each sweep (the field is fp32 between
 kernels).
 """
+
 import numpy as np
 from scipy.linalg import solve_banded
 
 
 def sweep(u, axis, mu):
-    v = np.moveaxis(u, axis, 0)          # (n, A, B): lines along axis 0
+    v = np.moveaxis(u, axis, 0)  # (n, A, B): lines along axis 0
     out = v.copy()
     n = v.shape[0]
     # Face rule: only lines with both off-axis indices strictly interior.
@@ -36,7 +37,7 @@ def solve(inputs, params):
     u = inputs["u_in"].astype(np.float32)
     mu = float(np.float32(inputs["mu"]))
     for _ in range(params["n_steps"]):
-        for axis in (2, 1, 0):           # x (fast), y, z
+        for axis in (2, 1, 0):  # x (fast), y, z
             u = sweep(u, axis, mu)
     return {"u": u}
 

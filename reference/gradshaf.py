@@ -1,5 +1,6 @@
 """NumPy fp32 reference for gradshaf (Picard-Jacobi Grad-Shafranov). Imports
 nothing from the kernel side."""
+
 import numpy as np
 
 F = np.float32
@@ -25,7 +26,7 @@ def step(psi, rmin, dr, dz, p_axis, mu0, omega):
     lap = lap + idz2 * psi[:-2, 1:-1]
     lap = lap + idz2 * psi[2:, 1:-1]
     lap = lap + a_c * c
-    out = psi.copy()   # boundary copies through
+    out = psi.copy()  # boundary copies through
     out[1:-1, 1:-1] = c + omega * (rhs - lap) / a_c
     return out
 

@@ -1,9 +1,10 @@
 """NumPy fp32 reference for heat2d. Imports nothing from the kernel side."""
+
 import numpy as np
 
 
 def step(u, alpha):
-    out = u.copy()   # Dirichlet edges copy through
+    out = u.copy()  # Dirichlet edges copy through
     c = u[1:-1, 1:-1]
     # Neighbour order as Metal-Sci's reference: left, right, down (j-1), up (j+1), then -4c.
     s = u[1:-1, :-2] + u[1:-1, 2:]

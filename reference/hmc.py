@@ -14,6 +14,7 @@ the task's inputs) and cross-checks it against the precision matrix it is given.
 leapfrog), used by the tests to show the check passes for a correct sampler
 and fails for broken ones.
 """
+
 import numpy as np
 
 from mlxsci.reference.prng import mix32, uniform
@@ -70,14 +71,18 @@ def sample(q0, A, T: int, L: int = 10, eps: float = 0.2, seed: int = RNG_SEED):
             p[:, 0::2] = r * np.cos(theta)
             p[:, 1::2] = r * np.sin(theta)
             f = q @ A.T
-            h_old = np.float32(0.5) * np.sum(q * f, axis=1) + np.float32(0.5) * np.sum(p * p, axis=1)
+            h_old = np.float32(0.5) * np.sum(q * f, axis=1) + np.float32(0.5) * np.sum(
+                p * p, axis=1
+            )
             qn = q.copy()
             p = p - half * f
             for step in range(L):
                 qn = qn + eps * p
                 f = qn @ A.T
                 p = p - (half if step == L - 1 else eps) * f
-            h_new = np.float32(0.5) * np.sum(qn * f, axis=1) + np.float32(0.5) * np.sum(p * p, axis=1)
+            h_new = np.float32(0.5) * np.sum(qn * f, axis=1) + np.float32(0.5) * np.sum(
+                p * p, axis=1
+            )
             dh = h_new - h_old
             log_u = np.log(np.maximum(u[:, d], np.float32(1e-30)))
             accept = np.isfinite(dh) & (log_u < -dh)
@@ -104,8 +109,13 @@ def statistics(q, accept_cnt, sigma, T: int) -> dict:
     else:
         acc_excess = 0.0
     passed = mean_err <= MEAN_TOL and cov_err <= COV_TOL and ACC_LO <= rate <= ACC_HI
-    return {"mean_err": mean_err, "cov_err": cov_err, "acceptance": rate,
-            "error": max(mean_err / MEAN_TOL, cov_err / COV_TOL, acc_excess), "passed": passed}
+    return {
+        "mean_err": mean_err,
+        "cov_err": cov_err,
+        "acceptance": rate,
+        "error": max(mean_err / MEAN_TOL, cov_err / COV_TOL, acc_excess),
+        "passed": passed,
+    }
 
 
 def solve(inputs, params):
@@ -118,7 +128,7 @@ def solve(inputs, params):
 
 
 def tolerance(ref, params):
-    return 1.0   # the combined error is normalised by each check's threshold
+    return 1.0  # the combined error is normalised by each check's threshold
 
 
 def error(outputs, ref_outputs, params):
@@ -130,7 +140,9 @@ def error(outputs, ref_outputs, params):
     if not np.all(np.isfinite(q)):
         return float("inf"), False, "nonfinite_q"
     s = statistics(q, acc, ref_outputs["Sigma"], params["T"])
-    kind = (f"{ERROR_KIND}[mean_err={s['mean_err']:.4f} (<= {MEAN_TOL}), "
-            f"cov_err={s['cov_err']:.4f} (<= {COV_TOL}), "
-            f"acceptance={s['acceptance']:.4f} (in [{ACC_LO}, {ACC_HI}])]")
+    kind = (
+        f"{ERROR_KIND}[mean_err={s['mean_err']:.4f} (<= {MEAN_TOL}), "
+        f"cov_err={s['cov_err']:.4f} (<= {COV_TOL}), "
+        f"acceptance={s['acceptance']:.4f} (in [{ACC_LO}, {ACC_HI}])]"
+    )
     return s["error"], s["passed"], kind

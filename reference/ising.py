@@ -7,6 +7,7 @@ reference is the same whether a kernel updates in place (Metal-Sci) or writes
 a fresh array (MLX-native): on an even periodic lattice no site of one colour
 neighbours another site of the same colour.
 """
+
 import numpy as np
 
 from mlxsci.reference.prng import mix32, uniform
@@ -39,8 +40,14 @@ class Lattice:
             sel = ((jj + ii) & 1) == colour
             j, i = jj[sel], ii[sel]
             self.sites.append((j * nx + i).astype(np.uint32))
-            self.neighbours.append([(j * nx + (i - 1) % nx), (j * nx + (i + 1) % nx),
-                                    (((j - 1) % ny) * nx + i), (((j + 1) % ny) * nx + i)])
+            self.neighbours.append(
+                [
+                    (j * nx + (i - 1) % nx),
+                    (j * nx + (i + 1) % nx),
+                    (((j - 1) % ny) * nx + i),
+                    (((j + 1) % ny) * nx + i),
+                ]
+            )
 
 
 def sub_pass(s, step_idx: int, seed: int, p_accept, lattice: Lattice | None = None):

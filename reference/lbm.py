@@ -1,4 +1,5 @@
 """NumPy fp32 reference for lbm (D2Q9 BGK, np.roll pull). Imports nothing from the kernel side."""
+
 import numpy as np
 
 CX = (0, 1, 0, -1, 0, 1, -1, -1, 1)
@@ -13,7 +14,7 @@ def step(f, omega):
     rho = fk[0].copy()
     mx = np.float32(CX[0]) * fk[0]
     my = np.float32(CY[0]) * fk[0]
-    for k in range(1, 9):   # accumulate in k order 0..8
+    for k in range(1, 9):  # accumulate in k order 0..8
         rho = rho + fk[k]
         mx = mx + np.float32(CX[k]) * fk[k]
         my = my + np.float32(CY[k]) * fk[k]
@@ -23,8 +24,16 @@ def step(f, omega):
     out = np.empty_like(f)
     for k in range(9):
         cu = np.float32(CX[k]) * u + np.float32(CY[k]) * v
-        feq = W[k] * rho * (np.float32(1.0) + np.float32(3.0) * cu + np.float32(4.5) * cu * cu
-                            - np.float32(1.5) * usq)
+        feq = (
+            W[k]
+            * rho
+            * (
+                np.float32(1.0)
+                + np.float32(3.0) * cu
+                + np.float32(4.5) * cu * cu
+                - np.float32(1.5) * usq
+            )
+        )
         out[k] = fk[k] - omega * (fk[k] - feq)
     return out
 

@@ -6,31 +6,32 @@ recomputed from the unwrapped positions with the minimum image, and forces
 are summed in fp64, cast to fp32, then v' = v + F dt, r' = r + v' dt in fp32.
 Imports nothing from the kernel side.
 """
+
 import numpy as np
 from scipy.spatial import cKDTree
 
 ERROR_KIND = "max_abs_pos"
-TOL = 1e-4             # absolute (Metal-Sci: no relative term)
+TOL = 1e-4  # absolute (Metal-Sci: no relative term)
 MAX_PER_CELL = 64
 
 
 def forces(pos32, box, rcut2):
     x = pos32.astype(np.float64)
     wrapped = np.mod(x, box)
-    wrapped[wrapped >= box] = 0.0          # np.mod of a tiny negative can round to box
+    wrapped[wrapped >= box] = 0.0  # np.mod of a tiny negative can round to box
     tree = cKDTree(wrapped, boxsize=box)
     pairs = tree.query_pairs(np.sqrt(rcut2) * (1 + 1e-6), output_type="ndarray")
     f = np.zeros_like(x)
     if len(pairs) == 0:
         return f
     i, j = pairs[:, 0], pairs[:, 1]
-    d = x[j] - x[i]                        # i receives from j
+    d = x[j] - x[i]  # i receives from j
     d -= box * np.round(d / box)
     r2 = np.einsum("ij,ij->i", d, d)
     keep = (r2 < rcut2) & (r2 > 1e-12)
     i, j, d, r2 = i[keep], j[keep], d[keep], r2[keep]
     inv_r2 = 1.0 / r2
-    inv_r6 = inv_r2 ** 3
+    inv_r6 = inv_r2**3
     fij = (-24.0 * (2.0 * inv_r6 * inv_r6 - inv_r6) * inv_r2)[:, None] * d
     n = len(x)
     for a in range(3):
@@ -46,7 +47,7 @@ def solve(inputs, params):
     rcut2 = float(np.float32(inputs["rcut2"]))
     dt = np.float32(inputs["dt"])
     for _ in range(params["n_steps"]):
-        acc = forces(pos, box, rcut2).astype(np.float32)   # mass 1
+        acc = forces(pos, box, rcut2).astype(np.float32)  # mass 1
         vel = vel + acc * dt
         pos = pos + vel * dt
     return {"pos": pos}

@@ -5,6 +5,7 @@ own Morton code: it gathers the input to row-major, runs the stencil there,
 and `error` gathers the candidate's Morton-ordered output to row-major before
 comparing (Metal-Sci compares in row-major too).
 """
+
 import numpy as np
 
 ERROR_KIND = "max_abs"
@@ -14,7 +15,7 @@ def morton_of_row_major(n):
     """Morton index of every row-major cell (z, y, x), built by spreading bits with masks."""
     idx = np.arange(n, dtype=np.uint64)
 
-    def spread(v):   # bit b -> bit 3b, for up to 10 bits
+    def spread(v):  # bit b -> bit 3b, for up to 10 bits
         v = (v | (v << 16)) & 0x030000FF
         v = (v | (v << 8)) & 0x0300F00F
         v = (v | (v << 4)) & 0x030C30C3
@@ -27,7 +28,7 @@ def morton_of_row_major(n):
 
 
 def step(u, alpha):
-    out = u.copy()   # Dirichlet faces copy through
+    out = u.copy()  # Dirichlet faces copy through
     c = u[1:-1, 1:-1, 1:-1]
     # Neighbour order as Metal-Sci's reference: x-, x+, y-, y+, z-, z+, then -6c.
     s = u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:]
@@ -41,7 +42,7 @@ def step(u, alpha):
 
 def solve(inputs, params):
     n = params["N"]
-    u = np.asarray(inputs["u_in"], dtype=np.float32)[morton_of_row_major(n)]   # gather
+    u = np.asarray(inputs["u_in"], dtype=np.float32)[morton_of_row_major(n)]  # gather
     alpha = np.float32(inputs["alpha"])
     for _ in range(params["n_steps"]):
         u = step(u, alpha)
@@ -57,7 +58,7 @@ def error(outputs, ref_outputs, params):
     n = params["N"]
     ref = ref_outputs["u"]
     out = outputs.get("u")
-    if out is None or np.asarray(out).size != n ** 3:
+    if out is None or np.asarray(out).size != n**3:
         return float("inf")
     got = np.asarray(out).reshape(-1)[morton_of_row_major(n)]
     err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))

@@ -1,4 +1,5 @@
 """NumPy fp32 reference for nbody. Imports nothing from the kernel side."""
+
 import numpy as np
 
 ERROR_KIND = "max_abs_pos"

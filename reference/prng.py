@@ -1,6 +1,7 @@
 """The counter-based PRNG Metal-Sci's ising and hmc draw on the device
 (spec section 0.5): the Murmur3 finaliser and a 24-bit uniform. Shared by
 the two references; the kernels carry their own copy."""
+
 import numpy as np
 
 
@@ -18,5 +19,6 @@ def mix32(x):
 
 def uniform(bits):
     """24-bit uniform in [0, 1), exact in fp32."""
-    return (np.asarray(bits, dtype=np.uint32) >> np.uint32(8)).astype(np.float32) \
-        * np.float32(2.0 ** -24)
+    return (np.asarray(bits, dtype=np.uint32) >> np.uint32(8)).astype(np.float32) * np.float32(
+        2.0**-24
+    )

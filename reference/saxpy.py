@@ -1,4 +1,5 @@
 """NumPy reference for saxpy. Imports nothing from the kernel side."""
+
 import numpy as np
 
 

@@ -1,9 +1,10 @@
 """NumPy fp32 reference for wave3d. Imports nothing from the kernel side."""
+
 import numpy as np
 
 
 def step(prev, curr, alpha):
-    nxt = curr.copy()   # Dirichlet faces: u_next = u_curr
+    nxt = curr.copy()  # Dirichlet faces: u_next = u_curr
     c = curr[1:-1, 1:-1, 1:-1]
     # Neighbour order as Metal-Sci's reference: x-, x+, y-, y+, z-, z+, then -6c.
     s = curr[1:-1, 1:-1, :-2] + curr[1:-1, 1:-1, 2:]

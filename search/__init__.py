@@ -4,4 +4,5 @@
 def run(*args, **kwargs):
     """See mlxsci.search.loop.run."""
     from mlxsci.search.loop import run as _run
+
     return _run(*args, **kwargs)

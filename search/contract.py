@@ -12,6 +12,7 @@ computed from the pipeline analysis, per dialect; the rest of the prompt is
 fixed wording around it. What differs between dialects is one `_ContractWords`
 entry per dialect name in `_WORDS`.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,16 @@ def metal_signature(task: Task, kernel: str) -> str:
     info = pipeline_info(task).kernels[kernel]
     c = info.contract
     out_dtypes = [info.out_shapes[n][1] for n in c.outputs]
-    src = metal_source(c.name, list(c.inputs), list(c.outputs), "", "", info.infos, out_dtypes,
-                       atomic_outputs=c.atomic_outputs)
+    src = metal_source(
+        c.name,
+        list(c.inputs),
+        list(c.outputs),
+        "",
+        "",
+        info.infos,
+        out_dtypes,
+        atomic_outputs=c.atomic_outputs,
+    )
     return src.text.split("\n}\n", 1)[0].rstrip("\n")
 
 
@@ -43,13 +52,13 @@ def cuda_signature(task: Task, kernel: str) -> str:
     info = pipeline_info(task).kernels[kernel]
     c = info.contract
     out_dtypes = [info.out_shapes[n][1] for n in c.outputs]
-    text = cuda_source(c.name, list(c.inputs), list(c.outputs), "", "", info.infos,
-                       out_dtypes).text
+    text = cuda_source(c.name, list(c.inputs), list(c.outputs), "", "", info.infos, out_dtypes).text
     start = text.index("__global__")
-    return text[start:text.index(") {", start) + 3]
+    return text[start : text.index(") {", start) + 3]
 
 
 # --- how a kernel body sees its buffers, per dialect ---------------------------
+
 
 def _metal_input_decl(name: str, arg: ArgInfo) -> str:
     """The parameter type MLX generates for an input (its address space depends
@@ -77,33 +86,44 @@ def _cuda_output_decl(contract: KernelContract, dtype: str) -> str:
 @dataclass(frozen=True)
 class _ContractWords:
     """What the contract text says differently in one dialect."""
-    input_decl: Callable        # (input name, ArgInfo) -> how a body sees the input
-    output_decl: Callable       # (KernelContract, dtype) -> how a body sees an output
-    signature_intro: str        # the sentence before the generated function
-    signature: Callable         # (task, kernel) -> the function MLX generates around a body
+
+    input_decl: Callable  # (input name, ArgInfo) -> how a body sees the input
+    output_decl: Callable  # (KernelContract, dtype) -> how a body sees an output
+    signature_intro: str  # the sentence before the generated function
+    signature: Callable  # (task, kernel) -> the function MLX generates around a body
 
 
 _WORDS = {
     "metal": _ContractWords(
-        _metal_input_decl, _metal_output_decl,
+        _metal_input_decl,
+        _metal_output_decl,
         "The function MLX generates around your body (shown with no `//! param` "
-        "and no thread attribute in use):", metal_signature),
+        "and no thread attribute in use):",
+        metal_signature,
+    ),
     "cuda": _ContractWords(
-        _cuda_input_decl, _cuda_output_decl,
-        "The function mx.fast.cuda_kernel generates around your body:", cuda_signature),
+        _cuda_input_decl,
+        _cuda_output_decl,
+        "The function mx.fast.cuda_kernel generates around your body:",
+        cuda_signature,
+    ),
 }
 
 
 def contract_text(task: Task, dialect: str = "metal") -> str:
     """The task's contract, kernel by kernel, as the prompt states it."""
-    fence = dialects.get(dialect).fence     # ValueError naming the dialects for any other name
+    fence = dialects.get(dialect).fence  # ValueError naming the dialects for any other name
     words = _WORDS[dialect]
     pipe = pipeline_info(task)
     sizes = ", ".join(sorted(task.launch_names(task.defaults)))
-    lines = [f"Task `{task.name}`: {len(task.kernels)} kernel(s). The host runs one period of "
-             f"launches, in this order: " + " -> ".join(f"`{k}`" for k in pipe.order)
-             + f"; the period repeats {pipe.repeat}.",
-             f"Integer size parameters usable in launch expressions: {sizes}.", ""]
+    lines = [
+        f"Task `{task.name}`: {len(task.kernels)} kernel(s). The host runs one period of "
+        f"launches, in this order: "
+        + " -> ".join(f"`{k}`" for k in pipe.order)
+        + f"; the period repeats {pipe.repeat}.",
+        f"Integer size parameters usable in launch expressions: {sizes}.",
+        "",
+    ]
     for name in task.kernel_names:
         info = pipe.kernels.get(name)
         if info is None:
@@ -114,24 +134,39 @@ def contract_text(task: Task, dialect: str = "metal") -> str:
         lines.append(f"Default launch: grid = {c.grid}, threadgroup = {c.threadgroup}")
         lines.append("Inputs (read-only):")
         for n, arg in zip(c.inputs, info.infos):
-            kind = (f"{arg.dtype} scalar" if arg.ndim == 0
-                    else f"{arg.dtype} array, shape {info.shapes[n]}")
+            kind = (
+                f"{arg.dtype} scalar"
+                if arg.ndim == 0
+                else f"{arg.dtype} array, shape {info.shapes[n]}"
+            )
             decl = words.input_decl(n, arg)
             lines.append(f"  - `{n}`: {kind}; seen as `{decl}`; {info.feeds.get(n, '')}")
         if c.atomic_outputs or c.init_value is not None:
-            start = f"start filled with {c.init_value:g} (init_value)" if c.init_value is not None \
+            start = (
+                f"start filled with {c.init_value:g} (init_value)"
+                if c.init_value is not None
                 else "are fresh buffers"
-            lines.append(f"Outputs ({'atomic, ' if c.atomic_outputs else ''}{start}; "
-                         "this kernel must leave them holding the task's result):")
+            )
+            lines.append(
+                f"Outputs ({'atomic, ' if c.atomic_outputs else ''}{start}; "
+                "this kernel must leave them holding the task's result):"
+            )
         else:
-            lines.append("Outputs (fresh buffers at every launch, filled with poison values "
-                         "before verification runs: write every element):")
+            lines.append(
+                "Outputs (fresh buffers at every launch, filled with poison values "
+                "before verification runs: write every element):"
+            )
         for n in c.outputs:
             shp, dt = info.out_shapes[n]
             decl = words.output_decl(c, dt)
             lines.append(f"  - `{n}`: {dt} array, shape {info.shapes[n]}; seen as `{decl}`")
         lines.append(words.signature_intro)
-        lines += [f"```{fence}", words.signature(task, name), "    // ... your body ...", "}",
-                  "```", ""]
+        lines += [
+            f"```{fence}",
+            words.signature(task, name),
+            "    // ... your body ...",
+            "}",
+            "```",
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
-

@@ -23,6 +23,7 @@ exponential backoff; a client error (400, 401, 403, 404, ...) is not. When the
 retries are used up the proposer returns Proposal(text=None, error=...) and
 the loop records a skipped iteration.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,14 +36,20 @@ from mlxsci.names import safe_name
 from mlxsci.search.prices import cost_usd, load_prices, lookup_price, worst_case_cost
 from mlxsci.search.proposer import PromptContext, Proposal, Proposer, ProposerError
 
-__all__ = ["AnthropicProposer", "OpenAIProposer", "OpenAIChatProposer", "PLACEHOLDER_KEY",
-           "DEFAULT_LLM_TIMEOUT_S", "DEFAULT_LLM_RETRIES"]
+__all__ = [
+    "AnthropicProposer",
+    "OpenAIProposer",
+    "OpenAIChatProposer",
+    "PLACEHOLDER_KEY",
+    "DEFAULT_LLM_TIMEOUT_S",
+    "DEFAULT_LLM_RETRIES",
+]
 
-PLACEHOLDER_KEY = "none"        # sent where no key is given: the SDKs insist on one
-DEFAULT_LLM_TIMEOUT_S = 300.0   # per attempt; a long reasoning answer takes minutes
+PLACEHOLDER_KEY = "none"  # sent where no key is given: the SDKs insist on one
+DEFAULT_LLM_TIMEOUT_S = 300.0  # per attempt; a long reasoning answer takes minutes
 DEFAULT_LLM_RETRIES = 4
-DEFAULT_BACKOFF_S = 1.0         # the first wait without a Retry-After; doubled per retry
-MAX_WAIT_S = 120.0              # longest wait between attempts, Retry-After included
+DEFAULT_BACKOFF_S = 1.0  # the first wait without a Retry-After; doubled per retry
+MAX_WAIT_S = 120.0  # longest wait between attempts, Retry-After included
 # The providers' own endpoints: the only places their keys are sent to.
 ANTHROPIC_URL = "https://api.anthropic.com"
 OPENAI_URL = "https://api.openai.com/v1"
@@ -53,24 +60,31 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 # --- keys ---------------------------------------------------------------------
 
+
 def _require_key(var: str, model: str) -> str:
     key = os.environ.get(var, "").strip()
     if not key:
-        raise ProposerError(f"model {model!r} needs an API key: set the environment variable {var} "
-                            "(or use --model autotune, which needs none)")
+        raise ProposerError(
+            f"model {model!r} needs an API key: set the environment variable {var} "
+            "(or use --model autotune, which needs none)"
+        )
     return key
 
 
 def _key_from_named_variable(name: str) -> str:
     # The message never echoes a value that may be the key itself, pasted by mistake.
     if not _ENV_NAME.match(name):
-        raise ProposerError("--api-key-env takes the NAME of an environment variable that holds "
-                            "the key (letters, digits and _), not the key itself")
+        raise ProposerError(
+            "--api-key-env takes the NAME of an environment variable that holds "
+            "the key (letters, digits and _), not the key itself"
+        )
     key = os.environ.get(name, "").strip()
     if not key:
-        raise ProposerError(f"--api-key-env {name}: the environment variable {name} is not set "
-                            "or is empty; export it, or leave --api-key-env out for a server "
-                            "that needs no key")
+        raise ProposerError(
+            f"--api-key-env {name}: the environment variable {name} is not set "
+            "or is empty; export it, or leave --api-key-env out for a server "
+            "that needs no key"
+        )
     return key
 
 
@@ -84,8 +98,9 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme.lower(), (parts.hostname or "").lower(), port or default
 
 
-def endpoint_and_key(provider_var: str, official_url: str, base_url: str | None,
-                     api_key_env: str | None, model: str) -> tuple[str, str]:
+def endpoint_and_key(
+    provider_var: str, official_url: str, base_url: str | None, api_key_env: str | None, model: str
+) -> tuple[str, str]:
     """(the base URL to call, the key to send there): see the module docstring."""
     url = base_url or official_url
     if api_key_env:
@@ -96,6 +111,7 @@ def endpoint_and_key(provider_var: str, official_url: str, base_url: str | None,
 
 
 # --- failures -------------------------------------------------------------------
+
 
 class BadAnswer(Exception):
     """An answer that arrived but is not a usable response (no choices, a
@@ -108,7 +124,7 @@ def _class_names(exc: BaseException) -> set[str]:
 
 def _one_line(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -121,7 +137,7 @@ def _retry_after(exc: BaseException) -> float | None:
         try:
             return max(0.0, float(value) * scale) if value is not None else None
         except ValueError:
-            continue    # an HTTP date: fall back to our own backoff
+            continue  # an HTTP date: fall back to our own backoff
     return None
 
 
@@ -139,11 +155,11 @@ def classify_failure(exc: BaseException, timeout_s: float) -> tuple[str, str, bo
     cause = exc.__cause__ or exc.__context__
     if names & {"APIConnectionError"} and cause is not None:
         reason = _one_line(f"{reason} ({type(cause).__name__}: {cause})")
-    if "complete message body" in reason:     # the body ended before its length
+    if "complete message body" in reason:  # the body ended before its length
         return "truncated answer", reason, True
     if names & {"APIConnectionError", "TransportError"} or isinstance(exc, OSError):
         return "connection failed", reason, True
-    if isinstance(exc, (ValueError, BadAnswer)):   # JSONDecodeError, a shape we cannot read
+    if isinstance(exc, (ValueError, BadAnswer)):  # JSONDecodeError, a shape we cannot read
         return "malformed answer", reason, True
     return type(exc).__name__, reason, True
 
@@ -154,20 +170,31 @@ def _seconds(wait: float) -> str:
 
 # --- LLM proposers -----------------------------------------------------------
 
+
 class _LLMProposer(Proposer):
     """Shared settings of the API-backed proposers, and the retry loop around
     one call (`_call`, which raises on any failure)."""
-    key_var = ""             # the provider's own key variable
-    official_url = ""        # the provider's own endpoint
 
-    def __init__(self, model: str, *, base_url: str | None = None, prices: dict | None = None,
-                 timeout_s: float = DEFAULT_LLM_TIMEOUT_S, max_retries: int = DEFAULT_LLM_RETRIES,
-                 max_tokens: int = 32000, api_key_env: str | None = None,
-                 backoff_s: float | None = None):
+    key_var = ""  # the provider's own key variable
+    official_url = ""  # the provider's own endpoint
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        prices: dict | None = None,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+        max_retries: int = DEFAULT_LLM_RETRIES,
+        max_tokens: int = 32000,
+        api_key_env: str | None = None,
+        backoff_s: float | None = None,
+    ):
         self.model = model
         self.name = safe_name(model, "model")
-        self.base_url, self._api_key = endpoint_and_key(self.key_var, self.official_url,
-                                                        base_url, api_key_env, model)
+        self.base_url, self._api_key = endpoint_and_key(
+            self.key_var, self.official_url, base_url, api_key_env, model
+        )
         self.own_endpoint = _origin(self.base_url) == _origin(self.official_url)
         self.prices = load_prices(None) if prices is None else prices
         self.timeout_s = float(timeout_s)
@@ -176,7 +203,7 @@ class _LLMProposer(Proposer):
         # Read at call time, not bound as a default, so that tests can make it tiny.
         self.backoff_s = DEFAULT_BACKOFF_S if backoff_s is None else float(backoff_s)
 
-    def __repr__(self) -> str:      # the key stays out of any printed proposer
+    def __repr__(self) -> str:  # the key stays out of any printed proposer
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
     @property
@@ -206,8 +233,10 @@ class _LLMProposer(Proposer):
 
     def propose(self, ctx: PromptContext) -> Proposal:
         attempts = self.max_retries + 1
-        self.say(f"model {self.model}: waiting for an answer (up to {self.timeout_s:g} s, "
-                 f"{self.max_retries} retries)")
+        self.say(
+            f"model {self.model}: waiting for an answer (up to {self.timeout_s:g} s, "
+            f"{self.max_retries} retries)"
+        )
         for attempt in range(1, attempts + 1):
             try:
                 return self._call(ctx)
@@ -220,25 +249,40 @@ class _LLMProposer(Proposer):
                     tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
                     return Proposal(text=None, error=reason + tries, model=self.model)
                 wait = self._wait(exc, attempt)
-                self.say(f"model {self.model}: {label}, retry {attempt}/{self.max_retries} "
-                         f"in {_seconds(wait)}")
+                self.say(
+                    f"model {self.model}: {label}, retry {attempt}/{self.max_retries} "
+                    f"in {_seconds(wait)}"
+                )
                 time.sleep(wait)
-        raise AssertionError("unreachable")   # pragma: no cover
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _call(self, ctx: PromptContext) -> Proposal:
         raise NotImplementedError
 
-    def _answer(self, text: str, reasoning: str | None, model: str, n_in: int,
-                n_out: int) -> Proposal:
+    def _answer(
+        self, text: str, reasoning: str | None, model: str, n_in: int, n_out: int
+    ) -> Proposal:
         """The Proposal for an answer that arrived; an empty one is a failure,
         not retried: it was generated, and billed."""
         cost = self._cost(model, n_in, n_out)
         if not text.strip():
-            return Proposal(text=None, reasoning=reasoning, input_tokens=n_in,
-                            output_tokens=n_out, cost_usd=cost, model=model,
-                            error=f"model {self.model} returned an empty answer")
-        return Proposal(text=text, reasoning=reasoning, input_tokens=n_in, output_tokens=n_out,
-                        cost_usd=cost, model=model)
+            return Proposal(
+                text=None,
+                reasoning=reasoning,
+                input_tokens=n_in,
+                output_tokens=n_out,
+                cost_usd=cost,
+                model=model,
+                error=f"model {self.model} returned an empty answer",
+            )
+        return Proposal(
+            text=text,
+            reasoning=reasoning,
+            input_tokens=n_in,
+            output_tokens=n_out,
+            cost_usd=cost,
+            model=model,
+        )
 
 
 def _anthropic_thinking(model: str, max_tokens: int) -> dict:
@@ -252,8 +296,9 @@ def _anthropic_thinking(model: str, max_tokens: int) -> dict:
         adaptive = True
     if adaptive:
         return {"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}}
-    budgeted = (m is not None and (m.group(1) != "haiku" or m.group(2) == "5")) \
-        or name.startswith("claude-3-7-sonnet")
+    budgeted = (m is not None and (m.group(1) != "haiku" or m.group(2) == "5")) or name.startswith(
+        "claude-3-7-sonnet"
+    )
     if budgeted and max_tokens > 2048:
         budget = max(1024, min(max_tokens - 1024, (max_tokens * 3) // 4))
         return {"thinking": {"type": "enabled", "budget_tokens": budget}}
@@ -265,13 +310,14 @@ def _sdk(package: str, model: str):
     the autotuner needs neither), or ProposerError naming the package."""
     try:
         return importlib.import_module(package)
-    except ImportError as exc:   # pragma: no cover - a declared dependency
+    except ImportError as exc:  # pragma: no cover - a declared dependency
         raise ProposerError(f"the {package} package is needed for {model!r}: {exc}") from None
 
 
 class AnthropicProposer(_LLMProposer):
     """Claude through the Messages API, streamed (the SDK requires streaming for
     requests that may run past 10 minutes, which large max_tokens do)."""
+
     key_var = "ANTHROPIC_API_KEY"
     official_url = ANTHROPIC_URL
 
@@ -280,19 +326,24 @@ class AnthropicProposer(_LLMProposer):
         anthropic = _sdk("anthropic", model)
         # An explicit key keeps the SDK from reading ANTHROPIC_API_KEY or
         # ANTHROPIC_AUTH_TOKEN for a base URL they do not belong to.
-        self.client = anthropic.Anthropic(api_key=self._api_key, base_url=self.base_url,
-                                          timeout=self.timeout_s, max_retries=0)
+        self.client = anthropic.Anthropic(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+        )
 
     def request_args(self, ctx: PromptContext) -> dict:
-        return dict(model=self.model, max_tokens=self.max_tokens, system=ctx.system,
-                    messages=[{"role": "user", "content": ctx.user}],
-                    **_anthropic_thinking(self.model, self.max_tokens))
+        return dict(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            system=ctx.system,
+            messages=[{"role": "user", "content": ctx.user}],
+            **_anthropic_thinking(self.model, self.max_tokens),
+        )
 
     def _call(self, ctx: PromptContext) -> Proposal:
         with self.client.messages.stream(**self.request_args(ctx)) as stream:
             try:
                 message = stream.get_final_message()
-            except AssertionError:    # how the SDK says that no message_start came
+            except AssertionError:  # how the SDK says that no message_start came
                 raise BadAnswer("the answer's stream held no message") from None
         if getattr(message, "stop_reason", None) is None:
             raise BadAnswer("the answer's stream ended before its last event")
@@ -327,11 +378,18 @@ class _OpenAIBase(_LLMProposer):
         openai = _sdk("openai", model)
         # Nor do the account's organization and project (OPENAI_ORG_ID, OPENAI_PROJECT_ID)
         # leave for another host.
-        account = None if self.own_endpoint else {"OpenAI-Organization": openai.omit,
-                                                  "OpenAI-Project": openai.omit}
-        self.client = openai.OpenAI(api_key=self._api_key, base_url=self.base_url,
-                                    timeout=self.timeout_s, max_retries=0,
-                                    default_headers=account)
+        account = (
+            None
+            if self.own_endpoint
+            else {"OpenAI-Organization": openai.omit, "OpenAI-Project": openai.omit}
+        )
+        self.client = openai.OpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout_s,
+            max_retries=0,
+            default_headers=account,
+        )
 
 
 class OpenAIProposer(_OpenAIBase):
@@ -339,8 +397,12 @@ class OpenAIProposer(_OpenAIBase):
     for reasoning models (gpt-5*, o-series), as Metal-Sci ran them."""
 
     def request_args(self, ctx: PromptContext) -> dict:
-        args = dict(model=self.model, instructions=ctx.system, input=ctx.user,
-                    max_output_tokens=self.max_tokens)
+        args = dict(
+            model=self.model,
+            instructions=ctx.system,
+            input=ctx.user,
+            max_output_tokens=self.max_tokens,
+        )
         if _is_openai_reasoning_model(self.model):
             args["reasoning"] = {"effort": "high", "summary": "auto"}
         return args
@@ -360,8 +422,9 @@ class OpenAIProposer(_OpenAIBase):
         n_in = int(getattr(usage, "input_tokens", 0) or 0) if usage else 0
         n_out = int(getattr(usage, "output_tokens", 0) or 0) if usage else 0
         model = getattr(response, "model", None) or self.model
-        return self._answer(response.output_text or "", "\n\n".join(summaries) or None,
-                            model, n_in, n_out)
+        return self._answer(
+            response.output_text or "", "\n\n".join(summaries) or None, model, n_in, n_out
+        )
 
 
 _THINK = re.compile(r"\A\s*<think>(.*?)</think>\s*", re.S)
@@ -371,9 +434,14 @@ class OpenAIChatProposer(_OpenAIBase):
     """Any OpenAI-compatible Chat Completions endpoint (local servers, Gemini)."""
 
     def request_args(self, ctx: PromptContext) -> dict:
-        return dict(model=self.model, max_tokens=self.max_tokens,
-                    messages=[{"role": "system", "content": ctx.system},
-                              {"role": "user", "content": ctx.user}])
+        return dict(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            messages=[
+                {"role": "system", "content": ctx.system},
+                {"role": "user", "content": ctx.user},
+            ],
+        )
 
     def _call(self, ctx: PromptContext) -> Proposal:
         completion = self.client.chat.completions.create(**self.request_args(ctx))
@@ -397,10 +465,9 @@ class OpenAIChatProposer(_OpenAIBase):
         m = _THINK.match(text)
         if m:
             reasoning = reasoning or m.group(1).strip() or None
-            text = text[m.end():]
+            text = text[m.end() :]
         usage = getattr(completion, "usage", None)
         n_in = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         n_out = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
         model = getattr(completion, "model", None) or self.model
         return self._answer(text, reasoning, model, n_in, n_out)
-

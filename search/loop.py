@@ -25,6 +25,7 @@ refused under a cap, and warned about without one.
 A run's options are built and checked in search/options.py, and its summary
 judged in search/summary.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,10 @@ from mlxsci.search.summary import entry_score, summarize
 from mlxsci.task import load_task
 
 # What S and Phi mean, said once per run (progress output, or the final line).
-S_AND_PHI = ("S = geometric mean of the roofline fractions at the search sizes (0 if any "
-             "fails); Phi = the fraction at the held-out size, never shown to the proposer")
+S_AND_PHI = (
+    "S = geometric mean of the roofline fractions at the search sizes (0 if any "
+    "fails); Phi = the fraction at the held-out size, never shown to the proposer"
+)
 
 
 class CostCapReached(Exception):
@@ -68,8 +71,10 @@ def _comparison_note(comparison: dict) -> str:
     """The comparison in a progress line: 're-timed 1.031x, band 5.0%: within noise'."""
     if "error" in comparison:
         return "  re-timing failed: not accepted"
-    return (f"  re-timed {comparison['speedup']:.3f}x, band {comparison['band'] * 100:.1f}%: "
-            f"{comparison['verdict']}")
+    return (
+        f"  re-timed {comparison['speedup']:.3f}x, band {comparison['band'] * 100:.1f}%: "
+        f"{comparison['verdict']}"
+    )
 
 
 class Search:
@@ -90,9 +95,14 @@ class Search:
     def evaluate(self, source: str, filename: str, size_set: str) -> dict:
         # announce: a first run on a machine builds the simulator's compiler and
         # measures the roofline, and says so rather than stay silent for minutes.
-        common = dict(backend=self.backend, size_set=size_set, filename=filename,
-                      timeout=self.opts.get("timeout"), dialect=self.dialect,
-                      announce=self.say)
+        common = dict(
+            backend=self.backend,
+            size_set=size_set,
+            filename=filename,
+            timeout=self.opts.get("timeout"),
+            dialect=self.dialect,
+            announce=self.say,
+        )
         tool = self.opts.get("sanitize")
         if tool:
             # Under the sanitizer first: a fault it names is the verdict; times
@@ -102,7 +112,7 @@ class Search:
                 return checked.to_json()
         result = evaluate(self.task.name, source, timer=self.opts.get("timer"), **common).to_json()
         if tool:
-            result["sanitizer_check"] = tool   # passed under compute-sanitizer `tool`
+            result["sanitizer_check"] = tool  # passed under compute-sanitizer `tool`
         return result
 
     def confirm(self, incumbent: Entry, entry: Entry) -> dict:
@@ -110,13 +120,18 @@ class Search:
         re-time incumbent and candidate interleaved in one worker on the sizes
         the search scores. Returns the comparison with `accepted` and `reason`."""
         try:
-            comparison = compare(self.task.name, incumbent.source, entry.source,
-                                 backend=self.backend, size_set=self.opts["sizes"],
-                                 filenames=(f"iteration {incumbent.iteration}",
-                                            f"iteration {entry.iteration}"),
-                                 dialect=self.dialect, timer=self.opts.get("timer"),
-                                 timeout=self.opts.get("timeout"))
-        except Exception as exc:   # noqa: BLE001 - a failed re-timing rejects, never ends a run
+            comparison = compare(
+                self.task.name,
+                incumbent.source,
+                entry.source,
+                backend=self.backend,
+                size_set=self.opts["sizes"],
+                filenames=(f"iteration {incumbent.iteration}", f"iteration {entry.iteration}"),
+                dialect=self.dialect,
+                timer=self.opts.get("timer"),
+                timeout=self.opts.get("timeout"),
+            )
+        except Exception as exc:  # noqa: BLE001 - a failed re-timing rejects, never ends a run
             comparison = {"error": f"comparison failed: {type(exc).__name__}: {exc}"}
         return noise_aware_decision(comparison)
 
@@ -133,14 +148,23 @@ class Search:
         result = self.evaluate(source, str(seed_file), self.opts["sizes"])
         self.rd.write_json(result_file, result)
         self.say(f"iter 0  seed     S={_fmt(entry_score(result))}")
-        record = {"iteration": 0, "role": "seed", "exhausted": False,
-                  "compile_ok": result["candidate"]["compile_ok"],
-                  "correct": result["candidate"]["correct"], "score": entry_score(result),
-                  "fail_reason": result["candidate"]["fail_reason"], "source_path": seed_file.name,
-                  "elapsed_s": time.perf_counter() - t0, "is_new_best": True,
-                  "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        record = {
+            "iteration": 0,
+            "role": "seed",
+            "exhausted": False,
+            "compile_ok": result["candidate"]["compile_ok"],
+            "correct": result["candidate"]["correct"],
+            "score": entry_score(result),
+            "fail_reason": result["candidate"]["fail_reason"],
+            "source_path": seed_file.name,
+            "elapsed_s": time.perf_counter() - t0,
+            "is_new_best": True,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": 0.0,
+        }
         self.rd.append_history(record)
-        history.insert(0, record)    # before any later record a damaged line left behind
+        history.insert(0, record)  # before any later record a damaged line left behind
         return Entry(source, result, 0)
 
     def artefact(self, path: Path, iteration: int, as_json: bool = False):
@@ -149,13 +173,17 @@ class Search:
         try:
             text = path.read_text()
             return json.loads(text) if as_json else text
-        except (OSError, ValueError) as exc:   # ValueError: not UTF-8, not JSON
-            reason = ("is missing" if isinstance(exc, FileNotFoundError)
-                      else f"is damaged ({type(exc).__name__}: {exc})")
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
+            reason = (
+                "is missing"
+                if isinstance(exc, FileNotFoundError)
+                else f"is damaged ({type(exc).__name__}: {exc})"
+            )
             raise ValueError(
                 f"{path} {reason}, but history.jsonl records iteration {iteration} as done: "
                 f"restore the file, or delete that iteration's line from history.jsonl to "
-                "run it again") from None
+                "run it again"
+            ) from None
 
     # -- rebuilding the state from the run directory --------------------------
     def rebuild(self, seed: Entry, history: list[dict]) -> State:
@@ -165,8 +193,11 @@ class Search:
                 state.previous_skipped = True
                 continue
             it = rec["iteration"]
-            entry = Entry(self.artefact(self.rd.iter_file(it, "candidate"), it),
-                          self.artefact(self.rd.iter_file(it, "result.json"), it, True), it)
+            entry = Entry(
+                self.artefact(self.rd.iter_file(it, "candidate"), it),
+                self.artefact(self.rd.iter_file(it, "result.json"), it, True),
+                it,
+            )
             state.previous, state.previous_skipped = entry, False
             if rec.get("is_new_best"):
                 state.best = entry
@@ -184,7 +215,8 @@ class Search:
             raise CostCapReached(
                 f"max_cost: the next call could cost up to ${bound:.4f} (its prompt and "
                 f"every output token it may use), more than the ${max(left, 0.0):.4f} left "
-                f"of ${self.max_cost:.4f}")
+                f"of ${self.max_cost:.4f}"
+            )
 
     def ask(self, ctx: PromptContext) -> Proposal:
         """The proposer's answer. A proposer that raises gives a failed call, not the
@@ -193,8 +225,11 @@ class Search:
             return self.proposer.propose(ctx)
         except Exception as exc:  # noqa: BLE001 - LLM proposers catch their own; others may not
             message = " ".join(str(exc).split()) or repr(exc)
-            return Proposal(text=None, error=f"the proposer failed: {type(exc).__name__}: "
-                                             f"{message}", model=getattr(self.proposer, "name", ""))
+            return Proposal(
+                text=None,
+                error=f"the proposer failed: {type(exc).__name__}: {message}",
+                model=getattr(self.proposer, "name", ""),
+            )
 
     def propose(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> Proposal:
         """The proposal for iteration `it`: reused from disk if a killed run saved it.
@@ -204,34 +239,53 @@ class Search:
             meta = self.rd.read_json(saved)
             response = self.rd.iter_file(it, "response.md")
             reasoning = self.rd.iter_file(it, "reasoning.md")
-            return Proposal(text=response.read_text() if response.exists() else None,
-                            reasoning=reasoning.read_text() if reasoning.exists() else None,
-                            input_tokens=meta["input_tokens"], output_tokens=meta["output_tokens"],
-                            cost_usd=meta["cost_usd"], error=meta["error"], model=meta["model"],
-                            exhausted=meta.get("exhausted", False))
+            return Proposal(
+                text=response.read_text() if response.exists() else None,
+                reasoning=reasoning.read_text() if reasoning.exists() else None,
+                input_tokens=meta["input_tokens"],
+                output_tokens=meta["output_tokens"],
+                cost_usd=meta["cost_usd"],
+                error=meta["error"],
+                model=meta["model"],
+                exhausted=meta.get("exhausted", False),
+            )
         ctx = self.strategy.context(state)
         previous = (ctx.previous.source, ctx.previous.result) if ctx.previous else None
         incumbent = None
-        if ctx.incumbent is not None and (ctx.previous is None
-                                          or ctx.incumbent.source != ctx.previous.source):
+        if ctx.incumbent is not None and (
+            ctx.previous is None or ctx.incumbent.source != ctx.previous.source
+        ):
             incumbent = (ctx.incumbent.source, ctx.incumbent.result)
         shows_history = previous is not None or state.previous_skipped
         system = system_prompt(self.task, self.dialect)
         if not self.rd.file("system_prompt.md").exists():
             self.rd.write_text(self.rd.file("system_prompt.md"), system)
-        user = user_prompt(self.task, self.dialect,
-                           iteration=it if shows_history else 1,
-                           seed_source=state.seed.source, seed_result=state.seed.result,
-                           previous=previous, incumbent=incumbent,
-                           history=ctx.history if shows_history else [],
-                           stagnation=shows_history and stagnating(ctx.history),
-                           accept=self.opts.get("accept", "strict"))
+        user = user_prompt(
+            self.task,
+            self.dialect,
+            iteration=it if shows_history else 1,
+            seed_source=state.seed.source,
+            seed_result=state.seed.result,
+            previous=previous,
+            incumbent=incumbent,
+            history=ctx.history if shows_history else [],
+            stagnation=shows_history and stagnating(ctx.history),
+            accept=self.opts.get("accept", "strict"),
+        )
         tried = [state.seed.source] + [
             self.artefact(self.rd.iter_file(r["iteration"], "candidate"), r["iteration"])
-            for r in history[1:] if r["role"] == "candidate"]
-        prompt = PromptContext(task=self.task.name, dialect=self.dialect, iteration=it,
-                               system=system, user=user, incumbent_source=ctx.base.source,
-                               tried_sources=tried)
+            for r in history[1:]
+            if r["role"] == "candidate"
+        ]
+        prompt = PromptContext(
+            task=self.task.name,
+            dialect=self.dialect,
+            iteration=it,
+            system=system,
+            user=user,
+            incumbent_source=ctx.base.source,
+            tried_sources=tried,
+        )
         self.check_cost(prompt, spent)
         self.rd.write_text(self.rd.iter_file(it, "prompt.md"), user)
         proposal = self.ask(prompt)
@@ -240,19 +294,32 @@ class Search:
             self.rd.write_text(self.rd.iter_file(it, "response.md"), proposal.text)
         if proposal.reasoning:
             self.rd.write_text(self.rd.iter_file(it, "reasoning.md"), proposal.reasoning)
-        self.rd.write_json(saved, {"input_tokens": proposal.input_tokens,
-                                   "output_tokens": proposal.output_tokens,
-                                   "cost_usd": proposal.cost_usd, "error": proposal.error,
-                                   "model": proposal.model, "exhausted": proposal.exhausted})
+        self.rd.write_json(
+            saved,
+            {
+                "input_tokens": proposal.input_tokens,
+                "output_tokens": proposal.output_tokens,
+                "cost_usd": proposal.cost_usd,
+                "error": proposal.error,
+                "model": proposal.model,
+                "exhausted": proposal.exhausted,
+            },
+        )
         return proposal
 
     def iterate(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> dict:
         t0 = time.perf_counter()
         proposal = self.propose(it, state, history, spent)
-        record = {"iteration": it, "exhausted": proposal.exhausted,
-                  "input_tokens": proposal.input_tokens,
-                  "output_tokens": proposal.output_tokens, "cost_usd": proposal.cost_usd,
-                  "is_new_best": False, "source_path": None, "score": None}
+        record = {
+            "iteration": it,
+            "exhausted": proposal.exhausted,
+            "input_tokens": proposal.input_tokens,
+            "output_tokens": proposal.output_tokens,
+            "cost_usd": proposal.cost_usd,
+            "is_new_best": False,
+            "source_path": None,
+            "score": None,
+        }
         source = extract_from_response(proposal.text, self.dialect) if proposal.text else None
         if source is None:
             reason = proposal.error or "no fenced code block in the response"
@@ -265,9 +332,14 @@ class Search:
             self.rd.write_json(self.rd.iter_file(it, "result.json"), result)
             entry = Entry(source, result, it)
             cand = result["candidate"]
-            record.update(role="candidate", compile_ok=cand["compile_ok"], correct=cand["correct"],
-                          score=entry_score(result), fail_reason=cand["fail_reason"],
-                          source_path=path.name)
+            record.update(
+                role="candidate",
+                compile_ok=cand["compile_ok"],
+                correct=cand["correct"],
+                score=entry_score(result),
+                fail_reason=cand["fail_reason"],
+                source_path=path.name,
+            )
             accepted = self.strategy.accept(state, entry)
             if accepted and self.opts.get("accept", "strict") == "noise-aware":
                 self.say(f"iter {it}: S above the incumbent's; re-timing both")
@@ -301,16 +373,34 @@ class Search:
         return result
 
 
-def run(task: str, model: str = "autotune", *, iterations: int | None = None,
-        strategy: str = "one-plus-one", backend: str = "auto", sizes: str | None = None,
-        out: str | Path | None = None, resume: str | Path | None = None, seed: int = 0,
-        max_cost: float | None = None, base_url: str | None = None, api: str = "auto",
-        dialect: str | None = None, accept: str = "strict", timer: str | None = None,
-        sanitize: str | None = None, prices: str | dict | None = None,
-        start: str | Path | None = None, timeout: float | None = None,
-        api_key_env: str | None = None, llm_timeout: float | None = None,
-        llm_retries: int | None = None, quiet: bool = True, echo=print,
-        proposer=None) -> dict:
+def run(
+    task: str,
+    model: str = "autotune",
+    *,
+    iterations: int | None = None,
+    strategy: str = "one-plus-one",
+    backend: str = "auto",
+    sizes: str | None = None,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    seed: int = 0,
+    max_cost: float | None = None,
+    base_url: str | None = None,
+    api: str = "auto",
+    dialect: str | None = None,
+    accept: str = "strict",
+    timer: str | None = None,
+    sanitize: str | None = None,
+    prices: str | dict | None = None,
+    start: str | Path | None = None,
+    timeout: float | None = None,
+    api_key_env: str | None = None,
+    llm_timeout: float | None = None,
+    llm_retries: int | None = None,
+    quiet: bool = True,
+    echo=print,
+    proposer=None,
+) -> dict:
     """Run (or resume) a search and return its summary (also in summary.json).
 
     task, model: e.g. "heat2d", "claude-opus-4-7" / "gpt-5.5" / "autotune" /
@@ -347,32 +437,63 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     say = (lambda msg: None) if quiet else echo
     if resume is not None:
         rd_path = Path(resume)
-        opts = resumed_options(rd_path, iterations=iterations, max_cost=max_cost,
-                               api_key_env=api_key_env, llm_timeout=llm_timeout,
-                               llm_retries=llm_retries)
+        opts = resumed_options(
+            rd_path,
+            iterations=iterations,
+            max_cost=max_cost,
+            api_key_env=api_key_env,
+            llm_timeout=llm_timeout,
+            llm_retries=llm_retries,
+        )
     else:
         opts, task_def = new_options(
-            task, model if proposer is None else proposer.name, iterations=iterations,
-            strategy=strategy, backend=backend, sizes=sizes, seed=seed, max_cost=max_cost,
-            base_url=base_url, api=api, timeout=timeout, dialect=dialect,
-            api_key_env=api_key_env, llm_timeout=llm_timeout, llm_retries=llm_retries,
-            accept=accept, timer=timer, sanitize=sanitize, start=start)
-    if proposer is None:   # before any directory is made: a missing API key fails cleanly
+            task,
+            model if proposer is None else proposer.name,
+            iterations=iterations,
+            strategy=strategy,
+            backend=backend,
+            sizes=sizes,
+            seed=seed,
+            max_cost=max_cost,
+            base_url=base_url,
+            api=api,
+            timeout=timeout,
+            dialect=dialect,
+            api_key_env=api_key_env,
+            llm_timeout=llm_timeout,
+            llm_retries=llm_retries,
+            accept=accept,
+            timer=timer,
+            sanitize=sanitize,
+            start=start,
+        )
+    if proposer is None:  # before any directory is made: a missing API key fails cleanly
         price_table = prices if isinstance(prices, dict) else load_prices(prices)
-        proposer = make_proposer(opts["model"], api=opts["api"], base_url=opts["base_url"],
-                                 seed=opts["seed"], prices=price_table,
-                                 timeout_s=opts["llm_timeout"], max_retries=opts["llm_retries"],
-                                 api_key_env=opts["api_key_env"])
+        proposer = make_proposer(
+            opts["model"],
+            api=opts["api"],
+            base_url=opts["base_url"],
+            seed=opts["seed"],
+            prices=price_table,
+            timeout_s=opts["llm_timeout"],
+            max_retries=opts["llm_retries"],
+            api_key_env=opts["api_key_env"],
+        )
     check_priced(proposer, opts["max_cost"], echo)
-    rd = RunDir(resume if resume is not None else
-                Path(out) if out else default_run_dir(task_def.name, opts["model"]),
-                search_dialect(opts))
+    rd = RunDir(
+        resume
+        if resume is not None
+        else Path(out)
+        if out
+        else default_run_dir(task_def.name, opts["model"]),
+        search_dialect(opts),
+    )
     history = rd.history()
     if resume is not None:
         check_extension(history, iterations)
     else:
         make_run_dir(rd.path)
-    for line in rd.skipped_report():     # damaged lines of history.jsonl, by number
+    for line in rd.skipped_report():  # damaged lines of history.jsonl, by number
         echo(line)
     # run.json says what this session runs: a resume's new iterations, cap, timeouts.
     rd.write_json(rd.file("run.json"), opts)
@@ -380,9 +501,11 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
     say(S_AND_PHI)
     try:
         summary = run_search(opts, rd, proposer, say, history)
-    except KeyboardInterrupt:   # Ctrl-C, or SIGTERM in `python -m mlxsci.search`
-        echo(f"interrupted: every finished iteration is kept in {rd.path}; continue with "
-             f"python -m mlxsci.search --resume {rd.path}")
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM in `python -m mlxsci.search`
+        echo(
+            f"interrupted: every finished iteration is kept in {rd.path}; continue with "
+            f"python -m mlxsci.search --resume {rd.path}"
+        )
         raise
     summary["run_dir"] = str(rd.path)
     return summary
@@ -391,8 +514,8 @@ def run(task: str, model: str = "autotune", *, iterations: int | None = None,
 def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> dict:
     """The iterations a run has left, then the held-out gate: the summary."""
     search = Search(opts, rd, proposer, say)
-    proposer.say = say                    # retries and waits on the console
-    rd.repair_history(history)            # drop a torn last line or damaged lines, if any
+    proposer.say = say  # retries and waits on the console
+    rd.repair_history(history)  # drop a torn last line or damaged lines, if any
     seed_entry = search.seed_entry(history)
     state = search.rebuild(seed_entry, history)
     # The history is the truth: a run killed between writing best.* and
@@ -403,7 +526,7 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
     stopped = None
     done = max(r["iteration"] for r in history)
     if history[-1].get("exhausted"):
-        done = opts["iterations"]   # a resumed run whose proposer already ran dry
+        done = opts["iterations"]  # a resumed run whose proposer already ran dry
         stopped = f"the proposer has nothing left to propose ({history[-1]['fail_reason']})"
     for it in range(done + 1, opts["iterations"] + 1):
         if opts["max_cost"] is not None and cost >= opts["max_cost"]:
@@ -419,14 +542,15 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
         cost += rec["cost_usd"]
         if rec["exhausted"]:
             stopped = f"the proposer has nothing left to propose ({rec['fail_reason']})"
-        verdict = ("skipped" if rec["role"] == "skipped" else
-                   "correct" if rec["correct"] else "FAIL")
+        verdict = "skipped" if rec["role"] == "skipped" else "correct" if rec["correct"] else "FAIL"
         score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
         note = _comparison_note(rec["comparison"]) if "comparison" in rec else ""
         why = f"  ({rec['fail_reason']})" if rec["role"] == "skipped" else ""
-        say(f"iter {it}/{opts['iterations']}  {verdict:8s} S={score:8s} "
+        say(
+            f"iter {it}/{opts['iterations']}  {verdict:8s} S={score:8s} "
             f"best={state.best.score:.4f}{' (new)' if rec['is_new_best'] else ''}{note}  "
-            f"{rec['elapsed_s']:.1f}s  ${cost:.4f}{why}")
+            f"{rec['elapsed_s']:.1f}s  ${cost:.4f}{why}"
+        )
         if stopped:
             say(f"stopping: {stopped}")
             break
@@ -434,12 +558,22 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
     held_started = time.perf_counter()
     held_seed = search.held_out(state.seed, "seed")
     held_best = held_seed if state.best is state.seed else search.held_out(state.best, "best")
-    summary = summarize(opts, search.task.name, state, history, held_seed=held_seed,
-                        held_best=held_best, cost=cost, stopped=stopped,
-                        held_started=held_started)
+    summary = summarize(
+        opts,
+        search.task.name,
+        state,
+        history,
+        held_seed=held_seed,
+        held_best=held_best,
+        cost=cost,
+        stopped=stopped,
+        held_started=held_started,
+    )
     rd.write_json(rd.file("summary.json"), summary)
-    say(f"done: S seed={_fmt(summary['seed_score'])} best={_fmt(summary['best_score'])} "
+    say(
+        f"done: S seed={_fmt(summary['seed_score'])} best={_fmt(summary['best_score'])} "
         f"({summary['improvement_verdict'] or 'n/a'}, band {summary['improvement_band']:.1%})  "
         f"Phi seed={_fmt(summary['held_out_seed'])} best={_fmt(summary['held_out_best'])} "
-        f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}")
+        f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}"
+    )
     return summary

@@ -5,6 +5,7 @@ Neither calls a network service nor needs a key or an SDK, which is why they
 are apart from the LLM proposers (search/llm_proposers.py). Both answer with a
 fenced candidate, as an LLM would, so the loop treats every proposer alike.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,12 +34,18 @@ def _fence(source: str, dialect: str) -> str:
 
 _SHAPES_1D = [(x, 1, 1) for x in (32, 64, 128, 256, 512, 1024)]
 # Shapes below one SIMD group (32 threads) are left out: they waste lanes.
-_SHAPES_2D = [(x, y, 1) for x in (8, 16, 32, 64) for y in (1, 2, 4, 8, 16, 32)
-              if 32 <= x * y <= 1024]
-_SHAPES_3D = [(x, y, z) for x in (8, 16, 32) for y in (2, 4, 8) for z in (1, 2, 4, 8)
-              if 32 <= x * y * z <= 1024 and z <= y]
+_SHAPES_2D = [
+    (x, y, 1) for x in (8, 16, 32, 64) for y in (1, 2, 4, 8, 16, 32) if 32 <= x * y <= 1024
+]
+_SHAPES_3D = [
+    (x, y, z)
+    for x in (8, 16, 32)
+    for y in (2, 4, 8)
+    for z in (1, 2, 4, 8)
+    if 32 <= x * y * z <= 1024 and z <= y
+]
 _SHAPES = {1: _SHAPES_1D, 2: _SHAPES_2D, 3: _SHAPES_3D}
-_MAX_ENUMERATED = 4096      # combined variants enumerated in full; beyond, sampled
+_MAX_ENUMERATED = 4096  # combined variants enumerated in full; beyond, sampled
 _MAX_DRAWS = 2000
 
 
@@ -53,8 +60,9 @@ def _literal_tuple(expr: str | None) -> tuple | None:
         return None
     if not isinstance(node, ast.Tuple):
         return None
-    return tuple(e.value if isinstance(e, ast.Constant) and type(e.value) is int else None
-                 for e in node.elts)
+    return tuple(
+        e.value if isinstance(e, ast.Constant) and type(e.value) is int else None for e in node.elts
+    )
 
 
 def _dims(expr: str | None) -> int:
@@ -83,6 +91,7 @@ class AutotuneProposer(Proposer):
     or that is the whole grid (a single cooperating threadgroup), is taken to
     be tied to the algorithm and left alone.
     """
+
     name = "autotune"
 
     def __init__(self, seed: int = 0):
@@ -92,7 +101,7 @@ class AutotuneProposer(Proposer):
         try:
             contract = load_task(task).kernel(kernel)
             return contract.grid, contract.threadgroup
-        except Exception:    # unknown task or kernel: fall back to what the candidate says
+        except Exception:  # unknown task or kernel: fall back to what the candidate says
             return None, None
 
     def axes(self, cand, task: str) -> list[tuple[tuple, list]]:
@@ -114,7 +123,7 @@ class AutotuneProposer(Proposer):
             if tg is not None and (comps is None or None in comps or len(comps) != 3):
                 continue
             if comps is not None and _literal_tuple(grid) == comps:
-                continue     # one threadgroup covers the grid: a cooperative kernel
+                continue  # one threadgroup covers the grid: a cooperative kernel
             dims = max(_dims(grid), _dims(tg), 1)
             current = tuple(comps) if comps else None
             shapes = [s for s in _SHAPES[min(dims, 3)] if s != current]
@@ -123,22 +132,26 @@ class AutotuneProposer(Proposer):
         return axes
 
     def _apply(self, cand, changes: dict) -> str:
-        params = [type(p)(p.name, changes.get(("param", p.name), p.default), p.choices)
-                  for p in cand.params]
+        params = [
+            type(p)(p.name, changes.get(("param", p.name), p.default), p.choices)
+            for p in cand.params
+        ]
         kernels = []
         for k in cand.kernels:
             shape = changes.get(("threadgroup", k.name))
             tg = k.threadgroup if shape is None else "({}, {}, {})".format(*shape)
             kernels.append(type(k)(name=k.name, body=k.body, grid=k.grid, threadgroup=tg))
-        return render(type(cand)(dialect=cand.dialect, params=params, header=cand.header,
-                                 kernels=kernels))
+        return render(
+            type(cand)(dialect=cand.dialect, params=params, header=cand.header, kernels=kernels)
+        )
 
     def propose(self, ctx: PromptContext) -> Proposal:
         try:
             cand = parse(ctx.incumbent_source, ctx.dialect)
         except (CandidateError, ValueError) as exc:
-            return Proposal(text=None, error=f"autotune: the incumbent does not parse: {exc}",
-                            model="autotune")
+            return Proposal(
+                text=None, error=f"autotune: the incumbent does not parse: {exc}", model="autotune"
+            )
         seen = {_canonical(s, ctx.dialect) for s in ctx.tried_sources}
         seen.add(_canonical(ctx.incumbent_source, ctx.dialect))
         rng = random.Random(self.seed + ctx.iteration)
@@ -161,8 +174,7 @@ class AutotuneProposer(Proposer):
         for o in options:
             total *= len(o)
         if total <= _MAX_ENUMERATED:
-            combos = [c for c in itertools.product(*options)
-                      if sum(v is not None for v in c) >= 2]
+            combos = [c for c in itertools.product(*options) if sum(v is not None for v in c) >= 2]
             rng.shuffle(combos)
             combos.sort(key=lambda c: sum(v is not None for v in c))
         else:
@@ -176,8 +188,9 @@ class AutotuneProposer(Proposer):
             text = fresh(changes)
             if text is not None:
                 return self._proposal(text, ctx)
-        return Proposal(text=None, error="autotune: search space exhausted", model="autotune",
-                        exhausted=True)
+        return Proposal(
+            text=None, error="autotune: search space exhausted", model="autotune", exhausted=True
+        )
 
     @staticmethod
     def _proposal(text: str, ctx: PromptContext) -> Proposal:
@@ -192,6 +205,7 @@ _CANDIDATE_FILE = re.compile(r"(\d+)_candidate\.(metal|cu)\Z")
 class ReplayProposer(Proposer):
     """Proposes the candidates of a recorded run (`NN_candidate.metal` / `.cu`),
     in iteration order, one per call; the recorded reasoning comes along."""
+
     name = "replay"
 
     def __init__(self, run_dir):
@@ -204,15 +218,17 @@ class ReplayProposer(Proposer):
             if m and path.is_file():
                 found.append((int(m.group(1)), path.name, path))
         if not found:
-            raise ProposerError(f"replay: {self.run_dir} holds no NN_candidate.metal or "
-                                "NN_candidate.cu files")
+            raise ProposerError(
+                f"replay: {self.run_dir} holds no NN_candidate.metal or NN_candidate.cu files"
+            )
         self.files = [path for _, _, path in sorted(found)]
         self.calls = 0
 
     def propose(self, ctx: PromptContext) -> Proposal:
         if self.calls >= len(self.files):
-            return Proposal(text=None, error="replay: no more candidates", model="replay",
-                            exhausted=True)
+            return Proposal(
+                text=None, error="replay: no more candidates", model="replay", exhausted=True
+            )
         path = self.files[self.calls]
         self.calls += 1
         try:
@@ -228,4 +244,3 @@ class ReplayProposer(Proposer):
             except OSError:
                 reasoning = None
         return Proposal(text=_fence(source, ctx.dialect), reasoning=reasoning, model="replay")
-

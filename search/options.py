@@ -6,6 +6,7 @@ the run directory, a model's price under a cost cap).
 Apart from the loop (search/loop.py) because all of it comes before the first
 evaluation: a bad option is a clear error, never a half-made run directory.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -32,8 +33,9 @@ def default_run_dir(task: str, model: str) -> Path:
 
 def search_dialect(opts: dict) -> str:
     """The dialect candidates are written in: --dialect, else the backend's own."""
-    return get_backend(opts["backend"], **backend_options(opts["backend"],
-                                                          opts.get("dialect"))).dialect
+    return get_backend(
+        opts["backend"], **backend_options(opts["backend"], opts.get("dialect"))
+    ).dialect
 
 
 def read_start(path: str | Path, dialect: str, task: Task) -> str:
@@ -48,9 +50,11 @@ def read_start(path: str | Path, dialect: str, task: Task) -> str:
         raise ValueError(f"start file: {exc}") from None
     kernels = ", ".join(task.kernel_names)
     if not candidate.kernels:
-        raise ValueError(f"start file {path} has no kernels: a {task.name} candidate holds a "
-                         f"'//! kernel NAME' section for each of {kernels} (or leave out "
-                         "--start to start from the task's seed)")
+        raise ValueError(
+            f"start file {path} has no kernels: a {task.name} candidate holds a "
+            f"'//! kernel NAME' section for each of {kernels} (or leave out "
+            "--start to start from the task's seed)"
+        )
     why = misfit(candidate, task, "line ")
     if why:
         raise ValueError(f"start file {path} does not fit {task.name} (kernels {kernels}): {why}")
@@ -60,8 +64,9 @@ def read_start(path: str | Path, dialect: str, task: Task) -> str:
 def make_run_dir(path: Path) -> None:
     """Make a new run directory, or ValueError/FileExistsError saying why not."""
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} is a file, not a folder: give --out the path of a new run "
-                         "directory")
+        raise ValueError(
+            f"{path} is a file, not a folder: give --out the path of a new run directory"
+        )
     if path.exists() and any(path.iterdir()):
         raise FileExistsError(f"{path} is not empty; use --resume {path} to continue it")
     try:
@@ -79,14 +84,34 @@ def check_priced(proposer, max_cost: float | None, echo) -> None:
     if max_cost is not None:
         raise ValueError(
             f"--max-cost needs a price for model {model!r}, which the price table lacks: pass "
-            f"--prices FILE.json holding {{\"{model}\": [USD per million input tokens, USD per "
-            "million output tokens]} ([0, 0] for a free local model)")
+            f'--prices FILE.json holding {{"{model}": [USD per million input tokens, USD per '
+            "million output tokens]} ([0, 0] for a free local model)"
+        )
     echo(f"warning: cost counted as $0: no price for {model} (give it one with --prices FILE.json)")
 
 
-def new_options(task: str, model: str, *, iterations, strategy, backend, sizes, seed,
-                max_cost, base_url, api, timeout, dialect, api_key_env, llm_timeout,
-                llm_retries, accept, timer, sanitize, start) -> tuple[dict, Task]:
+def new_options(
+    task: str,
+    model: str,
+    *,
+    iterations,
+    strategy,
+    backend,
+    sizes,
+    seed,
+    max_cost,
+    base_url,
+    api,
+    timeout,
+    dialect,
+    api_key_env,
+    llm_timeout,
+    llm_retries,
+    accept,
+    timer,
+    sanitize,
+    start,
+) -> tuple[dict, Task]:
     """The options of a new run (run.json) and its task, every one checked
     (ValueError) before anything is made."""
     backend = resolve_backend_name(backend)
@@ -99,22 +124,33 @@ def new_options(task: str, model: str, *, iterations, strategy, backend, sizes, 
     task_def = load_task(task)
     # A start file written in another dialect than the backend's own says so by its name.
     dialect = dialect or name_of_file(start)
-    opts = {"task": task_def.ref, "model": model,
-            "iterations": 10 if iterations is None else iterations, "strategy": strategy,
-            "backend": backend, "sizes": sizes, "seed": seed, "max_cost": max_cost,
-            "base_url": base_url, "api": api, "timeout": timeout, "dialect": dialect,
-            # The NAME of the variable holding a --base-url server's key, never the key.
-            "api_key_env": api_key_env,
-            "llm_timeout": DEFAULT_LLM_TIMEOUT_S if llm_timeout is None else llm_timeout,
-            "llm_retries": DEFAULT_LLM_RETRIES if llm_retries is None else llm_retries,
-            "accept": check_accept_rule(accept),   # fails early on an unknown rule
-            # The timer this backend uses, recorded by name so a resume times alike;
-            # fails early on one that cannot time this backend.
-            "timer": check_timer(timer, backend),
-            "sanitize": sanitize, "start_source": None}
-    make_strategy(strategy)   # fails early on an unknown strategy
-    backend_options(backend, dialect)   # fails early on a dialect the backend cannot run
-    check_sanitize(sanitize, backend)   # fails early where compute-sanitizer cannot run
+    opts = {
+        "task": task_def.ref,
+        "model": model,
+        "iterations": 10 if iterations is None else iterations,
+        "strategy": strategy,
+        "backend": backend,
+        "sizes": sizes,
+        "seed": seed,
+        "max_cost": max_cost,
+        "base_url": base_url,
+        "api": api,
+        "timeout": timeout,
+        "dialect": dialect,
+        # The NAME of the variable holding a --base-url server's key, never the key.
+        "api_key_env": api_key_env,
+        "llm_timeout": DEFAULT_LLM_TIMEOUT_S if llm_timeout is None else llm_timeout,
+        "llm_retries": DEFAULT_LLM_RETRIES if llm_retries is None else llm_retries,
+        "accept": check_accept_rule(accept),  # fails early on an unknown rule
+        # The timer this backend uses, recorded by name so a resume times alike;
+        # fails early on one that cannot time this backend.
+        "timer": check_timer(timer, backend),
+        "sanitize": sanitize,
+        "start_source": None,
+    }
+    make_strategy(strategy)  # fails early on an unknown strategy
+    backend_options(backend, dialect)  # fails early on a dialect the backend cannot run
+    check_sanitize(sanitize, backend)  # fails early where compute-sanitizer cannot run
     written_in = search_dialect(opts)
     # The whole task folder, before any run directory: its reference, sizes, and
     # the seed of this dialect unless a start file stands in for it.
@@ -132,18 +168,30 @@ def resumed_options(rd_path: Path, **given) -> dict:
     # A task folder moved away or broken since: ValueError, before anything runs.
     check_task(load_task(opts["task"]))
     backend = opts["backend"]
-    if not backend_class(backend).available():   # (an unknown name: ValueError too)
-        raise ValueError(f"this run ran on the {backend} backend, which is not available on "
-                         f"this machine: resume it where {backend} runs")
+    if not backend_class(backend).available():  # (an unknown name: ValueError too)
+        raise ValueError(
+            f"this run ran on the {backend} backend, which is not available on "
+            f"this machine: resume it where {backend} runs"
+        )
     for name, value in given.items():
         if value is not None:
-            opts[name] = value          # a resumed run may be extended, re-capped, ...
+            opts[name] = value  # a resumed run may be extended, re-capped, ...
     # Run directories from before these options: the behaviour they ran with.
-    for name, value in (("accept", "strict"), ("timer", None), ("sanitize", None),
-                        ("api_key_env", None), ("llm_timeout", DEFAULT_LLM_TIMEOUT_S),
-                        ("llm_retries", DEFAULT_LLM_RETRIES), ("seed", 0), ("max_cost", None),
-                        ("base_url", None), ("api", "auto"), ("timeout", None),
-                        ("dialect", None), ("start_source", None)):
+    for name, value in (
+        ("accept", "strict"),
+        ("timer", None),
+        ("sanitize", None),
+        ("api_key_env", None),
+        ("llm_timeout", DEFAULT_LLM_TIMEOUT_S),
+        ("llm_retries", DEFAULT_LLM_RETRIES),
+        ("seed", 0),
+        ("max_cost", None),
+        ("base_url", None),
+        ("api", "auto"),
+        ("timeout", None),
+        ("dialect", None),
+        ("start_source", None),
+    ):
         opts.setdefault(name, value)
     return opts
 
@@ -152,6 +200,8 @@ def check_extension(history: list[dict], iterations: int | None) -> None:
     """A resume's --iterations must not be fewer than the iterations already done."""
     done = max((r["iteration"] for r in history), default=0)
     if iterations is not None and iterations < done:
-        raise ValueError(f"this run has done {done} iterations; --iterations {iterations} "
-                         f"cannot shorten it (give at least {done} to extend it, or leave "
-                         "--iterations out to finish it as planned)")
+        raise ValueError(
+            f"this run has done {done} iterations; --iterations {iterations} "
+            f"cannot shorten it (give at least {done} to extend it, or leave "
+            "--iterations out to finish it as planned)"
+        )

@@ -16,6 +16,7 @@ It is separate from the prompt text because it is analysis, not wording: it
 knows the Task and MLX arrays, and nothing about prompts or dialects. Held-out
 sizes are never traced (`_trace_sizes` reads only the smoke and in-dist sets).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -37,17 +38,17 @@ class _Done(Exception):
 @dataclass
 class _Launch:
     kernel: str
-    inputs: dict          # name -> array object passed
-    outputs: dict         # name -> array object returned
+    inputs: dict  # name -> array object passed
+    outputs: dict  # name -> array object returned
 
 
 @dataclass
 class _Trace:
     params: dict
-    host: dict            # name -> array object of the task's inputs
-    launches: list        # [_Launch]
-    specs: dict           # kernel -> (input ArgInfos, output (shape, dtype) dict)
-    complete: bool        # False when the dry run was cut short (launch counts unknown)
+    host: dict  # name -> array object of the task's inputs
+    launches: list  # [_Launch]
+    specs: dict  # kernel -> (input ArgInfos, output (shape, dtype) dict)
+    complete: bool  # False when the dry run was cut short (launch counts unknown)
 
 
 def _dry_run(task: Task, params: dict, max_launches: int = 400) -> _Trace:
@@ -61,14 +62,24 @@ def _dry_run(task: Task, params: dict, max_launches: int = 400) -> _Trace:
         contract = task.kernel(name)
         given = {n: inputs[n] for n in contract.inputs}
         if name not in specs:
-            infos = [ArgInfo(dtype_name(a.dtype), tuple(int(d) for d in a.shape))
-                     for a in (given[n] if hasattr(given[n], "shape") else np.asarray(given[n])
-                               for n in contract.inputs)]
-            specs[name] = (infos, {n: (tuple(outputs[n][0]), outputs[n][1])
-                                   for n in contract.outputs})
-        made = {n: mx.zeros(tuple(outputs[n][0]),
-                            dtype=mx.bool_ if outputs[n][1] == "bool" else getattr(mx, outputs[n][1]))
-                for n in contract.outputs}
+            infos = [
+                ArgInfo(dtype_name(a.dtype), tuple(int(d) for d in a.shape))
+                for a in (
+                    given[n] if hasattr(given[n], "shape") else np.asarray(given[n])
+                    for n in contract.inputs
+                )
+            ]
+            specs[name] = (
+                infos,
+                {n: (tuple(outputs[n][0]), outputs[n][1]) for n in contract.outputs},
+            )
+        made = {
+            n: mx.zeros(
+                tuple(outputs[n][0]),
+                dtype=mx.bool_ if outputs[n][1] == "bool" else getattr(mx, outputs[n][1]),
+            )
+            for n in contract.outputs
+        }
         launches.append(_Launch(name, given, made))
         if len(launches) >= max_launches:
             raise _Done
@@ -127,20 +138,22 @@ def _symbolic_dim(values: list[int], int_params: list[dict]) -> str | None:
 @dataclass
 class KernelInfo:
     """One kernel as the traced pipeline uses it."""
+
     contract: KernelContract
-    infos: list                # ArgInfo per input, at the first traced size
-    out_shapes: dict           # output -> (shape, dtype) at the first traced size
-    shapes: dict               # buffer name -> symbolic shape text
-    feeds: dict                # input name -> description of where it comes from
-    launches_per_run: str      # e.g. "once per step (n_steps times)"
+    infos: list  # ArgInfo per input, at the first traced size
+    out_shapes: dict  # output -> (shape, dtype) at the first traced size
+    shapes: dict  # buffer name -> symbolic shape text
+    feeds: dict  # input name -> description of where it comes from
+    launches_per_run: str  # e.g. "once per step (n_steps times)"
 
 
 @dataclass
 class PipelineInfo:
     """The traced pipeline: launch order, repetition, and each launched kernel."""
-    order: list                # kernel names in launch order within one period
-    repeat: str                # how often the period repeats, in words
-    kernels: dict              # name -> KernelInfo
+
+    order: list  # kernel names in launch order within one period
+    repeat: str  # how often the period repeats, in words
+    kernels: dict  # name -> KernelInfo
 
 
 def _period(seq: list[str]) -> int:
@@ -165,7 +178,8 @@ def _repeat_words(counts: list[int], int_params: list[dict]) -> str:
 
 def _ordinal(k: int) -> str:
     return {1: "most recent", 2: "second most recent", 3: "third most recent"}.get(
-        k, f"{k}th most recent")
+        k, f"{k}th most recent"
+    )
 
 
 def _feeds(trace: _Trace, kernel: str) -> dict:
@@ -177,8 +191,9 @@ def _feeds(trace: _Trace, kernel: str) -> dict:
     for name, arr in last.inputs.items():
         host_name = next((h for h, a in trace.host.items() if a is arr), None)
         if host_name is not None:
-            out[name] = ("the task's input" if host_name == name
-                         else f"the task's input {host_name}") + " (the same at every launch)"
+            out[name] = (
+                "the task's input" if host_name == name else f"the task's input {host_name}"
+            ) + " (the same at every launch)"
             continue
         producer = None
         for j in range(idx - 1, -1, -1):
@@ -247,20 +262,28 @@ def pipeline_info(task: Task) -> PipelineInfo:
                 shapes[name] = "scalar (0-d)"
                 continue
             usable = [s for s in per_size if len(s) == len(base)]
-            ip = int_params[:len(usable)] if len(usable) == len(per_size) else int_params[:1]
+            ip = int_params[: len(usable)] if len(usable) == len(per_size) else int_params[:1]
             usable = usable if len(usable) == len(per_size) else [base]
             syms = [_symbolic_dim([s[d] for s in usable], ip) for d in range(len(base))]
             dims = [x for x in syms if x is not None]
             if len(dims) == len(syms):
                 shapes[name] = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
             else:
-                shapes[name] = "(" + ", ".join(str(x) for x in base) + \
-                               ("," if len(base) == 1 else "") + ") at a small test size"
+                shapes[name] = (
+                    "("
+                    + ", ".join(str(x) for x in base)
+                    + ("," if len(base) == 1 else "")
+                    + ") at a small test size"
+                )
         counts = [sum(1 for l in t.launches if l.kernel == contract.name) for t in full]
         kernels[contract.name] = KernelInfo(
-            contract, infos, outs, shapes, _feeds(main, contract.name),
-            _repeat_words(counts, full_params) if main.complete else unknown)
+            contract,
+            infos,
+            outs,
+            shapes,
+            _feeds(main, contract.name),
+            _repeat_words(counts, full_params) if main.complete else unknown,
+        )
     info = PipelineInfo(order, repeat, kernels)
     _PIPELINES[key] = (task, info)
     return info
-

@@ -15,14 +15,22 @@ tokens estimated from its length (CHARS_PER_TOKEN, fewer characters per token
 than real tokenizers give for English and code, so an overestimate) plus the
 request's whole output allowance.
 """
+
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
 
-__all__ = ["DEFAULT_PRICES", "CHARS_PER_TOKEN", "load_prices", "lookup_price", "cost_usd",
-           "estimate_tokens", "worst_case_cost"]
+__all__ = [
+    "DEFAULT_PRICES",
+    "CHARS_PER_TOKEN",
+    "load_prices",
+    "lookup_price",
+    "cost_usd",
+    "estimate_tokens",
+    "worst_case_cost",
+]
 
 # Tokenizers give about 4 characters of English or code per token; 3 errs high.
 CHARS_PER_TOKEN = 3
@@ -30,10 +38,10 @@ CHARS_PER_TOKEN = 3
 # As of 2026; override with --prices. Keys are model names or name prefixes.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     # Anthropic
-    "claude-opus-4": (5.0, 25.0),           # Opus 4.5 and later
+    "claude-opus-4": (5.0, 25.0),  # Opus 4.5 and later
     "claude-opus-4-0": (15.0, 75.0),
     "claude-opus-4-1": (15.0, 75.0),
-    "claude-opus-4-2025": (15.0, 75.0),     # claude-opus-4-20250514 (Opus 4.0)
+    "claude-opus-4-2025": (15.0, 75.0),  # claude-opus-4-20250514 (Opus 4.0)
     "claude-4-opus": (15.0, 75.0),
     "claude-sonnet-4": (3.0, 15.0),
     "claude-4-sonnet": (3.0, 15.0),
@@ -71,12 +79,19 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
 
 def _check_entry(key, value, source: str) -> tuple[float, float]:
     if not isinstance(key, str) or not key:
-        raise ValueError(f"{source}: price keys must be non-empty model names or prefixes, got {key!r}")
-    ok = (isinstance(value, (list, tuple)) and len(value) == 2
-          and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in value))
+        raise ValueError(
+            f"{source}: price keys must be non-empty model names or prefixes, got {key!r}"
+        )
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in value)
+    )
     if not ok:
-        raise ValueError(f"{source}: price of {key!r} must be [input_usd_per_M, output_usd_per_M] "
-                         f"with two non-negative numbers, got {value!r}")
+        raise ValueError(
+            f"{source}: price of {key!r} must be [input_usd_per_M, output_usd_per_M] "
+            f"with two non-negative numbers, got {value!r}"
+        )
     return float(value[0]), float(value[1])
 
 
@@ -90,14 +105,18 @@ def load_prices(path: str | None = None) -> dict:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
         raise ValueError(f"cannot read price file {path}: {exc}") from None
-    except UnicodeDecodeError:   # a binary file: the codec's own words say nothing useful
-        raise ValueError(f"price file {path} is not UTF-8 text: it must be a JSON file "
-                         '{"model-or-prefix": [in_per_M, out_per_M]}') from None
+    except UnicodeDecodeError:  # a binary file: the codec's own words say nothing useful
+        raise ValueError(
+            f"price file {path} is not UTF-8 text: it must be a JSON file "
+            '{"model-or-prefix": [in_per_M, out_per_M]}'
+        ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"price file {path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"price file {path} must hold a JSON object "
-                         '{"model-or-prefix": [in_per_M, out_per_M]}')
+        raise ValueError(
+            f"price file {path} must hold a JSON object "
+            '{"model-or-prefix": [in_per_M, out_per_M]}'
+        )
     for key, value in data.items():
         prices[key] = _check_entry(key, value, f"price file {path}")
     return prices
@@ -122,7 +141,9 @@ def lookup_price(model: str, prices: dict | None = None) -> tuple[float, float] 
     return None
 
 
-def cost_usd(model: str, input_tokens: int, output_tokens: int, prices: dict | None = None) -> float:
+def cost_usd(
+    model: str, input_tokens: int, output_tokens: int, prices: dict | None = None
+) -> float:
     """Estimated cost of one call in USD; 0.0 for models without a price."""
     price = lookup_price(model or "", prices)
     if price is None:
@@ -135,8 +156,9 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def worst_case_cost(model: str, prompt: str, max_output_tokens: int,
-                    prices: dict | None = None) -> float | None:
+def worst_case_cost(
+    model: str, prompt: str, max_output_tokens: int, prices: dict | None = None
+) -> float | None:
     """The most one call can cost in USD: the prompt's estimated tokens plus
     every output token the request allows; None when `model` has no price."""
     price = lookup_price(model or "", prices)

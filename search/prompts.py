@@ -27,6 +27,7 @@ Held-out sizes never reach a prompt: the pipeline analysis reads only the
 `smoke` and `in-dist` size sets, and `format_result` drops any size marked
 `held_out` (defence in depth; the loop passes only in-dist or smoke results).
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -38,22 +39,39 @@ from mlxsci.search.result_lines import format_history_line, format_result
 from mlxsci.signature import METAL_ATTRIBUTES
 from mlxsci.task import Task
 
-__all__ = ["system_prompt", "user_prompt", "format_result", "format_history_line",
-           "stagnating", "contract_text", "metal_signature", "cuda_signature", "HISTORY_LINES"]
+__all__ = [
+    "system_prompt",
+    "user_prompt",
+    "format_result",
+    "format_history_line",
+    "stagnating",
+    "contract_text",
+    "metal_signature",
+    "cuda_signature",
+    "HISTORY_LINES",
+]
 
-HISTORY_LINES = 8            # history entries shown in an iteration-k prompt
-STAGNATION_WINDOW = 3        # correct candidate iterations looked at
-STAGNATION_BAND = 0.85       # "close to the best" means score >= 0.85 * best
+HISTORY_LINES = 8  # history entries shown in an iteration-k prompt
+STAGNATION_WINDOW = 3  # correct candidate iterations looked at
+STAGNATION_BAND = 0.85  # "close to the best" means score >= 0.85 * best
 
 
 # --- system prompt ------------------------------------------------------------
 
+
 def _skeleton(task: Task, dialect: str) -> str:
-    ex = ["//! param TILE = 16 {8, 16, 32}", "//! header",
-          "// helpers and program-scope constants shared by all kernels"]
+    ex = [
+        "//! param TILE = 16 {8, 16, 32}",
+        "//! header",
+        "// helpers and program-scope constants shared by all kernels",
+    ]
     for c in task.kernels:
-        ex += [f"//! kernel {c.name}", f"//! grid = {c.grid}", f"//! threadgroup = {c.threadgroup}",
-               f"// body of {c.name}: statements only, no function header"]
+        ex += [
+            f"//! kernel {c.name}",
+            f"//! grid = {c.grid}",
+            f"//! threadgroup = {c.threadgroup}",
+            f"// body of {c.name}: statements only, no function header",
+        ]
     return "\n".join(ex)
 
 
@@ -200,74 +218,96 @@ sizes that are multiples of 32. The number of launches is fixed by the host.
 @dataclass(frozen=True)
 class _DialectWords:
     """What the system prompt says differently in one dialect."""
-    role: str            # who the model is asked to be
-    edge_rule: str       # hard rule: which threads run at the data's edges
-    memory_rule: str     # hard rule: on-chip (threadgroup / shared) memory
-    pitfalls: str        # the dialect's pitfalls and optimisation hints
+
+    role: str  # who the model is asked to be
+    edge_rule: str  # hard rule: which threads run at the data's edges
+    memory_rule: str  # hard rule: on-chip (threadgroup / shared) memory
+    pitfalls: str  # the dialect's pitfalls and optimisation hints
 
 
 _WORDS = {
     "metal": _DialectWords(
         role="You are an expert Metal Shading Language (MSL) engineer who writes fast, "
-             "correct GPU compute kernels for Apple GPUs. Your kernels are bodies for "
-             "MLX's `mx.fast.metal_kernel`.",
+        "correct GPU compute kernels for Apple GPUs. Your kernels are bodies for "
+        "MLX's `mx.fast.metal_kernel`.",
         edge_rule=(
             "On Metal exactly grid.x * grid.y * grid.z threads run and the threadgroups on\n"
-            "  the far edges may be partial, so guard every index against the data bounds."),
+            "  the far edges may be partial, so guard every index against the data bounds."
+        ),
         memory_rule=(
             "Threadgroup memory is at most 32 KB per threadgroup, declared statically in\n"
-            "  the body."),
+            "  the body."
+        ),
         pitfalls=_METAL_PITFALLS.replace(
-            "@ATTRS@", textwrap.fill(", ".join(f"`{a}`" for a, _ in METAL_ATTRIBUTES),
-                                     width=88, subsequent_indent="  "))),
+            "@ATTRS@",
+            textwrap.fill(
+                ", ".join(f"`{a}`" for a, _ in METAL_ATTRIBUTES), width=88, subsequent_indent="  "
+            ),
+        ),
+    ),
     "cuda": _DialectWords(
         role="You are an expert CUDA engineer who writes fast, correct GPU compute kernels "
-             "for NVIDIA GPUs. Your kernels are bodies for MLX's `mx.fast.cuda_kernel`.",
+        "for NVIDIA GPUs. Your kernels are bodies for MLX's `mx.fast.cuda_kernel`.",
         edge_rule=(
             "CUDA launches whole blocks (ceil(grid / threadgroup) per axis), so threads past\n"
-            "  the end of the data run too: guard every index against the data bounds."),
+            "  the end of the data run too: guard every index against the data bounds."
+        ),
         memory_rule=(
             "Shared memory is static `__shared__` arrays in the body, at most 48 KB per\n"
-            "  block (stay under 32 KB to keep occupancy)."),
-        pitfalls=_CUDA_PITFALLS),
+            "  block (stay under 32 KB to keep occupancy)."
+        ),
+        pitfalls=_CUDA_PITFALLS,
+    ),
 }
 
 
 def system_prompt(task: Task, dialect: str = "metal") -> str:
     """The system prompt: the same at every call of a search."""
-    dialects.get(dialect)   # ValueError naming the dialects for any other name
+    dialects.get(dialect)  # ValueError naming the dialects for any other name
     words = _WORDS[dialect]
-    return "\n".join([
-        words.role + " You improve one benchmark task at a time; each answer is scored by "
-        "measured speed against a roofline, but only if it is correct.",
-        "",
-        _format_section(task, dialect),
-        "## The task contract",
-        contract_text(task, dialect),
-        _hard_rules(task, dialect),
-        words.pitfalls,
-    ]).rstrip() + "\n"
+    return (
+        "\n".join(
+            [
+                words.role + " You improve one benchmark task at a time; each answer is scored by "
+                "measured speed against a roofline, but only if it is correct.",
+                "",
+                _format_section(task, dialect),
+                "## The task contract",
+                contract_text(task, dialect),
+                _hard_rules(task, dialect),
+                words.pitfalls,
+            ]
+        ).rstrip()
+        + "\n"
+    )
 
 
 # --- stagnation ---------------------------------------------------------------
+
 
 def stagnating(history: list[dict]) -> bool:
     """Metal-Sci's rule: the last 3 correct candidate iterations all scored within
     [0.85 * best, best] (best = the highest score so far, seed included) and
     none of them was a new best."""
-    scored = [r for r in history
-              if r.get("role") != "skipped" and r.get("correct") and r.get("score") is not None]
+    scored = [
+        r
+        for r in history
+        if r.get("role") != "skipped" and r.get("correct") and r.get("score") is not None
+    ]
     if not scored:
         return False
     best = max(float(r["score"]) for r in scored)
     recent = [r for r in scored if r.get("role") == "candidate"][-STAGNATION_WINDOW:]
     if len(recent) < STAGNATION_WINDOW or best <= 0:
         return False
-    return all(STAGNATION_BAND * best <= float(r["score"]) <= best and not r.get("is_new_best")
-               for r in recent)
+    return all(
+        STAGNATION_BAND * best <= float(r["score"]) <= best and not r.get("is_new_best")
+        for r in recent
+    )
 
 
 # --- user prompts -------------------------------------------------------------
+
 
 def _scored_labels(*results) -> list[tuple[str, dict]]:
     seen, out = set(), []
@@ -282,19 +322,32 @@ def _scored_labels(*results) -> list[tuple[str, dict]]:
 
 def _brief(task: Task, seed_result: dict, *others) -> str:
     sizes = _scored_labels(seed_result, *others)
-    listed = "; ".join(
-        f"{label} ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else str(label)
-        for label, params in sizes) or "(none reported)"
-    unit = "GB/s against the measured memory bandwidth" if task.bound == "bandwidth" \
+    listed = (
+        "; ".join(
+            f"{label} ({', '.join(f'{k}={v}' for k, v in params.items())})"
+            if params
+            else str(label)
+            for label, params in sizes
+        )
+        or "(none reported)"
+    )
+    unit = (
+        "GB/s against the measured memory bandwidth"
+        if task.bound == "bandwidth"
         else "GFLOPS against the measured FP32 peak"
+    )
     where = f"{seed_result.get('backend', '?')} backend, device: {seed_result.get('device', '?')}"
     if seed_result.get("backend") == "sim":
-        where += (" (MLX kernels simulated on the CPU: timings rank candidates only roughly, "
-                  "correctness is checked as on a GPU)")
-    return (f"## Task: {task.name}\n{task.description}\n\n"
-            f"Roofline model: {task.model or task.bound}; scored in {unit}.\n"
-            f"Scored sizes: {listed}.\n"
-            f"Measurements come from the {where}.\n")
+        where += (
+            " (MLX kernels simulated on the CPU: timings rank candidates only roughly, "
+            "correctness is checked as on a GPU)"
+        )
+    return (
+        f"## Task: {task.name}\n{task.description}\n\n"
+        f"Roofline model: {task.model or task.bound}; scored in {unit}.\n"
+        f"Scored sizes: {listed}.\n"
+        f"Measurements come from the {where}.\n"
+    )
 
 
 def _block(source: str, dialect: str) -> str:
@@ -318,21 +371,33 @@ def _stagnation_notice(task: Task) -> str:
         "only where the tolerance clearly allows it)",
         "a different launch shape and param values exposed with `//! param` choices",
     ]
-    return ("## Stagnation notice\nThe last few correct attempts all scored close to the best "
-            "without beating it: small tweaks of the same design have stopped paying. Switch "
-            "to a structurally different approach, for example:\n"
-            + "\n".join(f"- {o}" for o in options) + "\n")
+    return (
+        "## Stagnation notice\nThe last few correct attempts all scored close to the best "
+        "without beating it: small tweaks of the same design have stopped paying. Switch "
+        "to a structurally different approach, for example:\n"
+        + "\n".join(f"- {o}" for o in options)
+        + "\n"
+    )
 
 
-def user_prompt(task: Task, dialect: str = "metal", *, iteration: int, seed_source: str,
-                seed_result: dict, previous: tuple[str, dict] | None,
-                incumbent: tuple[str, dict] | None, history: list[dict],
-                stagnation: bool, accept: str = "strict") -> str:
+def user_prompt(
+    task: Task,
+    dialect: str = "metal",
+    *,
+    iteration: int,
+    seed_source: str,
+    seed_result: dict,
+    previous: tuple[str, dict] | None,
+    incumbent: tuple[str, dict] | None,
+    history: list[dict],
+    stagnation: bool,
+    accept: str = "strict",
+) -> str:
     """The user prompt of one iteration (1-based). Iteration 1 shows the seed;
     later ones show the previous attempt, the incumbent when it differs, the
     last entries of the history and, when asked, the stagnation notice.
     accept: the search's acceptance rule, stated in the instructions."""
-    fence = dialects.get(dialect).fence     # ValueError naming the dialects for any other name
+    fence = dialects.get(dialect).fence  # ValueError naming the dialects for any other name
     names = ", ".join(f"`{k}`" for k in task.kernel_names)
     if iteration <= 1:
         parts = [
@@ -356,30 +421,47 @@ def user_prompt(task: Task, dialect: str = "metal", *, iteration: int, seed_sour
     last = max(history, key=lambda r: r.get("iteration", -1)) if history else None
     skipped = last is not None and last.get("role") == "skipped"
     if previous is None and not skipped:
-        skipped = True   # no previous attempt to show at k >= 2: the proposal yielded nothing
+        skipped = True  # no previous attempt to show at k >= 2: the proposal yielded nothing
     previous_failed = skipped
     if skipped:
         n = last.get("iteration") if last is not None else iteration - 1
-        parts += ["## Your previous attempt",
-                  f"Your answer at iteration {n} contained no usable ```{fence} block (or the "
-                  "request failed), so nothing was evaluated. Make sure the answer holds exactly "
-                  f"one complete ```{fence} block.", ""]
+        parts += [
+            "## Your previous attempt",
+            f"Your answer at iteration {n} contained no usable ```{fence} block (or the "
+            "request failed), so nothing was evaluated. Make sure the answer holds exactly "
+            f"one complete ```{fence} block.",
+            "",
+        ]
     if previous is not None:
         src, res = previous
         n = _last_candidate_iteration(history)
         title = "## Your most recent evaluated attempt" if skipped else "## Your previous attempt"
-        parts += [title + (f" (iteration {n})" if n is not None else ""),
-                  _block(src, dialect), "Result:", format_result(res), ""]
+        parts += [
+            title + (f" (iteration {n})" if n is not None else ""),
+            _block(src, dialect),
+            "Result:",
+            format_result(res),
+            "",
+        ]
         cand = res.get("candidate", {})
-        previous_failed = previous_failed or not (cand.get("compile_ok", True)
-                                                  and cand.get("correct"))
+        previous_failed = previous_failed or not (
+            cand.get("compile_ok", True) and cand.get("correct")
+        )
     if incumbent is not None and (previous is None or incumbent[0].strip() != previous[0].strip()):
-        parts += ["## Current best (incumbent)", _block(incumbent[0], dialect), "Result:",
-                  format_result(incumbent[1]), ""]
+        parts += [
+            "## Current best (incumbent)",
+            _block(incumbent[0], dialect),
+            "Result:",
+            format_result(incumbent[1]),
+            "",
+        ]
     if history:
         recent = sorted(history, key=lambda r: r.get("iteration", 0))[-HISTORY_LINES:]
-        parts += ["## History (iteration 0 is the seed)",
-                  *[format_history_line(r) for r in recent], ""]
+        parts += [
+            "## History (iteration 0 is the seed)",
+            *[format_history_line(r) for r in recent],
+            "",
+        ]
     if stagnation:
         parts.append(_stagnation_notice(task))
     best_res = inc_res if incumbent is not None else prev_res
@@ -388,17 +470,26 @@ def user_prompt(task: Task, dialect: str = "metal", *, iteration: int, seed_sour
         best_score = best_res["candidate"].get("score")
     steps = []
     if previous_failed:
-        steps.append("Your previous attempt did not produce a correct result: find and fix the "
-                     "cause first (or go back to the incumbent and change it more carefully).")
-    rule = ("strictly higher score." if accept == "strict" else
-            "strictly higher score and a speedup beyond the timing noise when the two are "
-            "re-timed side by side.")
-    steps.append("Beat the incumbent" + (f" (score {float(best_score):.4f})"
-                                         if best_score is not None else "")
-                 + " while staying correct at every size; a candidate replaces it only with a "
-                 + rule)
-    steps.append(f"Answer with a short explanation and then exactly one ```{fence} block "
-                 f"holding the whole candidate file, with the kernels {names} under their "
-                 "exact names.")
+        steps.append(
+            "Your previous attempt did not produce a correct result: find and fix the "
+            "cause first (or go back to the incumbent and change it more carefully)."
+        )
+    rule = (
+        "strictly higher score."
+        if accept == "strict"
+        else "strictly higher score and a speedup beyond the timing noise when the two are "
+        "re-timed side by side."
+    )
+    steps.append(
+        "Beat the incumbent"
+        + (f" (score {float(best_score):.4f})" if best_score is not None else "")
+        + " while staying correct at every size; a candidate replaces it only with a "
+        + rule
+    )
+    steps.append(
+        f"Answer with a short explanation and then exactly one ```{fence} block "
+        f"holding the whole candidate file, with the kernels {names} under their "
+        "exact names."
+    )
     parts += ["## Instructions", *[f"{i}. {s}" for i, s in enumerate(steps, 1)]]
     return "\n".join(parts).rstrip() + "\n"

@@ -11,6 +11,7 @@ skipped iteration. Two optional hooks serve the loop: `say` (set by the loop)
 prints progress such as retries, and `worst_case_cost` bounds the next call's
 cost so a spending cap is checked before the call, not after it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,27 +21,29 @@ from dataclasses import dataclass, field
 class PromptContext:
     """Everything a proposer may use for one iteration. It never holds a
     held-out size or result: those stay inside the search loop."""
-    task: str                    # task name
-    dialect: str                 # "metal" or "cuda"
-    iteration: int               # 1-based
-    system: str                  # system prompt
-    user: str                    # user prompt
-    incumbent_source: str        # the incumbent candidate file
-    tried_sources: list = field(default_factory=list)   # every candidate proposed so far
+
+    task: str  # task name
+    dialect: str  # "metal" or "cuda"
+    iteration: int  # 1-based
+    system: str  # system prompt
+    user: str  # user prompt
+    incumbent_source: str  # the incumbent candidate file
+    tried_sources: list = field(default_factory=list)  # every candidate proposed so far
 
 
 @dataclass
 class Proposal:
     """A proposer's answer. `text` is the raw response (None when the call
     failed for good, with `error` saying why); the loop extracts the candidate."""
+
     text: str | None
     reasoning: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
     error: str | None = None
-    model: str = ""              # the model that answered, as the provider names it
-    exhausted: bool = False      # the proposer has nothing left to propose: the run stops
+    model: str = ""  # the model that answered, as the provider names it
+    exhausted: bool = False  # the proposer has nothing left to propose: the run stops
 
 
 class ProposerError(Exception):
@@ -49,7 +52,7 @@ class ProposerError(Exception):
 
 
 class Proposer:
-    name: str = "proposer"       # used in run-directory names and summaries
+    name: str = "proposer"  # used in run-directory names and summaries
     # The model whose calls cost money but have no price (None: priced, or free
     # by nature like the autotuner); the loop refuses it under a spending cap.
     unpriced_model: str | None = None

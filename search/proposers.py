@@ -13,6 +13,7 @@ The LLM proposers, with which key goes where and the retries, are in
 search/llm_proposers.py; the autotuner and replay in search/offline_proposers.py.
 This module is the face the loop and library users import them from.
 """
+
 from __future__ import annotations
 
 from mlxsci.search.llm_proposers import (
@@ -26,18 +27,35 @@ from mlxsci.search.llm_proposers import (
 from mlxsci.search.offline_proposers import AutotuneProposer, ReplayProposer
 from mlxsci.search.proposer import Proposer, ProposerError
 
-__all__ = ["make_proposer", "AnthropicProposer", "OpenAIProposer", "OpenAIChatProposer",
-           "AutotuneProposer", "ReplayProposer", "APIS", "PLACEHOLDER_KEY",
-           "DEFAULT_LLM_TIMEOUT_S", "DEFAULT_LLM_RETRIES"]
+__all__ = [
+    "make_proposer",
+    "AnthropicProposer",
+    "OpenAIProposer",
+    "OpenAIChatProposer",
+    "AutotuneProposer",
+    "ReplayProposer",
+    "APIS",
+    "PLACEHOLDER_KEY",
+    "DEFAULT_LLM_TIMEOUT_S",
+    "DEFAULT_LLM_RETRIES",
+]
 
 APIS = ("auto", "anthropic", "openai", "openai-chat")
 
 
-def make_proposer(model: str, *, api: str = "auto", base_url: str | None = None, seed: int = 0,
-                  prices: dict | None = None, timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
-                  max_retries: int = DEFAULT_LLM_RETRIES, max_tokens: int = 32000,
-                  api_key_env: str | None = None,
-                  backoff_s: float | None = None) -> Proposer:
+def make_proposer(
+    model: str,
+    *,
+    api: str = "auto",
+    base_url: str | None = None,
+    seed: int = 0,
+    prices: dict | None = None,
+    timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+    max_retries: int = DEFAULT_LLM_RETRIES,
+    max_tokens: int = 32000,
+    api_key_env: str | None = None,
+    backoff_s: float | None = None,
+) -> Proposer:
     """The proposer for `model` (see the module docstring for the routing, and
     search/llm_proposers.py for which key goes where). timeout_s: seconds one
     attempt may wait for its answer; max_retries: attempts after the first;
@@ -52,18 +70,25 @@ def make_proposer(model: str, *, api: str = "auto", base_url: str | None = None,
     if model == "autotune":
         return AutotuneProposer(seed=seed)
     if model.startswith("replay:"):
-        path = model[len("replay:"):]
+        path = model[len("replay:") :]
         if not path:
             raise ProposerError("replay needs a run directory: --model replay:RUN_DIR")
         return ReplayProposer(path)
     if not timeout_s > 0:
-        raise ProposerError(f"the LLM timeout must be a positive number of seconds, "
-                            f"got {timeout_s}")
+        raise ProposerError(
+            f"the LLM timeout must be a positive number of seconds, got {timeout_s}"
+        )
     if int(max_retries) != max_retries or max_retries < 0:
         raise ProposerError(f"the LLM retries must be a whole number >= 0, got {max_retries}")
-    kwargs = dict(base_url=base_url, prices=prices, timeout_s=timeout_s,
-                  max_retries=max_retries, max_tokens=max_tokens, api_key_env=api_key_env,
-                  backoff_s=backoff_s)
+    kwargs = dict(
+        base_url=base_url,
+        prices=prices,
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        api_key_env=api_key_env,
+        backoff_s=backoff_s,
+    )
     if api == "auto":
         if base_url:
             api = "openai-chat"

@@ -12,12 +12,13 @@ the task: it needs no Task and no dialect. It is also where held-out sizes are
 dropped from results (defence in depth: the loop passes only in-dist or smoke
 results), and the score's phi is never shown.
 """
+
 from __future__ import annotations
 
 __all__ = ["format_result", "format_history_line"]
 
-_MAX_MESSAGE = 3000          # characters of a compile log / failure shown
-KERNELS_SHOWN = 6            # kernels listed per size in the time breakdown, longest first
+_MAX_MESSAGE = 3000  # characters of a compile log / failure shown
+KERNELS_SHOWN = 6  # kernels listed per size in the time breakdown, longest first
 
 
 def _num(x) -> str:
@@ -48,7 +49,7 @@ def _size_detail(size: dict) -> str:
     reason = size.get("fail_reason") or ""
     prefix = f"correctness failed at size {label}: "
     if reason.startswith(prefix):
-        return _clip(reason[len(prefix):])
+        return _clip(reason[len(prefix) :])
     if reason:
         return _clip(reason.replace(f" at size {label}:", ":", 1))
     err, tol = size.get("error"), size.get("tol")
@@ -64,8 +65,10 @@ def _size_line(size: dict) -> str:
     ms = "n/a" if secs is None else f"{secs * 1e3:.3f}"
     frac = size.get("fraction")
     pct = "n/a" if frac is None else f"{frac * 100:.1f}"
-    line = (f"{label}: correct, {ms} ms, {_num(size.get('achieved'))} {unit} "
-            f"({pct}% of {_num(size.get('ceiling'))} {unit})")
+    line = (
+        f"{label}: correct, {ms} ms, {_num(size.get('achieved'))} {unit} "
+        f"({pct}% of {_num(size.get('ceiling'))} {unit})"
+    )
     if size.get("flags"):
         line += " [flags: " + ", ".join(str(f) for f in size["flags"]) + "]"
     return line
@@ -73,8 +76,10 @@ def _size_line(size: dict) -> str:
 
 def _duration(seconds: float) -> str:
     """A time with its unit, 3 significant digits: 18.6 us, 1.25 ms, 182 us."""
-    scale, unit = next(((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
-                        if abs(seconds) >= s), (1e-9, "ns"))
+    scale, unit = next(
+        ((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")) if abs(seconds) >= s),
+        (1e-9, "ns"),
+    )
     v = seconds / scale
     return f"{v:.0f} {unit}" if abs(v) >= 100 else f"{v:.3g} {unit}"
 
@@ -109,8 +114,7 @@ def _profile_lines(size: dict) -> list[str]:
         total = sum(float(e.get("seconds") or 0.0) for e in kernels.values())
         run_seconds = max(float(size.get("seconds") or 0.0), total) or None
         ordered = sorted(kernels.items(), key=lambda kv: -float(kv[1].get("seconds") or 0.0))
-        parts = [_kernel_part(name, entry, run_seconds)
-                 for name, entry in ordered[:KERNELS_SHOWN]]
+        parts = [_kernel_part(name, entry, run_seconds) for name, entry in ordered[:KERNELS_SHOWN]]
         rest = ordered[KERNELS_SHOWN:]
         if rest:
             rest_s = sum(float(e.get("seconds") or 0.0) for _, e in rest)
@@ -143,8 +147,10 @@ def format_result(result: dict) -> str:
         lines.append("(evaluation stops at the first failing size; later sizes were not run)")
     if cand.get("correct") and cand.get("score") is not None:
         noise = cand.get("noise")
-        lines.append(f"score (gmean of fraction): {float(cand['score']):.4f}"
-                     + ("" if noise is None else f" (noise {float(noise) * 100:.1f}%)"))
+        lines.append(
+            f"score (gmean of fraction): {float(cand['score']):.4f}"
+            + ("" if noise is None else f" (noise {float(noise) * 100:.1f}%)")
+        )
     else:
         lines.append("score (gmean of fraction): 0.0000 (rejected: not every size is correct)")
     if reason:
@@ -160,15 +166,18 @@ def format_history_line(record: dict) -> str:
     correct = bool(record.get("correct")) and not skipped
     score = record.get("score")
     shown = f"{float(score):.4f}" if correct and score is not None else "N/A"
-    line = (f"iter {record.get('iteration')}: compile={'OK' if compile_ok else 'FAIL'} | "
-            f"correct={correct} | score={shown}")
+    line = (
+        f"iter {record.get('iteration')}: compile={'OK' if compile_ok else 'FAIL'} | "
+        f"correct={correct} | score={shown}"
+    )
     comparison = record.get("comparison")
-    if comparison:   # noise-aware acceptance re-timed it against the incumbent
+    if comparison:  # noise-aware acceptance re-timed it against the incumbent
         if comparison.get("speedup") is None:
             line += " | re-timing failed, not kept"
         else:
             kept = "kept" if comparison.get("accepted") else "not kept"
-            line += (f" | re-timed against the incumbent: {float(comparison['speedup']):.3f}x, "
-                     f"{comparison.get('verdict')}, {kept}")
+            line += (
+                f" | re-timed against the incumbent: {float(comparison['speedup']):.3f}x, "
+                f"{comparison.get('verdict')}, {kept}"
+            )
     return line
-

@@ -19,6 +19,7 @@ damaged) is skipped and reported with its line number; the records after it
 still count, and the skipped text is kept in history_skipped.txt when the
 history is rewritten without it.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,17 +29,23 @@ from pathlib import Path
 from mlxsci import dialects
 from mlxsci.cache import atomic_write_bytes, atomic_write_json
 
-ROLES = ("seed", "candidate", "skipped")   # what a history record's iteration was
+ROLES = ("seed", "candidate", "skipped")  # what a history record's iteration was
 # What run.json must hold for a run to be resumed (the other options have defaults).
-REQUIRED_OPTIONS = {"task": str, "model": str, "iterations": int, "strategy": str,
-                    "backend": str, "sizes": str}
+REQUIRED_OPTIONS = {
+    "task": str,
+    "model": str,
+    "iterations": int,
+    "strategy": str,
+    "backend": str,
+    "sizes": str,
+}
 
 
 class RunDir:
     def __init__(self, path: Path, dialect: str = "metal"):
         self.path = Path(path)
         self.ext = dialects.get(dialect).extension.lstrip(".")
-        self.skipped_lines: list[tuple[int, str]] = []   # history() lines that held no record
+        self.skipped_lines: list[tuple[int, str]] = []  # history() lines that held no record
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -63,25 +70,37 @@ class RunDir:
         folder is not a run directory or its run.json is not one."""
         path = self.file("run.json")
         if not self.path.is_dir():
-            raise ValueError(f"{self.path} is not a folder: --resume takes a run directory "
-                             "(the --out folder of an earlier search)")
+            raise ValueError(
+                f"{self.path} is not a folder: --resume takes a run directory "
+                "(the --out folder of an earlier search)"
+            )
         if not path.is_file():
-            raise ValueError(f"{self.path} is not a run directory: it has no run.json (--resume "
-                             "takes the --out folder of an earlier search)")
+            raise ValueError(
+                f"{self.path} is not a run directory: it has no run.json (--resume "
+                "takes the --out folder of an earlier search)"
+            )
         try:
             opts = json.loads(path.read_bytes().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path} is damaged ({type(exc).__name__}: {exc}): it must be the "
-                             "JSON object of options a search wrote; cannot resume "
-                             "this run") from None
+            raise ValueError(
+                f"{path} is damaged ({type(exc).__name__}: {exc}): it must be the "
+                "JSON object of options a search wrote; cannot resume "
+                "this run"
+            ) from None
         if not isinstance(opts, dict):
-            raise ValueError(f"{path} is damaged: it must hold a JSON object of options, "
-                             "not " + type(opts).__name__ + "; cannot resume this run")
-        wrong = [f"{key} ({kind.__name__})" for key, kind in REQUIRED_OPTIONS.items()
-                 if not isinstance(opts.get(key), kind) or isinstance(opts.get(key), bool)]
+            raise ValueError(
+                f"{path} is damaged: it must hold a JSON object of options, "
+                "not " + type(opts).__name__ + "; cannot resume this run"
+            )
+        wrong = [
+            f"{key} ({kind.__name__})"
+            for key, kind in REQUIRED_OPTIONS.items()
+            if not isinstance(opts.get(key), kind) or isinstance(opts.get(key), bool)
+        ]
         if wrong:
-            raise ValueError(f"{path} is damaged: it lacks {', '.join(wrong)}; cannot "
-                             "resume this run")
+            raise ValueError(
+                f"{path} is damaged: it lacks {', '.join(wrong)}; cannot resume this run"
+            )
         return opts
 
     def append_history(self, record: dict) -> None:
@@ -120,9 +139,11 @@ class RunDir:
     def skipped_report(self) -> list[str]:
         """One console line per line history() skipped, naming file and line."""
         path = self.file("history.jsonl")
-        return [f"warning: {path}:{number}: not a history record (cut short by a kill, or "
-                f"damaged): skipped; the records after it are kept ({_excerpt(line)})"
-                for number, line in self.skipped_lines]
+        return [
+            f"warning: {path}:{number}: not a history record (cut short by a kill, or "
+            f"damaged): skipped; the records after it are kept ({_excerpt(line)})"
+            for number, line in self.skipped_lines
+        ]
 
     def repair_history(self, records: list[dict]) -> None:
         """Rewrite history.jsonl with exactly these records (drops a torn tail

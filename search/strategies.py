@@ -10,6 +10,7 @@ also asks for a re-timing of incumbent and candidate side by side
 (mlxsci.evaluation.compare) whose speedup lies beyond the noise, because two
 S values from separate workers differ by more than their own runs' spread.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ ACCEPT_RULES = ("strict", "noise-aware")
 @dataclass
 class Entry:
     """A candidate and its result (Evaluation.to_json() dict)."""
+
     source: str
     result: dict
     iteration: int
@@ -36,18 +38,19 @@ class Entry:
 class State:
     seed: Entry
     best: Entry
-    previous: Entry | None = None            # the most recent attempt (even if it failed)
-    previous_skipped: bool = False            # the last proposal had no usable candidate
+    previous: Entry | None = None  # the most recent attempt (even if it failed)
+    previous_skipped: bool = False  # the last proposal had no usable candidate
     history: list = field(default_factory=list)
 
 
 @dataclass
 class Context:
     """What the next prompt shows."""
+
     previous: Entry | None
     incumbent: Entry | None
     history: list
-    base: Entry                               # what the proposer should improve
+    base: Entry  # what the proposer should improve
 
 
 class Strategy:
@@ -58,13 +61,16 @@ class Strategy:
 
     def accept(self, state: State, entry: Entry) -> bool:
         """True when `entry` becomes the new best."""
-        return entry.result.get("candidate", {}).get("correct", False) and \
-            entry.score > state.best.score
+        return (
+            entry.result.get("candidate", {}).get("correct", False)
+            and entry.score > state.best.score
+        )
 
 
 class OnePlusOne(Strategy):
     """Metal-Sci's strict (1+1): the proposer sees its previous attempt and the
     incumbent; a candidate replaces the incumbent only if its S is strictly higher."""
+
     name = "one-plus-one"
 
     def context(self, state: State) -> Context:
@@ -75,6 +81,7 @@ class OnePlusOne(Strategy):
 
 class BestOfN(Strategy):
     """N independent proposals from the seed; the best is kept."""
+
     name = "best-of-n"
 
     def context(self, state: State) -> Context:
@@ -103,13 +110,11 @@ def noise_aware_decision(comparison: dict) -> dict:
     ({"error": ...}) is not accepted: nothing shows the candidate is faster."""
     out = dict(comparison)
     if "error" in out:
-        out.update(accepted=False, verdict=None, band=None,
-                   reason=f"not accepted: {out['error']}")
+        out.update(accepted=False, verdict=None, band=None, reason=f"not accepted: {out['error']}")
         return out
     b = band(out.get("noise"))
     verdict = change(out["speedup"], b)
     out.update(band=b, verdict=verdict, accepted=verdict == IMPROVED)
     how = f"re-timed speedup {out['speedup']:.3f}x against a band of {b:.1%}"
-    out["reason"] = (f"accepted: {how}" if out["accepted"]
-                     else f"not accepted: {how} is {verdict}")
+    out["reason"] = f"accepted: {how}" if out["accepted"] else f"not accepted: {how} is {verdict}"
     return out

@@ -5,6 +5,7 @@ their noise, bands and verdicts (mlxsci.verdicts), the outcome
 Apart from the loop (search/loop.py) because it only judges what the loop
 recorded: it proposes, evaluates and writes nothing.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,8 +34,7 @@ def _score_noise(result: dict) -> float | None:
     return result.get("candidate", {}).get("noise")
 
 
-def _no_candidates_reason(history: list[dict], iterations: int,
-                          stopped: str | None) -> str | None:
+def _no_candidates_reason(history: list[dict], iterations: int, stopped: str | None) -> str | None:
     """Why a run that asked for proposals has no candidate, or None when it has one."""
     proposals = history[1:]
     if iterations < 1 or any(r["role"] == "candidate" for r in proposals):
@@ -42,13 +42,24 @@ def _no_candidates_reason(history: list[dict], iterations: int,
     if not proposals:
         return f"no proposal was made: {stopped or 'the run stopped first'}"
     last = proposals[-1].get("fail_reason") or "unknown"
-    return (f"none of the {len(proposals)} proposal(s) gave a candidate "
-            f"(all skipped); the last failure: {last}")
+    return (
+        f"none of the {len(proposals)} proposal(s) gave a candidate "
+        f"(all skipped); the last failure: {last}"
+    )
 
 
-def summarize(opts: dict, task_name: str, state: State, history: list[dict], *,
-              held_seed: dict, held_best: dict, cost: float, stopped: str | None,
-              held_started: float) -> dict:
+def summarize(
+    opts: dict,
+    task_name: str,
+    state: State,
+    history: list[dict],
+    *,
+    held_seed: dict,
+    held_best: dict,
+    cost: float,
+    stopped: str | None,
+    held_started: float,
+) -> dict:
     """The summary of the run with options `opts` whose iterations left `state`
     and `history`: held_seed and held_best are the held-out evaluations of the
     seed and the best, cost the USD spent, stopped why the run ended early
@@ -58,10 +69,12 @@ def summarize(opts: dict, task_name: str, state: State, history: list[dict], *,
     phi_best = held_best["candidate"]["phi"]
     seed_score = entry_score(state.seed.result)
     best_score = entry_score(state.best.result)
-    noises = {"seed_noise": _score_noise(state.seed.result),
-              "best_noise": _score_noise(state.best.result),
-              "held_out_seed_noise": _phi_noise(held_seed),
-              "held_out_best_noise": _phi_noise(held_best)}
+    noises = {
+        "seed_noise": _score_noise(state.seed.result),
+        "best_noise": _score_noise(state.best.result),
+        "held_out_seed_noise": _phi_noise(held_seed),
+        "held_out_best_noise": _phi_noise(held_best),
+    }
     verdicts = assess(seed_score, best_score, phi_seed, phi_best, **noises)
     why_none = _no_candidates_reason(history, opts["iterations"], stopped)
     skipped = [r for r in history[1:] if r["role"] == "skipped"]
@@ -69,33 +82,52 @@ def summarize(opts: dict, task_name: str, state: State, history: list[dict], *,
     device = state.seed.result.get("device", "")
     summary = {
         # The task's name (run.json keeps the folder of a task of your own).
-        "task": task_name, "model": opts["model"], "strategy": opts["strategy"],
-        "backend": opts["backend"], "device": device, "sizes": opts["sizes"],
-        "accept": opts["accept"], "timer": state.seed.result.get("timer"),
+        "task": task_name,
+        "model": opts["model"],
+        "strategy": opts["strategy"],
+        "backend": opts["backend"],
+        "device": device,
+        "sizes": opts["sizes"],
+        "accept": opts["accept"],
+        "timer": state.seed.result.get("timer"),
         "iterations": max(r["iteration"] for r in history),
-        "seed_score": seed_score, "best_score": best_score,
+        "seed_score": seed_score,
+        "best_score": best_score,
         "improvement": best_score / seed_score if seed_score and best_score else None,
         "best_iteration": state.best.iteration,
-        "held_out_seed": phi_seed, "held_out_best": phi_best, "held_out_ratio": ratio,
+        "held_out_seed": phi_seed,
+        "held_out_best": phi_best,
+        "held_out_ratio": ratio,
         "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
         # The noise of each figure, the bands they give (mlxsci.verdicts) and the verdicts.
-        **noises, "noise_floor": NOISE_FLOOR,
+        **noises,
+        "noise_floor": NOISE_FLOOR,
         "improvement_band": verdicts["improvement_band"],
         "improvement_verdict": verdicts["improvement_verdict"],
         "held_out_band": verdicts["held_out_band"],
         "held_out_verdict": verdicts["held_out_verdict"],
         # One vocabulary with the report (mlxsci.outcomes), judged from these numbers.
-        "outcome": classify({"seed_score": seed_score, "best_score": best_score,
-                             "held_out_seed": phi_seed, "held_out_best": phi_best, **noises},
-                            no_candidates=why_none is not None),
+        "outcome": classify(
+            {
+                "seed_score": seed_score,
+                "best_score": best_score,
+                "held_out_seed": phi_seed,
+                "held_out_best": phi_best,
+                **noises,
+            },
+            no_candidates=why_none is not None,
+        ),
         "outcome_reason": why_none,
         "skipped_iterations": len(skipped),
         "last_failure": skipped[-1]["fail_reason"] if skipped else None,
-        "tokens": {"input": sum(r.get("input_tokens", 0) for r in history),
-                   "output": sum(r.get("output_tokens", 0) for r in history)},
+        "tokens": {
+            "input": sum(r.get("input_tokens", 0) for r in history),
+            "output": sum(r.get("output_tokens", 0) for r in history),
+        },
         # Wall time over all sessions of a resumed run: every iteration's own
         # time plus this session's held-out evaluation.
-        "cost_usd": cost, "stopped": stopped,
+        "cost_usd": cost,
+        "stopped": stopped,
         "wall_s": sum(r.get("elapsed_s", 0.0) for r in history)
         + (time.perf_counter() - held_started),
         "history": history,

@@ -21,6 +21,7 @@ Helpers the tests share are plain functions in tests/helpers.py (smoke_eval,
 replace_once), imported by name like tests/fake_llm_server.py: a module, not
 fixtures, so a test calls them like any function.
 """
+
 import os
 import tempfile
 from pathlib import Path
@@ -33,8 +34,9 @@ def _runtime_digest() -> str:
     "no-sim" where the simulator cannot build here."""
     try:
         from mlxsci.backends.sim.build import runtime_digest
+
         return runtime_digest()[:16]
-    except Exception:   # noqa: BLE001 - zig or mlx missing: only the other caches matter
+    except Exception:  # noqa: BLE001 - zig or mlx missing: only the other caches matter
         return "no-sim"
 
 
@@ -61,6 +63,7 @@ if not os.environ.get("MLXSCI_CACHE_DIR"):
 @pytest.fixture(scope="module")
 def server():
     from fake_llm_server import FakeLLMServer
+
     with FakeLLMServer() as s:
         yield s
 

@@ -1,5 +1,6 @@
 """Helpers tests share (they import them by name: pytest puts tests/ on
 sys.path, as for tests/fake_llm_server.py)."""
+
 from click.testing import CliRunner
 
 from mlxsci.evaluation import evaluate
@@ -11,8 +12,9 @@ def smoke_eval(task: str, source: str | None = None, dialect: str | None = None)
     smoke sizes with one warm-up and one measured run: the quickest full
     evaluation that still reaches a correctness verdict, which is all a
     wrong-candidate test looks at. dialect None: evaluate's default (metal)."""
-    return evaluate(task, source, backend="sim", dialect=dialect, size_set="smoke",
-                    n_warmup=1, n_measure=1)
+    return evaluate(
+        task, source, backend="sim", dialect=dialect, size_set="smoke", n_warmup=1, n_measure=1
+    )
 
 
 def replace_once(source: str, old: str, new: str) -> str:

@@ -7,6 +7,7 @@ exactly as on a Mac, short of compiling. Prints MLX's output; run as a subproces
 
 argv: TASK SIZE_SET
 """
+
 import os
 import sys
 import tempfile

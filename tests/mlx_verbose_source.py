@@ -8,6 +8,7 @@ generated source then, which works without a Mac.
 stdin: JSON {name, input_names, output_names, source, header, inputs:
 [[dtype, shape]], output_dtypes, template: [[k, v, kind]] | null, atomic_outputs}
 """
+
 import json
 import os
 import sys
@@ -27,13 +28,24 @@ def main():
     if job["template"] is not None:
         template = [(k, dtype(v) if kind == "dtype" else v) for k, v, kind in job["template"]]
     kernel = mx.fast.metal_kernel(
-        name=job["name"], input_names=job["input_names"], output_names=job["output_names"],
-        source=job["source"], header=job["header"], atomic_outputs=job["atomic_outputs"])
+        name=job["name"],
+        input_names=job["input_names"],
+        output_names=job["output_names"],
+        source=job["source"],
+        header=job["header"],
+        atomic_outputs=job["atomic_outputs"],
+    )
 
     def f(*xs):
-        return kernel(inputs=list(xs), template=template, grid=(32, 1, 1), threadgroup=(32, 1, 1),
-                      output_shapes=[(4,)] * len(job["output_names"]),
-                      output_dtypes=[dtype(d) for d in job["output_dtypes"]], verbose=True)
+        return kernel(
+            inputs=list(xs),
+            template=template,
+            grid=(32, 1, 1),
+            threadgroup=(32, 1, 1),
+            output_shapes=[(4,)] * len(job["output_names"]),
+            output_dtypes=[dtype(d) for d in job["output_dtypes"]],
+            verbose=True,
+        )
 
     path = os.path.join(tempfile.mkdtemp(), "k.mlxfn")
     mx.export_function(path, f, *arrays)

@@ -1,4 +1,5 @@
 """The Python API (mlxsci/api.py) and the custom-task example (examples/conv1d)."""
+
 import importlib
 import importlib.util
 import json
@@ -33,8 +34,9 @@ def test_no_exported_name_hides_a_module():
     `import mlxsci.evaluate` would replace the attribute with the module."""
     hidden = [n for n in mlxsci.__all__ if importlib.util.find_spec(f"mlxsci.{n}") is not None]
     assert hidden == []
-    alias = importlib.import_module("mlxsci.eval")   # the `python -m mlxsci.eval` spelling
+    alias = importlib.import_module("mlxsci.eval")  # the `python -m mlxsci.eval` spelling
     assert callable(mlxsci.evaluate) and alias.main is mlxsci.evaluation.main
+
 
 def test_saxpy_function_matches_the_reference():
     saxpy = mlxsci.kernel_function("saxpy", backend="sim")
@@ -52,7 +54,7 @@ def test_saxpy_function_matches_the_reference():
 
 
 def test_heat2d_function_matches_the_reference_with_a_candidate_file(tmp_path):
-    path = tmp_path / "best.metal"   # as a run's best.metal would be used
+    path = tmp_path / "best.metal"  # as a run's best.metal would be used
     path.write_text(mlxsci.load_task("heat2d").seed())
     heat = mlxsci.kernel_function("heat2d", path, backend="sim")
     inputs = mlxsci.task_inputs("heat2d", {"NX": 37, "NY": 21, "n_steps": 4})
@@ -66,9 +68,9 @@ def test_heat2d_function_matches_the_reference_with_a_candidate_file(tmp_path):
     smoke = mlxsci.task_inputs("heat2d", "67x45x5", numpy=True)
     assert isinstance(smoke["u_in"], np.ndarray)
     u3 = heat(smoke, size="67x45x5")["u"]
-    np.testing.assert_allclose(np.array(u3),
-                               load_reference("heat2d").solve(smoke, {"n_steps": 5})["u"],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(u3), load_reference("heat2d").solve(smoke, {"n_steps": 5})["u"], atol=1e-5
+    )
 
 
 def test_clear_errors_for_missing_inputs_and_sizes():
@@ -90,8 +92,12 @@ def test_clear_errors_for_missing_inputs_and_sizes():
     with pytest.raises(CandidateError, match="lacks"):
         mlxsci.kernel_function("saxpy", "//! kernel other\nint i = 0;\n", backend="sim")
     with pytest.raises(ValueError, match="not one of"):
-        mlxsci.kernel_function("saxpy", "//! param V = 1 {1, 2}\n//! kernel saxpy\n"
-                               "y_out[0] = 0;\n", backend="sim", params={"V": 3})
+        mlxsci.kernel_function(
+            "saxpy",
+            "//! param V = 1 {1, 2}\n//! kernel saxpy\ny_out[0] = 0;\n",
+            backend="sim",
+            params={"V": 3},
+        )
 
 
 # --- the custom-task example -------------------------------------------------
@@ -135,8 +141,9 @@ def test_conv1d_seed_is_correct_in_both_dialects_and_a_wrong_candidate_fails():
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.slow
@@ -152,11 +159,22 @@ def test_eval_cli_takes_a_task_folder(tmp_path):
 
 @pytest.mark.slow
 def test_search_cli_on_a_task_folder_writes_a_summary(tmp_path):
-    proc = run_cli("mlxsci.search", "--task", str(CONV1D), "--model", "autotune",
-                   "--iterations", "2", "--backend", "sim", "--quiet", cwd=tmp_path)
+    proc = run_cli(
+        "mlxsci.search",
+        "--task",
+        str(CONV1D),
+        "--model",
+        "autotune",
+        "--iterations",
+        "2",
+        "--backend",
+        "sim",
+        "--quiet",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     runs = list((tmp_path / "results").iterdir())
-    assert len(runs) == 1 and runs[0].name.startswith("conv1d_autotune_")   # named by the task
+    assert len(runs) == 1 and runs[0].name.startswith("conv1d_autotune_")  # named by the task
     summary = json.loads((runs[0] / "summary.json").read_text())
     assert summary["task"] == "conv1d" and summary["iterations"] == 2
     assert summary["seed_score"] > 0 and summary["held_out_seed"] is not None

@@ -3,6 +3,7 @@ one-line message and exit code 2 (or a ValueError from Python), never a
 traceback, and nothing runs first. The commands run in this process through
 click's CliRunner (the same code as `python -m mlxsci.VERB`); evaluate() is
 replaced by a stand-in that fails the test if a bad input ever reaches it."""
+
 import json
 import shutil
 from pathlib import Path
@@ -26,6 +27,7 @@ SAMPLE_RUNS = ROOT / "bench" / "results" / "runs"
 def nothing_runs(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a bad input reached evaluate()")
+
     monkeypatch.setattr(eval_cli, "evaluate", refuse)
 
 
@@ -44,17 +46,23 @@ def task_folder(tmp_path, drop=(), task_py_suffix=""):
 
 # -- eval: candidate files ------------------------------------------------------------
 
-@pytest.mark.parametrize("content,needle", [
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is a binary file"),
-    (b"//! kernel saxpy\n\xff\xfe y_out[i] = 0;\n", "is not UTF-8 text (byte 0xff at offset 17)"),
-    (b"", "is empty"),
-    (b"  \n\n", "is empty"),
-])
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is a binary file"),
+        (
+            b"//! kernel saxpy\n\xff\xfe y_out[i] = 0;\n",
+            "is not UTF-8 text (byte 0xff at offset 17)",
+        ),
+        (b"", "is empty"),
+        (b"  \n\n", "is empty"),
+    ],
+)
 def test_eval_refuses_a_candidate_that_is_not_kernel_text(tmp_path, content, needle):
     path = tmp_path / "cand.metal"
     path.write_bytes(content)
-    usage_error(eval_cli.main, ["saxpy", "--backend", "sim", "--source", path], "--source",
-                needle)
+    usage_error(eval_cli.main, ["saxpy", "--backend", "sim", "--source", path], "--source", needle)
 
 
 def test_eval_refuses_a_directory_or_missing_file_as_source(tmp_path):
@@ -64,6 +72,7 @@ def test_eval_refuses_a_directory_or_missing_file_as_source(tmp_path):
 
 # -- eval: tasks and task folders -------------------------------------------------------
 
+
 def test_eval_refuses_unknown_tasks_and_folders_without_task_py(tmp_path):
     usage_error(eval_cli.main, ["nosuchtask"], "neither a built-in task")
     usage_error(eval_cli.main, [tmp_path], "is not a task folder: it has no task.py")
@@ -71,27 +80,33 @@ def test_eval_refuses_unknown_tasks_and_folders_without_task_py(tmp_path):
 
 
 def test_task_folder_without_seed_metal(tmp_path):
-    folder = task_folder(tmp_path, drop=["seed.metal"])   # seed.cu is still there
+    folder = task_folder(tmp_path, drop=["seed.metal"])  # seed.cu is still there
     usage_error(eval_cli.main, [folder, "--backend", "sim"], "has no seed.metal")
     # the CUDA seed is there: the folder is fine for the cuda dialect (stopped here
     # only by the stand-in evaluate)
     with pytest.raises(AssertionError, match="reached evaluate"):
-        eval_cli.main.main([str(folder), "--backend", "sim", "--dialect", "cuda"],
-                           standalone_mode=False)
+        eval_cli.main.main(
+            [str(folder), "--backend", "sim", "--dialect", "cuda"], standalone_mode=False
+        )
     # with a candidate of its own the seed is not needed
     cand = tmp_path / "mine.metal"
     cand.write_text((CONV1D / "seed.metal").read_text())
     with pytest.raises(AssertionError, match="reached evaluate"):
-        eval_cli.main.main([str(folder), "--backend", "sim", "--source", str(cand)],
-                           standalone_mode=False)
+        eval_cli.main.main(
+            [str(folder), "--backend", "sim", "--source", str(cand)], standalone_mode=False
+        )
 
 
 def test_task_folder_without_any_seed_or_reference(tmp_path):
-    usage_error(eval_cli.main, [task_folder(tmp_path, drop=["seed.metal", "seed.cu"])],
-                "has no seed.metal or seed.cu")
+    usage_error(
+        eval_cli.main,
+        [task_folder(tmp_path, drop=["seed.metal", "seed.cu"])],
+        "has no seed.metal or seed.cu",
+    )
     shutil.rmtree(tmp_path / "mytask")
-    usage_error(eval_cli.main, [task_folder(tmp_path, drop=["reference.py"])],
-                "has no reference.py")
+    usage_error(
+        eval_cli.main, [task_folder(tmp_path, drop=["reference.py"])], "has no reference.py"
+    )
 
 
 def test_task_folder_with_a_broken_task_py_or_reference(tmp_path):
@@ -108,18 +123,31 @@ def test_task_folder_with_a_broken_task_py_or_reference(tmp_path):
     usage_error(eval_cli.main, [folder], "its reference defines no tolerance()")
 
 
-@pytest.mark.parametrize("suffix,needle", [
-    ("TASK = dataclasses.replace(TASK, sizes={'smoke': TASK.sizes['smoke'], "
-     "'in-dist': ()})", "in-dist size set is missing or empty"),
-    ("TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, smoke=(Size('0', {'N': 0}),)))",
-     "smoke size '0': ValueError"),
-    ("TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, smoke=(Size('x', {}),)))",
-     "smoke size 'x': no value for N"),
-    ("TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, indist=()))",
-     "unknown size set 'indist'"),
-    ("TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, smoke=((1000,),)))",
-     "not a Size(label, params)"),
-])
+@pytest.mark.parametrize(
+    "suffix,needle",
+    [
+        (
+            "TASK = dataclasses.replace(TASK, sizes={'smoke': TASK.sizes['smoke'], 'in-dist': ()})",
+            "in-dist size set is missing or empty",
+        ),
+        (
+            "TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, smoke=(Size('0', {'N': 0}),)))",
+            "smoke size '0': ValueError",
+        ),
+        (
+            "TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, smoke=(Size('x', {}),)))",
+            "smoke size 'x': no value for N",
+        ),
+        (
+            "TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, indist=()))",
+            "unknown size set 'indist'",
+        ),
+        (
+            "TASK = dataclasses.replace(TASK, sizes=dict(TASK.sizes, smoke=((1000,),)))",
+            "not a Size(label, params)",
+        ),
+    ],
+)
 def test_task_folder_with_malformed_sizes(tmp_path, suffix, needle):
     folder = task_folder(tmp_path, task_py_suffix="import dataclasses\n" + suffix)
     usage_error(eval_cli.main, [folder], "cannot run", needle)
@@ -127,6 +155,7 @@ def test_task_folder_with_malformed_sizes(tmp_path, suffix, needle):
 
 def test_every_built_in_task_and_the_example_pass_the_folder_check():
     from mlxsci.task import task_names
+
     for name in task_names():
         check_task(load_task(name), "metal")
         check_task(load_task(name), "cuda")
@@ -135,15 +164,19 @@ def test_every_built_in_task_and_the_example_pass_the_folder_check():
 
 # -- eval: sizes ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("size,needle", [
-    ("N=0", "N must be in [1, 2^31)"),
-    ("N=-5", "N must be in [1, 2^31)"),
-    ("N=1.5", "N must be int, got '1.5'"),
-    ("N=abc", "N must be int"),
-    ("N=", "expected KEY=VALUE"),
-    ("N=99999999999999999999999", "N must be in [1, 2^31)"),
-    ("M=3", "unknown size parameter"),
-])
+
+@pytest.mark.parametrize(
+    "size,needle",
+    [
+        ("N=0", "N must be in [1, 2^31)"),
+        ("N=-5", "N must be in [1, 2^31)"),
+        ("N=1.5", "N must be int, got '1.5'"),
+        ("N=abc", "N must be int"),
+        ("N=", "expected KEY=VALUE"),
+        ("N=99999999999999999999999", "N must be in [1, 2^31)"),
+        ("M=3", "unknown size parameter"),
+    ],
+)
 def test_eval_refuses_bad_sizes(size, needle):
     usage_error(eval_cli.main, ["saxpy", "--backend", "sim", "--size", size], "--size", needle)
 
@@ -155,14 +188,19 @@ def test_eval_refuses_non_finite_float_sizes():
 
 def test_a_size_beyond_the_machines_memory_is_refused_before_allocating(monkeypatch):
     monkeypatch.setattr(task_module, "machine_memory", lambda: 16 * 2**30)
-    text = usage_error(eval_cli.main, ["saxpy", "--backend", "sim", "--size", "N=2147483647"],
-                       "--size", "N=2147483647", "72.0 GiB", "24.0 GiB of inputs and outputs",
-                       "16.0 GiB of memory")
+    text = usage_error(
+        eval_cli.main,
+        ["saxpy", "--backend", "sim", "--size", "N=2147483647"],
+        "--size",
+        "N=2147483647",
+        "72.0 GiB",
+        "24.0 GiB of inputs and outputs",
+        "16.0 GiB of memory",
+    )
     assert "smaller size" in text
     # a size that fits goes on (to the stand-in evaluate)
     with pytest.raises(AssertionError, match="reached evaluate"):
-        eval_cli.main.main(["saxpy", "--backend", "sim", "--size", "N=1000"],
-                           standalone_mode=False)
+        eval_cli.main.main(["saxpy", "--backend", "sim", "--size", "N=1000"], standalone_mode=False)
 
 
 def test_memory_estimate_is_a_function_of_the_size_alone():
@@ -177,13 +215,19 @@ def test_memory_estimate_is_a_function_of_the_size_alone():
 
 # -- roofline ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("backend", ["cuda", "metal"])
 def test_roofline_on_a_missing_backend(backend):
     from mlxsci.backends import backend_class
+
     if backend_class(backend).available():
         pytest.skip(f"this machine has {backend}")
-    usage_error(roofline.main, ["--backend", backend], "--backend",
-                f"{backend} is not available on this machine")
+    usage_error(
+        roofline.main,
+        ["--backend", backend],
+        "--backend",
+        f"{backend} is not available on this machine",
+    )
 
 
 def test_roofline_with_a_timer_the_backend_lacks():
@@ -191,6 +235,7 @@ def test_roofline_with_a_timer_the_backend_lacks():
 
 
 # -- report --------------------------------------------------------------------------
+
 
 def test_report_on_folders_that_hold_no_run(tmp_path):
     usage_error(report.main, [tmp_path], "holds no search run")
@@ -217,26 +262,32 @@ def test_report_skips_a_summary_that_is_not_a_search_summary(tmp_path):
 
 def test_report_out_where_a_file_cannot_go(tmp_path):
     (tmp_path / "afile").write_text("")
-    usage_error(report.main, [SAMPLE_RUNS, "--out", tmp_path / "afile" / "t.md"],
-                "cannot write")
+    usage_error(report.main, [SAMPLE_RUNS, "--out", tmp_path / "afile" / "t.md"], "cannot write")
     usage_error(report.main, [SAMPLE_RUNS, "--out", tmp_path], "is a directory")
 
 
 # -- sweep ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args,needle", [
-    (["--tasks", "", "--models", "autotune", "--iterations", "1"], "no task given"),
-    (["--tasks", ",", "--models", "autotune", "--iterations", "1"], "no task given"),
-    (["--tasks", "saxpy", "--models", " , ", "--iterations", "1"], "no model given"),
-    (["--tasks", "nosuch", "--models", "autotune", "--iterations", "1"], "unknown task"),
-    (["--tasks", "saxpy", "--models", "autotune", "--iterations", "0"], "--iterations"),
-    (["--tasks", "saxpy", "--models", "autotune", "--iterations", "x"], "--iterations"),
-    (["--tasks", "saxpy", "--models", "autotune", "--iterations", "1", "--max-cost", "-1"],
-     "--max-cost"),
-    (["--tasks", "saxpy", "--models", "autotune"], "Missing option '--iterations'"),
-])
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--tasks", "", "--models", "autotune", "--iterations", "1"], "no task given"),
+        (["--tasks", ",", "--models", "autotune", "--iterations", "1"], "no task given"),
+        (["--tasks", "saxpy", "--models", " , ", "--iterations", "1"], "no model given"),
+        (["--tasks", "nosuch", "--models", "autotune", "--iterations", "1"], "unknown task"),
+        (["--tasks", "saxpy", "--models", "autotune", "--iterations", "0"], "--iterations"),
+        (["--tasks", "saxpy", "--models", "autotune", "--iterations", "x"], "--iterations"),
+        (
+            ["--tasks", "saxpy", "--models", "autotune", "--iterations", "1", "--max-cost", "-1"],
+            "--max-cost",
+        ),
+        (["--tasks", "saxpy", "--models", "autotune"], "Missing option '--iterations'"),
+    ],
+)
 def test_sweep_refuses_bad_arguments(tmp_path, monkeypatch, args, needle):
     import mlxsci.search
+
     monkeypatch.setattr(mlxsci.search, "run", lambda *a, **kw: pytest.fail("a search ran"))
     usage_error(sweep.main, args + ["--backend", "sim", "--out", tmp_path / "sw"], needle)
     assert not (tmp_path / "sw").exists()
@@ -245,15 +296,19 @@ def test_sweep_refuses_bad_arguments(tmp_path, monkeypatch, args, needle):
 def test_sweep_out_that_is_a_file_and_a_missing_backend(tmp_path):
     (tmp_path / "afile").write_text("")
     base = ["--tasks", "saxpy", "--models", "autotune", "--iterations", "1"]
-    usage_error(sweep.main, base + ["--backend", "sim", "--out", tmp_path / "afile"],
-                "is a file")
+    usage_error(sweep.main, base + ["--backend", "sim", "--out", tmp_path / "afile"], "is a file")
     from mlxsci.backends import backend_class
+
     if not backend_class("cuda").available():
-        usage_error(sweep.main, base + ["--backend", "cuda", "--out", tmp_path / "sw"],
-                    "cuda is not available")
+        usage_error(
+            sweep.main,
+            base + ["--backend", "cuda", "--out", tmp_path / "sw"],
+            "cuda is not available",
+        )
 
 
 # -- the Python API ------------------------------------------------------------------
+
 
 def test_api_bad_inputs_raise_value_errors_that_say_what(tmp_path):
     binary = tmp_path / "k.metal"

@@ -1,4 +1,5 @@
 """Candidate format v1: parse, render, extract, validate, to KernelSpec."""
+
 import pytest
 
 from mlxsci.backends.base import KernelSpec
@@ -53,6 +54,7 @@ def lines_of(text):
 
 # --- parsing and round trip ---------------------------------------------------
 
+
 def test_parse_example():
     c = parse(SAXPY)
     assert c.dialect == "metal"
@@ -81,24 +83,29 @@ def test_canonical_text_is_stable(text):
 def test_two_kernels_bodies_and_lines():
     c = parse(TWO_KERNELS)
     step, red = c.kernels
-    assert step.body == ("uint2 g = thread_position_in_grid.xy;\n\n"
-                         "out[g.y * W + g.x] = inp[g.y * W + g.x];\n\n")
+    assert step.body == (
+        "uint2 g = thread_position_in_grid.xy;\n\nout[g.y * W + g.x] = inp[g.y * W + g.x];\n\n"
+    )
     assert step.body_line == 6 and red.line == 10 and red.body_line == 12
     assert red.grid is None and red.threadgroup == "(256, 1, 1)"
     assert c.header == "" and c.header_line == 0
     assert c.params[1] == Param("UNROLL", 2, None)
     for k in c.kernels:
-        assert lines_of(TWO_KERNELS)[k.body_line - 1:k.body_line - 1 + k.body.count("\n")] \
+        assert (
+            lines_of(TWO_KERNELS)[k.body_line - 1 : k.body_line - 1 + k.body.count("\n")]
             == k.body.split("\n")[:-1]
+        )
 
 
 def test_round_trip_from_objects_and_rendered_lines():
     c = Candidate(
         dialect="cuda",
         params=[Param("B", 128, (64, 128, 256)), Param("K", -2)],
-        header="__device__ float sq(float v) { return v * v; }",   # no trailing newline
-        kernels=[KernelBlock("a", "out[0] = 1.0f;", grid="(N, 1, 1)"),
-                 KernelBlock("b", "\n\nout[1] = 2.0f;\n", threadgroup="(B, 1, 1)")],
+        header="__device__ float sq(float v) { return v * v; }",  # no trailing newline
+        kernels=[
+            KernelBlock("a", "out[0] = 1.0f;", grid="(N, 1, 1)"),
+            KernelBlock("b", "\n\nout[1] = 2.0f;\n", threadgroup="(B, 1, 1)"),
+        ],
     )
     text = render(c)
     back = parse(text, dialect="cuda")
@@ -113,23 +120,27 @@ def test_round_trip_from_objects_and_rendered_lines():
 
 
 def test_non_canonical_inputs_normalise():
-    text = ("// a comment before anything\n"
-            "/* a block\n   comment */\n"
-            "\n"
-            "//!param  N2 = 8 {8,16, }\n"
-            "  //!  kernel   k\n"
-            "\n"
-            "//! threadgroup=(32,1,1)\n"
-            "//! grid = (n2, 1, 1)\n"
-            "o[0] = 1;")                      # no final newline
+    text = (
+        "// a comment before anything\n"
+        "/* a block\n   comment */\n"
+        "\n"
+        "//!param  N2 = 8 {8,16, }\n"
+        "  //!  kernel   k\n"
+        "\n"
+        "//! threadgroup=(32,1,1)\n"
+        "//! grid = (n2, 1, 1)\n"
+        "o[0] = 1;"
+    )  # no final newline
     c = parse(text)
     k = c.kernel("k")
     assert c.params == [Param("N2", 8, (8, 16))]
     assert k.grid == "(n2, 1, 1)" and k.threadgroup == "(32,1,1)"
     assert k.body == "o[0] = 1;\n" and k.body_line == 10
     canon = render(c)
-    assert canon == ("//! param N2 = 8 {8, 16}\n//! kernel k\n//! grid = (n2, 1, 1)\n"
-                     "//! threadgroup = (32,1,1)\no[0] = 1;\n")
+    assert canon == (
+        "//! param N2 = 8 {8, 16}\n//! kernel k\n//! grid = (n2, 1, 1)\n"
+        "//! threadgroup = (32,1,1)\no[0] = 1;\n"
+    )
     assert render(parse(canon)) == canon
 
 
@@ -168,39 +179,43 @@ def test_param_values_and_template_args():
 
 # --- parse errors name the line ------------------------------------------------
 
-@pytest.mark.parametrize("text, line, what", [
-    ("//! kernel k\n//! frobnicate\n", 2, "unknown directive"),
-    ("//! kernel k\nx;\n//! Computes the force\n", 3, "unknown directive"),
-    ("//! kernelk\n", 1, "unknown directive"),
-    ("//!\n", 1, "bad directive"),
-    ("//! param VEC 4\n", 1, "bad param"),
-    ("//! param VEC = four\n", 1, "must be an integer"),
-    ("//! param 3D = 4\n", 1, "bad param name"),
-    ("//! param min = 4\n", 1, "reserved"),
-    ("//! param VEC = 4 {1, x}\n", 1, "must be an integer"),
-    ("//! param VEC = 4 {}\n", 1, "empty choice"),
-    ("//! param VEC = 4 {1, 1, 4}\n", 1, "duplicate choices"),
-    ("\n//! param VEC = 3 {1, 2, 4}\n", 2, "not one of the choices"),
-    ("//! param A = 1\n//! param A = 2\n", 2, "duplicate param"),
-    ("//! kernel k\n//! param A = 1\n", 2, "must come before"),
-    ("//! kernel a\nx;\n//! kernel b\ny;\n//! kernel a\nz;\n", 5, "duplicate kernel"),
-    ("//! kernel 2fast\n", 1, "bad kernel name"),
-    ("//! kernel\n", 1, "needs a name"),
-    ("//! kernel a b\n", 1, "bad kernel name"),
-    ("//! grid = (1, 1, 1)\n//! kernel k\n", 1, "outside a kernel"),
-    ("//! header\n//! grid = (1, 1, 1)\n//! kernel k\n", 2, "outside a kernel"),
-    ("//! kernel k\nx = 1;\n//! grid = (1, 1, 1)\n", 3, "directly after"),
-    ("//! kernel k\n//! grid = (1, 1, 1)\n//! grid = (2, 1, 1)\n", 3, "duplicate `//! grid`"),
-    ("//! kernel k\n//! grid = (N +, 1, 1)\n", 2, "malformed"),
-    ("//! kernel k\n//! threadgroup = (2**8, 1, 1)\n", 2, "power"),
-    ("//! kernel k\n//! grid = (x.y, 1, 1)\n", 2, "attribute"),
-    ("//! kernel k\n//! grid (1, 1, 1)\n", 2, "expected `//! grid = "),
-    ("//! header\n//! header\n", 2, "duplicate `//! header`"),
-    ("//! kernel k\n//! header\n", 2, "before the first `//! kernel`"),
-    ("//! header extra\n", 1, "unexpected text"),
-    ("// ok\n\nfloat helper();\n//! kernel k\n", 3, "code before the first"),
-    ("/* never closed\n//! kernel k\n", 2, "unterminated"),
-])
+
+@pytest.mark.parametrize(
+    "text, line, what",
+    [
+        ("//! kernel k\n//! frobnicate\n", 2, "unknown directive"),
+        ("//! kernel k\nx;\n//! Computes the force\n", 3, "unknown directive"),
+        ("//! kernelk\n", 1, "unknown directive"),
+        ("//!\n", 1, "bad directive"),
+        ("//! param VEC 4\n", 1, "bad param"),
+        ("//! param VEC = four\n", 1, "must be an integer"),
+        ("//! param 3D = 4\n", 1, "bad param name"),
+        ("//! param min = 4\n", 1, "reserved"),
+        ("//! param VEC = 4 {1, x}\n", 1, "must be an integer"),
+        ("//! param VEC = 4 {}\n", 1, "empty choice"),
+        ("//! param VEC = 4 {1, 1, 4}\n", 1, "duplicate choices"),
+        ("\n//! param VEC = 3 {1, 2, 4}\n", 2, "not one of the choices"),
+        ("//! param A = 1\n//! param A = 2\n", 2, "duplicate param"),
+        ("//! kernel k\n//! param A = 1\n", 2, "must come before"),
+        ("//! kernel a\nx;\n//! kernel b\ny;\n//! kernel a\nz;\n", 5, "duplicate kernel"),
+        ("//! kernel 2fast\n", 1, "bad kernel name"),
+        ("//! kernel\n", 1, "needs a name"),
+        ("//! kernel a b\n", 1, "bad kernel name"),
+        ("//! grid = (1, 1, 1)\n//! kernel k\n", 1, "outside a kernel"),
+        ("//! header\n//! grid = (1, 1, 1)\n//! kernel k\n", 2, "outside a kernel"),
+        ("//! kernel k\nx = 1;\n//! grid = (1, 1, 1)\n", 3, "directly after"),
+        ("//! kernel k\n//! grid = (1, 1, 1)\n//! grid = (2, 1, 1)\n", 3, "duplicate `//! grid`"),
+        ("//! kernel k\n//! grid = (N +, 1, 1)\n", 2, "malformed"),
+        ("//! kernel k\n//! threadgroup = (2**8, 1, 1)\n", 2, "power"),
+        ("//! kernel k\n//! grid = (x.y, 1, 1)\n", 2, "attribute"),
+        ("//! kernel k\n//! grid (1, 1, 1)\n", 2, "expected `//! grid = "),
+        ("//! header\n//! header\n", 2, "duplicate `//! header`"),
+        ("//! kernel k\n//! header\n", 2, "before the first `//! kernel`"),
+        ("//! header extra\n", 1, "unexpected text"),
+        ("// ok\n\nfloat helper();\n//! kernel k\n", 3, "code before the first"),
+        ("/* never closed\n//! kernel k\n", 2, "unterminated"),
+    ],
+)
 def test_parse_errors_name_the_line(text, line, what):
     with pytest.raises(CandidateError) as info:
         parse(text, filename="cand.metal")
@@ -217,6 +232,7 @@ def test_bad_dialect():
 
 # --- extraction from LLM answers ------------------------------------------------
 
+
 def test_extract_single_block():
     answer = f"Here is my kernel:\n\n```metal\n{SAXPY}```\n\nIt vectorises by VEC."
     assert extract_from_response(answer, "metal") == SAXPY
@@ -224,10 +240,12 @@ def test_extract_single_block():
 
 def test_extract_prefers_kernel_blocks_then_longest():
     small = "//! kernel saxpy\ny_out[0] = 0;\n"
-    answer = ("First a sketch:\n```cpp\n" + "// " + "x" * 500 + "\n```\n"
-              "Python check:\n```python\n" + "//! kernel not_this_one\n" * 40 + "```\n"
-              "The file:\n```MSL\n" + small + "```\n"
-              "And the full version:\n```metal\n" + SAXPY + "```\n")
+    answer = (
+        "First a sketch:\n```cpp\n" + "// " + "x" * 500 + "\n```\n"
+        "Python check:\n```python\n" + "//! kernel not_this_one\n" * 40 + "```\n"
+        "The file:\n```MSL\n" + small + "```\n"
+        "And the full version:\n```metal\n" + SAXPY + "```\n"
+    )
     assert extract_from_response(answer, "metal") == SAXPY
     # without a directive anywhere, the longest fitting block wins
     answer2 = "```\nshort\n```\n```c\nmuch longer text here\n```\n"
@@ -259,6 +277,7 @@ def test_extract_longer_fence_contains_shorter():
 
 # --- validation against a task --------------------------------------------------
 
+
 def kinds(failures):
     return sorted(f.kind for f in failures)
 
@@ -287,11 +306,15 @@ def test_validate_unknown_name():
 
 
 def test_validate_bad_expression_and_others():
-    c = Candidate("metal", params=[Param("N", 4)], kernels=[
-        KernelBlock("a", "x;\n", grid="(N, 1)", line=1, grid_line=2),
-        KernelBlock("b", "x;\n", threadgroup="__import__('os')", line=5),
-        KernelBlock("c", "  \n", line=9),
-    ])
+    c = Candidate(
+        "metal",
+        params=[Param("N", 4)],
+        kernels=[
+            KernelBlock("a", "x;\n", grid="(N, 1)", line=1, grid_line=2),
+            KernelBlock("b", "x;\n", threadgroup="__import__('os')", line=5),
+            KernelBlock("c", "  \n", line=9),
+        ],
+    )
     fails = validate(c, ["a", "b", "c"], {"N"})
     assert kinds(fails) == ["bad_expression", "bad_expression", "empty_kernel", "name_conflict"]
     by_kind = {}
@@ -304,6 +327,7 @@ def test_validate_bad_expression_and_others():
 
 # --- to MLX -----------------------------------------------------------------------
 
+
 def test_to_kernel_spec():
     c = parse(SAXPY, filename="saxpy.metal")
     spec = to_kernel_spec(c, "saxpy", ["x", "y", "a", "N"], ["y_out"])
@@ -315,7 +339,13 @@ def test_to_kernel_spec():
     assert (spec.header_line, spec.body_line) == (3, 7)
     assert spec.dialect == "metal" and spec.source_file == "saxpy.metal"
     assert not spec.atomic_outputs
-    spec2 = to_kernel_spec(parse(TWO_KERNELS, dialect="cuda"), "reduce", ["inp"], ["out"],
-                           atomic_outputs=True, filename="x.cu")
+    spec2 = to_kernel_spec(
+        parse(TWO_KERNELS, dialect="cuda"),
+        "reduce",
+        ["inp"],
+        ["out"],
+        atomic_outputs=True,
+        filename="x.cu",
+    )
     assert spec2.header == "" and spec2.dialect == "cuda" and spec2.atomic_outputs
     assert spec2.source_file == "x.cu" and spec2.body_line == 12

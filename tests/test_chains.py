@@ -1,5 +1,6 @@
 """Chains (Task.chain): a run started from the previous run's results, and the
 per-step counters a Launcher makes once and reuses across runs."""
+
 from pathlib import Path
 
 import mlx.core as mx

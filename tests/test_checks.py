@@ -1,5 +1,6 @@
 """The parent-side checks of one size, fed with crafted worker results, so each
 rule is shown to bite on its own (no kernel needed)."""
+
 import numpy as np
 import pytest
 
@@ -20,9 +21,14 @@ def roofline(gbps=10.0):
 def good_result(tmp_path, outputs=None):
     ref = get_reference(TASK, SIZE.params)
     np.savez(tmp_path / "verified.npz", **(outputs or ref.outputs))
-    return {"seconds": [0.02, 0.01, 0.03], "input_checksums_before": dict(ref.input_checksums),
-            "input_checksums_after": dict(ref.input_checksums), "unwritten": {"y": 0},
-            "last_equals_verified": True, "timings": {}}
+    return {
+        "seconds": [0.02, 0.01, 0.03],
+        "input_checksums_before": dict(ref.input_checksums),
+        "input_checksums_after": dict(ref.input_checksums),
+        "unwritten": {"y": 0},
+        "last_equals_verified": True,
+        "timings": {},
+    }
 
 
 def check(result, tmp_path, roof=None):
@@ -32,7 +38,7 @@ def check(result, tmp_path, roof=None):
 def test_clean_result_passes_and_scores(tmp_path):
     res = check(good_result(tmp_path), tmp_path)
     assert res.correct and res.fail_reason is None
-    assert res.seconds == pytest.approx(0.02)          # median, not mean or min
+    assert res.seconds == pytest.approx(0.02)  # median, not mean or min
     assert res.achieved == pytest.approx(12 * 100003 / 0.02 / 1e9)
     assert res.fraction == pytest.approx(res.achieved / 10.0)
     assert res.flags == []
@@ -93,13 +99,14 @@ def test_geometric_mean_and_chip_table():
 
 def test_reference_is_cached_on_disk(monkeypatch):
     from mlxsci.task import load_reference
+
     first = get_reference(TASK, SIZE.params)
     module = load_reference("saxpy")
     calls = []
     real = module.solve
     monkeypatch.setattr(module, "solve", lambda i, p: calls.append(p) or real(i, p))
     again = get_reference(TASK, SIZE.params)
-    assert calls == []                      # served from disk
+    assert calls == []  # served from disk
     np.testing.assert_array_equal(again.outputs["y"], first.outputs["y"])
     get_reference(TASK, SIZE.params, use_cache=False)
     assert len(calls) == 1
@@ -107,8 +114,8 @@ def test_reference_is_cached_on_disk(monkeypatch):
 
 def test_roofline_interpolates_bandwidth_in_log_working_set():
     roof = Roofline("sim", {"name": "t"}, [[1e3, 100.0], [1e6, 10.0]], 50.0, "now")
-    assert roof.bw(10) == 100.0 and roof.bw(1e9) == 10.0      # flat beyond the probes
-    assert roof.bw(10**4.5) == pytest.approx(55.0)             # halfway in log space
+    assert roof.bw(10) == 100.0 and roof.bw(1e9) == 10.0  # flat beyond the probes
+    assert roof.bw(10**4.5) == pytest.approx(55.0)  # halfway in log space
     # bandwidth-bound and compute-bound roofline times
     assert roof.seconds(1e6, 0, 1e6) == pytest.approx(1e6 / 10e9)
     assert roof.seconds(0, 5e9, 1e6) == pytest.approx(0.1)
@@ -116,6 +123,7 @@ def test_roofline_interpolates_bandwidth_in_log_working_set():
 
 def test_verdict_uses_a_reference_modules_own_error(monkeypatch):
     from mlxsci.task import load_reference
+
     ref = get_reference(TASK, SIZE.params)
     module = load_reference("saxpy")
     out = {"y": ref.outputs["y"]}

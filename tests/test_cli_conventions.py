@@ -1,6 +1,7 @@
 """Command-line conventions: the `mlxsci` command and `python -m mlxsci`, one
 subcommand per verb, --version, -h everywhere, no runpy warning, CSV one table
 per file, README examples that write only to ignored paths, S and Phi explained."""
+
 import csv
 import importlib
 import re
@@ -18,14 +19,19 @@ from mlxsci.results import S_AND_PHI, Evaluation, format_evaluation
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = ROOT / "bench" / "results" / "runs"
-VERB_MODULES = {"eval": "mlxsci.eval", "search": "mlxsci.search.__main__",
-                "report": "mlxsci.report", "sweep": "mlxsci.sweep",
-                "roofline": "mlxsci.roofline"}
+VERB_MODULES = {
+    "eval": "mlxsci.eval",
+    "search": "mlxsci.search.__main__",
+    "report": "mlxsci.report",
+    "sweep": "mlxsci.sweep",
+    "roofline": "mlxsci.roofline",
+}
 
 
 def python(*args, timeout=120):
-    return subprocess.run([sys.executable, *args], text=True, capture_output=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, *args], text=True, capture_output=True, timeout=timeout, cwd=ROOT
+    )
 
 
 def test_each_subcommand_is_the_verb_modules_own_command():
@@ -37,10 +43,11 @@ def test_each_subcommand_is_the_verb_modules_own_command():
 
 
 def test_the_console_script_is_declared_and_installed():
-    tomllib = pytest.importorskip("tomllib")   # Python 3.11+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"mlxsci": "mlxsci.cli:main"}
     from importlib.metadata import entry_points
+
     installed = [ep.value for ep in entry_points(group="console_scripts", name="mlxsci")]
     if not installed:
         pytest.skip("installed before the console script existed: pip install -e . again")
@@ -82,8 +89,15 @@ def test_a_subcommand_takes_the_verbs_arguments():
 def test_importing_the_package_imports_no_verb_module():
     """runpy warns ("found in sys.modules ... prior to execution") when a module
     run with -m was already imported by its package: the package must not."""
-    verbs = ["mlxsci.eval", "mlxsci.report", "mlxsci.sweep", "mlxsci.roofline",
-             "mlxsci.cli", "mlxsci.__main__", "mlxsci.search.__main__"]
+    verbs = [
+        "mlxsci.eval",
+        "mlxsci.report",
+        "mlxsci.sweep",
+        "mlxsci.roofline",
+        "mlxsci.cli",
+        "mlxsci.__main__",
+        "mlxsci.search.__main__",
+    ]
     proc = python("-c", f"import sys, mlxsci; print([m for m in {verbs!r} if m in sys.modules])")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
@@ -96,6 +110,7 @@ def test_python_dash_m_roofline_prints_no_runtime_warning():
 
 
 # -- CSV: one table per file --------------------------------------------------------
+
 
 def test_csv_with_details_to_stdout_is_refused():
     out = CliRunner().invoke(report.main, [str(SAMPLE_RUNS), "--details", "--format", "csv"])
@@ -115,8 +130,9 @@ def _one_csv_table(path: Path) -> list[dict]:
 
 def test_csv_with_details_writes_two_files(tmp_path):
     target = tmp_path / "out" / "table.csv"
-    out = CliRunner().invoke(report.main, [str(SAMPLE_RUNS), "--details", "--format", "csv",
-                                           "--out", str(target)])
+    out = CliRunner().invoke(
+        report.main, [str(SAMPLE_RUNS), "--details", "--format", "csv", "--out", str(target)]
+    )
     assert out.exit_code == 0, out.output
     main_rows = _one_csv_table(target)
     details = _one_csv_table(tmp_path / "out" / "table_details.csv")
@@ -132,6 +148,7 @@ def test_report_text_refuses_csv_with_details():
 
 
 # -- the README writes only to ignored paths ----------------------------------------
+
 
 def _readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
@@ -158,15 +175,18 @@ def test_readme_examples_write_only_to_ignored_paths():
         proc = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT)
         assert proc.returncode == 0, f"{path} (written by a README example) is not ignored"
     # and the committed samples stay tracked: no example rewrites them
-    proc = subprocess.run(["git", "check-ignore", "-q", "--no-index",
-                           "bench/results/runs/index.json"], cwd=ROOT)
+    proc = subprocess.run(
+        ["git", "check-ignore", "-q", "--no-index", "bench/results/runs/index.json"], cwd=ROOT
+    )
     assert proc.returncode == 1
 
 
 # -- S and Phi in one line ---------------------------------------------------------
 
+
 def test_eval_output_explains_s_and_phi():
-    text = format_evaluation(Evaluation(task="saxpy", backend="sim", device="cpu", score=0.5,
-                                        phi=0.4))
+    text = format_evaluation(
+        Evaluation(task="saxpy", backend="sim", device="cpu", score=0.5, phi=0.4)
+    )
     assert S_AND_PHI in text.splitlines()
     assert "S = geometric mean" in S_AND_PHI and "Phi = " in S_AND_PHI

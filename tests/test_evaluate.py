@@ -1,5 +1,6 @@
 """The evaluation protocol end to end on the simulator, and each integrity rule
 with an adversarial candidate."""
+
 import json
 
 import pytest
@@ -54,8 +55,7 @@ def test_unwritten_output_is_caught():
 
 @pytest.mark.slow
 def test_mutated_input_is_caught():
-    body = ("y_out[i] = a * x[i] + y[i];\n"
-            "const_cast<device float*>(x)[i] = x[i] * 1.0001f;")
+    body = "y_out[i] = a * x[i] + y[i];\nconst_cast<device float*>(x)[i] = x[i] * 1.0001f;"
     ev = run_smoke("saxpy", saxpy(body))
     assert not ev.correct
     assert "input_mutated" in ev.sizes[0].flags
@@ -109,8 +109,22 @@ def test_json_shape():
     assert set(data) == {"task", "backend", "device", "dialect", "timer", "candidate", "sizes"}
     assert data["timer"] == "sim"
     assert {"compile_ok", "correct", "score", "noise", "fail_reason"} <= set(data["candidate"])
-    assert {"label", "correct", "error", "tol", "seconds", "achieved", "unit", "ceiling",
-            "fraction", "flags", "timer", "noise", "kernels", "warmup"} <= set(data["sizes"][0])
+    assert {
+        "label",
+        "correct",
+        "error",
+        "tol",
+        "seconds",
+        "achieved",
+        "unit",
+        "ceiling",
+        "fraction",
+        "flags",
+        "timer",
+        "noise",
+        "kernels",
+        "warmup",
+    } <= set(data["sizes"][0])
 
 
 def test_sizes_record_their_timer_noise_and_kernel_breakdown():
@@ -118,13 +132,13 @@ def test_sizes_record_their_timer_noise_and_kernel_breakdown():
     assert ev.correct, ev.fail_reason
     (size,) = ev.sizes
     assert size.timer == "sim" and size.timer_info["statistic"] == "min"
-    assert size.seconds == size.seconds_min       # the sim timer's statistic
+    assert size.seconds == size.seconds_min  # the sim timer's statistic
     # the noise of a minimum: the spread of the fastest runs, within (max - min) / min
     assert 0 <= size.noise <= (size.seconds_max - size.seconds_min) / size.seconds_min
-    (name, entry), = size.kernels.items()
+    ((name, entry),) = size.kernels.items()
     assert name == "heat_step" and entry["launches"] == size.params["n_steps"]
     assert entry["seconds"] > 0
-    assert ev.noise == pytest.approx(size.noise)   # one scored size: S's noise is its noise
+    assert ev.noise == pytest.approx(size.noise)  # one scored size: S's noise is its noise
 
 
 @pytest.mark.slow
@@ -150,5 +164,5 @@ def test_score_is_over_in_dist_sizes_and_phi_over_held_out():
     assert ev.correct, ev.fail_reason
     by_label = {s.label: s for s in ev.sizes}
     assert by_label[held.label].held_out and not by_label[first.label].held_out
-    assert ev.score == pytest.approx(by_label[first.label].fraction)   # smoke not scored
+    assert ev.score == pytest.approx(by_label[first.label].fraction)  # smoke not scored
     assert ev.phi == pytest.approx(by_label[held.label].fraction)

@@ -1,4 +1,5 @@
 """The launch-expression evaluator: integer arithmetic only, never eval."""
+
 import re
 
 import numpy as np
@@ -9,31 +10,34 @@ from mlxsci.launch_expr import MAX_DIM, LaunchExprError, check, evaluate, launch
 ENV = {"N": 1000, "M": 7, "VEC": 4, "Z": 0}
 
 
-@pytest.mark.parametrize("expr, want", [
-    ("42", 42),
-    ("-3", -3),
-    ("+N", 1000),
-    ("N + M", 1007),
-    ("N - M * 2", 986),
-    ("(N - M) * 2", 1986),
-    ("N // M", 142),
-    ("N % M", 6),
-    ("-7 // 2", -4),           # Python floor semantics
-    ("-7 % 2", 1),
-    ("ceil_div(N, VEC)", 250),
-    ("ceil_div(1001, 4)", 251),
-    ("ceil_div(0, 4)", 0),
-    ("ceil_div(N, M)", 143),
-    ("min(N, 256)", 256),
-    ("max(1, N // 4096)", 1),
-    ("min(3, 1, 2)", 1),
-    ("max(3, 9, 2, 5)", 9),
-    ("min(max(N, 1), ceil_div(N, 3) + 1)", 335),
-    ("(N)", 1000),
-    ("(ceil_div(N, VEC), 1, 1)", (250, 1, 1)),
-    ("(16, 16)", (16, 16)),
-    ("1_000 + 0x10", 1016),
-])
+@pytest.mark.parametrize(
+    "expr, want",
+    [
+        ("42", 42),
+        ("-3", -3),
+        ("+N", 1000),
+        ("N + M", 1007),
+        ("N - M * 2", 986),
+        ("(N - M) * 2", 1986),
+        ("N // M", 142),
+        ("N % M", 6),
+        ("-7 // 2", -4),  # Python floor semantics
+        ("-7 % 2", 1),
+        ("ceil_div(N, VEC)", 250),
+        ("ceil_div(1001, 4)", 251),
+        ("ceil_div(0, 4)", 0),
+        ("ceil_div(N, M)", 143),
+        ("min(N, 256)", 256),
+        ("max(1, N // 4096)", 1),
+        ("min(3, 1, 2)", 1),
+        ("max(3, 9, 2, 5)", 9),
+        ("min(max(N, 1), ceil_div(N, 3) + 1)", 335),
+        ("(N)", 1000),
+        ("(ceil_div(N, VEC), 1, 1)", (250, 1, 1)),
+        ("(16, 16)", (16, 16)),
+        ("1_000 + 0x10", 1016),
+    ],
+)
 def test_arithmetic(expr, want):
     assert evaluate(expr, ENV) == want
 
@@ -51,39 +55,42 @@ def test_names_used_and_check():
     check("N // (M - 7)", {"N", "M"})
 
 
-@pytest.mark.parametrize("expr, what", [
-    ("__import__('os')", "__import__"),
-    ("__import__('os').system('true')", "call of"),
-    ("x.y", "attribute access"),
-    ("a[0]", "subscript"),
-    ("2**10", "power"),
-    ("1/2", "true division"),
-    ("1.5", "float literal"),
-    ('"s"', "string literal"),
-    ("lambda: 1", "lambda"),
-    ("[i for i in x]", "list comprehension"),
-    ("[1, 2, 3]", "list"),
-    ("N if M else 1", "conditional"),
-    ("N < M", "comparison"),
-    ("N and M", "boolean operator"),
-    ("~N", "bitwise '~'"),
-    ("N << 2", "shift"),
-    ("N | 1", "bitwise"),
-    ("True", "boolean literal"),
-    ("abs(N)", "call to 'abs'"),
-    ("min(N)", "at least 2"),
-    ("ceil_div(N, M, 1)", "exactly 2"),
-    ("min(N, x=1)", "keyword"),
-    ("(N := 3)", "assignment expression"),
-    ("((1, 2), 3)", "tuple"),
-    ("min((1, 2), 3)", "tuple"),
-    ("f'{N}'", "f-string"),
-    ("ceil_div(*N)", "starred"),
-    ("N +", "malformed"),
-    ("", "empty"),
-    ("()", "empty tuple"),
-    ("1; 2", "malformed"),
-])
+@pytest.mark.parametrize(
+    "expr, what",
+    [
+        ("__import__('os')", "__import__"),
+        ("__import__('os').system('true')", "call of"),
+        ("x.y", "attribute access"),
+        ("a[0]", "subscript"),
+        ("2**10", "power"),
+        ("1/2", "true division"),
+        ("1.5", "float literal"),
+        ('"s"', "string literal"),
+        ("lambda: 1", "lambda"),
+        ("[i for i in x]", "list comprehension"),
+        ("[1, 2, 3]", "list"),
+        ("N if M else 1", "conditional"),
+        ("N < M", "comparison"),
+        ("N and M", "boolean operator"),
+        ("~N", "bitwise '~'"),
+        ("N << 2", "shift"),
+        ("N | 1", "bitwise"),
+        ("True", "boolean literal"),
+        ("abs(N)", "call to 'abs'"),
+        ("min(N)", "at least 2"),
+        ("ceil_div(N, M, 1)", "exactly 2"),
+        ("min(N, x=1)", "keyword"),
+        ("(N := 3)", "assignment expression"),
+        ("((1, 2), 3)", "tuple"),
+        ("min((1, 2), 3)", "tuple"),
+        ("f'{N}'", "f-string"),
+        ("ceil_div(*N)", "starred"),
+        ("N +", "malformed"),
+        ("", "empty"),
+        ("()", "empty tuple"),
+        ("1; 2", "malformed"),
+    ],
+)
 def test_rejected_constructs(expr, what):
     with pytest.raises(LaunchExprError, match="(?i)" + re.escape(what)):
         evaluate(expr, ENV | {"x": 1, "a": 1})

@@ -9,6 +9,7 @@ its CUDA `default_header` is 5 lines (read in libmlx.so of the
 mlx-cuda-12==0.32.4 wheel), so the header starts on line 6. The numbers are
 pinned by hand here, not computed by the code under test.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -24,7 +25,7 @@ from mlxsci.signature import ArgInfo, cuda_source
 
 SAXPY_INPUTS = ("x", "y", "a", "N")
 SAXPY_OUTPUTS = ("y_out",)
-PROGRAM = "custom_kernel_saxpy_9c41e07d2b6a3f58.cu"   # <kernel name>_<hash of the text>.cu
+PROGRAM = "custom_kernel_saxpy_9c41e07d2b6a3f58.cu"  # <kernel name>_<hash of the text>.cu
 
 # A candidate with a header (line 2, which draws a warning) and a body from line 6.
 WITH_HEADER = """//! header
@@ -96,17 +97,23 @@ PROBE_PROGRAM = "custom_kernel_mlxsci_line_probe_2d7f00a91c3e6b45.cu"
 def probe_log(line: int) -> str:
     """MLX's text for the line probe (`#error mlxsci_line_probe` as the header's
     first line) when NVRTC puts that line at `line`."""
-    return str(mlx_error(f"""{PROBE_PROGRAM}({line}): error: #error directive: mlxsci_line_probe
+    return str(
+        mlx_error(f"""{PROBE_PROGRAM}({line}): error: #error directive: mlxsci_line_probe
   #error mlxsci_line_probe
    ^
 
 1 error detected in the compilation of "{PROBE_PROGRAM}".
-"""))
+""")
+    )
 
 
 def saxpy_inputs():
-    return [np.zeros(1000, np.float32), np.zeros(1000, np.float32), np.zeros((), np.float32),
-            np.zeros((), np.uint32)]
+    return [
+        np.zeros(1000, np.float32),
+        np.zeros(1000, np.float32),
+        np.zeros((), np.float32),
+        np.zeros((), np.uint32),
+    ]
 
 
 def cuda_backend_after(source: str, monkeypatch, probe_line: int = 6):
@@ -115,8 +122,9 @@ def cuda_backend_after(source: str, monkeypatch, probe_line: int = 6):
     monkeypatch.setattr(CudaBackend, "_line_shift", None)
     monkeypatch.setattr(CudaBackend, "_probe_log", staticmethod(lambda: probe_log(probe_line)))
     be = CudaBackend()
-    spec = to_kernel_spec(parse(source, dialect="cuda", filename="cand.cu"), "saxpy",
-                          SAXPY_INPUTS, SAXPY_OUTPUTS)
+    spec = to_kernel_spec(
+        parse(source, dialect="cuda", filename="cand.cu"), "saxpy", SAXPY_INPUTS, SAXPY_OUTPUTS
+    )
     kernel = MLXKernel(be, spec, kernel=None)
     kernel._last_call = (saxpy_inputs(), [mx.float32], None)
     be._last_kernel = kernel
@@ -124,37 +132,48 @@ def cuda_backend_after(source: str, monkeypatch, probe_line: int = 6):
 
 
 def log_with_lines(error_line: int, warning_line: int) -> str:
-    return (LOG_ERROR_ON_LINE_6.replace(f"{PROGRAM}(17)", f"{PROGRAM}({error_line})")
-            .replace(f"{PROGRAM}(6)", f"{PROGRAM}({warning_line})"))
+    return LOG_ERROR_ON_LINE_6.replace(f"{PROGRAM}(17)", f"{PROGRAM}({error_line})").replace(
+        f"{PROGRAM}(6)", f"{PROGRAM}({warning_line})"
+    )
 
 
 # ------------------------------------------------------------ the text itself
 def test_mirror_is_the_text_mlx_0324_compiles():
-    spec = to_kernel_spec(parse(WITH_HEADER, dialect="cuda"), "saxpy", SAXPY_INPUTS,
-                          SAXPY_OUTPUTS)
-    src = cuda_source("saxpy", list(SAXPY_INPUTS), list(SAXPY_OUTPUTS), spec.source, spec.header,
-                      [ArgInfo.of(a) for a in saxpy_inputs()], ["float32"])
+    spec = to_kernel_spec(parse(WITH_HEADER, dialect="cuda"), "saxpy", SAXPY_INPUTS, SAXPY_OUTPUTS)
+    src = cuda_source(
+        "saxpy",
+        list(SAXPY_INPUTS),
+        list(SAXPY_OUTPUTS),
+        spec.source,
+        spec.header,
+        [ArgInfo.of(a) for a in saxpy_inputs()],
+        ["float32"],
+    )
     assert src.text == MLX_0324_TEXT_WITH_HEADER
     assert (src.header_first_line, src.body_first_line) == (6, 17)
-    assert "#define inf" not in src.text   # 0.32.4 defines no `inf`
+    assert "#define inf" not in src.text  # 0.32.4 defines no `inf`
 
 
 # ------------------------------------------------------------- the log parser
 def test_parser_reads_errors_and_warnings_in_nvrtc_format():
     diags = parse_nvrtc_log(str(mlx_error(LOG_ERROR_ON_LINE_6)))
-    assert [(d.file, d.line, d.severity) for d in diags] == [(PROGRAM, 6, "warning"),
-                                                             (PROGRAM, 17, "error")]
+    assert [(d.file, d.line, d.severity) for d in diags] == [
+        (PROGRAM, 6, "warning"),
+        (PROGRAM, 17, "error"),
+    ]
     assert diags[0].message == 'variable "spare" was declared but never referenced'
     assert first_error(diags).line == 17 and first_error(diags).in_program
 
 
 def test_error_in_an_included_header_is_not_a_candidate_line():
-    log = ("mlx/backend/cuda/device/utils.cuh(40): error: identifier \"bogus\" is undefined\n\n"
-           f"{PROGRAM}(17): error: class \"uint3\" has no member \"xx\"\n\n"
-           f"2 errors detected in the compilation of \"{PROGRAM}\".\n")
+    log = (
+        'mlx/backend/cuda/device/utils.cuh(40): error: identifier "bogus" is undefined\n\n'
+        f'{PROGRAM}(17): error: class "uint3" has no member "xx"\n\n'
+        f'2 errors detected in the compilation of "{PROGRAM}".\n'
+    )
     diags = parse_nvrtc_log(log)
     assert not diags[0].in_program and diags[1].in_program
-    assert first_error(diags).line == 17          # the program's own error first
+    assert first_error(diags).line == 17  # the program's own error first
     only_header = parse_nvrtc_log(log.split("\n\n")[0])
     assert first_error(only_header).file == "mlx/backend/cuda/device/utils.cuh"
 
@@ -170,17 +189,19 @@ def test_recorded_error_on_line_6_maps_to_line_6(monkeypatch):
 
 def test_recorded_error_on_line_10_maps_to_line_10(monkeypatch):
     source = WITH_HEADER.replace("threadIdx.xx", "threadIdx.x").replace("+ y[i]", "+ yy[i]")
-    old_error = f"{PROGRAM}(17): error: class \"uint3\" has no member \"xx\""
-    log = (LOG_ERROR_ON_LINE_6.replace(old_error,
-                                       f"{PROGRAM}(21): error: identifier \"yy\" is undefined")
-           .replace("threadIdx.xx;", "threadIdx.x;"))
+    old_error = f'{PROGRAM}(17): error: class "uint3" has no member "xx"'
+    log = LOG_ERROR_ON_LINE_6.replace(
+        old_error, f'{PROGRAM}(21): error: identifier "yy" is undefined'
+    ).replace("threadIdx.xx;", "threadIdx.x;")
     err = cuda_backend_after(source, monkeypatch).classify_error(mlx_error(log))
     assert err.line == 10 and err.message == 'identifier "yy" is undefined'
 
 
 def test_recorded_error_in_the_header_maps_to_line_2(monkeypatch):
-    log = (f"{PROGRAM}(6): error: identifier \"spare2\" is undefined\n\n"
-           f"1 error detected in the compilation of \"{PROGRAM}\".\n")
+    log = (
+        f'{PROGRAM}(6): error: identifier "spare2" is undefined\n\n'
+        f'1 error detected in the compilation of "{PROGRAM}".\n'
+    )
     err = cuda_backend_after(WITH_HEADER, monkeypatch).classify_error(mlx_error(log))
     assert err.line == 2
 
@@ -190,20 +211,23 @@ def test_seed_shaped_candidate_error_on_line_6(monkeypatch):
     # broken on line 6. Without a header the body starts on line 16, so NVRTC
     # says line 18; the mirror with the 2 extra lines read this as line 4.
     from mlxsci.task import load_task
+
     seed = load_task("saxpy").seed("cuda")
     lines = seed.splitlines()
     assert lines[5].startswith("uint32_t i = ")
     lines[5] = lines[5].replace("threadIdx.x;", "threadIdx.xx;")
-    log = (f"{PROGRAM}(18): error: class \"uint3\" has no member \"xx\"\n"
-           f"  {lines[5]}\n\n1 error detected in the compilation of \"{PROGRAM}\".\n")
+    log = (
+        f'{PROGRAM}(18): error: class "uint3" has no member "xx"\n'
+        f'  {lines[5]}\n\n1 error detected in the compilation of "{PROGRAM}".\n'
+    )
     err = cuda_backend_after("\n".join(lines) + "\n", monkeypatch).classify_error(mlx_error(log))
     assert err.line == 6
 
 
 # ---------------------------------------------------------- the line probe
 def test_probe_measures_the_offset_of_the_text_mlx_compiles():
-    assert probe_line_shift(probe_log(6)) == 0     # MLX 0.32.4: the mirror is exact
-    assert probe_line_shift(probe_log(8)) == 2     # a build whose prefix has 2 more lines
+    assert probe_line_shift(probe_log(6)) == 0  # MLX 0.32.4: the mirror is exact
+    assert probe_line_shift(probe_log(8)) == 2  # a build whose prefix has 2 more lines
     assert probe_line_shift("[cuda_kernel] No CUDA back-end.") == 0
 
 
@@ -225,10 +249,16 @@ def sim():
 
 
 def run_one(sim, body: str, body_line: int = 20):
-    spec = KernelSpec("inf_use", ("x",), ("o",), body, dialect="cuda", source_file="cand.cu",
-                      body_line=body_line)
-    (o,) = sim.kernel(spec)(inputs=[mx.ones((4,))], output_shapes=[(4,)],
-                            output_dtypes=[mx.float32], grid=(4, 1, 1), threadgroup=(4, 1, 1))
+    spec = KernelSpec(
+        "inf_use", ("x",), ("o",), body, dialect="cuda", source_file="cand.cu", body_line=body_line
+    )
+    (o,) = sim.kernel(spec)(
+        inputs=[mx.ones((4,))],
+        output_shapes=[(4,)],
+        output_dtypes=[mx.float32],
+        grid=(4, 1, 1),
+        threadgroup=(4, 1, 1),
+    )
     return np.asarray(o)
 
 
@@ -240,6 +270,9 @@ def test_inf_is_undefined_as_on_mlx_0324(sim):
 
 @pytest.mark.slow
 def test_numeric_limits_infinity_compiles(sim):
-    out = run_one(sim, "int i = threadIdx.x;\n"
-                       "o[i] = x[i] < cuda::std::numeric_limits<float>::infinity() ? 1.0f : 0.0f;")
+    out = run_one(
+        sim,
+        "int i = threadIdx.x;\n"
+        "o[i] = x[i] < cuda::std::numeric_limits<float>::infinity() ? 1.0f : 0.0f;",
+    )
     np.testing.assert_array_equal(out, np.ones(4, np.float32))

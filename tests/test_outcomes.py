@@ -1,4 +1,5 @@
 """The one outcome vocabulary (mlxsci/outcomes.py), shared by summary.json and the report."""
+
 import pytest
 
 from mlxsci import report
@@ -6,8 +7,14 @@ from mlxsci.outcomes import OUTCOMES, SATURATED_SEED, classify, classify_summary
 from mlxsci.verdicts import NOISE_FLOOR
 
 # summary.json numbers: seed S 0.30, Phi 0.50; noises 0.01 (so the 5 % floor is the band)
-BASE = dict(seed_score=0.30, held_out_seed=0.50, seed_noise=0.01, best_noise=0.01,
-            held_out_seed_noise=0.01, held_out_best_noise=0.01)
+BASE = dict(
+    seed_score=0.30,
+    held_out_seed=0.50,
+    seed_noise=0.01,
+    best_noise=0.01,
+    held_out_seed_noise=0.01,
+    held_out_best_noise=0.01,
+)
 CASES = {
     "flat": dict(best_score=0.30, held_out_best=0.50),
     "saturated": dict(seed_score=SATURATED_SEED, best_score=SATURATED_SEED, held_out_best=0.5),
@@ -19,8 +26,15 @@ CASES = {
 
 
 def test_the_vocabulary_is_the_summary_names_in_rule_order():
-    assert list(OUTCOMES) == ["no_candidates", "saturated", "flat", "held_out_failure",
-                              "held_out_regression", "improved", "within_noise"]
+    assert list(OUTCOMES) == [
+        "no_candidates",
+        "saturated",
+        "flat",
+        "held_out_failure",
+        "held_out_regression",
+        "improved",
+        "within_noise",
+    ]
     assert all(isinstance(meaning, str) and meaning for meaning in OUTCOMES.values())
 
 
@@ -50,7 +64,7 @@ def test_a_held_out_regression_counts_even_with_a_gain_inside_the_noise():
 
 
 def test_missing_numbers_and_old_summaries():
-    assert classify({}) == "flat"                                     # nothing measured
+    assert classify({}) == "flat"  # nothing measured
     assert classify({"seed_score": 0.3, "best_score": None}) == "flat"
     assert classify({"seed_score": 0.9, "best_score": None}) == "saturated"
     # no noise keys (written before noise was measured): the floor decides

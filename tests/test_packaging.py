@@ -1,11 +1,16 @@
 """Every data file the package reads at run time must ship in the wheel."""
+
 import ast
 import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_ROOTS = {"mlxsci": "mlxsci", "tasks": "mlxsci.tasks", "reference": "mlxsci.reference",
-                "search": "mlxsci.search"}
+SOURCE_ROOTS = {
+    "mlxsci": "mlxsci",
+    "tasks": "mlxsci.tasks",
+    "reference": "mlxsci.reference",
+    "search": "mlxsci.search",
+}
 
 
 def package_data():
@@ -32,12 +37,17 @@ def test_data_files_are_declared():
     missing = []
     for root in SOURCE_ROOTS:
         for path in (ROOT / root).rglob("*"):
-            if (not path.is_file() or path.suffix in (".py", ".pyc")
-                    or "__pycache__" in path.parts or path.name.startswith(".")):
+            if (
+                not path.is_file()
+                or path.suffix in (".py", ".pyc")
+                or "__pycache__" in path.parts
+                or path.name.startswith(".")
+            ):
                 continue
             pkg, rel = owning_package(path)
             patterns = data.get("", []) + data.get(pkg, [])
-            if not any(fnmatch.fnmatch(rel, p) and rel.count("/") == p.count("/")
-                       for p in patterns):
+            if not any(
+                fnmatch.fnmatch(rel, p) and rel.count("/") == p.count("/") for p in patterns
+            ):
                 missing.append(str(path.relative_to(ROOT)))
     assert not missing, f"not in setup.py package_data: {missing}"

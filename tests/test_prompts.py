@@ -1,5 +1,6 @@
 """The search prompts: built from the Task for every task, exact MLX signatures,
 no held-out size anywhere, Metal-Sci's result lines, history and stagnation rule."""
+
 import re
 
 import mlx.core as mx
@@ -22,15 +23,29 @@ TASKS = task_names()
 
 # --- fabricated results ---------------------------------------------------------
 
+
 def size_entry(size, i, correct=True, held_out=False):
-    return {"label": size.label, "params": dict(size.params), "held_out": held_out,
-            "correct": correct, "error": 1e-6 if correct else 0.5, "tol": 1e-4,
-            "seconds": 0.002 * (i + 1), "seconds_min": 0.002, "seconds_max": 0.003,
-            "achieved": 123.4, "unit": "GB/s", "ceiling": 400.0, "fraction": 0.3085,
-            "metal_sci_fraction": None, "flags": [],
-            "fail_reason": None if correct else
-            f"correctness failed at size {size.label}: max_abs=0.5 (tol=0.0001)",
-            "timings": {}}
+    return {
+        "label": size.label,
+        "params": dict(size.params),
+        "held_out": held_out,
+        "correct": correct,
+        "error": 1e-6 if correct else 0.5,
+        "tol": 1e-4,
+        "seconds": 0.002 * (i + 1),
+        "seconds_min": 0.002,
+        "seconds_max": 0.003,
+        "achieved": 123.4,
+        "unit": "GB/s",
+        "ceiling": 400.0,
+        "fraction": 0.3085,
+        "metal_sci_fraction": None,
+        "flags": [],
+        "fail_reason": None
+        if correct
+        else f"correctness failed at size {size.label}: max_abs=0.5 (tol=0.0001)",
+        "timings": {},
+    }
 
 
 def result(task, score=0.25, fail_at=None, compile_error=None):
@@ -42,33 +57,67 @@ def result(task, score=0.25, fail_at=None, compile_error=None):
             break
     correct = fail_at is None and compile_error is None
     reason = compile_error or (sizes[-1]["fail_reason"] if fail_at is not None else None)
-    return {"task": task.name, "backend": "metal", "device": "Apple M1 Pro",
-            "candidate": {"compile_ok": compile_error is None, "correct": correct,
-                          "score": score if correct else 0.0, "phi": 0.987654,
-                          "fail_reason": reason},
-            "sizes": [] if compile_error else sizes}
+    return {
+        "task": task.name,
+        "backend": "metal",
+        "device": "Apple M1 Pro",
+        "candidate": {
+            "compile_ok": compile_error is None,
+            "correct": correct,
+            "score": score if correct else 0.0,
+            "phi": 0.987654,
+            "fail_reason": reason,
+        },
+        "sizes": [] if compile_error else sizes,
+    }
 
 
 def record(it, role="candidate", correct=True, score=0.2, new_best=False, compile_ok=True):
-    return {"iteration": it, "role": role, "compile_ok": compile_ok, "correct": correct,
-            "score": score if correct else 0.0, "is_new_best": new_best}
+    return {
+        "iteration": it,
+        "role": role,
+        "compile_ok": compile_ok,
+        "correct": correct,
+        "score": score if correct else 0.0,
+        "is_new_best": new_best,
+    }
 
 
 def prompts(task):
     seed = task.seed("metal")
     sys_p = system_prompt(task, "metal")
-    first = user_prompt(task, "metal", iteration=1, seed_source=seed, seed_result=result(task),
-                        previous=None, incumbent=None, history=[], stagnation=False)
-    history = [record(0, "seed", score=0.25, new_best=True), record(1, score=0.3, new_best=True),
-               record(2, correct=False)]
-    third = user_prompt(task, "metal", iteration=3, seed_source=seed, seed_result=result(task),
-                        previous=(seed + "// tweak\n", result(task, fail_at=1)),
-                        incumbent=(seed + "// better\n", result(task, score=0.3)),
-                        history=history, stagnation=True)
+    first = user_prompt(
+        task,
+        "metal",
+        iteration=1,
+        seed_source=seed,
+        seed_result=result(task),
+        previous=None,
+        incumbent=None,
+        history=[],
+        stagnation=False,
+    )
+    history = [
+        record(0, "seed", score=0.25, new_best=True),
+        record(1, score=0.3, new_best=True),
+        record(2, correct=False),
+    ]
+    third = user_prompt(
+        task,
+        "metal",
+        iteration=3,
+        seed_source=seed,
+        seed_result=result(task),
+        previous=(seed + "// tweak\n", result(task, fail_at=1)),
+        incumbent=(seed + "// better\n", result(task, score=0.3)),
+        history=history,
+        stagnation=True,
+    )
     return sys_p, first, third
 
 
 # --- an independent dry run: what each kernel is given at a size ----------------
+
 
 class _Stop(Exception):
     pass
@@ -81,8 +130,10 @@ def first_launches(task, params):
     def launch(name, inputs, outputs):
         c = task.kernel(name)
         if name not in seen:
-            seen[name] = ([ArgInfo(dtype_name(inputs[n].dtype), tuple(inputs[n].shape))
-                           for n in c.inputs], [outputs[n][1] for n in c.outputs])
+            seen[name] = (
+                [ArgInfo(dtype_name(inputs[n].dtype), tuple(inputs[n].shape)) for n in c.inputs],
+                [outputs[n][1] for n in c.outputs],
+            )
         if len(seen) == len(task.kernels):
             raise _Stop
         return {n: mx.zeros(outputs[n][0], dtype=getattr(mx, outputs[n][1])) for n in c.outputs}
@@ -96,12 +147,21 @@ def first_launches(task, params):
 def expected_signature(task, kernel, params):
     infos, out_dtypes = first_launches(task, params)[kernel]
     c = task.kernel(kernel)
-    text = metal_source(c.name, list(c.inputs), list(c.outputs), "", "", infos, out_dtypes,
-                        atomic_outputs=c.atomic_outputs).text
-    return text[:text.index(") {\n") + 3]
+    text = metal_source(
+        c.name,
+        list(c.inputs),
+        list(c.outputs),
+        "",
+        "",
+        infos,
+        out_dtypes,
+        atomic_outputs=c.atomic_outputs,
+    ).text
+    return text[: text.index(") {\n") + 3]
 
 
 # --- held-out leak detection -------------------------------------------------------
+
 
 def held_out_leaks(task, text):
     """Each way a held-out size could show: its label as a token (unless it is a bare
@@ -136,6 +196,7 @@ def test_leak_detector_sees_a_planted_size():
 
 
 # --- per task ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", TASKS)
 def test_prompts_cover_the_contract_and_leak_no_held_out_size(name):
@@ -189,6 +250,7 @@ def test_pipeline_feeds_are_described():
 
 # --- result lines ----------------------------------------------------------------------
 
+
 def test_format_result_lines():
     task = load_task("heat2d")
     text = format_result(result(task, score=0.25))
@@ -220,6 +282,7 @@ def test_format_result_drops_held_out_sizes_and_phi():
 
 # --- how each size was timed: timer, noise, time per kernel -----------------------
 
+
 def profiled(size, i, kernels, timer="cupti", noise=0.031, held_out=False):
     entry = size_entry(size, i, held_out=held_out)
     entry.update(timer=timer, noise=noise, kernels=kernels)
@@ -231,16 +294,23 @@ def test_format_result_shows_the_kernel_breakdown():
     sizes = task.size_set("in-dist")
     res = result(task, score=0.25)
     # 30 launches of 18.6 us out of a 0.786 ms run (71 %), the rest in the reduction
-    res["sizes"][0] = profiled(sizes[0], 0, {
-        "gradshaf_axis_reduce": {"launches": 30, "seconds": 30 * 7.6e-6},
-        "gradshaf_step": {"launches": 30, "seconds": 30 * 18.6e-6}})
+    res["sizes"][0] = profiled(
+        sizes[0],
+        0,
+        {
+            "gradshaf_axis_reduce": {"launches": 30, "seconds": 30 * 7.6e-6},
+            "gradshaf_step": {"launches": 30, "seconds": 30 * 18.6e-6},
+        },
+    )
     res["sizes"][0]["seconds"] = 30 * (18.6e-6 + 7.6e-6)
     res["sizes"][1] = profiled(sizes[1], 1, {}, timer="wall", noise=0.2)
     res["candidate"]["noise"] = 0.042
     lines = format_result(res).splitlines()
     assert lines[1] == "  timer cupti, noise 3.1% (spread of the timed runs)"
-    assert lines[2] == ("  time per kernel: gradshaf_step 71% of the run, 30 launches, 18.6 us "
-                        "each; gradshaf_axis_reduce 29% of the run, 30 launches, 7.6 us each")
+    assert lines[2] == (
+        "  time per kernel: gradshaf_step 71% of the run, 30 launches, 18.6 us "
+        "each; gradshaf_axis_reduce 29% of the run, 30 launches, 7.6 us each"
+    )
     # The wall timer sees no kernels: its line says what it is, and no breakdown follows.
     wall = lines.index(next(l for l in lines if l.startswith(sizes[1].label)))
     assert lines[wall + 1].startswith("  timer wall (wall clock per run: an upper bound")
@@ -252,8 +322,10 @@ def test_kernel_breakdown_lists_the_longest_first_and_sums_the_rest():
     task = load_task("saxpy")
     size = task.size_set("in-dist")[0]
     kernels = {f"k{i}": {"launches": 1, "seconds": (i + 1) * 1e-6} for i in range(8)}
-    res = {"candidate": {"compile_ok": True, "correct": True, "score": 0.5},
-           "sizes": [profiled(size, 0, kernels, timer="sim")]}
+    res = {
+        "candidate": {"compile_ok": True, "correct": True, "score": 0.5},
+        "sizes": [profiled(size, 0, kernels, timer="sim")],
+    }
     res["sizes"][0]["seconds"] = 36e-6
     line = format_result(res).splitlines()[2]
     assert line.startswith("  time per kernel: k7 22% of the run, 1 launch, 8 us each; k6 ")
@@ -264,17 +336,27 @@ def test_breakdown_never_for_a_held_out_size():
     task = load_task("heat2d")
     res = result(task, score=0.25)
     held = task.size_set("held-out")[0]
-    res["sizes"].append(profiled(held, 3, {"heat_step": {"launches": 75, "seconds": 0.075}},
-                                 noise=0.777, held_out=True))
+    res["sizes"].append(
+        profiled(
+            held, 3, {"heat_step": {"launches": 75, "seconds": 0.075}}, noise=0.777, held_out=True
+        )
+    )
     text = format_result(res)
     assert held.label not in text and "75 launches" not in text and "77.7%" not in text
     assert held_out_leaks(task, text) == []
     # ... nor in a user prompt built from it, as incumbent or previous attempt.
     history = [record(0, "seed", score=0.25, new_best=True), record(1, score=0.3)]
-    prompt = user_prompt(task, "metal", iteration=2, seed_source=task.seed(), seed_result=res,
-                         previous=(task.seed() + "// a\n", res),
-                         incumbent=(task.seed() + "// b\n", res), history=history,
-                         stagnation=False)
+    prompt = user_prompt(
+        task,
+        "metal",
+        iteration=2,
+        seed_source=task.seed(),
+        seed_result=res,
+        previous=(task.seed() + "// a\n", res),
+        incumbent=(task.seed() + "// b\n", res),
+        history=history,
+        stagnation=False,
+    )
     assert "75 launches" not in prompt and held_out_leaks(task, prompt) == []
 
 
@@ -284,18 +366,30 @@ def test_user_prompt_shows_the_breakdown_of_incumbent_and_previous():
 
     def res(launches, us):
         r = result(task, score=0.25)
-        r["sizes"][0] = profiled(size, 0, {"heat_step": {"launches": launches,
-                                                         "seconds": launches * us * 1e-6}})
+        r["sizes"][0] = profiled(
+            size, 0, {"heat_step": {"launches": launches, "seconds": launches * us * 1e-6}}
+        )
         r["sizes"][0]["seconds"] = launches * us * 1e-6
         return r
-    history = [record(0, "seed", score=0.25, new_best=True), record(1, score=0.3, new_best=True),
-               record(2, score=0.28)]
-    text = user_prompt(task, "metal", iteration=3, seed_source=task.seed(),
-                       seed_result=result(task), previous=(task.seed() + "// p\n", res(50, 12.5)),
-                       incumbent=(task.seed() + "// i\n", res(50, 9.25)), history=history,
-                       stagnation=False)
-    previous = text[text.index("## Your previous attempt"):text.index("## Current best")]
-    incumbent = text[text.index("## Current best"):text.index("## History")]
+
+    history = [
+        record(0, "seed", score=0.25, new_best=True),
+        record(1, score=0.3, new_best=True),
+        record(2, score=0.28),
+    ]
+    text = user_prompt(
+        task,
+        "metal",
+        iteration=3,
+        seed_source=task.seed(),
+        seed_result=result(task),
+        previous=(task.seed() + "// p\n", res(50, 12.5)),
+        incumbent=(task.seed() + "// i\n", res(50, 9.25)),
+        history=history,
+        stagnation=False,
+    )
+    previous = text[text.index("## Your previous attempt") : text.index("## Current best")]
+    incumbent = text[text.index("## Current best") : text.index("## History")]
     assert "heat_step 100% of the run, 50 launches, 12.5 us each" in previous
     assert "heat_step 100% of the run, 50 launches, 9.25 us each" in incumbent
     assert "strictly higher score." in text and "timing noise" not in text
@@ -303,53 +397,90 @@ def test_user_prompt_shows_the_breakdown_of_incumbent_and_previous():
 
 def test_noise_aware_rule_and_re_timing_in_the_prompt():
     task = load_task("saxpy")
-    kept = dict(record(1, score=0.3, new_best=True),
-                comparison={"speedup": 1.2, "verdict": "improved", "accepted": True})
-    dropped = dict(record(2, score=0.31),
-                   comparison={"speedup": 1.031, "verdict": "within noise", "accepted": False})
+    kept = dict(
+        record(1, score=0.3, new_best=True),
+        comparison={"speedup": 1.2, "verdict": "improved", "accepted": True},
+    )
+    dropped = dict(
+        record(2, score=0.31),
+        comparison={"speedup": 1.031, "verdict": "within noise", "accepted": False},
+    )
     failed = dict(record(3, score=0.32), comparison={"error": "crash", "accepted": False})
     assert format_history_line(kept).endswith(
-        "| re-timed against the incumbent: 1.200x, improved, kept")
+        "| re-timed against the incumbent: 1.200x, improved, kept"
+    )
     assert format_history_line(dropped) == (
         "iter 2: compile=OK | correct=True | score=0.3100 | re-timed against the incumbent: "
-        "1.031x, within noise, not kept")
+        "1.031x, within noise, not kept"
+    )
     assert format_history_line(failed).endswith("| re-timing failed, not kept")
-    text = user_prompt(task, "metal", iteration=4, seed_source=task.seed(),
-                       seed_result=result(task), previous=(task.seed() + "//x\n", result(task)),
-                       incumbent=None, history=[record(0, "seed", new_best=True), kept, dropped,
-                                                failed],
-                       stagnation=False, accept="noise-aware")
+    text = user_prompt(
+        task,
+        "metal",
+        iteration=4,
+        seed_source=task.seed(),
+        seed_result=result(task),
+        previous=(task.seed() + "//x\n", result(task)),
+        incumbent=None,
+        history=[record(0, "seed", new_best=True), kept, dropped, failed],
+        stagnation=False,
+        accept="noise-aware",
+    )
     assert "1.031x, within noise, not kept" in text
     assert "a speedup beyond the timing noise when the two are re-timed side by side" in text
 
 
 # --- history and stagnation -----------------------------------------------------------
 
+
 def test_history_shows_the_last_eight_entries():
     task = load_task("saxpy")
-    history = [record(0, "seed", score=0.5, new_best=True)] + \
-        [record(i, score=0.1 * (i % 5)) for i in range(1, 12)] + [record(12, "skipped")]
-    text = user_prompt(task, "metal", iteration=13, seed_source=task.seed(),
-                       seed_result=result(task), previous=(task.seed() + "//x\n", result(task)),
-                       incumbent=None, history=history, stagnation=False)
+    history = (
+        [record(0, "seed", score=0.5, new_best=True)]
+        + [record(i, score=0.1 * (i % 5)) for i in range(1, 12)]
+        + [record(12, "skipped")]
+    )
+    text = user_prompt(
+        task,
+        "metal",
+        iteration=13,
+        seed_source=task.seed(),
+        seed_result=result(task),
+        previous=(task.seed() + "//x\n", result(task)),
+        incumbent=None,
+        history=history,
+        stagnation=False,
+    )
     shown = re.findall(r"^iter (\d+): ", text, re.M)
     assert shown == [str(i) for i in range(5, 13)] and len(shown) == HISTORY_LINES
     assert "iter 12: compile=FAIL | correct=False | score=N/A" in text
     assert "no usable ```metal block" in text
     assert "## Stagnation notice" not in text
-    assert format_history_line(record(3, score=0.31234)) == \
-        "iter 3: compile=OK | correct=True | score=0.3123"
-    assert format_history_line(record(4, correct=False, compile_ok=False)) == \
-        "iter 4: compile=FAIL | correct=False | score=N/A"
+    assert (
+        format_history_line(record(3, score=0.31234))
+        == "iter 3: compile=OK | correct=True | score=0.3123"
+    )
+    assert (
+        format_history_line(record(4, correct=False, compile_ok=False))
+        == "iter 4: compile=FAIL | correct=False | score=N/A"
+    )
 
 
 def test_incumbent_shown_only_when_it_differs():
     task = load_task("saxpy")
     src = task.seed() + "// v2\n"
     history = [record(0, "seed", score=0.2, new_best=True), record(1, score=0.3, new_best=True)]
-    text = user_prompt(task, "metal", iteration=2, seed_source=task.seed(), seed_result=result(task),
-                       previous=(src, result(task, 0.3)), incumbent=(src, result(task, 0.3)),
-                       history=history, stagnation=False)
+    text = user_prompt(
+        task,
+        "metal",
+        iteration=2,
+        seed_source=task.seed(),
+        seed_result=result(task),
+        previous=(src, result(task, 0.3)),
+        incumbent=(src, result(task, 0.3)),
+        history=history,
+        stagnation=False,
+    )
     assert "## Current best (incumbent)" not in text
     assert "## Your previous attempt (iteration 1)" in text
 
@@ -360,30 +491,53 @@ def test_stagnating_rule():
     near = [record(i, score=s) for i, s in zip((2, 3, 4), (0.9, 0.86, 0.95))]
     assert stagnating([seed, best] + near)
     # Failures and skips in between do not break the run of correct candidates.
-    mixed = [seed, best, near[0], record(3, correct=False), record(4, "skipped", correct=False),
-             record(5, score=0.86), record(6, score=0.95)]
+    mixed = [
+        seed,
+        best,
+        near[0],
+        record(3, correct=False),
+        record(4, "skipped", correct=False),
+        record(5, score=0.86),
+        record(6, score=0.95),
+    ]
     assert stagnating(mixed)
-    assert not stagnating([seed, best] + near[:2])                  # only 2 correct candidates
+    assert not stagnating([seed, best] + near[:2])  # only 2 correct candidates
     assert not stagnating([seed, best, near[0], near[1], record(4, score=0.84)])  # one far below
     assert not stagnating([seed, near[0], near[1], record(4, score=1.0, new_best=True)])
     # Three candidates all equal to the best, one of which set it: not stagnating yet.
-    assert not stagnating([seed, record(1, score=1.0, new_best=True), record(2, score=1.0),
-                           record(3, score=1.0)])
-    assert stagnating([seed, record(1, score=1.0, new_best=True), record(2, score=1.0),
-                       record(3, score=1.0), record(4, score=1.0)])
+    assert not stagnating(
+        [seed, record(1, score=1.0, new_best=True), record(2, score=1.0), record(3, score=1.0)]
+    )
+    assert stagnating(
+        [
+            seed,
+            record(1, score=1.0, new_best=True),
+            record(2, score=1.0),
+            record(3, score=1.0),
+            record(4, score=1.0),
+        ]
+    )
     assert not stagnating([])
     # The seed counts toward best but is not one of the three candidates.
-    assert not stagnating([record(0, "seed", score=1.0, new_best=True), record(1, score=0.9),
-                           record(2, score=0.9)])
+    assert not stagnating(
+        [record(0, "seed", score=1.0, new_best=True), record(1, score=0.9), record(2, score=0.9)]
+    )
 
 
 def test_after_a_skipped_first_iteration():
     task = load_task("nbody")
     history = [record(0, "seed", score=0.2, new_best=True), record(1, "skipped", correct=False)]
-    text = user_prompt(task, "cuda", iteration=2, seed_source="//! kernel nbody_step\n;\n",
-                       seed_result=result(task), previous=None,
-                       incumbent=("//! kernel nbody_step\n;\n", result(task, 0.2)),
-                       history=history, stagnation=False)
+    text = user_prompt(
+        task,
+        "cuda",
+        iteration=2,
+        seed_source="//! kernel nbody_step\n;\n",
+        seed_result=result(task),
+        previous=None,
+        incumbent=("//! kernel nbody_step\n;\n", result(task, 0.2)),
+        history=history,
+        stagnation=False,
+    )
     assert "Your answer at iteration 1 contained no usable ```cuda block" in text
     assert "## Current best (incumbent)\n```cuda\n" in text
     assert "iter 1: compile=FAIL | correct=False | score=N/A" in text

@@ -1,5 +1,6 @@
 """Proposers: the real openai / anthropic SDKs against a local scripted server,
 the offline autotuner, replay, routing and prices."""
+
 from __future__ import annotations
 
 import json
@@ -43,15 +44,23 @@ for (uint k = 0; k < VEC; ++k) {
 """
 
 # (api, model, which base URL the SDK needs)
-APIS = [("anthropic", "claude-opus-4-1", "url"),
-        ("openai", "gpt-5", "openai_url"),
-        ("openai-chat", "qwen3-coder", "openai_url")]
+APIS = [
+    ("anthropic", "claude-opus-4-1", "url"),
+    ("openai", "gpt-5", "openai_url"),
+    ("openai-chat", "qwen3-coder", "openai_url"),
+]
 
 
 def ctx_for(incumbent: str = SAXPY_SEED, iteration: int = 1, tried=(), task: str = "saxpy"):
-    return PromptContext(task=task, dialect="metal", iteration=iteration,
-                         system="SYSTEM PROMPT", user="USER PROMPT",
-                         incumbent_source=incumbent, tried_sources=list(tried))
+    return PromptContext(
+        task=task,
+        dialect="metal",
+        iteration=iteration,
+        system="SYSTEM PROMPT",
+        user="USER PROMPT",
+        incumbent_source=incumbent,
+        tried_sources=list(tried),
+    )
 
 
 def proposer_for(fake, api, model, url_attr, **kw):
@@ -63,11 +72,18 @@ def proposer_for(fake, api, model, url_attr, **kw):
 
 # --- LLM proposers against the fake server ---------------------------------------
 
+
 @pytest.mark.parametrize("api,model,url_attr", APIS)
 @pytest.mark.slow
 def test_success_captures_text_usage_cost_reasoning(fake, api, model, url_attr):
-    fake.script(ok(SAXPY_ANSWER, reasoning="VEC=4 amortises index math.",
-                   input_tokens=2000, output_tokens=1000))
+    fake.script(
+        ok(
+            SAXPY_ANSWER,
+            reasoning="VEC=4 amortises index math.",
+            input_tokens=2000,
+            output_tokens=1000,
+        )
+    )
     p = proposer_for(fake, api, model, url_attr)
     r = p.propose(ctx_for())
     assert r.error is None
@@ -97,8 +113,10 @@ def test_success_captures_text_usage_cost_reasoning(fake, api, model, url_attr):
         assert body["reasoning"] == {"effort": "high", "summary": "auto"}
     else:
         assert fake.requests[0]["path"] == "/v1/chat/completions"
-        assert body["messages"] == [{"role": "system", "content": "SYSTEM PROMPT"},
-                                    {"role": "user", "content": "USER PROMPT"}]
+        assert body["messages"] == [
+            {"role": "system", "content": "SYSTEM PROMPT"},
+            {"role": "user", "content": "USER PROMPT"},
+        ]
 
 
 @pytest.mark.parametrize("api,model,url_attr", APIS)
@@ -116,7 +134,7 @@ def test_persistent_server_error_becomes_proposal_error(fake, api, model, url_at
     assert r.text is None
     assert r.error.startswith("InternalServerError: ") and "boom" in r.error
     assert r.error.endswith("(gave up after 3 attempts)")
-    assert len(fake.requests) == 3          # the first try and two retries
+    assert len(fake.requests) == 3  # the first try and two retries
 
 
 @pytest.mark.parametrize("api,model,url_attr", APIS)
@@ -144,8 +162,10 @@ def test_answers_without_usable_code_are_returned_as_is(fake, api, model, url_at
 def test_chat_reasoning_field_and_think_tags(fake):
     p = proposer_for(fake, "auto", "local-model", "openai_url")
     assert isinstance(p, OpenAIChatProposer)
-    fake.script(ok("answer", reasoning="via reasoning", reasoning_field="reasoning"),
-                ok("<think>draft ```metal\nold\n```</think>\n\n" + SAXPY_ANSWER))
+    fake.script(
+        ok("answer", reasoning="via reasoning", reasoning_field="reasoning"),
+        ok("<think>draft ```metal\nold\n```</think>\n\n" + SAXPY_ANSWER),
+    )
     r = p.propose(ctx_for())
     assert (r.text, r.reasoning) == ("answer", "via reasoning")
     r = p.propose(ctx_for())
@@ -162,8 +182,11 @@ def test_chat_with_base_url_needs_no_key(fake, monkeypatch):
 
 def test_anthropic_thinking_modes(fake):
     fake.script(ok(times=3))
-    for model, kind in [("claude-opus-4-6", "adaptive"), ("claude-3-haiku-20240307", None),
-                        ("claude-opus-4-1-20250805", "enabled")]:
+    for model, kind in [
+        ("claude-opus-4-6", "adaptive"),
+        ("claude-3-haiku-20240307", None),
+        ("claude-opus-4-1-20250805", "enabled"),
+    ]:
         make_proposer(model, base_url=fake.url, api="anthropic").propose(ctx_for())
         assert fake.requests[-1]["body"].get("thinking", {}).get("type") == kind
     assert fake.requests[0]["body"]["output_config"] == {"effort": "high"}
@@ -177,9 +200,15 @@ def test_openai_non_reasoning_model_sends_no_reasoning(fake):
 
 # --- keys and routing ---------------------------------------------------------------
 
-@pytest.mark.parametrize("model,api,var", [("claude-opus-4-5", "auto", "ANTHROPIC_API_KEY"),
-                                           ("gpt-5", "auto", "OPENAI_API_KEY"),
-                                           ("gpt-4.1", "openai-chat", "OPENAI_API_KEY")])
+
+@pytest.mark.parametrize(
+    "model,api,var",
+    [
+        ("claude-opus-4-5", "auto", "ANTHROPIC_API_KEY"),
+        ("gpt-5", "auto", "OPENAI_API_KEY"),
+        ("gpt-4.1", "openai-chat", "OPENAI_API_KEY"),
+    ],
+)
 def test_missing_key_names_the_variable(monkeypatch, model, api, var):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -196,13 +225,18 @@ def test_routing(monkeypatch, tmp_path):
     assert isinstance(make_proposer("claude-opus-4-5"), AnthropicProposer)
     assert isinstance(make_proposer("gpt-5"), OpenAIProposer)
     assert isinstance(make_proposer("o3"), OpenAIProposer)
-    assert isinstance(make_proposer("claude-x", base_url="http://127.0.0.1:1/v1"), OpenAIChatProposer)
-    assert isinstance(make_proposer("gemini-2.5-pro", base_url="http://127.0.0.1:1/v1"),
-                      OpenAIChatProposer)
+    assert isinstance(
+        make_proposer("claude-x", base_url="http://127.0.0.1:1/v1"), OpenAIChatProposer
+    )
+    assert isinstance(
+        make_proposer("gemini-2.5-pro", base_url="http://127.0.0.1:1/v1"), OpenAIChatProposer
+    )
     assert isinstance(make_proposer("gpt-5", api="openai-chat"), OpenAIChatProposer)
     assert isinstance(make_proposer("my-claude-finetune", api="anthropic"), AnthropicProposer)
-    assert make_proposer("mlx-community/Qwen3 8B", base_url="http://x/v1").name == \
-        "mlx-community-Qwen3-8B"
+    assert (
+        make_proposer("mlx-community/Qwen3 8B", base_url="http://x/v1").name
+        == "mlx-community-Qwen3-8B"
+    )
     with pytest.raises(ProposerError, match="unknown api"):
         make_proposer("gpt-5", api="gemini")
     with pytest.raises(ProposerError, match="no NN_candidate"):
@@ -213,11 +247,14 @@ def test_routing(monkeypatch, tmp_path):
 
 # --- secrets: a key goes only to its own provider (issue 12, outcome 1) ---------------
 
-SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-REAL-anthropic-0123456789",
-           "OPENAI_API_KEY": "sk-REAL-openai-0123456789",
-           "ANTHROPIC_AUTH_TOKEN": "REAL-anthropic-token-0123456789",
-           "OPENAI_ORG_ID": "org-REAL-0123456789", "OPENAI_PROJECT_ID": "proj_REAL-0123456789",
-           "MY_LOCAL_KEY": "local-server-key-0123456789"}
+SECRETS = {
+    "ANTHROPIC_API_KEY": "sk-ant-REAL-anthropic-0123456789",
+    "OPENAI_API_KEY": "sk-REAL-openai-0123456789",
+    "ANTHROPIC_AUTH_TOKEN": "REAL-anthropic-token-0123456789",
+    "OPENAI_ORG_ID": "org-REAL-0123456789",
+    "OPENAI_PROJECT_ID": "proj_REAL-0123456789",
+    "MY_LOCAL_KEY": "local-server-key-0123456789",
+}
 
 
 @pytest.fixture
@@ -255,10 +292,14 @@ def test_api_key_env_sends_exactly_that_variable(secrets, api, model, url_attr):
     assert SECRETS["MY_LOCAL_KEY"] not in repr(p)
 
 
-@pytest.mark.parametrize("api,model,key_var,official", [
-    ("anthropic", "claude-opus-4-1", "ANTHROPIC_API_KEY", "https://api.anthropic.com"),
-    ("openai", "gpt-5", "OPENAI_API_KEY", "https://api.openai.com/v1"),
-    ("openai-chat", "gpt-4.1", "OPENAI_API_KEY", "https://api.openai.com/v1")])
+@pytest.mark.parametrize(
+    "api,model,key_var,official",
+    [
+        ("anthropic", "claude-opus-4-1", "ANTHROPIC_API_KEY", "https://api.anthropic.com"),
+        ("openai", "gpt-5", "OPENAI_API_KEY", "https://api.openai.com/v1"),
+        ("openai-chat", "gpt-4.1", "OPENAI_API_KEY", "https://api.openai.com/v1"),
+    ],
+)
 def test_official_endpoint_gets_its_own_key(secrets, monkeypatch, api, model, key_var, official):
     # *_BASE_URL in the environment must not carry the key elsewhere.
     monkeypatch.setenv("OPENAI_BASE_URL", secrets.openai_url)
@@ -275,7 +316,7 @@ def test_official_endpoint_gets_its_own_key(secrets, monkeypatch, api, model, ke
         headers = secrets.requests[0]["headers"]
         sent = headers.get("x-api-key") or headers["authorization"].removeprefix("Bearer ")
         assert sent == SECRETS[key_var]
-        if api != "anthropic":     # the account's ids go along to OpenAI itself
+        if api != "anthropic":  # the account's ids go along to OpenAI itself
             assert headers["openai-organization"] == SECRETS["OPENAI_ORG_ID"]
 
 
@@ -295,10 +336,11 @@ def test_a_key_echoed_by_the_server_is_redacted(secrets, api, model, url_attr):
     r = proposer_for(secrets, api, model, url_attr, api_key_env="MY_LOCAL_KEY").propose(ctx_for())
     assert r.text is None and "401" in r.error and "[API key]" in r.error
     assert SECRETS["MY_LOCAL_KEY"] not in r.error
-    assert len(secrets.requests) == 1          # a client error is not retried
+    assert len(secrets.requests) == 1  # a client error is not retried
 
 
 # --- prices ---------------------------------------------------------------------
+
 
 def test_prices(tmp_path):
     assert lookup_price("claude-opus-4-1-20250805") == (15.0, 75.0)
@@ -321,10 +363,11 @@ def test_prices(tmp_path):
 
 def test_worst_case_cost_and_unpriced_models(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "o")
-    assert estimate_tokens("") == 0 and estimate_tokens("abcd") == 2     # 3 characters a token
+    assert estimate_tokens("") == 0 and estimate_tokens("abcd") == 2  # 3 characters a token
     assert worst_case_cost("unknown-local", "x" * 300, 1000) is None
     assert worst_case_cost("gpt-5", "x" * 3000, 1000) == pytest.approx(
-        (1000 * 1.25 + 1000 * 10.0) / 1e6)
+        (1000 * 1.25 + 1000 * 10.0) / 1e6
+    )
     p = make_proposer("gpt-5", max_tokens=2000)
     ctx = ctx_for()
     prompt_tokens = estimate_tokens(ctx.system + ctx.user)
@@ -332,13 +375,15 @@ def test_worst_case_cost_and_unpriced_models(monkeypatch):
     assert p.unpriced_model is None
     local = make_proposer("qwen3-coder", base_url="http://127.0.0.1:1/v1")
     assert local.unpriced_model == "qwen3-coder" and local.worst_case_cost(ctx) is None
-    priced = make_proposer("qwen3-coder", base_url="http://127.0.0.1:1/v1",
-                           prices={"qwen3-coder": (0.0, 0.0)})
+    priced = make_proposer(
+        "qwen3-coder", base_url="http://127.0.0.1:1/v1", prices={"qwen3-coder": (0.0, 0.0)}
+    )
     assert priced.unpriced_model is None and priced.worst_case_cost(ctx) == 0.0
     assert AutotuneProposer().unpriced_model is None
 
 
 # --- autotune -------------------------------------------------------------------
+
 
 def run_autotune(incumbent: str, seed: int = 0, limit: int = 500):
     """Propose until exhausted, feeding back every proposal as tried."""
@@ -363,10 +408,11 @@ def test_autotune_param_candidate_singles_first_then_exhausts():
     assert len(tried) == 3 * 6 - 1 == len(set(tried))
     assert PARAM_CANDIDATE not in tried
     cands = [parse(t) for t in tried]
-    singles = [sum([c.params[0].default != 2, c.kernels[0].threadgroup != "(256, 1, 1)"])
-               for c in cands]
+    singles = [
+        sum([c.params[0].default != 2, c.kernels[0].threadgroup != "(256, 1, 1)"]) for c in cands
+    ]
     assert singles[:7] == [1] * 7 and set(singles[7:]) == {2}
-    for c in cands:      # grid kept, choices kept
+    for c in cands:  # grid kept, choices kept
         assert c.kernels[0].grid == "(ceil_div(N, VEC), 1, 1)"
         assert c.params[0].choices == (1, 2, 4)
 
@@ -394,7 +440,9 @@ def test_autotune_2d_and_size_tied_threadgroups():
     assert all(32 <= x * y <= 1024 and z == 1 for x, y, z in shapes)
     tied = parse("//! kernel k\n//! grid = (N, N * N, 1)\n//! threadgroup = (N, 1, 1)\nx;\n")
     assert AutotuneProposer().axes(tied, "no-such-task") == []
-    single_group = parse("//! kernel k\n//! grid = (256, 1, 1)\n//! threadgroup = (256, 1, 1)\nx;\n")
+    single_group = parse(
+        "//! kernel k\n//! grid = (256, 1, 1)\n//! threadgroup = (256, 1, 1)\nx;\n"
+    )
     assert AutotuneProposer().axes(single_group, "no-such-task") == []
     r = AutotuneProposer().propose(ctx_for(render(tied), task="no-such-task"))
     assert r.text is None and "exhausted" in r.error
@@ -406,6 +454,7 @@ def test_autotune_unparsable_incumbent():
 
 
 # --- replay ---------------------------------------------------------------------
+
 
 def test_replay(tmp_path):
     first = render(parse(PARAM_CANDIDATE))

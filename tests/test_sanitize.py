@@ -10,6 +10,7 @@ Thread (..)` / `Read Thread (..)` line per access; the closing summaries). A
 fake compute-sanitizer (a script that writes such a report) stands in for the
 real one where a process is needed.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ from mlxsci.sanitizer import (
     verdict,
 )
 
-SAXPY_FN = ("mlx::core::cu::custom_kernel_saxpy(const float *, const float *, const float *, "
-            "const unsigned int *, float *)")
+SAXPY_FN = (
+    "mlx::core::cu::custom_kernel_saxpy(const float *, const float *, const float *, "
+    "const unsigned int *, float *)"
+)
 REDUCE_FN = "mlx::core::cu::custom_kernel_block_sum_64(const float *, float *)"
 
 MEMCHECK_OOB = f"""========= COMPUTE-SANITIZER
@@ -81,14 +84,20 @@ RACECHECK_WARNING_ONLY = f"""========= COMPUTE-SANITIZER
 """
 
 MEMCHECK_CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
-RACECHECK_CLEAN = ("========= COMPUTE-SANITIZER\n"
-                   "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
-TOOL_FAILED = ("========= COMPUTE-SANITIZER\n"
-               "========= Error: No attachable process found. compute-sanitizer timed-out.\n")
-API_ERROR_ONLY = ("========= COMPUTE-SANITIZER\n"
-                  '========= Program hit cudaErrorNotSupported (error 801) due to "operation not '
-                  'supported" on CUDA API call to cuDeviceGetAttribute.\n'
-                  "=========\n========= ERROR SUMMARY: 1 error\n")
+RACECHECK_CLEAN = (
+    "========= COMPUTE-SANITIZER\n"
+    "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+)
+TOOL_FAILED = (
+    "========= COMPUTE-SANITIZER\n"
+    "========= Error: No attachable process found. compute-sanitizer timed-out.\n"
+)
+API_ERROR_ONLY = (
+    "========= COMPUTE-SANITIZER\n"
+    '========= Program hit cudaErrorNotSupported (error 801) due to "operation not '
+    'supported" on CUDA API call to cuDeviceGetAttribute.\n'
+    "=========\n========= ERROR SUMMARY: 1 error\n"
+)
 
 
 # ------------------------------------------------------------ the parser
@@ -97,13 +106,19 @@ def test_memcheck_out_of_bounds_write_is_named():
     assert len(faults) == 2
     f = faults[0]
     assert (f.kind, f.kernel, f.thread, f.block) == (
-        "Invalid __global__ write of size 4 bytes", "saxpy", "(232,0,0)", "(3,0,0)")
+        "Invalid __global__ write of size 4 bytes",
+        "saxpy",
+        "(232,0,0)",
+        "(3,0,0)",
+    )
     assert f.address == "0x7f3a1e000fa0 is out of bounds"
     text = verdict(faults, MEMCHECK_OOB)
-    assert text == ("compute-sanitizer memcheck: Invalid __global__ write of size 4 bytes in "
-                    "kernel saxpy by thread (232,0,0) in block (3,0,0): address 0x7f3a1e000fa0 is out "
-                    "of bounds (is 0 bytes after the nearest allocation at 0x7f3a1e000000 of "
-                    "size 4000 bytes); 23 more error(s) reported")
+    assert text == (
+        "compute-sanitizer memcheck: Invalid __global__ write of size 4 bytes in "
+        "kernel saxpy by thread (232,0,0) in block (3,0,0): address 0x7f3a1e000fa0 is out "
+        "of bounds (is 0 bytes after the nearest allocation at 0x7f3a1e000000 of "
+        "size 4000 bytes); 23 more error(s) reported"
+    )
 
 
 def test_racecheck_shared_memory_hazard_is_named():
@@ -115,7 +130,8 @@ def test_racecheck_shared_memory_hazard_is_named():
     assert verdict(faults, RACECHECK_HAZARD) == (
         "compute-sanitizer racecheck: Potential RAW hazard (a shared-memory race) in kernel "
         "block_sum_64 Write by thread (32,0,0), Read by thread (0,0,0) in block (2,0,0): "
-        "address __shared__ 0x80")
+        "address __shared__ 0x80"
+    )
 
 
 def test_racecheck_analysis_report_is_named():
@@ -124,9 +140,14 @@ def test_racecheck_analysis_report_is_named():
     assert [role for role, _ in f.accesses] == ["Write", "Read"]
 
 
-@pytest.mark.parametrize("clean,tool", [(MEMCHECK_CLEAN, "memcheck"),
-                                        (RACECHECK_CLEAN, "racecheck"),
-                                        (RACECHECK_WARNING_ONLY, "racecheck")])
+@pytest.mark.parametrize(
+    "clean,tool",
+    [
+        (MEMCHECK_CLEAN, "memcheck"),
+        (RACECHECK_CLEAN, "racecheck"),
+        (RACECHECK_WARNING_ONLY, "racecheck"),
+    ],
+)
 def test_clean_runs_have_no_fault(clean, tool):
     assert parse_sanitizer_log(clean, tool) == []
 
@@ -134,7 +155,8 @@ def test_clean_runs_have_no_fault(clean, tool):
 def test_the_tool_failing_is_not_a_kernel_fault():
     assert parse_sanitizer_log(TOOL_FAILED, "memcheck") == []
     assert tool_problems(TOOL_FAILED) == [
-        "Error: No attachable process found. compute-sanitizer timed-out."]
+        "Error: No attachable process found. compute-sanitizer timed-out."
+    ]
     # A failed CUDA API call alone is no kernel fault either (context only).
     assert kernel_faults(parse_sanitizer_log(API_ERROR_ONLY, "memcheck")) == []
     assert tool_problems(API_ERROR_ONLY)[0].startswith("Program hit cudaErrorNotSupported")
@@ -142,8 +164,15 @@ def test_the_tool_failing_is_not_a_kernel_fault():
 
 def test_command_uses_the_documented_options(tmp_path):
     cmd = sanitizer_command("/opt/cs", "racecheck", tmp_path / "s.log", ["python", "-m", "w"])
-    assert cmd[:7] == ["/opt/cs", "--tool", "racecheck", "--error-exitcode", "86",
-                       "--log-file", str(tmp_path / "s.log")]
+    assert cmd[:7] == [
+        "/opt/cs",
+        "--tool",
+        "racecheck",
+        "--error-exitcode",
+        "86",
+        "--log-file",
+        str(tmp_path / "s.log"),
+    ]
     assert cmd[-3:] == ["python", "-m", "w"]
     assert "--racecheck-report" in cmd and "--report-api-errors" not in cmd
     assert "--report-api-errors" in sanitizer_command("/opt/cs", "memcheck", "l", ["w"])
@@ -180,11 +209,12 @@ def fake_sanitizer(tmp_path, monkeypatch):
         else:
             monkeypatch.delenv("FAKE_RESULT", raising=False)
         return str(path)
+
     return use
 
 
 def test_a_reported_fault_is_the_workers_verdict(fake_sanitizer):
-    exe = fake_sanitizer(MEMCHECK_OOB, result={"seconds": [1e-3]})   # the worker "passed"
+    exe = fake_sanitizer(MEMCHECK_OOB, result={"seconds": [1e-3]})  # the worker "passed"
     result, jobdir, _ = run_worker({"task": "saxpy"}, 60, ("memcheck", exe))
     assert result["error"]["kind"] == "memcheck"
     assert "Invalid __global__ write of size 4 bytes in kernel saxpy" in result["error"]["message"]
@@ -203,18 +233,34 @@ def test_a_worker_that_died_under_a_failing_tool_says_so(fake_sanitizer):
 
 
 def test_sanitized_job_and_result():
-    job = sanitized_job({"timer": "cupti", "n_warmup": 3, "n_measure": 10,
-                         "settle": {"max_runs": 50, "max_seconds": 10.0}, "extra_runs": None},
-                        None, None)
+    job = sanitized_job(
+        {
+            "timer": "cupti",
+            "n_warmup": 3,
+            "n_measure": 10,
+            "settle": {"max_runs": 50, "max_seconds": 10.0},
+            "extra_runs": None,
+        },
+        None,
+        None,
+    )
     assert (job["timer"], job["n_warmup"], job["n_measure"]) == ("wall", 1, 1)
-    ev = Evaluation("saxpy", "cuda", "H100", "cuda", correct=True, score=0.8, phi=0.7,
-                    sizes=[SizeResult("n", {}, correct=True, fraction=0.8)])
+    ev = Evaluation(
+        "saxpy",
+        "cuda",
+        "H100",
+        "cuda",
+        correct=True,
+        score=0.8,
+        phi=0.7,
+        sizes=[SizeResult("n", {}, correct=True, fraction=0.8)],
+    )
     mark_sanitized(ev, "memcheck")
     assert ev.score is None and ev.phi is None and ev.sizes[0].flags == ["sanitized"]
     assert ev.to_json()["sanitized"] == "memcheck"
     failed = Evaluation("saxpy", "cuda", "H100", "cuda", correct=False, score=0.0)
     mark_sanitized(failed, "memcheck")
-    assert failed.score == 0.0   # a failure stays a failure
+    assert failed.score == 0.0  # a failure stays a failure
 
 
 # ------------------------------------------------------- the refusals
@@ -233,7 +279,7 @@ def test_check_refuses_other_backends_and_a_missing_tool(no_sanitizer, tmp_path,
         check_sanitize("memcheck", "sim")
     with pytest.raises(ValueError, match="neither on PATH nor in .*cuda/bin"):
         check_sanitize("memcheck", "cuda")
-    exe = tmp_path / "cuda" / "bin" / "compute-sanitizer"   # found in $CUDA_HOME/bin
+    exe = tmp_path / "cuda" / "bin" / "compute-sanitizer"  # found in $CUDA_HOME/bin
     exe.parent.mkdir(parents=True)
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
@@ -242,16 +288,36 @@ def test_check_refuses_other_backends_and_a_missing_tool(no_sanitizer, tmp_path,
 
 def cli(module: str, args: list[str]):
     import importlib
+
     main = importlib.import_module(module).main
     return CliRunner().invoke(main, args)
 
 
-@pytest.mark.parametrize("module,args", [
-    ("mlxsci.eval", ["saxpy", "--backend", "sim", "--sanitize", "memcheck"]),
-    ("mlxsci.search.__main__", ["--task", "saxpy", "--backend", "sim", "--sanitize", "racecheck"]),
-    ("mlxsci.sweep", ["--tasks", "saxpy", "--models", "autotune", "--iterations", "1",
-                      "--backend", "sim", "--sanitize", "memcheck"]),
-])
+@pytest.mark.parametrize(
+    "module,args",
+    [
+        ("mlxsci.eval", ["saxpy", "--backend", "sim", "--sanitize", "memcheck"]),
+        (
+            "mlxsci.search.__main__",
+            ["--task", "saxpy", "--backend", "sim", "--sanitize", "racecheck"],
+        ),
+        (
+            "mlxsci.sweep",
+            [
+                "--tasks",
+                "saxpy",
+                "--models",
+                "autotune",
+                "--iterations",
+                "1",
+                "--backend",
+                "sim",
+                "--sanitize",
+                "memcheck",
+            ],
+        ),
+    ],
+)
 def test_clis_refuse_sanitizing_without_cuda(module, args):
     r = cli(module, args)
     assert r.exit_code == 2 and "CUDA kernels only" in r.output
@@ -268,6 +334,7 @@ def test_eval_takes_sanitize_when_the_tool_is_there(no_sanitizer, fake_sanitizer
     exe = fake_sanitizer(MEMCHECK_CLEAN)
     monkeypatch.setenv("PATH", str(Path(exe).parent) + os.pathsep + os.environ["PATH"])
     from mlxsci.backends import backend_class
+
     if backend_class("cuda").available():
         pytest.skip("a CUDA GPU is here: the refusal this checks cannot happen")
     r = cli("mlxsci.eval", ["saxpy", "--backend", "cuda", "--sanitize", "memcheck"])

@@ -7,6 +7,7 @@ candidate at all ends as `no_candidates` (CLI exit status 1); the cost cap is
 checked before each call. Loop-level tests stand a stub in for the evaluator
 (the evaluation itself is tested elsewhere), so they take well under a second.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,19 +28,25 @@ from mlxsci.search.proposers import make_proposer
 from mlxsci.task import load_task
 
 SAXPY = load_task("saxpy")
-TIMEOUT_S = 0.3                   # per attempt, in every test that times out
-APIS = [("anthropic", "claude-opus-4-1", "url"),
-        ("openai", "gpt-5", "openai_url"),
-        ("openai-chat", "local-coder", "openai_url")]
+TIMEOUT_S = 0.3  # per attempt, in every test that times out
+APIS = [
+    ("anthropic", "claude-opus-4-1", "url"),
+    ("openai", "gpt-5", "openai_url"),
+    ("openai-chat", "local-coder", "openai_url"),
+]
 
 # Answers that are not answers. The Anthropic proposer streams, so its malformed
 # and garbage answers are event streams; the OpenAI ones are JSON bodies.
 MALFORMED = {
-    "anthropic": raw('event: message_start\ndata: {"type": "message_start", "message": {"id\n\n',
-                     content_type="text/event-stream", times=None),
+    "anthropic": raw(
+        'event: message_start\ndata: {"type": "message_start", "message": {"id\n\n',
+        content_type="text/event-stream",
+        times=None,
+    ),
     "openai": raw('{"id": "resp_1", "output": [{"type": "message", "content": [', times=None),
-    "openai-chat": raw('{"id": "chatcmpl-1", "choices": [{"message": {"content": "Unterm',
-                       times=None),
+    "openai-chat": raw(
+        '{"id": "chatcmpl-1", "choices": [{"message": {"content": "Unterm', times=None
+    ),
 }
 GARBAGE = {
     "anthropic": raw("event: ping\ndata: {}\n\n", content_type="text/event-stream", times=None),
@@ -49,14 +56,26 @@ GARBAGE = {
 
 
 def ctx() -> PromptContext:
-    return PromptContext(task="saxpy", dialect="metal", iteration=1, system="SYSTEM",
-                         user="USER", incumbent_source=SAXPY.seed())
+    return PromptContext(
+        task="saxpy",
+        dialect="metal",
+        iteration=1,
+        system="SYSTEM",
+        user="USER",
+        incumbent_source=SAXPY.seed(),
+    )
 
 
 def proposer(fake, api, model, url_attr, base_url=None, **kw):
     kw.setdefault("max_retries", 2)
-    p = make_proposer(model, api=api, base_url=base_url or getattr(fake, url_attr),
-                      timeout_s=TIMEOUT_S, backoff_s=0.01, **kw)
+    p = make_proposer(
+        model,
+        api=api,
+        base_url=base_url or getattr(fake, url_attr),
+        timeout_s=TIMEOUT_S,
+        backoff_s=0.01,
+        **kw,
+    )
     lines = []
     p.say = lines.append
     return p, lines
@@ -66,10 +85,16 @@ def proposer(fake, api, model, url_attr, base_url=None, **kw):
 
 FAULTS = {
     # name: (behaviour or None for a refused connection, words of the reason, retried)
-    "malformed_json": (MALFORMED, ("malformed", "json", "decode", "expecting", "unterminated",
-                                   "ended before"), True),
-    "truncated": (truncated(times=None), ("incomplete", "closed", "disconnect", "peer",
-                                          "ended before", "connection"), True),
+    "malformed_json": (
+        MALFORMED,
+        ("malformed", "json", "decode", "expecting", "unterminated", "ended before"),
+        True,
+    ),
+    "truncated": (
+        truncated(times=None),
+        ("incomplete", "closed", "disconnect", "peer", "ended before", "connection"),
+        True,
+    ),
     "http_500_forever": (status(500, "overloaded forever", times=None), ("500",), True),
     "timeout": (slow(5.0, times=None), ("timed out", "timeout"), True),
     "connection_refused": (None, ("connect", "refused"), True),
@@ -115,17 +140,18 @@ def test_a_fault_then_an_answer_succeeds(fake, api, model, url_attr):
 
 def test_retry_waits_follow_retry_after_else_double(fake):
     p, lines = proposer(fake, "openai-chat", "local-coder", "openai_url", max_retries=3)
-    fake.script(status(503, times=None))              # carries retry-after-ms: 5
+    fake.script(status(503, times=None))  # carries retry-after-ms: 5
     p.propose(ctx())
     assert [line.rsplit(" in ", 1)[1] for line in lines[1:]] == ["5 ms"] * 3
     lines.clear()
     fake.reset()
-    fake.script(dropped(times=None))                   # no header: 10, 20, 40 ms
+    fake.script(dropped(times=None))  # no header: 10, 20, 40 ms
     p.propose(ctx())
     assert [line.rsplit(" in ", 1)[1] for line in lines[1:]] == ["10 ms", "20 ms", "40 ms"]
 
 
 # --- through the loop: recorded skipped iterations, no_candidates -------------------
+
 
 def stub_evaluate(task, source, *, size_set, timer=None, **kw):
     """Stands in for mlxsci.evaluation.evaluate: every candidate is correct, S 0.3
@@ -133,20 +159,42 @@ def stub_evaluate(task, source, *, size_set, timer=None, **kw):
     score = 0.4 if "faster" in source else 0.3
     held = size_set == "held-out"
     label = SAXPY.size_set("held-out" if held else "smoke")[0].label
-    sizes = [{"label": label, "held_out": held, "correct": True, "fraction": 0.5 if held else score,
-              "noise": 0.01, "timer": "sim", "seconds": 1e-3,
-              "kernels": {"saxpy": {"launches": 1, "seconds": 1e-3}}}]
-    cand = {"compile_ok": True, "correct": True, "score": None if held else score,
-            "phi": 0.5 if held else None, "noise": 0.01, "fail_reason": None}
-    result = {"task": "saxpy", "backend": "sim", "device": "stub", "dialect": "metal",
-              "timer": timer or "sim", "candidate": cand, "sizes": sizes}
+    sizes = [
+        {
+            "label": label,
+            "held_out": held,
+            "correct": True,
+            "fraction": 0.5 if held else score,
+            "noise": 0.01,
+            "timer": "sim",
+            "seconds": 1e-3,
+            "kernels": {"saxpy": {"launches": 1, "seconds": 1e-3}},
+        }
+    ]
+    cand = {
+        "compile_ok": True,
+        "correct": True,
+        "score": None if held else score,
+        "phi": 0.5 if held else None,
+        "noise": 0.01,
+        "fail_reason": None,
+    }
+    result = {
+        "task": "saxpy",
+        "backend": "sim",
+        "device": "stub",
+        "dialect": "metal",
+        "timer": timer or "sim",
+        "candidate": cand,
+        "sizes": sizes,
+    }
     return types.SimpleNamespace(to_json=lambda: result)
 
 
 @pytest.fixture
 def stubbed(fake, monkeypatch):
     monkeypatch.setattr(loop, "evaluate", stub_evaluate)
-    monkeypatch.setattr(llm_proposers, "DEFAULT_BACKOFF_S", 0.01)    # run() makes the proposer
+    monkeypatch.setattr(llm_proposers, "DEFAULT_BACKOFF_S", 0.01)  # run() makes the proposer
     return fake
 
 
@@ -154,8 +202,17 @@ def search(fake, tmp_path, model="local-coder", iterations=2, url=None, **kw):
     lines = []
     kw.setdefault("llm_retries", 1)
     kw.setdefault("llm_timeout", TIMEOUT_S)
-    summary = run("saxpy", model, iterations=iterations, backend="sim", out=tmp_path / "run",
-                  base_url=url or fake.openai_url, quiet=False, echo=lines.append, **kw)
+    summary = run(
+        "saxpy",
+        model,
+        iterations=iterations,
+        backend="sim",
+        out=tmp_path / "run",
+        base_url=url or fake.openai_url,
+        quiet=False,
+        echo=lines.append,
+        **kw,
+    )
     return summary, lines
 
 
@@ -183,8 +240,10 @@ def test_malformed_json_is_a_recorded_skip_and_the_run_ends_no_candidates(stubbe
         assert s["outcome"] == "no_candidates" and "no_candidates" in OUTCOMES
         assert s["skipped_iterations"] == 2
         assert s["last_failure"] == records[2]["fail_reason"]
-        assert "2 proposal(s)" in s["outcome_reason"] and records[2]["fail_reason"] in \
-            s["outcome_reason"]
+        assert (
+            "2 proposal(s)" in s["outcome_reason"]
+            and records[2]["fail_reason"] in s["outcome_reason"]
+        )
 
 
 def test_resume_after_faults_continues_and_finds_a_candidate(stubbed, tmp_path):
@@ -228,22 +287,24 @@ def test_zero_iterations_is_flat_not_no_candidates(stubbed, tmp_path):
 
 # --- the cost cap (outcome 4) -------------------------------------------------------
 
-PRICEY = {"pricey-model": [10.0, 100.0]}    # USD per M: 32000 output tokens cost $3.20
+PRICEY = {"pricey-model": [10.0, 100.0]}  # USD per M: 32000 output tokens cost $3.20
 
 
 def test_cost_cap_is_checked_before_each_call(stubbed, tmp_path):
     # Each answer uses the whole output allowance: the second call could not fit.
     stubbed.script(ok(SAXPY_ANSWER, input_tokens=4000, output_tokens=32000, times=None))
-    summary, lines = search(stubbed, tmp_path, model="pricey-model", iterations=3, max_cost=5.0,
-                            prices=PRICEY)
+    summary, lines = search(
+        stubbed, tmp_path, model="pricey-model", iterations=3, max_cost=5.0, prices=PRICEY
+    )
     assert len(stubbed.requests) == 1
     assert summary["cost_usd"] == pytest.approx(0.04 + 3.2) and summary["cost_usd"] <= 5.0
     assert summary["stopped"].startswith("max_cost: the next call could cost up to $")
     assert any(line.startswith("stopping before iteration 2: max_cost") for line in lines)
     assert [r["role"] for r in summary["history"]] == ["seed", "candidate"]
     assert not (tmp_path / "run" / "02_prompt.md").exists()
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["stopped"] == \
-        summary["stopped"]
+    assert (
+        json.loads((tmp_path / "run" / "summary.json").read_text())["stopped"] == summary["stopped"]
+    )
 
 
 def test_cost_cap_below_one_call_makes_no_call(stubbed, tmp_path):
@@ -281,20 +342,44 @@ def test_run_json_records_the_key_variable_name_never_the_key(stubbed, tmp_path,
 
 # --- the command line: exit codes, keys, resume -----------------------------------------
 
+
 def cli(*args, env=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "mlxsci.search", *args], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "mlxsci.search", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
 
 
 @pytest.mark.slow
 def test_cli_faults_exit_1_with_reasons_and_keys_stay_home(fake, tmp_path):
-    env = dict(os.environ, OPENAI_API_KEY="sk-REAL-openai-0123456789",
-               MY_LOCAL_KEY="local-server-key-0123456789")
+    env = dict(
+        os.environ,
+        OPENAI_API_KEY="sk-REAL-openai-0123456789",
+        MY_LOCAL_KEY="local-server-key-0123456789",
+    )
     fake.script(MALFORMED["openai-chat"])
     out = tmp_path / "run"
     common = ["--llm-retries", "1", "--llm-timeout", "5"]
-    proc = cli("--task", "saxpy", "--model", "local-coder", "--base-url", fake.openai_url,
-               "--iterations", "1", "--backend", "sim", "--out", str(out), *common, env=env)
+    proc = cli(
+        "--task",
+        "saxpy",
+        "--model",
+        "local-coder",
+        "--base-url",
+        fake.openai_url,
+        "--iterations",
+        "1",
+        "--backend",
+        "sim",
+        "--out",
+        str(out),
+        *common,
+        env=env,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "no candidates: " in proc.stderr
     assert "model local-coder: malformed answer, retry 1/1 in 1.0 s" in proc.stdout
@@ -307,11 +392,13 @@ def test_cli_faults_exit_1_with_reasons_and_keys_stay_home(fake, tmp_path):
     # Resumed and extended, with a key named for the server: exactly that key is sent.
     fake.reset()
     fake.script(MALFORMED["openai-chat"])
-    proc = cli("--resume", str(out), "--iterations", "2", "--api-key-env", "MY_LOCAL_KEY",
-               *common, env=env)
+    proc = cli(
+        "--resume", str(out), "--iterations", "2", "--api-key-env", "MY_LOCAL_KEY", *common, env=env
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert {r["headers"]["authorization"] for r in fake.requests} == \
-        {"Bearer local-server-key-0123456789"}
+    assert {r["headers"]["authorization"] for r in fake.requests} == {
+        "Bearer local-server-key-0123456789"
+    }
     assert [r["role"] for r in history(out)] == ["seed", "skipped", "skipped"]
     for path in out.iterdir():
         text = path.read_text()
@@ -322,8 +409,18 @@ def test_cli_faults_exit_1_with_reasons_and_keys_stay_home(fake, tmp_path):
 def test_cli_usage_errors_for_prices_and_key_variables(fake, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NOT_SET_ANYWHERE"}
     out = tmp_path / "run"
-    base = ["--task", "saxpy", "--model", "local-coder", "--base-url", fake.openai_url,
-            "--backend", "sim", "--out", str(out)]
+    base = [
+        "--task",
+        "saxpy",
+        "--model",
+        "local-coder",
+        "--base-url",
+        fake.openai_url,
+        "--backend",
+        "sim",
+        "--out",
+        str(out),
+    ]
     proc = cli(*base, "--max-cost", "2", env=env)
     assert proc.returncode == 2 and "--prices" in proc.stderr and "local-coder" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()

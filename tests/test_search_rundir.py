@@ -12,6 +12,7 @@
 - The output says what S and Phi mean, once per run.
 Most runs here use test_search's crafted evaluator (no kernel runs).
 """
+
 import json
 import os
 import signal
@@ -34,8 +35,10 @@ from mlxsci.task import load_task
 ROOT = Path(__file__).resolve().parents[1]
 CONV1D = ROOT / "examples" / "conv1d"
 # name -> (S, S noise, Phi, Phi noise), for crafted runs
-TABLE = {"seed": SEED, **{name: (0.30 + 0.01 * k, 0.01, 0.50, 0.02)
-                          for k, name in enumerate("abcdef", start=1)}}
+TABLE = {
+    "seed": SEED,
+    **{name: (0.30 + 0.01 * k, 0.01, 0.50, 0.02) for k, name in enumerate("abcdef", start=1)},
+}
 # A saxpy kernel that never ends (the simulator's own limit is the size's timeout).
 HANG = """//! kernel saxpy
 uint i = thread_position_in_grid.x;
@@ -46,9 +49,13 @@ while (v == v) { v = v * 0.5f + 1.0f; y_out[i] = v; }
 
 
 def record(iteration: int) -> dict:
-    return {"iteration": iteration, "role": "seed" if iteration == 0 else "skipped",
-            "fail_reason": None if iteration == 0 else "no fenced code block",
-            "is_new_best": iteration == 0, "cost_usd": 0.0}
+    return {
+        "iteration": iteration,
+        "role": "seed" if iteration == 0 else "skipped",
+        "fail_reason": None if iteration == 0 else "no fenced code block",
+        "is_new_best": iteration == 0,
+        "cost_usd": 0.0,
+    }
 
 
 def line(iteration: int) -> str:
@@ -57,19 +64,27 @@ def line(iteration: int) -> str:
 
 # -- history.jsonl: damaged lines ------------------------------------------------------
 
-@pytest.mark.parametrize("lines,kept,bad", [
-    # junk inserted in the middle: every record kept
-    ([line(0), line(1), "garbage !!", line(2), line(3)], [0, 1, 2, 3], [3]),
-    # a record cut short in the middle (and the one after it kept)
-    ([line(0), line(1), line(2)[:20], line(3)], [0, 1, 3], [3]),
-    # a torn last line, as kill -9 mid-write leaves it
-    ([line(0), line(1), line(2)[:25]], [0, 1], [3]),
-    # valid JSON that is no record: a bare number, a list, an unknown role
-    ([line(0), "17", "[1, 2]", json.dumps({"iteration": 1, "role": "?"}), line(1)], [0, 1],
-     [2, 3, 4]),
-])
+
+@pytest.mark.parametrize(
+    "lines,kept,bad",
+    [
+        # junk inserted in the middle: every record kept
+        ([line(0), line(1), "garbage !!", line(2), line(3)], [0, 1, 2, 3], [3]),
+        # a record cut short in the middle (and the one after it kept)
+        ([line(0), line(1), line(2)[:20], line(3)], [0, 1, 3], [3]),
+        # a torn last line, as kill -9 mid-write leaves it
+        ([line(0), line(1), line(2)[:25]], [0, 1], [3]),
+        # valid JSON that is no record: a bare number, a list, an unknown role
+        (
+            [line(0), "17", "[1, 2]", json.dumps({"iteration": 1, "role": "?"}), line(1)],
+            [0, 1],
+            [2, 3, 4],
+        ),
+    ],
+)
 def test_a_damaged_history_line_is_reported_and_skipped_and_later_records_kept(
-        tmp_path, lines, kept, bad):
+    tmp_path, lines, kept, bad
+):
     (tmp_path / "history.jsonl").write_text("\n".join(lines) + "\n")
     rd = RunDir(tmp_path)
     assert [r["iteration"] for r in rd.history()] == kept
@@ -82,7 +97,8 @@ def test_a_damaged_history_line_is_reported_and_skipped_and_later_records_kept(
 
 def test_binary_junk_in_the_history_is_skipped(tmp_path):
     (tmp_path / "history.jsonl").write_bytes(
-        (line(0) + "\n").encode() + b"\xff\xfe\x00\x01junk\n" + (line(1) + "\n").encode())
+        (line(0) + "\n").encode() + b"\xff\xfe\x00\x01junk\n" + (line(1) + "\n").encode()
+    )
     rd = RunDir(tmp_path)
     assert [r["iteration"] for r in rd.history()] == [0, 1]
     assert [n for n, _ in rd.skipped_lines] == [2]
@@ -92,24 +108,30 @@ def test_a_resume_past_a_damaged_line_repeats_nothing(tmp_path, monkeypatch):
     summary, fake, _ = crafted_run(tmp_path, monkeypatch, TABLE, ["a", "b", "c"])
     history = tmp_path / "run" / "history.jsonl"
     lines = history.read_text().splitlines()
-    lines.insert(2, "this line is junk")                     # line 3 of 5
+    lines.insert(2, "this line is junk")  # line 3 of 5
     history.write_text("\n".join(lines) + "\n")
     evaluated = len(fake.calls)
     said = []
     proposer = Scripted([fenced(variant("d"))])
-    summary = run(None, resume=tmp_path / "run", iterations=4, proposer=proposer,
-                  echo=said.append)
-    assert [ctx.iteration for ctx in proposer.seen] == [4]          # only the new one
+    summary = run(None, resume=tmp_path / "run", iterations=4, proposer=proposer, echo=said.append)
+    assert [ctx.iteration for ctx in proposer.seen] == [4]  # only the new one
     searched = [c for c in fake.calls[evaluated:] if c["size_set"] != "held-out"]
-    assert len(searched) == 1                                       # no iteration re-run
+    assert len(searched) == 1  # no iteration re-run
     assert [r["iteration"] for r in summary["history"]] == [0, 1, 2, 3, 4]
     warnings = [s for s in said if "history.jsonl:3:" in s]
     assert len(warnings) == 1 and "skipped" in warnings[0], said
     # The history is rewritten with its records only; the junk is kept aside.
-    assert [json.loads(ln)["iteration"] for ln in history.read_text().splitlines()] == \
-        [0, 1, 2, 3, 4]
-    assert "history.jsonl line 3: this line is junk" in \
-        (tmp_path / "run" / "history_skipped.txt").read_text()
+    assert [json.loads(ln)["iteration"] for ln in history.read_text().splitlines()] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+    assert (
+        "history.jsonl line 3: this line is junk"
+        in (tmp_path / "run" / "history_skipped.txt").read_text()
+    )
     # A second resume finds nothing to report.
     said.clear()
     run(None, resume=tmp_path / "run", proposer=Scripted([]), echo=said.append)
@@ -120,7 +142,7 @@ def test_a_lost_seed_record_is_evaluated_again_and_the_later_records_kept(tmp_pa
     crafted_run(tmp_path, monkeypatch, TABLE, ["a", "b"])
     history = tmp_path / "run" / "history.jsonl"
     lines = history.read_text().splitlines()
-    history.write_text("\n".join(["{\"iteration\": 0, \"ro"] + lines[1:]) + "\n")
+    history.write_text("\n".join(['{"iteration": 0, "ro'] + lines[1:]) + "\n")
     proposer = Scripted([])
     summary = run(None, resume=tmp_path / "run", proposer=proposer, echo=lambda m: None)
     assert [r["iteration"] for r in summary["history"]] == [0, 1, 2] and proposer.seen == []
@@ -129,12 +151,18 @@ def test_a_lost_seed_record_is_evaluated_again_and_the_later_records_kept(tmp_pa
 
 # -- run.json reflects what runs -------------------------------------------------------
 
+
 def test_run_json_says_how_many_iterations_an_extended_run_has(tmp_path, monkeypatch):
     crafted_run(tmp_path, monkeypatch, TABLE, ["a", "b"])
     opts_path = tmp_path / "run" / "run.json"
     assert json.loads(opts_path.read_text())["iterations"] == 2
-    run(None, resume=tmp_path / "run", iterations=3, max_cost=5.0,
-        proposer=Scripted([fenced(variant("c"))]))
+    run(
+        None,
+        resume=tmp_path / "run",
+        iterations=3,
+        max_cost=5.0,
+        proposer=Scripted([fenced(variant("c"))]),
+    )
     opts = json.loads(opts_path.read_text())
     assert opts["iterations"] == 3 and opts["max_cost"] == 5.0
     # A resume cannot shorten a run: refused, and run.json stays as it was.
@@ -145,30 +173,45 @@ def test_run_json_says_how_many_iterations_an_extended_run_has(tmp_path, monkeyp
 
 # -- S and Phi, said once ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("quiet", [False, True])
 def test_the_output_says_what_s_and_phi_are_once(tmp_path, monkeypatch, quiet):
     monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
-    args = ["--task", "saxpy", "--backend", "sim", "--model", "autotune", "--iterations", "2",
-            "--out", str(tmp_path / "run")] + (["--quiet"] if quiet else [])
+    args = [
+        "--task",
+        "saxpy",
+        "--backend",
+        "sim",
+        "--model",
+        "autotune",
+        "--iterations",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+    ] + (["--quiet"] if quiet else [])
     out = CliRunner().invoke(search_cli.main, args)
     assert out.exit_code == 0, (out.output, out.exception)
     assert out.output.count(loop.S_AND_PHI) == 1
     lines = out.output.splitlines()
     where = lines.index(loop.S_AND_PHI)
-    if quiet:   # right after the final line
+    if quiet:  # right after the final line
         assert where == len(lines) - 1 and lines[-2].startswith("saxpy / autotune on sim")
-    else:       # among the first lines of the progress output
+    else:  # among the first lines of the progress output
         assert where <= 2 and lines[where - 1] == f"run directory {tmp_path / 'run'}"
-    assert "S = geometric mean" in loop.S_AND_PHI and "Phi = the fraction at the held-out" \
-        in loop.S_AND_PHI
+    assert (
+        "S = geometric mean" in loop.S_AND_PHI
+        and "Phi = the fraction at the held-out" in loop.S_AND_PHI
+    )
 
 
 # -- bad inputs: one line, exit 2, no run directory ----------------------------------------
+
 
 @pytest.fixture
 def nothing_runs(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a bad input reached evaluate()")
+
     monkeypatch.setattr(loop, "evaluate", refuse)
 
 
@@ -181,26 +224,30 @@ def new_run(tmp_path, *more):
     return ["--task", "saxpy", "--backend", "sim", "--out", tmp_path / "run", *more]
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is a binary file"),
-    (b"//! kernel saxpy\n\xff\xfe y_out[i] = 0;\n", "is not UTF-8 text"),
-    (b"", "is empty"),
-    (b"\n  \n", "is empty"),
-    (b"// only a comment\n/* and another\n   one */\n", "has no kernels"),
-    (b"//! kernel saxpy_typo\nuint i = 0;\n", "does not fit saxpy"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is a binary file"),
+        (b"//! kernel saxpy\n\xff\xfe y_out[i] = 0;\n", "is not UTF-8 text"),
+        (b"", "is empty"),
+        (b"\n  \n", "is empty"),
+        (b"// only a comment\n/* and another\n   one */\n", "has no kernels"),
+        (b"//! kernel saxpy_typo\nuint i = 0;\n", "does not fit saxpy"),
+    ],
+)
 def test_a_start_file_that_holds_no_kernels_is_refused(tmp_path, nothing_runs, content, needle):
     start = tmp_path / "start.metal"
     start.write_bytes(content)
     usage_error(new_run(tmp_path, "--start", start), "start file", needle)
     assert not (tmp_path / "run").exists()
-    with pytest.raises(ValueError, match=needle):   # the same from Python
+    with pytest.raises(ValueError, match=needle):  # the same from Python
         run("saxpy", "autotune", backend="sim", start=start, out=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def task_folder_without(tmp_path, *names) -> Path:
     import shutil
+
     folder = tmp_path / "mytask"
     shutil.copytree(CONV1D, folder, ignore=shutil.ignore_patterns("__pycache__"))
     for name in names:
@@ -209,9 +256,12 @@ def task_folder_without(tmp_path, *names) -> Path:
 
 
 def test_a_task_folder_without_the_seed_of_the_searched_dialect(tmp_path, nothing_runs):
-    folder = task_folder_without(tmp_path, "seed.metal")       # seed.cu is still there
-    usage_error(["--task", folder, "--backend", "sim", "--out", tmp_path / "run"],
-                "has no seed.metal", "--dialect cuda")
+    folder = task_folder_without(tmp_path, "seed.metal")  # seed.cu is still there
+    usage_error(
+        ["--task", folder, "--backend", "sim", "--out", tmp_path / "run"],
+        "has no seed.metal",
+        "--dialect cuda",
+    )
     assert not (tmp_path / "run").exists()
     # Its own start file stands in for the seed: then the search would run.
     start = tmp_path / "mine.metal"
@@ -224,8 +274,14 @@ def test_a_cu_start_file_is_searched_in_the_cuda_dialect(tmp_path, monkeypatch):
     monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
     start = tmp_path / "mine.cu"
     start.write_text(load_task("saxpy").seed("cuda"))
-    summary = run("saxpy", proposer=Scripted([]), iterations=0, backend="sim", start=start,
-                  out=tmp_path / "run")
+    summary = run(
+        "saxpy",
+        proposer=Scripted([]),
+        iterations=0,
+        backend="sim",
+        start=start,
+        out=tmp_path / "run",
+    )
     assert json.loads((tmp_path / "run" / "run.json").read_text())["dialect"] == "cuda"
     assert (tmp_path / "run" / "00_seed.cu").read_text() == start.read_text()
     assert summary["iterations"] == 0
@@ -235,26 +291,48 @@ def crafted_run_dir(tmp_path, monkeypatch) -> Path:
     """A finished autotune run of 2 iterations, made through the CLI, evaluated by
     the crafted evaluator (as the resumes that follow are)."""
     monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
-    out = CliRunner().invoke(search_cli.main, [
-        "--task", "saxpy", "--backend", "sim", "--model", "autotune", "--iterations", "2",
-        "--out", str(tmp_path / "run"), "--quiet"])
+    out = CliRunner().invoke(
+        search_cli.main,
+        [
+            "--task",
+            "saxpy",
+            "--backend",
+            "sim",
+            "--model",
+            "autotune",
+            "--iterations",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+        ],
+    )
     assert out.exit_code == 0, (out.output, out.exception)
     history = [json.loads(ln) for ln in (tmp_path / "run" / "history.jsonl").open()]
     assert [r["role"] for r in history] == ["seed", "candidate", "candidate"]
     return tmp_path / "run"
 
 
-@pytest.mark.parametrize("damage,needles", [
-    ("none", ["is not a run directory: it has no run.json"]),
-    (b"\x00\x01garbage", ["run.json is damaged", "cannot resume"]),
-    (b'{"task": "saxpy", ', ["run.json is damaged", "JSONDecodeError"]),
-    (b"[1, 2]", ["must hold a JSON object"]),
-    (b'{"task": "saxpy"}', ["lacks model (str), iterations (int)"]),
-    (b'{"task": "no-such-task", "model": "autotune", "iterations": 1, "strategy": '
-     b'"one-plus-one", "backend": "sim", "sizes": "smoke"}', ["unknown task 'no-such-task'"]),
-    (b'{"task": "saxpy", "model": "autotune", "iterations": 1, "strategy": "one-plus-one", '
-     b'"backend": "gpu9", "sizes": "smoke"}', ["unknown backend 'gpu9'"]),
-])
+@pytest.mark.parametrize(
+    "damage,needles",
+    [
+        ("none", ["is not a run directory: it has no run.json"]),
+        (b"\x00\x01garbage", ["run.json is damaged", "cannot resume"]),
+        (b'{"task": "saxpy", ', ["run.json is damaged", "JSONDecodeError"]),
+        (b"[1, 2]", ["must hold a JSON object"]),
+        (b'{"task": "saxpy"}', ["lacks model (str), iterations (int)"]),
+        (
+            b'{"task": "no-such-task", "model": "autotune", "iterations": 1, "strategy": '
+            b'"one-plus-one", "backend": "sim", "sizes": "smoke"}',
+            ["unknown task 'no-such-task'"],
+        ),
+        (
+            b'{"task": "saxpy", "model": "autotune", "iterations": 1, "strategy": "one-plus-one", '
+            b'"backend": "gpu9", "sizes": "smoke"}',
+            ["unknown backend 'gpu9'"],
+        ),
+    ],
+)
 def test_resume_of_a_folder_that_holds_no_run(tmp_path, nothing_runs, damage, needles):
     folder = tmp_path / "notarun"
     folder.mkdir()
@@ -263,7 +341,8 @@ def test_resume_of_a_folder_that_holds_no_run(tmp_path, nothing_runs, damage, ne
         (folder / "run.json").write_bytes(damage)
     usage_error(["--resume", folder], *needles)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["notes.txt"] + ([] if damage == "none" else ["run.json"]))   # nothing written
+        ["notes.txt"] + ([] if damage == "none" else ["run.json"])
+    )  # nothing written
 
 
 def test_resume_of_a_run_whose_backend_this_machine_lacks(tmp_path, monkeypatch):
@@ -276,18 +355,20 @@ def test_resume_of_a_run_whose_backend_this_machine_lacks(tmp_path, monkeypatch)
 def test_resume_of_a_run_whose_recorded_candidate_is_gone(tmp_path, monkeypatch):
     rd = crafted_run_dir(tmp_path, monkeypatch)
     (rd / "01_candidate.metal").unlink()
-    usage_error(["--resume", rd], "01_candidate.metal is missing",
-                "history.jsonl records iteration 1")
+    usage_error(
+        ["--resume", rd], "01_candidate.metal is missing", "history.jsonl records iteration 1"
+    )
     (rd / "02_result.json").write_text("{not json")
-    usage_error(["--resume", rd], "is missing")          # the first problem first
+    usage_error(["--resume", rd], "is missing")  # the first problem first
     (rd / "01_candidate.metal").write_text(variant("a"))
     usage_error(["--resume", rd], "02_result.json is damaged")
 
 
 def test_resume_refuses_options_its_run_json_fixes_and_a_shorter_run(tmp_path, monkeypatch):
     rd = crafted_run_dir(tmp_path, monkeypatch)
-    usage_error(["--resume", rd, "--task", "heat2d", "--backend", "sim"],
-                "leave out --task, --backend")
+    usage_error(
+        ["--resume", rd, "--task", "heat2d", "--backend", "sim"], "leave out --task, --backend"
+    )
     usage_error(["--resume", rd, "--iterations", "1"], "has done 2 iterations")
     assert json.loads((rd / "run.json").read_text())["iterations"] == 2
 
@@ -296,9 +377,11 @@ def test_out_where_no_run_directory_can_go(tmp_path, nothing_runs):
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     usage_error(["--task", "saxpy", "--backend", "sim", "--out", a_file], "is a file")
-    usage_error(["--task", "saxpy", "--backend", "sim", "--out", a_file / "run"],
-                "cannot make the run directory")
-    with pytest.raises(ValueError, match="is a file, not a folder"):   # from Python
+    usage_error(
+        ["--task", "saxpy", "--backend", "sim", "--out", a_file / "run"],
+        "cannot make the run directory",
+    )
+    with pytest.raises(ValueError, match="is a file, not a folder"):  # from Python
         run("saxpy", "autotune", backend="sim", out=a_file)
     assert a_file.read_text() == "x"
 
@@ -312,6 +395,7 @@ def test_a_binary_price_file(tmp_path, nothing_runs):
 
 # -- a killed search leaves nothing running and nothing behind --------------------------------
 
+
 def processes_marked(mark: str, running: bytes = b"") -> set[int]:
     """Ids of the live processes whose environment holds MLXSCI_TEST_MARK=mark
     (and whose command line holds `running`)."""
@@ -321,10 +405,12 @@ def processes_marked(mark: str, running: bytes = b"") -> set[int]:
         if not entry.name.isdigit():
             continue
         try:
-            if needle in (entry / "environ").read_bytes().split(b"\0") and \
-                    running in (entry / "cmdline").read_bytes():
+            if (
+                needle in (entry / "environ").read_bytes().split(b"\0")
+                and running in (entry / "cmdline").read_bytes()
+            ):
                 found.add(int(entry.name))
-        except OSError:   # ended meanwhile, or not ours to read
+        except OSError:  # ended meanwhile, or not ours to read
             pass
     return found
 
@@ -352,9 +438,15 @@ def start_marked(tmp_path, argv) -> tuple[subprocess.Popen, str, Path]:
     mark, tmp = uuid.uuid4().hex, tmp_path / "tmp"
     tmp.mkdir()
     env = dict(os.environ, TMPDIR=str(tmp), MLXSCI_TEST_MARK=mark)
-    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=default_sigint, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [str(a) for a in argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=default_sigint,
+        cwd=tmp_path,
+    )
     return proc, mark, tmp
 
 
@@ -367,16 +459,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def kill_when_a_job_runs(proc, mark, tmp, jobs_glob: str, how: int,
-                         after: Path | None = None) -> tuple[str, str]:
+def kill_when_a_job_runs(
+    proc, mark, tmp, jobs_glob: str, how: int, after: Path | None = None
+) -> tuple[str, str]:
     """Kill `proc` with `how` once its worker spins in the kernel that never ends
     (the first worker after the file `after` exists); then no process of it and
     no folder of it may remain."""
     try:
         # (The job folder is made just before the worker process starts.)
-        running = wait_for(lambda: proc.poll() is not None or (
-            (after is None or after.exists()) and list(tmp.glob(jobs_glob))
-            and processes_marked(mark, b"mlxsci.worker")), 300)
+        running = wait_for(
+            lambda: (
+                proc.poll() is not None
+                or (
+                    (after is None or after.exists())
+                    and list(tmp.glob(jobs_glob))
+                    and processes_marked(mark, b"mlxsci.worker")
+                )
+            ),
+            300,
+        )
         assert running and proc.poll() is None, proc.communicate()
         workers = processes_marked(mark, b"mlxsci.worker")
         # Imports and set-up take under a second of CPU; past that the worker is in
@@ -385,10 +486,12 @@ def kill_when_a_job_runs(proc, mark, tmp, jobs_glob: str, how: int,
         proc.send_signal(how)
         out, err = proc.communicate(timeout=60)
         # Gone within a few seconds: the worker and all it started, and every folder.
-        assert wait_for(lambda: not processes_marked(mark) and not leftovers(tmp), 10), \
-            (processes_marked(mark), leftovers(tmp))
+        assert wait_for(lambda: not processes_marked(mark) and not leftovers(tmp), 10), (
+            processes_marked(mark),
+            leftovers(tmp),
+        )
         return out, err
-    finally:   # a failed test leaves no kernel spinning either
+    finally:  # a failed test leaves no kernel spinning either
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
@@ -401,8 +504,9 @@ def kill_when_a_job_runs(proc, mark, tmp, jobs_glob: str, how: int,
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
-                         ids=["SIGTERM", "SIGINT", "SIGKILL"])
+@pytest.mark.parametrize(
+    "how", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"]
+)
 def test_a_killed_search_leaves_no_worker_and_no_job_folder(tmp_path, how):
     # Iteration 1 proposes (by replay) a kernel that never ends; the search is
     # killed while its worker runs it.
@@ -410,12 +514,29 @@ def test_a_killed_search_leaves_no_worker_and_no_job_folder(tmp_path, how):
     recorded.mkdir()
     (recorded / "01_candidate.metal").write_text(HANG)
     out_dir = tmp_path / "run"
-    proc, mark, tmp = start_marked(tmp_path, [
-        sys.executable, "-m", "mlxsci.search", "--task", "saxpy", "--backend", "sim",
-        "--model", f"replay:{recorded}", "--iterations", "1", "--timeout", "300",
-        "--out", out_dir])
-    out, err = kill_when_a_job_runs(proc, mark, tmp, "mlxsci-worker-*/mlxsci-job-*", how,
-                                    after=out_dir / "01_candidate.metal")
+    proc, mark, tmp = start_marked(
+        tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "mlxsci.search",
+            "--task",
+            "saxpy",
+            "--backend",
+            "sim",
+            "--model",
+            f"replay:{recorded}",
+            "--iterations",
+            "1",
+            "--timeout",
+            "300",
+            "--out",
+            out_dir,
+        ],
+    )
+    out, err = kill_when_a_job_runs(
+        proc, mark, tmp, "mlxsci-worker-*/mlxsci-job-*", how, after=out_dir / "01_candidate.metal"
+    )
     if how == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
     else:
@@ -429,8 +550,10 @@ def test_a_killed_search_leaves_no_worker_and_no_job_folder(tmp_path, how):
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
 def test_a_killed_comparison_leaves_no_worker_and_no_job_folder(tmp_path):
     """The worker of one job (mlxsci.runner.run_worker) watches its parent too."""
-    script = ("from mlxsci.evaluation import compare\n"
-              f"compare('saxpy', {HANG!r}, {HANG!r}, backend='sim', size_set='smoke', "
-              "timeout=300)\n")
+    script = (
+        "from mlxsci.evaluation import compare\n"
+        f"compare('saxpy', {HANG!r}, {HANG!r}, backend='sim', size_set='smoke', "
+        "timeout=300)\n"
+    )
     proc, mark, tmp = start_marked(tmp_path, [sys.executable, "-c", script])
     kill_when_a_job_runs(proc, mark, tmp, "mlxsci-job-*", signal.SIGKILL)

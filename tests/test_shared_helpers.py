@@ -1,6 +1,7 @@
 """Helpers shared instead of copied: safe names (mlxsci/names.py) and the
 candidate-fits-the-task check (mlxsci.checks.misfit) that the evaluation, the
 API and the search's --start use."""
+
 import pytest
 
 import mlxsci
@@ -15,13 +16,16 @@ from mlxsci.task import load_task
 TYPO = "//! kernel saxpy_typo\nuint i = 0;\n"
 
 
-@pytest.mark.parametrize("name,fallback,expected", [
-    ("openai/gpt-4o mini", "model", "openai-gpt-4o-mini"),
-    ("Apple M2 Pro", "device", "Apple-M2-Pro"),
-    ("claude-sonnet-4.5_x", "model", "claude-sonnet-4.5_x"),   # nothing to change
-    ("//??", "model", "model"),                                 # nothing left
-    ("", "device", "device"),
-])
+@pytest.mark.parametrize(
+    "name,fallback,expected",
+    [
+        ("openai/gpt-4o mini", "model", "openai-gpt-4o-mini"),
+        ("Apple M2 Pro", "device", "Apple-M2-Pro"),
+        ("claude-sonnet-4.5_x", "model", "claude-sonnet-4.5_x"),  # nothing to change
+        ("//??", "model", "model"),  # nothing left
+        ("", "device", "device"),
+    ],
+)
 def test_safe_name(name, fallback, expected):
     assert safe_name(name, fallback) == expected
 

@@ -1,6 +1,7 @@
 """The simulator's CUDA dialect: MLX's generated cuda_kernel text run on the CPU
 with CUDA semantics (whole blocks, built-in indices, __shared__, warp
 functions, atomics, cooperative groups) and the simulator's diagnostics."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ def backend():
 
 
 def make(backend, name, inputs, outputs, source, header="", **kw):
-    return backend.kernel(KernelSpec(name, tuple(inputs), tuple(outputs), source, header,
-                                     dialect="cuda", **kw))
+    return backend.kernel(
+        KernelSpec(name, tuple(inputs), tuple(outputs), source, header, dialect="cuda", **kw)
+    )
 
 
 def test_dialect_must_match(backend):
@@ -38,9 +40,13 @@ def test_saxpy_scalars_are_pointers(backend):
     """
     k = make(backend, "saxpy", ["x", "y", "a", "N"], ["y_out"], src)
     x = mx.arange(1000, dtype=mx.float32)
-    (o,) = k(inputs=[x, mx.ones(1000), 2.0, mx.array(1000, dtype=mx.uint32)],
-             output_shapes=[(1000,)], output_dtypes=[mx.float32], grid=(1000, 1, 1),
-             threadgroup=(256, 1, 1))
+    (o,) = k(
+        inputs=[x, mx.ones(1000), 2.0, mx.array(1000, dtype=mx.uint32)],
+        output_shapes=[(1000,)],
+        output_dtypes=[mx.float32],
+        grid=(1000, 1, 1),
+        threadgroup=(256, 1, 1),
+    )
     np.testing.assert_array_equal(np.asarray(o), 2 * np.arange(1000) + 1)
 
 
@@ -48,15 +54,26 @@ def test_saxpy_scalars_are_pointers(backend):
 def test_whole_blocks_are_launched(backend):
     # 100 threads requested in blocks of 64: 128 run; the count says so.
     k = make(backend, "count", [], ["n"], "atomicAdd(&n[0], 1);")
-    (n,) = k(inputs=[], output_shapes=[(1,)], output_dtypes=[mx.int32], grid=(100, 1, 1),
-             threadgroup=(64, 1, 1), init_value=0)
+    (n,) = k(
+        inputs=[],
+        output_shapes=[(1,)],
+        output_dtypes=[mx.int32],
+        grid=(100, 1, 1),
+        threadgroup=(64, 1, 1),
+        init_value=0,
+    )
     assert int(n[0]) == 128
     # Without a guard the extra threads write past the end.
     k = make(backend, "noguard", [], ["o"], "o[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f;")
     with pytest.raises(KernelFault) as e:
         for _ in range(2):  # placement alternates between end- and start-aligned
-            k(inputs=[], output_shapes=[(100,)], output_dtypes=[mx.float32], grid=(100, 1, 1),
-              threadgroup=(64, 1, 1))
+            k(
+                inputs=[],
+                output_shapes=[(100,)],
+                output_dtypes=[mx.float32],
+                grid=(100, 1, 1),
+                threadgroup=(64, 1, 1),
+            )
     assert e.value.kind == "out_of_bounds" and e.value.details["buffer"] == "o"
     assert "block" in e.value.message
 
@@ -76,14 +93,29 @@ def test_indices_on_a_3d_launch(backend):
     """
     k = make(backend, "idx3", [], ["out"], src)
     grid, tg = (5, 3, 2), (2, 2, 4)
-    block = tuple(min(t, g) for t, g in zip(tg, grid))          # (2, 2, 2)
-    blocks = tuple(-(-g // t) for g, t in zip(grid, tg))         # (3, 2, 1)
+    block = tuple(min(t, g) for t, g in zip(tg, grid))  # (2, 2, 2)
+    blocks = tuple(-(-g // t) for g, t in zip(grid, tg))  # (3, 2, 1)
     W, H, D = (b * n for b, n in zip(block, blocks))
-    (o,) = k(inputs=[], output_shapes=[(D, H, W, 12)], output_dtypes=[mx.int32], grid=grid,
-             threadgroup=tg)
+    (o,) = k(
+        inputs=[],
+        output_shapes=[(D, H, W, 12)],
+        output_dtypes=[mx.int32],
+        grid=grid,
+        threadgroup=tg,
+    )
     z, y, x = np.meshgrid(np.arange(D), np.arange(H), np.arange(W), indexing="ij")
-    want = np.stack([x % 2, y % 2, z % 2, x // 2, y // 2, z // 2,
-                     *(np.full_like(x, v) for v in block + blocks)], axis=-1)
+    want = np.stack(
+        [
+            x % 2,
+            y % 2,
+            z % 2,
+            x // 2,
+            y // 2,
+            z // 2,
+            *(np.full_like(x, v) for v in block + blocks),
+        ],
+        axis=-1,
+    )
     np.testing.assert_array_equal(np.asarray(o), want)
 
 
@@ -99,8 +131,13 @@ def test_shared_tile_reverse_with_syncthreads(backend):
     """
     k = make(backend, "rev", ["inp"], ["out"], src)
     x = mx.arange(256, dtype=mx.float32)
-    (o,) = k(inputs=[x], output_shapes=[(256,)], output_dtypes=[mx.float32], grid=(256, 1, 1),
-             threadgroup=(64, 1, 1))
+    (o,) = k(
+        inputs=[x],
+        output_shapes=[(256,)],
+        output_dtypes=[mx.float32],
+        grid=(256, 1, 1),
+        threadgroup=(64, 1, 1),
+    )
     np.testing.assert_array_equal(np.asarray(o), np.arange(256).reshape(4, 64)[:, ::-1].reshape(-1))
 
 
@@ -119,14 +156,26 @@ def test_dynamic_shared_memory(backend):
     """
     k = backend.kernel(Spec("dyn", ("inp",), ("out",), src, dialect="cuda", shared_memory=128))
     x = mx.arange(64, dtype=mx.float32)
-    (o,) = k(inputs=[x], output_shapes=[(64,)], output_dtypes=[mx.float32], grid=(64, 1, 1),
-             threadgroup=(32, 1, 1))
-    np.testing.assert_array_equal(np.asarray(o), 2 * np.arange(64).reshape(2, 32)[:, ::-1].reshape(-1))
+    (o,) = k(
+        inputs=[x],
+        output_shapes=[(64,)],
+        output_dtypes=[mx.float32],
+        grid=(64, 1, 1),
+        threadgroup=(32, 1, 1),
+    )
+    np.testing.assert_array_equal(
+        np.asarray(o), 2 * np.arange(64).reshape(2, 32)[:, ::-1].reshape(-1)
+    )
     # Without shared_memory bytes the launch is refused with a clear message.
     k0 = make(backend, "dyn0", ["inp"], ["out"], src)
     with pytest.raises(KernelFault) as e:
-        k0(inputs=[x], output_shapes=[(64,)], output_dtypes=[mx.float32], grid=(64, 1, 1),
-           threadgroup=(32, 1, 1))
+        k0(
+            inputs=[x],
+            output_shapes=[(64,)],
+            output_dtypes=[mx.float32],
+            grid=(64, 1, 1),
+            threadgroup=(32, 1, 1),
+        )
     assert e.value.kind == "launch" and "shared_memory" in e.value.message
 
 
@@ -209,14 +258,20 @@ def _model(name, v):
     if name == "reduce_xor":
         return np.full(32, np.bitwise_xor.reduce(v))
     if name == "match_any":
-        return np.array([sum(1 << int(k) for k in lane if v[k] % 4 == v[l] % 4) for l in lane],
-                        dtype=np.int64).astype(np.uint32).astype(np.int32)
+        return (
+            np.array(
+                [sum(1 << int(k) for k in lane if v[k] % 4 == v[l] % 4) for l in lane],
+                dtype=np.int64,
+            )
+            .astype(np.uint32)
+            .astype(np.int32)
+        )
     if name == "loop_sum":
-        return np.full(32, v.sum())       # lane 0's sum is the warp's; others partial -> see below
+        return np.full(32, v.sum())  # lane 0's sum is the warp's; others partial -> see below
     if name == "tile8_down":
         return np.where(lane % 8 < 7, v[np.minimum(lane + 1, 31)], v)
     if name == "tile8_rank":
-        return (lane % 8) * 100 + lane // 8      # within a warp; meta rank adds warp * 4 below
+        return (lane % 8) * 100 + lane // 8  # within a warp; meta rank adds warp * 4 below
     if name == "tile8_reduce":
         return np.repeat(_segments(v, 8).sum(axis=1), 8)
     raise KeyError(name)
@@ -230,18 +285,26 @@ __device__ int warp_sum(int v) {
     return v;
 }
 """
-    lines = ["int i = blockIdx.x * blockDim.x + threadIdx.x;", "int lane = threadIdx.x % 32;",
-             "int v = x[i];", "auto tile8 = cg::tiled_partition<8>(cg::this_thread_block());",
-             "int r = 0;"]
+    lines = [
+        "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+        "int lane = threadIdx.x % 32;",
+        "int v = x[i];",
+        "auto tile8 = cg::tiled_partition<8>(cg::this_thread_block());",
+        "int r = 0;",
+    ]
     for k, expr in enumerate(WARP_OPS.values()):
         lines.append(f"r = {expr}; out[{k} * n[0] + i] = r;")
     k = make(backend, "warps", ["x", "n"], ["out"], "\n".join(lines), header)
     n = 128
     rng = np.random.default_rng(0)
     x = rng.integers(0, 100, n).astype(np.int32)
-    (o,) = k(inputs=[mx.array(x), mx.array(n, dtype=mx.int32)],
-             output_shapes=[(len(WARP_OPS), n)], output_dtypes=[mx.int32], grid=(n, 1, 1),
-             threadgroup=(64, 1, 1))
+    (o,) = k(
+        inputs=[mx.array(x), mx.array(n, dtype=mx.int32)],
+        output_shapes=[(len(WARP_OPS), n)],
+        output_dtypes=[mx.int32],
+        grid=(n, 1, 1),
+        threadgroup=(64, 1, 1),
+    )
     return x, np.asarray(o)
 
 
@@ -251,14 +314,14 @@ def test_warp_function_matches_model(warp_results, name):
     x, o = warp_results
     got = o[list(WARP_OPS).index(name)]
     for w in range(len(x) // 32):
-        v = x[w * 32:(w + 1) * 32].astype(np.int64)
+        v = x[w * 32 : (w + 1) * 32].astype(np.int64)
         want = _model(name, v)
-        g = got[w * 32:(w + 1) * 32]
+        g = got[w * 32 : (w + 1) * 32]
         if name == "loop_sum":
             assert g[0] == v.sum()
             continue
         if name == "tile8_rank":
-            want = want + (w % 2) * 4     # two warps per block of 64
+            want = want + (w % 2) * 4  # two warps per block of 64
         np.testing.assert_array_equal(g, want, err_msg=f"{name}, warp {w}")
 
 
@@ -278,10 +341,23 @@ def test_atomics_from_many_threads(backend):
         atomicSub(&sub[0], 2);
     """
     k = make(backend, "atom", [], ["ic", "fc", "mx_", "mn", "u64", "cas", "bits", "sub"], src)
-    outs = k(inputs=[], output_shapes=[(4,), (4,), (1,), (1,), (1,), (1,), (1,), (1,)],
-             output_dtypes=[mx.int32, mx.float32, mx.int32, mx.int32, mx.uint64, mx.int32,
-                            mx.uint32, mx.int32],
-             grid=(1000, 1, 1), threadgroup=(128, 1, 1), init_value=0)
+    outs = k(
+        inputs=[],
+        output_shapes=[(4,), (4,), (1,), (1,), (1,), (1,), (1,), (1,)],
+        output_dtypes=[
+            mx.int32,
+            mx.float32,
+            mx.int32,
+            mx.int32,
+            mx.uint64,
+            mx.int32,
+            mx.uint32,
+            mx.int32,
+        ],
+        grid=(1000, 1, 1),
+        threadgroup=(128, 1, 1),
+        init_value=0,
+    )
     ic, fc, mxv, mn, u64, cas, bits, sub = (np.asarray(a) for a in outs)
     np.testing.assert_array_equal(ic, [250] * 4)
     np.testing.assert_array_equal(fc, [125.0] * 4)
@@ -302,8 +378,13 @@ def test_cooperative_groups_thread_rank(backend):
     """
     k = make(backend, "cgrank", [], ["out", "lin"], src)
     # grid (10, 6) in blocks of (4, 4): 3 x 2 blocks of 16, all 96 threads.
-    o, lin = k(inputs=[], output_shapes=[(96,), (96,)], output_dtypes=[mx.int32, mx.int32],
-               grid=(10, 6, 1), threadgroup=(4, 4, 1))
+    o, lin = k(
+        inputs=[],
+        output_shapes=[(96,), (96,)],
+        output_dtypes=[mx.int32, mx.int32],
+        grid=(10, 6, 1),
+        threadgroup=(4, 4, 1),
+    )
     np.testing.assert_array_equal(np.asarray(o), np.arange(96))
     np.testing.assert_array_equal(np.asarray(lin), (np.arange(96) % 16) * 1000 + 16)
 
@@ -323,22 +404,40 @@ def test_vector_types_and_half(backend):
     k = make(backend, "vec4", ["x", "h", "n4"], ["out", "hout"], src)
     x = np.arange(32, dtype=np.float32)
     h = (np.arange(8) * 0.25).astype(np.float16)
-    o, ho = k(inputs=[mx.array(x), mx.array(h), mx.array(8, dtype=mx.uint32)],
-              output_shapes=[(32,), (8,)], output_dtypes=[mx.float32, mx.float16],
-              grid=(8, 1, 1), threadgroup=(8, 1, 1))
+    o, ho = k(
+        inputs=[mx.array(x), mx.array(h), mx.array(8, dtype=mx.uint32)],
+        output_shapes=[(32,), (8,)],
+        output_dtypes=[mx.float32, mx.float16],
+        grid=(8, 1, 1),
+        threadgroup=(8, 1, 1),
+    )
     want = x.reshape(8, 4)[:, ::-1].copy()
     want[:, 3] += 100
     np.testing.assert_array_equal(np.asarray(o).reshape(8, 4), want)
-    np.testing.assert_array_equal(np.asarray(ho), (h.astype(np.float32) * 2 + 0.5).astype(np.float16))
+    np.testing.assert_array_equal(
+        np.asarray(ho), (h.astype(np.float32) * 2 + 0.5).astype(np.float16)
+    )
 
 
 @pytest.mark.slow
 def test_vector_types_have_no_arithmetic(backend):
-    k = make(backend, "vecadd", [], ["o"], "float4 a = make_float4(1, 2, 3, 4);\nfloat4 b = a + a;\no[0] = b.x;",
-             source_file="cand.cu", body_line=20)
+    k = make(
+        backend,
+        "vecadd",
+        [],
+        ["o"],
+        "float4 a = make_float4(1, 2, 3, 4);\nfloat4 b = a + a;\no[0] = b.x;",
+        source_file="cand.cu",
+        body_line=20,
+    )
     with pytest.raises(CompileError) as e:
-        k(inputs=[], output_shapes=[(1,)], output_dtypes=[mx.float32], grid=(1, 1, 1),
-          threadgroup=(1, 1, 1))
+        k(
+            inputs=[],
+            output_shapes=[(1,)],
+            output_dtypes=[mx.float32],
+            grid=(1, 1, 1),
+            threadgroup=(1, 1, 1),
+        )
     assert e.value.line == 21
 
 
@@ -355,16 +454,29 @@ def test_template_params_shapes_and_math(backend):
     """
     k = make(backend, "tmpl", ["inp"], ["out"], src)
     a = mx.arange(12, dtype=mx.float32).reshape(3, 4)
-    (o,) = k(inputs=[a], output_shapes=[(12,)], output_dtypes=[mx.float32], grid=(12, 1, 1),
-             threadgroup=(8, 1, 1), template=[("T", mx.float32), ("N", 4), ("B", True)])
+    (o,) = k(
+        inputs=[a],
+        output_shapes=[(12,)],
+        output_dtypes=[mx.float32],
+        grid=(12, 1, 1),
+        threadgroup=(8, 1, 1),
+        template=[("T", mx.float32), ("N", 4), ("B", True)],
+    )
     got = np.asarray(o)
     assert np.isnan(got).all()  # inf * 0 is NaN (MLX 0.32.4 has no `inf` macro)
     src2 = src.replace(" + cuda::std::numeric_limits<float>::infinity() * 0.0f", "")
     k2 = make(backend, "tmpl2", ["inp"], ["out"], src2)
-    (o,) = k2(inputs=[a], output_shapes=[(12,)], output_dtypes=[mx.float32], grid=(12, 1, 1),
-              threadgroup=(8, 1, 1), template=[("T", mx.float32), ("N", 4), ("B", True)])
-    np.testing.assert_allclose(np.asarray(o), np.sqrt(np.arange(12) * 4) + 0.5 + 1 + 0 + 3 - 1,
-                               rtol=1e-6)
+    (o,) = k2(
+        inputs=[a],
+        output_shapes=[(12,)],
+        output_dtypes=[mx.float32],
+        grid=(12, 1, 1),
+        threadgroup=(8, 1, 1),
+        template=[("T", mx.float32), ("N", 4), ("B", True)],
+    )
+    np.testing.assert_allclose(
+        np.asarray(o), np.sqrt(np.arange(12) * 4) + 0.5 + 1 + 0 + 3 - 1, rtol=1e-6
+    )
 
 
 @pytest.mark.slow
@@ -372,26 +484,56 @@ def test_zero_d_input_named_in_the_source_is_refused(backend):
     # `s_shape` occurs in the body: MLX passes the argument, the signature has no parameter.
     k = make(backend, "quirk", ["x", "s"], ["o"], "// s_shape unused\no[0] = x[0] * s[0];")
     with pytest.raises(KernelFault) as e:
-        k(inputs=[mx.ones(4), 2.0], output_shapes=[(1,)], output_dtypes=[mx.float32],
-          grid=(1, 1, 1), threadgroup=(1, 1, 1))
+        k(
+            inputs=[mx.ones(4), 2.0],
+            output_shapes=[(1,)],
+            output_dtypes=[mx.float32],
+            grid=(1, 1, 1),
+            threadgroup=(1, 1, 1),
+        )
     assert e.value.kind == "launch" and "misaligned" in e.value.message
 
 
 # ---------------------------------------------------------------- diagnostics
 @pytest.mark.slow
 def test_compile_error_maps_to_candidate_lines(backend):
-    k = make(backend, "cerr", [], ["o"], "int i = threadIdx.x;\no[i] = undefined_name;",
-             source_file="cand.cu", body_line=40)
+    k = make(
+        backend,
+        "cerr",
+        [],
+        ["o"],
+        "int i = threadIdx.x;\no[i] = undefined_name;",
+        source_file="cand.cu",
+        body_line=40,
+    )
     with pytest.raises(CompileError) as e:
-        k(inputs=[], output_shapes=[(1,)], output_dtypes=[mx.float32], grid=(1, 1, 1),
-          threadgroup=(1, 1, 1))
+        k(
+            inputs=[],
+            output_shapes=[(1,)],
+            output_dtypes=[mx.float32],
+            grid=(1, 1, 1),
+            threadgroup=(1, 1, 1),
+        )
     assert e.value.line == 41 and "undefined_name" in e.value.message
-    k = make(backend, "herr", [], ["o"], "o[0] = f();",
-             header="__device__ float f() {\n  return nope;\n}\n", source_file="cand.cu",
-             header_line=3, body_line=10)
+    k = make(
+        backend,
+        "herr",
+        [],
+        ["o"],
+        "o[0] = f();",
+        header="__device__ float f() {\n  return nope;\n}\n",
+        source_file="cand.cu",
+        header_line=3,
+        body_line=10,
+    )
     with pytest.raises(CompileError) as e:
-        k(inputs=[], output_shapes=[(1,)], output_dtypes=[mx.float32], grid=(1, 1, 1),
-          threadgroup=(1, 1, 1))
+        k(
+            inputs=[],
+            output_shapes=[(1,)],
+            output_dtypes=[mx.float32],
+            grid=(1, 1, 1),
+            threadgroup=(1, 1, 1),
+        )
     assert e.value.line == 4
 
 
@@ -405,8 +547,13 @@ def test_barrier_divergence_early_return(backend):
     """
     k = make(backend, "div", [], ["o"], src, source_file="cand.cu", body_line=1)
     with pytest.raises(KernelFault) as e:
-        k(inputs=[], output_shapes=[(64,)], output_dtypes=[mx.float32], grid=(64, 1, 1),
-          threadgroup=(64, 1, 1))
+        k(
+            inputs=[],
+            output_shapes=[(64,)],
+            output_dtypes=[mx.float32],
+            grid=(64, 1, 1),
+            threadgroup=(64, 1, 1),
+        )
     assert e.value.kind == "barrier_divergence"
     assert e.value.details["lines"] == [5] and "__syncthreads" in e.value.message
     assert e.value.details["n_done"] == 24
@@ -415,9 +562,17 @@ def test_barrier_divergence_early_return(backend):
 @pytest.mark.slow
 def test_timeout():
     be = SimBackend(dialect="cuda", launch_timeout_s=0.5)
-    k = be.kernel(KernelSpec("spin", ("n",), ("o",), "int k = 0; while (n[0] > 0) { k++; } o[0] = k;",
-                             dialect="cuda"))
+    k = be.kernel(
+        KernelSpec(
+            "spin", ("n",), ("o",), "int k = 0; while (n[0] > 0) { k++; } o[0] = k;", dialect="cuda"
+        )
+    )
     with pytest.raises(KernelFault) as e:
-        k(inputs=[mx.array(1, dtype=mx.int32)], output_shapes=[(1,)], output_dtypes=[mx.int32],
-          grid=(1, 1, 1), threadgroup=(1, 1, 1))
+        k(
+            inputs=[mx.array(1, dtype=mx.int32)],
+            output_shapes=[(1,)],
+            output_dtypes=[mx.int32],
+            grid=(1, 1, 1),
+            threadgroup=(1, 1, 1),
+        )
     assert e.value.kind == "timeout"

@@ -3,6 +3,7 @@ array indexed past its bound names the array, the index and the bound; a
 misaligned vector access names the buffer, the byte offset and the
 alignment; an out-of-bounds device access at any distance names the buffer
 and the element. Each faulty kernel has a correct twin that must pass."""
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -26,18 +27,24 @@ def backend(request):
 # Per dialect: the thread's index in its group and in the grid, a barrier,
 # a group-shared array declaration and a vector pointer cast of `out + OFF`.
 WORDS = {
-    "metal": dict(l="uint l = thread_position_in_threadgroup.x;",
-                  i="uint i = thread_position_in_grid.x;",
-                  sync="threadgroup_barrier(mem_flags::mem_threadgroup);",
-                  shared="threadgroup float t[32];",
-                  vec="device float4* p = (device float4*)(out + OFF);",
-                  one4="float4(1.0f)", group="threadgroup"),
-    "cuda": dict(l="int l = threadIdx.x;",
-                 i="int i = blockIdx.x * blockDim.x + threadIdx.x;",
-                 sync="__syncthreads();",
-                 shared="__shared__ float t[32];",
-                 vec="float4* p = reinterpret_cast<float4*>(out + OFF);",
-                 one4="make_float4(1.0f, 1.0f, 1.0f, 1.0f)", group="block"),
+    "metal": dict(
+        l="uint l = thread_position_in_threadgroup.x;",
+        i="uint i = thread_position_in_grid.x;",
+        sync="threadgroup_barrier(mem_flags::mem_threadgroup);",
+        shared="threadgroup float t[32];",
+        vec="device float4* p = (device float4*)(out + OFF);",
+        one4="float4(1.0f)",
+        group="threadgroup",
+    ),
+    "cuda": dict(
+        l="int l = threadIdx.x;",
+        i="int i = blockIdx.x * blockDim.x + threadIdx.x;",
+        sync="__syncthreads();",
+        shared="__shared__ float t[32];",
+        vec="float4* p = reinterpret_cast<float4*>(out + OFF);",
+        one4="make_float4(1.0f, 1.0f, 1.0f, 1.0f)",
+        group="block",
+    ),
 }
 
 
@@ -48,8 +55,14 @@ def run(backend, name, source):
     out = None
     for _ in range(2):
         try:
-            (out,) = k(inputs=[], output_shapes=[(N,)], output_dtypes=[mx.float32],
-                       grid=(N, 1, 1), threadgroup=(TG, 1, 1), init_value=0)
+            (out,) = k(
+                inputs=[],
+                output_shapes=[(N,)],
+                output_dtypes=[mx.float32],
+                grid=(N, 1, 1),
+                threadgroup=(TG, 1, 1),
+                init_value=0,
+            )
             out = np.asarray(out)
         except KernelFault as e:
             return e
@@ -58,8 +71,9 @@ def run(backend, name, source):
 
 def shared_overflow(backend, offset):
     w = WORDS[backend.dialect]
-    return "\n".join([w["shared"], w["l"], w["i"], f"t[l + {offset}] = 1.0f;", w["sync"],
-                      "out[i] = t[l];"])
+    return "\n".join(
+        [w["shared"], w["l"], w["i"], f"t[l + {offset}] = 1.0f;", w["sync"], "out[i] = t[l];"]
+    )
 
 
 @pytest.mark.parametrize("offset, index", [(1, 32), (40, 40), (100000, 100000)])
@@ -70,7 +84,7 @@ def test_shared_array_overflow_names_array_index_and_bound(backend, offset, inde
     word = "threadgroup" if backend.dialect == "metal" else "__shared__"
     assert f"write of {word} array 't' (float[32]) at index {index} (bound 32)" in e.message
     assert e.details["buffer"] == "t" and e.details["element"] == index
-    assert f"of {WORDS[backend.dialect]['group']} (" in e.message   # which thread did it
+    assert f"of {WORDS[backend.dialect]['group']} (" in e.message  # which thread did it
 
 
 @pytest.mark.slow
@@ -82,8 +96,9 @@ def test_shared_array_within_bound_passes(backend):
 
 def misaligned(backend, offset):
     w = WORDS[backend.dialect]
-    return "\n".join([w["i"], w["vec"].replace("OFF", str(offset)),
-                      f"if (i < {N // 4 - 1}) p[i] = {w['one4']};"])
+    return "\n".join(
+        [w["i"], w["vec"].replace("OFF", str(offset)), f"if (i < {N // 4 - 1}) p[i] = {w['one4']};"]
+    )
 
 
 @pytest.mark.slow
@@ -127,7 +142,9 @@ def test_in_bounds_write_passes(backend):
 # ------------------------------------------------------------ a worker's death
 def test_a_dead_worker_is_explained():
     tail = "noise\nmlxsci-sim: fatal signal 11 while handling a fault of kernel 'k' (thread (1, 0, 0) ...\n"
-    assert death_reason(-11, tail).startswith("mlxsci-sim: fatal signal 11 while handling a fault of kernel 'k'")
+    assert death_reason(-11, tail).startswith(
+        "mlxsci-sim: fatal signal 11 while handling a fault of kernel 'k'"
+    )
     reason = death_reason(-11, "Traceback ...\n")
     assert "SIGSEGV" in reason and "outside any kernel" in reason and "Traceback" in reason
     reason = death_reason(-9, "")
@@ -140,15 +157,19 @@ def test_a_dead_worker_is_explained():
 INDEX_FROM_UNWRITTEN = {
     # An index kept in group-shared memory, read before any thread wrote it:
     # it reads as poison (0xFFFFFFFF), an access 16 GiB past the output's end.
-    "metal": ("threadgroup uint slot[1];\n"
-              "uint l = thread_position_in_threadgroup.x;\n"
-              "if (l == WRITER) slot[0] = thread_position_in_grid.x;\n"
-              "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
-              "out[slot[0] + l] = 1.0f;"),
-    "cuda": ("__shared__ unsigned slot[1];\n"
-             "if (threadIdx.x == WRITER) slot[0] = blockIdx.x * blockDim.x;\n"
-             "__syncthreads();\n"
-             "out[slot[0] + threadIdx.x] = 1.0f;"),
+    "metal": (
+        "threadgroup uint slot[1];\n"
+        "uint l = thread_position_in_threadgroup.x;\n"
+        "if (l == WRITER) slot[0] = thread_position_in_grid.x;\n"
+        "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+        "out[slot[0] + l] = 1.0f;"
+    ),
+    "cuda": (
+        "__shared__ unsigned slot[1];\n"
+        "if (threadIdx.x == WRITER) slot[0] = blockIdx.x * blockDim.x;\n"
+        "__syncthreads();\n"
+        "out[slot[0] + threadIdx.x] = 1.0f;"
+    ),
 }
 
 

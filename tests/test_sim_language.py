@@ -5,6 +5,7 @@ checks its outputs against NumPy. The prelude itself is unit-tested in
 test_sim_prelude.py; here the whole path is exercised: MLX's generated
 signature, the rewrite, the prelude, the runtime (threadgroups, barriers).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,17 +24,43 @@ def backend():
     return SimBackend()
 
 
-def run(backend, body, inputs, output_shapes, output_dtypes, grid, threadgroup, *,
-        input_names=None, output_names=None, header="", atomic_outputs=False,
-        init_value=None, template=None, name="lang"):
+def run(
+    backend,
+    body,
+    inputs,
+    output_shapes,
+    output_dtypes,
+    grid,
+    threadgroup,
+    *,
+    input_names=None,
+    output_names=None,
+    header="",
+    atomic_outputs=False,
+    init_value=None,
+    template=None,
+    name="lang",
+):
     input_names = input_names or tuple(f"in{i}" for i in range(len(inputs)))
     output_names = output_names or tuple(f"out{i}" for i in range(len(output_shapes)))
-    spec = KernelSpec(name=name, input_names=tuple(input_names), output_names=tuple(output_names),
-                      source=body, header=header, atomic_outputs=atomic_outputs)
+    spec = KernelSpec(
+        name=name,
+        input_names=tuple(input_names),
+        output_names=tuple(output_names),
+        source=body,
+        header=header,
+        atomic_outputs=atomic_outputs,
+    )
     k = backend.kernel(spec)
-    outs = k(inputs=[mx.array(x) if isinstance(x, np.ndarray) else x for x in inputs],
-             output_shapes=output_shapes, output_dtypes=output_dtypes, grid=grid,
-             threadgroup=threadgroup, template=template, init_value=init_value)
+    outs = k(
+        inputs=[mx.array(x) if isinstance(x, np.ndarray) else x for x in inputs],
+        output_shapes=output_shapes,
+        output_dtypes=output_dtypes,
+        grid=grid,
+        threadgroup=threadgroup,
+        template=template,
+        init_value=init_value,
+    )
     return [np.array(o.astype(mx.float32)) if o.dtype == mx.bfloat16 else np.array(o) for o in outs]
 
 
@@ -56,8 +83,17 @@ def test_vector_constructors_swizzles_and_conversions(backend):
     out[4 * i + 2] = back.z + float(h.w) + (all(m.zw) ? 10.0f : 0.0f);
     out[4 * i + 3] = dot(float4(w, 1.0f), float4(1.0f)) + select(0.0f, 100.0f, m.x);
     """
-    (out,) = run(backend, body, [x], [(256,)], [mx.float32], (64, 1, 1), (32, 1, 1),
-                 input_names=("x",), output_names=("out",))
+    (out,) = run(
+        backend,
+        body,
+        [x],
+        [(256,)],
+        [mx.float32],
+        (64, 1, 1),
+        (32, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+    )
     out = out.reshape(64, 4)
     a = x.astype(np.float64)
     np.testing.assert_array_equal(out[:, 0], np.trunc(np.float32(2) * x) + 1)
@@ -75,12 +111,31 @@ def test_math_functions(backend):
            + metal::precise::pow(fabs(v), 1.5f) + fract(v) + clamp(v, -1.0f, 1.0f)
            + rsqrt(1.0f + v * v) + atan2(v, 2.0f) + M_PI_F + fmod(v, 0.7f);
     """
-    (out,) = run(backend, body, [x], [(100,)], [mx.float32], (100, 1, 1), (32, 1, 1),
-                 input_names=("x",), output_names=("out",))
+    (out,) = run(
+        backend,
+        body,
+        [x],
+        [(100,)],
+        [mx.float32],
+        (100, 1, 1),
+        (32, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+    )
     v = x.astype(np.float64)
-    want = (np.sin(v) + np.exp(-v * v) + np.sqrt(np.abs(v)) + np.tanh(v) + np.abs(v) ** 1.5
-            + (v - np.floor(v)) + np.clip(v, -1, 1) + 1 / np.sqrt(1 + v * v) + np.arctan2(v, 2)
-            + np.pi + np.fmod(v, np.float32(0.7)))
+    want = (
+        np.sin(v)
+        + np.exp(-v * v)
+        + np.sqrt(np.abs(v))
+        + np.tanh(v)
+        + np.abs(v) ** 1.5
+        + (v - np.floor(v))
+        + np.clip(v, -1, 1)
+        + 1 / np.sqrt(1 + v * v)
+        + np.arctan2(v, 2)
+        + np.pi
+        + np.fmod(v, np.float32(0.7))
+    )
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 
 
@@ -93,8 +148,17 @@ def test_half_buffers_round_like_numpy(backend):
     half x = a[i], y = b[i];
     out[i] = x * y + x - y / (x + 0.5h);
     """
-    (out,) = run(backend, body, [a, b], [(256,)], [mx.float16], (256, 1, 1), (64, 1, 1),
-                 input_names=("a", "b"), output_names=("out",))
+    (out,) = run(
+        backend,
+        body,
+        [a, b],
+        [(256,)],
+        [mx.float16],
+        (256, 1, 1),
+        (64, 1, 1),
+        input_names=("a", "b"),
+        output_names=("out",),
+    )
     with np.errstate(all="ignore"):
         want = a * b + a - b / (a + np.float16(0.5))
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
@@ -109,8 +173,17 @@ def test_bfloat16_buffers(backend):
     out[i] = v * bfloat16_t(3.0f);
     outf[i] = float(v) * 3.0f;
     """
-    out, outf = run(backend, body, [x], [(64,), (64,)], [mx.bfloat16, mx.float32], (64, 1, 1),
-                    (32, 1, 1), input_names=("x",), output_names=("out", "outf"))
+    out, outf = run(
+        backend,
+        body,
+        [x],
+        [(64,), (64,)],
+        [mx.bfloat16, mx.float32],
+        (64, 1, 1),
+        (32, 1, 1),
+        input_names=("x",),
+        output_names=("out", "outf"),
+    )
     xf = np.array(x.astype(mx.float32))
     want = np.array((x * mx.array(3.0, dtype=mx.bfloat16)).astype(mx.float32))
     np.testing.assert_array_equal(out, want)
@@ -128,8 +201,18 @@ def test_device_atomics_int(backend):
     atomic_fetch_min_explicit(&out[6], -int(i), memory_order_relaxed);
     atomic_fetch_or_explicit(&out[7], 1 << (i % 31), memory_order_relaxed);
     """
-    (out,) = run(backend, body, [np.zeros(8, np.float32)], [(8,)], [mx.int32], (n, 1, 1),
-                 (64, 1, 1), output_names=("out",), atomic_outputs=True, init_value=0)
+    (out,) = run(
+        backend,
+        body,
+        [np.zeros(8, np.float32)],
+        [(8,)],
+        [mx.int32],
+        (n, 1, 1),
+        (64, 1, 1),
+        output_names=("out",),
+        atomic_outputs=True,
+        init_value=0,
+    )
     i = np.arange(n)
     want = [n] + [int(i[i % 4 == r].sum()) for r in range(4)] + [n - 1, -(n - 1), 0x7FFFFFFF]
     assert out.tolist() == want
@@ -142,8 +225,19 @@ def test_device_atomics_float_and_uint(backend):
     uint i = thread_position_in_grid.x;
     atomic_fetch_add_explicit(&total[0], x[i], memory_order_relaxed);
     """
-    (total,) = run(backend, body, [x], [(1,)], [mx.float32], (512, 1, 1), (128, 1, 1),
-                   input_names=("x",), output_names=("total",), atomic_outputs=True, init_value=0)
+    (total,) = run(
+        backend,
+        body,
+        [x],
+        [(1,)],
+        [mx.float32],
+        (512, 1, 1),
+        (128, 1, 1),
+        input_names=("x",),
+        output_names=("total",),
+        atomic_outputs=True,
+        init_value=0,
+    )
     np.testing.assert_allclose(total, [x.astype(np.float64).sum()], rtol=1e-5)
 
     body = """
@@ -155,8 +249,19 @@ def test_device_atomics_float_and_uint(backend):
     atomic_compare_exchange_weak_explicit(&c[2], &expected, i + 100u,
                                           memory_order_relaxed, memory_order_relaxed);
     """
-    (c,) = run(backend, body, [x], [(3,)], [mx.uint32], (300, 1, 1), (64, 1, 1),
-               input_names=("x",), output_names=("c",), atomic_outputs=True, init_value=0)
+    (c,) = run(
+        backend,
+        body,
+        [x],
+        [(3,)],
+        [mx.uint32],
+        (300, 1, 1),
+        (64, 1, 1),
+        input_names=("x",),
+        output_names=("c",),
+        atomic_outputs=True,
+        init_value=0,
+    )
     assert c[0] == 300 and c[1] == 299 and 100 <= c[2] < 400
 
 
@@ -182,8 +287,17 @@ def test_threadgroup_atomics_and_arrays(backend):
         counts[grp] = atomic_load_explicit(&count, memory_order_relaxed);
     }
     """
-    sums, counts = run(backend, body, [x], [(4,), (4,)], [mx.float32, mx.int32], (256, 1, 1),
-                       (64, 1, 1), input_names=("x",), output_names=("sums", "counts"))
+    sums, counts = run(
+        backend,
+        body,
+        [x],
+        [(4,), (4,)],
+        [mx.float32, mx.int32],
+        (256, 1, 1),
+        (64, 1, 1),
+        input_names=("x",),
+        output_names=("sums", "counts"),
+    )
     g = x.reshape(4, 64)
     np.testing.assert_allclose(sums, g.astype(np.float64).sum(1), rtol=1e-5)
     assert counts.tolist() == (g > 0.5).sum(1).tolist()
@@ -204,8 +318,17 @@ def test_threadgroup_vector_arrays_and_2d_tiles(backend):
     float2 q = pairs[7 - l.y][7 - l.x];
     out[g.y * 16 + g.x] = q.x + q.y * 0.5f + tile[l.y + 1][l.x + 1];
     """
-    (out,) = run(backend, body, [x], [(16, 16)], [mx.float32], (16, 16, 1), (8, 8, 1),
-                 input_names=("x",), output_names=("out",))
+    (out,) = run(
+        backend,
+        body,
+        [x],
+        [(16, 16)],
+        [mx.float32],
+        (16, 16, 1),
+        (8, 8, 1),
+        input_names=("x",),
+        output_names=("out",),
+    )
     want = np.empty_like(x)
     for gy in range(16):
         for gx in range(16):
@@ -222,8 +345,17 @@ def test_elem_to_loc_and_shape_params(backend):
     int64_t loc = elem_to_loc(i, x_shape, x_strides, x_ndim);
     out[i] = x[loc] + float(ceildiv(x_ndim, 2));
     """
-    (out,) = run(backend, body, [x], [(24,)], [mx.float32], (24, 1, 1), (8, 1, 1),
-                 input_names=("x",), output_names=("out",))
+    (out,) = run(
+        backend,
+        body,
+        [x],
+        [(24,)],
+        [mx.float32],
+        (24, 1, 1),
+        (8, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+    )
     np.testing.assert_array_equal(out, np.arange(24) + 2)
 
 
@@ -255,21 +387,42 @@ constant float WEIGHTS[3] = {0.5f, 0.25f, 0.25f};
     out[i] = sq(bd.mass) + dot(c, float3(WEIGHTS[0], WEIGHTS[1], WEIGHTS[2])) + float(sizeof(Body))
            + float(buf[i % N]);
     """
-    (out,) = run(backend, body, [p], [(32,)], [mx.float32], (32, 1, 1), (32, 1, 1),
-                 input_names=("pos",), output_names=("out",), header=header,
-                 template=[("T", mx.float32), ("N", 4)])
+    (out,) = run(
+        backend,
+        body,
+        [p],
+        [(32,)],
+        [mx.float32],
+        (32, 1, 1),
+        (32, 1, 1),
+        input_names=("pos",),
+        output_names=("out",),
+        header=header,
+        template=[("T", mx.float32), ("N", 4)],
+    )
     want = (p.astype(np.float64) ** 2).sum(1) + 2 * p @ np.array([0.5, 0.25, 0.25]) + 16
     np.testing.assert_allclose(out, want, rtol=1e-5)
 
 
 def test_compile_error_maps_to_candidate_line(backend):
     body = "uint i = thread_position_in_grid.x;\nfloat4 v = float4(1.0f, 2.0f);\nout[i] = v.x;\n"
-    spec = KernelSpec(name="bad", input_names=("x",), output_names=("out",), source=body,
-                      source_file="cand.py", body_line=20)
+    spec = KernelSpec(
+        name="bad",
+        input_names=("x",),
+        output_names=("out",),
+        source=body,
+        source_file="cand.py",
+        body_line=20,
+    )
     k = backend.kernel(spec)
     with pytest.raises(CompileError) as ei:
-        k(inputs=[mx.zeros((8,))], output_shapes=[(8,)], output_dtypes=[mx.float32],
-          grid=(8, 1, 1), threadgroup=(8, 1, 1))
+        k(
+            inputs=[mx.zeros((8,))],
+            output_shapes=[(8,)],
+            output_dtypes=[mx.float32],
+            grid=(8, 1, 1),
+            threadgroup=(8, 1, 1),
+        )
     assert ei.value.line == 21, ei.value
 
 
@@ -286,7 +439,17 @@ def test_program_scope_constants_are_constant_expressions(backend):
     out[i] = buf[TILE - 1 - l];
     """
     x = np.arange(32, dtype=np.float32)
-    (out,) = run(backend, body, [x], [(32,)], [mx.float32], (32, 1, 1), (8, 1, 1),
-                 input_names=("x",), output_names=("out",), header=header)
+    (out,) = run(
+        backend,
+        body,
+        [x],
+        [(32,)],
+        [mx.float32],
+        (32, 1, 1),
+        (8, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+        header=header,
+    )
     scaled = x * np.array([0.5, 1.0, 2.0], dtype=np.float32)[np.arange(32) % 3]
     np.testing.assert_array_equal(out, scaled.reshape(4, 8)[:, ::-1].reshape(-1))

@@ -9,6 +9,7 @@ and their messages were checked against NVRTC 12.9 compiling MLX's generated
 text with MLX's flags and device headers. Every task seed must pass the
 checker at the sizes it runs at.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,8 @@ from mlxsci.task import load_task, task_names  # noqa: E402
 SimBackend = sim.SimBackend
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 
-HEADER_LINE = 3     # the header starts on line 3 of the candidate file
-BODY_LINE = 20      # the body starts on line 20
+HEADER_LINE = 3  # the header starts on line 3 of the candidate file
+BODY_LINE = 20  # the body starts on line 20
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +48,25 @@ def run(backend, body, header="", *, inputs=None, n=64):
     """Runs `body` with inputs x (n floats, or `inputs`) and one output `out`
     of n floats; returns the output as numpy."""
     inputs = inputs if inputs is not None else {"x": np.arange(n, dtype=np.float32)}
-    spec = KernelSpec("rules", tuple(inputs), ("out",), body, header, dialect=backend.dialect,
-                      source_file=f"cand.{'metal' if backend.dialect == 'metal' else 'cu'}",
-                      header_line=HEADER_LINE, body_line=BODY_LINE)
+    spec = KernelSpec(
+        "rules",
+        tuple(inputs),
+        ("out",),
+        body,
+        header,
+        dialect=backend.dialect,
+        source_file=f"cand.{'metal' if backend.dialect == 'metal' else 'cu'}",
+        header_line=HEADER_LINE,
+        body_line=BODY_LINE,
+    )
     k = backend.kernel(spec)
-    (out,) = k(inputs=[mx.array(v) for v in inputs.values()], output_shapes=[(n,)],
-               output_dtypes=[mx.float32], grid=(n, 1, 1), threadgroup=(32, 1, 1))
+    (out,) = k(
+        inputs=[mx.array(v) for v in inputs.values()],
+        output_shapes=[(n,)],
+        output_dtypes=[mx.float32],
+        grid=(n, 1, 1),
+        threadgroup=(32, 1, 1),
+    )
     return np.array(out)
 
 
@@ -76,17 +90,29 @@ def test_metal_lambda_is_rejected_and_a_helper_function_runs(metal):
 
 
 # -- program-scope variables live in `constant` (MSL 4.2) --
-@pytest.mark.parametrize("decl", ["float SCALE = 3.0f;", "const float SCALE = 3.0f;",
-                                  "constexpr float SCALE = 3.0f;", "static float SCALE = 3.0f;"])
+@pytest.mark.parametrize(
+    "decl",
+    [
+        "float SCALE = 3.0f;",
+        "const float SCALE = 3.0f;",
+        "constexpr float SCALE = 3.0f;",
+        "static float SCALE = 3.0f;",
+    ],
+)
 def test_metal_program_scope_variable_outside_constant_is_rejected(metal, decl):
     e = rejected(metal, TID + "out[i] = x[i] * SCALE;\n", "// scale\n" + decl + "\n")
     assert "program scope variable must reside in constant address space" in e.message, e
     assert "'SCALE'" in e.message and e.line == HEADER_LINE + 1, e
 
 
-@pytest.mark.parametrize("decl", ["constant float SCALE = 3.0f;",
-                                  "constant constexpr float SCALE = 3.0f;",
-                                  "constexpr constant float SCALE(3.0f);"])
+@pytest.mark.parametrize(
+    "decl",
+    [
+        "constant float SCALE = 3.0f;",
+        "constant constexpr float SCALE = 3.0f;",
+        "constexpr constant float SCALE(3.0f);",
+    ],
+)
 def test_metal_program_scope_constant_runs(metal, decl):
     out = run(metal, TID + "out[i] = x[i] * SCALE;\n", "// scale\n" + decl + "\n")
     np.testing.assert_array_equal(out, X * 3)
@@ -136,9 +162,11 @@ def test_metal_cast_from_device_to_constant_is_rejected(metal):
 
 
 def test_metal_cast_from_threadgroup_to_device_is_rejected(metal):
-    body = ("threadgroup float buf[32];\nuint l = thread_position_in_threadgroup.x;\n"
-            "buf[l] = x[thread_position_in_grid.x];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n"
-            "{} t = ({})buf;\nout[thread_position_in_grid.x] = t[31 - l];\n")
+    body = (
+        "threadgroup float buf[32];\nuint l = thread_position_in_threadgroup.x;\n"
+        "buf[l] = x[thread_position_in_grid.x];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n"
+        "{} t = ({})buf;\nout[thread_position_in_grid.x] = t[31 - l];\n"
+    )
     e = rejected(metal, body.format("device float*", "device float*"))
     assert "converts between mismatching address spaces (threadgroup to device)" in e.message, e
     assert e.line == BODY_LINE + 4, e
@@ -150,18 +178,21 @@ def test_metal_small_input_is_a_constant_pointer(metal):
     # MLX passes an input of fewer than 8 elements as `const constant T*`: a
     # pointer to it declared `device` does not compile on a Mac.
     inputs = {"x": X, "w": np.array([1, 2, 3, 4], dtype=np.float32)}
-    e = rejected(metal, TID + "const device float* wp = w;\nout[i] = x[i] * wp[i % 4];\n",
-                 inputs=inputs)
+    e = rejected(
+        metal, TID + "const device float* wp = w;\nout[i] = x[i] * wp[i % 4];\n", inputs=inputs
+    )
     assert "cannot initialize a variable of type 'const device float *'" in e.message, e
     assert "constant" in e.message and e.line == BODY_LINE + 1, e
-    out = run(metal, TID + "const constant float* wp = w;\nout[i] = x[i] * wp[i % 4];\n",
-              inputs=inputs)
+    out = run(
+        metal, TID + "const constant float* wp = w;\nout[i] = x[i] * wp[i % 4];\n", inputs=inputs
+    )
     np.testing.assert_array_equal(out, X * np.tile([1, 2, 3, 4], 16))
 
 
 # -- Metal keywords are not identifiers --
-@pytest.mark.parametrize("word", ["half", "thread", "device", "constant", "threadgroup", "kernel",
-                                  "vertex"])
+@pytest.mark.parametrize(
+    "word", ["half", "thread", "device", "constant", "threadgroup", "kernel", "vertex"]
+)
 def test_metal_keyword_as_variable_name_is_rejected(metal, word):
     e = rejected(metal, TID + f"uint {word} = i;\nout[{word}] = x[{word}];\n")
     assert f"'{word}' is a Metal" in e.message and "cannot name a variable" in e.message, e
@@ -169,12 +200,18 @@ def test_metal_keyword_as_variable_name_is_rejected(metal, word):
 
 
 def test_metal_keyword_as_parameter_name_is_rejected_and_the_renamed_twin_runs(metal):
-    e = rejected(metal, TID + "out[i] = twice(x[i]);\n",
-                 "// helper\ninline float twice(float half) { return 2.0f * half; }\n")
+    e = rejected(
+        metal,
+        TID + "out[i] = twice(x[i]);\n",
+        "// helper\ninline float twice(float half) { return 2.0f * half; }\n",
+    )
     assert "'half'" in e.message and "cannot name a parameter" in e.message, e
     assert e.line == HEADER_LINE + 1, e
-    out = run(metal, TID + "uint half_n = 32;\nout[i] = twice(x[i]) + float(i / half_n);\n",
-              "// helper\ninline float twice(float h) { return 2.0f * h; }\n")
+    out = run(
+        metal,
+        TID + "uint half_n = 32;\nout[i] = twice(x[i]) + float(i / half_n);\n",
+        "// helper\ninline float twice(float h) { return 2.0f * h; }\n",
+    )
     np.testing.assert_array_equal(out, 2 * X + (np.arange(64) // 32))
 
 
@@ -201,12 +238,14 @@ def test_metal_checker_accepts_simdgroup_matrices_bool_vectors_and_vector_consta
     # Features Metal accepts (the simulator's support for them lives elsewhere):
     # the rule checker must not reject them.
     header = "constant constexpr uint3 M(1, 2, 3);\n"
-    body = (TID + "constexpr uint3 L(4, 5, 6);\n"
-            "simdgroup_float8x8 a;\nsimdgroup_float8x8 acc = make_filled_simdgroup_matrix<float, 8, 8>(0.f);\n"
-            "simdgroup_load(a, x, 8);\nsimdgroup_multiply_accumulate(acc, a, a, acc);\n"
-            "simdgroup_store(acc, out, 8);\n"
-            "float4 v = float4(x[i]);\nbool4 m = (v > 0.0f) && !(v > 10.0f) || bool4(M.x == L.x);\n"
-            "out[i] = select(0.0f, 1.0f, all(m) || any(m));\n")
+    body = (
+        TID + "constexpr uint3 L(4, 5, 6);\n"
+        "simdgroup_float8x8 a;\nsimdgroup_float8x8 acc = make_filled_simdgroup_matrix<float, 8, 8>(0.f);\n"
+        "simdgroup_load(a, x, 8);\nsimdgroup_multiply_accumulate(acc, a, a, acc);\n"
+        "simdgroup_store(acc, out, 8);\n"
+        "float4 v = float4(x[i]);\nbool4 m = (v > 0.0f) && !(v > 10.0f) || bool4(M.x == L.x);\n"
+        "out[i] = select(0.0f, 1.0f, all(m) || any(m));\n"
+    )
     gen = _metal_text(body, header)
     assert language_rules.check_metal(gen.text, gen.regions) is None
 
@@ -215,8 +254,9 @@ def test_metal_checker_accepts_simdgroup_matrices_bool_vectors_and_vector_consta
 CTID = "int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
 
 
-@pytest.mark.parametrize("header", ["#include <cmath>\n", "#include <vector>\n",
-                                    "#include <algorithm>\n"])
+@pytest.mark.parametrize(
+    "header", ["#include <cmath>\n", "#include <vector>\n", "#include <algorithm>\n"]
+)
 def test_cuda_host_standard_header_is_rejected(cuda, header):
     e = rejected(cuda, CTID + "out[i] = sqrtf(x[i]);\n", "// helpers\n" + header)
     assert "cannot open source file" in e.message and e.line == HEADER_LINE + 1, e
@@ -226,7 +266,10 @@ def test_cuda_host_standard_header_is_rejected(cuda, header):
 def test_cuda_device_headers_and_builtins_run(cuda):
     # cuda::std::numeric_limits comes with MLX's default utils.cuh include.
     header = "#include <cuda_fp16.h>\n#include <cooperative_groups.h>\n"
-    body = CTID + "out[i] = sqrtf(x[i]) + fminf(x[i], 1.0f) * cuda::std::numeric_limits<float>::digits;\n"
+    body = (
+        CTID
+        + "out[i] = sqrtf(x[i]) + fminf(x[i], 1.0f) * cuda::std::numeric_limits<float>::digits;\n"
+    )
     out = run(cuda, body, header)
     np.testing.assert_allclose(out, np.sqrt(X) + np.minimum(X, 1) * 24, rtol=1e-6)
 
@@ -239,9 +282,12 @@ def test_cuda_std_namespace_is_rejected(cuda, call):
 
 @pytest.mark.slow
 def test_cuda_device_math_twin_runs(cuda):
-    out = run(cuda, CTID + "float v = x[i];\nout[i] = fminf(v, 1.0f) + sqrtf(v) + fabsf(v) + min(i, 3);\n")
-    np.testing.assert_allclose(out, np.minimum(X, 1) + np.sqrt(X) + X + np.minimum(np.arange(64), 3),
-                               rtol=1e-6)
+    out = run(
+        cuda, CTID + "float v = x[i];\nout[i] = fminf(v, 1.0f) + sqrtf(v) + fabsf(v) + min(i, 3);\n"
+    )
+    np.testing.assert_allclose(
+        out, np.minimum(X, 1) + np.sqrt(X) + X + np.minimum(np.arange(64), 3), rtol=1e-6
+    )
 
 
 @pytest.mark.slow
@@ -277,6 +323,7 @@ def test_cuda_lambdas_are_allowed(cuda):
 class _RecordingBackend(Backend):
     """Runs a task's host pipeline without compiling: each launch generates
     MLX's text, runs the rule checker on it and returns zeros."""
+
     name = "rules"
 
     def __init__(self, dialect: str):
@@ -287,16 +334,29 @@ class _RecordingBackend(Backend):
     def kernel(self, spec):
         gen_dialect = _DIALECTS[self.dialect]()
 
-        def call(*, inputs, output_shapes, output_dtypes, grid, threadgroup, template=None,
-                 init_value=None):
+        def call(
+            *,
+            inputs,
+            output_shapes,
+            output_dtypes,
+            grid,
+            threadgroup,
+            template=None,
+            init_value=None,
+        ):
             arrays = [a if isinstance(a, mx.array) else mx.array(a) for a in inputs]
-            gen = gen_dialect.generate(spec, [ArgInfo.of(a) for a in arrays],
-                                       [dtype_name(d) for d in output_dtypes], template)
+            gen = gen_dialect.generate(
+                spec,
+                [ArgInfo.of(a) for a in arrays],
+                [dtype_name(d) for d in output_dtypes],
+                template,
+            )
             err = language_rules.check(self.dialect, gen.text, gen.regions, spec.source_file)
             self.checked += 1
             if err is not None:
                 self.violations.append(f"{spec.name}: {err} ({spec.source_file})")
             return [mx.zeros(s, dtype=d) for s, d in zip(output_shapes, output_dtypes)]
+
         return call
 
     def to_device(self, array):
@@ -307,8 +367,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
-@pytest.mark.parametrize("task_ref", task_names() + [str(p) for p in sorted(EXAMPLES.glob("*"))
-                                                     if (p / "task.py").is_file()])
+@pytest.mark.parametrize(
+    "task_ref",
+    task_names() + [str(p) for p in sorted(EXAMPLES.glob("*")) if (p / "task.py").is_file()],
+)
 @pytest.mark.slow
 def test_every_seed_passes_the_checker(task_ref, dialect):
     task = load_task(task_ref)
@@ -316,8 +378,9 @@ def test_every_seed_passes_the_checker(task_ref, dialect):
     backend = _RecordingBackend(dialect)
     for which in ("smoke", "in-dist"):
         for size in task.size_set(which):
-            launcher = Launcher(backend, task, cand, size.params,
-                                filename=str(task.seed_path(dialect)))
+            launcher = Launcher(
+                backend, task, cand, size.params, filename=str(task.seed_path(dialect))
+            )
             inputs = {k: mx.array(v) for k, v in task.make_inputs(size.params).items()}
             task.run(launcher, inputs, size.params)
     assert backend.checked > 0

@@ -12,6 +12,7 @@ must not change because of it, in both dialects:
 - the pool gives back buffers only in the state of a fresh one, and stays
   within its bounds.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -24,7 +25,7 @@ from mlxsci.backends.sim import SimBackend
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 
-N = 37          # not a multiple of the group or the page: slack on both sides
+N = 37  # not a multiple of the group or the page: slack on both sides
 GARBAGE_F32 = np.frombuffer(bytes([sim.GARBAGE_BYTE]) * 4, dtype=np.float32)[0]
 
 # out[i + shift] = x[i]: shift 0 is correct, +1 writes one past the end,
@@ -58,31 +59,50 @@ def backend(request):
 
 
 def shifted_kernel(backend):
-    spec = KernelSpec("shifted", ("x", "shift", "n"), ("out",), SHIFTED[backend.dialect],
-                      dialect=backend.dialect)
+    spec = KernelSpec(
+        "shifted", ("x", "shift", "n"), ("out",), SHIFTED[backend.dialect], dialect=backend.dialect
+    )
     return backend.kernel(spec)
 
 
 def run_shifted(k, shift: int):
     x = mx.arange(N, dtype=mx.float32)
-    (o,) = k(inputs=[x, mx.array(shift, dtype=mx.int32), mx.array(N, dtype=mx.uint32)],
-             output_shapes=[(N,)], output_dtypes=[mx.float32], grid=(N, 1, 1),
-             threadgroup=(8, 1, 1))
+    (o,) = k(
+        inputs=[x, mx.array(shift, dtype=mx.int32), mx.array(N, dtype=mx.uint32)],
+        output_shapes=[(N,)],
+        output_dtypes=[mx.float32],
+        grid=(N, 1, 1),
+        threadgroup=(8, 1, 1),
+    )
     return np.asarray(o)
 
 
 def scaled_kernel(backend):
-    spec = KernelSpec("scaled", ("x", "a", "flag", "n"), ("out",), SCALED[backend.dialect],
-                      dialect=backend.dialect)
+    spec = KernelSpec(
+        "scaled",
+        ("x", "a", "flag", "n"),
+        ("out",),
+        SCALED[backend.dialect],
+        dialect=backend.dialect,
+    )
     return backend.kernel(spec)
 
 
 def run_scaled(k, a: float, flag: int, init_value=None):
     x = mx.arange(N, dtype=mx.float32)
-    (o,) = k(inputs=[x, mx.array(a, dtype=mx.float32), mx.array(flag, dtype=mx.uint32),
-                     mx.array(N, dtype=mx.uint32)],
-             output_shapes=[(N,)], output_dtypes=[mx.float32], grid=(N, 1, 1),
-             threadgroup=(8, 1, 1), init_value=init_value)
+    (o,) = k(
+        inputs=[
+            x,
+            mx.array(a, dtype=mx.float32),
+            mx.array(flag, dtype=mx.uint32),
+            mx.array(N, dtype=mx.uint32),
+        ],
+        output_shapes=[(N,)],
+        output_dtypes=[mx.float32],
+        grid=(N, 1, 1),
+        threadgroup=(8, 1, 1),
+        init_value=init_value,
+    )
     return np.asarray(o)
 
 
@@ -102,14 +122,15 @@ def taken(monkeypatch):
 
 
 @pytest.mark.parametrize("shift, side", [(1, "past the end"), (-1, "before the start")])
-def test_reused_buffer_catches_out_of_bounds_writes_under_both_placements(backend, taken,
-                                                                          shift, side):
+def test_reused_buffer_catches_out_of_bounds_writes_under_both_placements(
+    backend, taken, shift, side
+):
     k = shifted_kernel(backend)
-    for _ in range(2):                  # the correct twin, once per placement: fills the pool
+    for _ in range(2):  # the correct twin, once per placement: fills the pool
         taken.append(set())
         np.testing.assert_array_equal(run_shifted(k, 0), np.arange(N))
     used = set().union(*taken)
-    for _ in range(2):                  # the same buffers again, one launch per placement
+    for _ in range(2):  # the same buffers again, one launch per placement
         taken.append(set())
         with pytest.raises(KernelFault) as err:
             run_shifted(k, shift)
@@ -133,11 +154,11 @@ def test_unwritten_output_never_shows_an_earlier_launch(backend, taken):
     k = scaled_kernel(backend)
     for _ in range(2):
         taken.append(set())
-        run_scaled(k, 2.0, 1)           # writes every element, both placements
+        run_scaled(k, 2.0, 1)  # writes every element, both placements
     used = set().union(*taken)
     for _ in range(2):
         taken.append(set())
-        o = run_scaled(k, 2.0, 0)       # writes nothing
+        o = run_scaled(k, 2.0, 0)  # writes nothing
         assert taken[-1] & used
         assert np.all(o.view(np.uint32) == GARBAGE_F32.view(np.uint32)), o
     for init in (-7.0, float("nan"), 0.0):
@@ -147,14 +168,21 @@ def test_unwritten_output_never_shows_an_earlier_launch(backend, taken):
 
 @pytest.mark.slow
 def test_template_and_dtype_changes_make_new_variants(backend):
-    body = {"metal": "uint i = thread_position_in_grid.x; out[i] = x[i] * K;",
-            "cuda": "uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; "
-                    "if (i < 4) out[i] = x[i] * K;"}[backend.dialect]
+    body = {
+        "metal": "uint i = thread_position_in_grid.x; out[i] = x[i] * K;",
+        "cuda": "uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; if (i < 4) out[i] = x[i] * K;",
+    }[backend.dialect]
     k = backend.kernel(KernelSpec("times_k", ("x",), ("out",), body, dialect=backend.dialect))
     for dtype, K in ((mx.float32, 2), (mx.float32, 3), (mx.float16, 3), (mx.float32, 2)):
         x = mx.arange(4, dtype=dtype)
-        (o,) = k(inputs=[x], output_shapes=[(4,)], output_dtypes=[dtype], grid=(4, 1, 1),
-                 threadgroup=(4, 1, 1), template=[("K", K)])
+        (o,) = k(
+            inputs=[x],
+            output_shapes=[(4,)],
+            output_dtypes=[dtype],
+            grid=(4, 1, 1),
+            threadgroup=(4, 1, 1),
+            template=[("K", K)],
+        )
         assert o.dtype == dtype
         np.testing.assert_array_equal(np.asarray(o), np.arange(4) * K)
     # One variant per (dtype, K), however often each was launched.
@@ -165,16 +193,16 @@ def test_pool_returns_only_clean_buffers_and_stays_bounded(monkeypatch):
     pool = sim._BufferPool()
     monkeypatch.setattr(pool, "MAX_BUFFERS", 3)
     a = pool.take(40, True)
-    a.bytes[:] = 1                      # data bytes: the next user overwrites them
+    a.bytes[:] = 1  # data bytes: the next user overwrites them
     pool.give(a)
     others = [pool.take(40, True), pool.take(40, True), pool.take(40, False)]
     assert others[0] is a and others[1] is not a
-    assert others[2].base % sim.PAGE == 0   # placement is part of the key: start-aligned
+    assert others[2].base % sim.PAGE == 0  # placement is part of the key: start-aligned
     kept = [pool.take(n, True) for n in (8, 16, 24, 32, 48)]
     for gb in kept:
         pool.give(gb)
     assert pool._count == 3
-    assert [gb.lo for gb in kept[:2]] == [0, 0]   # least recently given: unmapped
+    assert [gb.lo for gb in kept[:2]] == [0, 0]  # least recently given: unmapped
     assert all(gb.slack_violation() is None for gb in kept[2:])
     pool.clear()
     assert pool._count == 0 and all(gb.lo == 0 for gb in kept)

@@ -11,6 +11,7 @@ Sources of the language facts: Metal Shading Language Specification 3.2,
 items 5-9 (comparisons of vectors give bool vectors; && || ! act on them),
 §6.4 (select, all, any).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,22 +29,54 @@ def backend():
     return sim.SimBackend()
 
 
-def run(backend, body, inputs, output_shapes, output_dtypes, grid, threadgroup, *,
-        input_names, output_names, header="", name="feature"):
+def run(
+    backend,
+    body,
+    inputs,
+    output_shapes,
+    output_dtypes,
+    grid,
+    threadgroup,
+    *,
+    input_names,
+    output_names,
+    header="",
+    name="feature",
+):
     """Run one kernel body; outputs as NumPy arrays (bfloat16 read as float32)."""
-    spec = KernelSpec(name=name, input_names=tuple(input_names), output_names=tuple(output_names),
-                      source=body, header=header)
-    outs = backend.kernel(spec)(inputs=[mx.array(x) if isinstance(x, np.ndarray) else x for x in inputs],
-                                output_shapes=output_shapes, output_dtypes=output_dtypes, grid=grid,
-                                threadgroup=threadgroup)
+    spec = KernelSpec(
+        name=name,
+        input_names=tuple(input_names),
+        output_names=tuple(output_names),
+        source=body,
+        header=header,
+    )
+    outs = backend.kernel(spec)(
+        inputs=[mx.array(x) if isinstance(x, np.ndarray) else x for x in inputs],
+        output_shapes=output_shapes,
+        output_dtypes=output_dtypes,
+        grid=grid,
+        threadgroup=threadgroup,
+    )
     return [np.array(o.astype(mx.float32)) if o.dtype == mx.bfloat16 else np.array(o) for o in outs]
 
 
 def compile_error(backend, body, *, header="", name="misuse") -> CompileError:
     """The CompileError a kernel that Metal rejects must raise."""
     with pytest.raises(CompileError) as err:
-        run(backend, body, [np.zeros(64, np.float32)], [(64,)], [mx.float32], (32, 1, 1),
-            (32, 1, 1), input_names=("x",), output_names=("out",), header=header, name=name)
+        run(
+            backend,
+            body,
+            [np.zeros(64, np.float32)],
+            [(64,)],
+            [mx.float32],
+            (32, 1, 1),
+            (32, 1, 1),
+            input_names=("x",),
+            output_names=("out",),
+            header=header,
+            name=name,
+        )
     return err.value
 
 
@@ -75,8 +108,18 @@ def test_simdgroup_matrix_gemm_matches_numpy(backend):
     b = rng.standard_normal((32, 24)).astype(np.float32)
     d = rng.standard_normal((16, 24)).astype(np.float32)
     # 6 tiles, two SIMD-groups per threadgroup: three threadgroups
-    (c,) = run(backend, GEMM_BODY, [a, b, d], [(16 * 24,)], [mx.float32], (6 * 32, 1, 1), (64, 1, 1),
-               input_names=("A", "B", "D"), output_names=("C",), header=GEMM_HEADER)
+    (c,) = run(
+        backend,
+        GEMM_BODY,
+        [a, b, d],
+        [(16 * 24,)],
+        [mx.float32],
+        (6 * 32, 1, 1),
+        (64, 1, 1),
+        input_names=("A", "B", "D"),
+        output_names=("C",),
+        header=GEMM_HEADER,
+    )
     want = a.astype(np.float64) @ b.astype(np.float64) + d
     np.testing.assert_allclose(c.reshape(16, 24), want, rtol=1e-5, atol=1e-5)
 
@@ -105,9 +148,17 @@ simdgroup_store(ones, Ones, 10, ulong2(1, 0));     // an 8x8 block of an 8x10 la
 
 def test_simdgroup_matrix_half_transpose_threadgroup(backend):
     x = (np.arange(96, dtype=np.float32).reshape(8, 12) % 7 - 3).astype(np.float16)
-    p, q, ones = run(backend, TRANSPOSE_BODY, [x], [(64,), (64,), (80,)],
-                     [mx.float16, mx.float16, mx.float16], (32, 1, 1), (32, 1, 1),
-                     input_names=("X",), output_names=("P", "Q", "Ones"))
+    p, q, ones = run(
+        backend,
+        TRANSPOSE_BODY,
+        [x],
+        [(64,), (64,), (80,)],
+        [mx.float16, mx.float16, mx.float16],
+        (32, 1, 1),
+        (32, 1, 1),
+        input_names=("X",),
+        output_names=("P", "Q", "Ones"),
+    )
     a = x[:, 2:10].astype(np.float64)
     np.testing.assert_array_equal(p.reshape(8, 8), (a @ a.T).astype(np.float16))
     np.testing.assert_array_equal(q.reshape(8, 8), (2 * a).T.astype(np.float16))
@@ -128,8 +179,17 @@ simdgroup_store(c, out, 8);
 
 def test_simdgroup_matrix_bfloat(backend):
     x = mx.array((np.arange(64, dtype=np.float32).reshape(8, 8) % 5 - 2) / 4).astype(mx.bfloat16)
-    (c,) = run(backend, BFLOAT_BODY, [x], [(64,)], [mx.bfloat16], (32, 1, 1), (32, 1, 1),
-               input_names=("X",), output_names=("out",))
+    (c,) = run(
+        backend,
+        BFLOAT_BODY,
+        [x],
+        [(64,)],
+        [mx.bfloat16],
+        (32, 1, 1),
+        (32, 1, 1),
+        input_names=("X",),
+        output_names=("out",),
+    )
     xf = np.array(x.astype(mx.float32)).astype(np.float64)
     np.testing.assert_allclose(c.reshape(8, 8), xf @ xf.T + 0.5, rtol=1e-2, atol=1e-2)
 
@@ -140,23 +200,47 @@ def test_simdgroup_matrix_never_loaded_is_poison(backend):
     unset = "simdgroup_float8x8 m;\nsimdgroup_store(m, out, 8);\n"
     filled = "simdgroup_float8x8 m;\nm = simdgroup_float8x8(3.0f);\nsimdgroup_store(m, out, 8);\n"
     x = np.zeros(64, np.float32)
-    (bad,) = run(backend, unset, [x], [(64,)], [mx.float32], (32, 1, 1), (32, 1, 1),
-                 input_names=("x",), output_names=("out",))
-    (good,) = run(backend, filled, [x], [(64,)], [mx.float32], (32, 1, 1), (32, 1, 1),
-                  input_names=("x",), output_names=("out",))
+    (bad,) = run(
+        backend,
+        unset,
+        [x],
+        [(64,)],
+        [mx.float32],
+        (32, 1, 1),
+        (32, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+    )
+    (good,) = run(
+        backend,
+        filled,
+        [x],
+        [(64,)],
+        [mx.float32],
+        (32, 1, 1),
+        (32, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+    )
     assert np.isnan(bad).all()
     np.testing.assert_array_equal(good.reshape(8, 8), 3 * np.eye(8, dtype=np.float32))
 
 
-@pytest.mark.parametrize("body, words", [
-    # MSL 3.2 §2.4: Cols and Rows are 8; T is half, bfloat or float
-    ("simdgroup_matrix<float, 4, 4> m(1.0f);", "8x8"),
-    ("simdgroup_matrix<int, 8, 8> m(1);", "half, bfloat or float"),
-    # §6.7: the pointer's element type is the matrix's
-    ("simdgroup_half8x8 m;\nsimdgroup_load(m, x);", "simdgroup_load"),
-    # not in the specification; the simulator says so
-    ("simdgroup_float8x8 m(1.0f);\nauto e = m.thread_elements();", "thread_elements() is not in"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        # MSL 3.2 §2.4: Cols and Rows are 8; T is half, bfloat or float
+        ("simdgroup_matrix<float, 4, 4> m(1.0f);", "8x8"),
+        ("simdgroup_matrix<int, 8, 8> m(1);", "half, bfloat or float"),
+        # §6.7: the pointer's element type is the matrix's
+        ("simdgroup_half8x8 m;\nsimdgroup_load(m, x);", "simdgroup_load"),
+        # not in the specification; the simulator says so
+        (
+            "simdgroup_float8x8 m(1.0f);\nauto e = m.thread_elements();",
+            "thread_elements() is not in",
+        ),
+    ],
+)
 def test_simdgroup_matrix_misuse_is_rejected(backend, body, words):
     err = compile_error(backend, body + "\nout[thread_position_in_grid.x] = 0.0f;\n")
     assert words in err.message, err
@@ -192,20 +276,39 @@ out[i] = buf[M.z * L.x - 1 - l] + V[i % 4] + S.z * float(o.x) + float(H.y) * flo
 
 def test_constexpr_vector_constants(backend):
     x = np.arange(24, dtype=np.float32) * 10
-    (out,) = run(backend, CONST_BODY, [x], [(24,)], [mx.float32], (24, 1, 1), (12, 1, 1),
-                 input_names=("x",), output_names=("out",), header=CONST_HEADER)
+    (out,) = run(
+        backend,
+        CONST_BODY,
+        [x],
+        [(24,)],
+        [mx.float32],
+        (24, 1, 1),
+        (12, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+        header=CONST_HEADER,
+    )
     i = np.arange(24)
     reversed_in_group = x.reshape(2, 12)[:, ::-1].reshape(-1)
     offsets = np.eye(3)[i % 3]
-    want = (reversed_in_group + np.array([0.5, 1.5, 2.5, 3.5])[i % 4]
-            + offsets @ np.array([1.0, 2.5, 3.0]) + 1000 + 7 + 4)
+    want = (
+        reversed_in_group
+        + np.array([0.5, 1.5, 2.5, 3.5])[i % 4]
+        + offsets @ np.array([1.0, 2.5, 3.0])
+        + 1000
+        + 7
+        + 4
+    )
     np.testing.assert_array_equal(out, want.astype(np.float32))
 
 
-@pytest.mark.parametrize("header, body", [
-    ("constant constexpr uint3 M(1, 2);\n", "out[0] = float(M.x);"),          # components do not add up
-    ("", "constexpr float4 V = float4(x[0]);\nout[0] = V.x;"),        # not a constant
-])
+@pytest.mark.parametrize(
+    "header, body",
+    [
+        ("constant constexpr uint3 M(1, 2);\n", "out[0] = float(M.x);"),  # components do not add up
+        ("", "constexpr float4 V = float4(x[0]);\nout[0] = V.x;"),  # not a constant
+    ],
+)
 def test_vector_constant_misuse_is_rejected(backend, header, body):
     compile_error(backend, body, header=header)
 
@@ -213,13 +316,24 @@ def test_vector_constant_misuse_is_rejected(backend, header, body):
 def test_rewrite_reads_vector_constants_like_cpp():
     # `T name(items)` is a function declaration only when every item can
     # declare a parameter (C++ [dcl.ambig.res]); otherwise a vector constant.
-    assert "__mlxsci_make<uint,3>(uint(4), 2u, 3u)" in rewrite_metal("constexpr uint3 M(uint(4), 2u, 3u);")
-    assert "__mlxsci_make<float,4>(float(i), 0.0f" in rewrite_metal("float4 v(float(i), 0.0f, 0.0f, 1.0f);")
+    assert "__mlxsci_make<uint,3>(uint(4), 2u, 3u)" in rewrite_metal(
+        "constexpr uint3 M(uint(4), 2u, 3u);"
+    )
+    assert "__mlxsci_make<float,4>(float(i), 0.0f" in rewrite_metal(
+        "float4 v(float(i), 0.0f, 0.0f, 1.0f);"
+    )
     assert "__mlxsci_make" in rewrite_metal("float4 v(uint2(a, b), c, d);").split("=")[1]
-    assert "__mlxsci_make<float,2>(metal::max(a, b))" in rewrite_metal("float2 v(metal::max(a, b));")
-    for decl in ("float4 f(float a, uint2 b);", "float4 f(device const float* p, uint n = 0);",
-                 "float4 f(float4);", "float4 g(float (*fn)(int));", "float2 p(float(i), float(j));",
-                 "float4 f(const metal::float4& a, metal::uint n);"):
+    assert "__mlxsci_make<float,2>(metal::max(a, b))" in rewrite_metal(
+        "float2 v(metal::max(a, b));"
+    )
+    for decl in (
+        "float4 f(float a, uint2 b);",
+        "float4 f(device const float* p, uint n = 0);",
+        "float4 f(float4);",
+        "float4 g(float (*fn)(int));",
+        "float2 p(float(i), float(j));",
+        "float4 f(const metal::float4& a, metal::uint n);",
+    ):
         assert rewrite_metal(decl) == decl
 
 
@@ -252,8 +366,17 @@ out[8 * i + 7] = select(0.0f, 1.0f, all(m1 == (pos && small)) && !any(m3 && m1))
 def test_bool_vectors_logic_select_all_any(backend):
     rng = np.random.default_rng(3)
     x = rng.uniform(-1, 1, 4 * 64).astype(np.float32)
-    (out,) = run(backend, BOOL_BODY, [x], [(8 * 64,)], [mx.float32], (64, 1, 1), (32, 1, 1),
-                 input_names=("x",), output_names=("out",))
+    (out,) = run(
+        backend,
+        BOOL_BODY,
+        [x],
+        [(8 * 64,)],
+        [mx.float32],
+        (64, 1, 1),
+        (32, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+    )
     out = out.reshape(64, 8)
     v = x.reshape(64, 4)
     pos, small = v > 0, np.abs(v) < 0.5
@@ -263,8 +386,10 @@ def test_bool_vectors_logic_select_all_any(backend):
     np.testing.assert_array_equal(out[:, :4], np.where(m1 | m3, v, -1))
     np.testing.assert_array_equal(out[:, 4], m2.all(1))
     np.testing.assert_array_equal(out[:, 5], (m4 & pos).any(1))
-    np.testing.assert_array_equal(out[:, 6], m1[:, 0] + 2 * m2[:, 1] + 4 * m3[:, 2] + 8 * m4[:, 3]
-                                  + 16 * m5[:, 0] + 32 * m5[:, 1])
+    np.testing.assert_array_equal(
+        out[:, 6],
+        m1[:, 0] + 2 * m2[:, 1] + 4 * m3[:, 2] + 8 * m4[:, 3] + 16 * m5[:, 0] + 32 * m5[:, 1],
+    )
     np.testing.assert_array_equal(out[:, 7], 1)
 
 
@@ -277,17 +402,30 @@ def test_bool_vector_constants(backend):
     out[i] = s.x + s.y + s.z + s.w;
     """
     x = np.arange(16, dtype=np.float32) - 4
-    (out,) = run(backend, body, [x], [(16,)], [mx.float32], (16, 1, 1), (16, 1, 1),
-                 input_names=("x",), output_names=("out",), header=header)
+    (out,) = run(
+        backend,
+        body,
+        [x],
+        [(16,)],
+        [mx.float32],
+        (16, 1, 1),
+        (16, 1, 1),
+        input_names=("x",),
+        output_names=("out",),
+        header=header,
+    )
     v = x[:, None] + np.arange(4)
     want = (v * (np.array([1, 0, 1, 0]) & (v > 1))).sum(1)
     np.testing.assert_array_equal(out, want.astype(np.float32))
 
 
-@pytest.mark.parametrize("misuse", [
-    "bool4 m = v > 0.0f;\nbool3 n = v.xyz < 1.0f;\nbool4 r = m && n;",         # sizes differ
-    "bool4 m = v > 0.0f;\nbool4 r = m || (v.xyz < 1.0f);",                    # sizes differ
-    "bool3 c = v.xyz > 0.0f;\nfloat4 r = select(v, -v, c);",                  # select: sizes differ
-])
+@pytest.mark.parametrize(
+    "misuse",
+    [
+        "bool4 m = v > 0.0f;\nbool3 n = v.xyz < 1.0f;\nbool4 r = m && n;",  # sizes differ
+        "bool4 m = v > 0.0f;\nbool4 r = m || (v.xyz < 1.0f);",  # sizes differ
+        "bool3 c = v.xyz > 0.0f;\nfloat4 r = select(v, -v, c);",  # select: sizes differ
+    ],
+)
 def test_bool_vector_misuse_is_rejected(backend, misuse):
     compile_error(backend, "float4 v = float4(x[0]);\n" + misuse + "\nout[0] = 0.0f;\n")

@@ -14,6 +14,7 @@ Each wrong kernel has a correct twin that reads only defined values and must
 pass: reductions over the active lanes, the lanes shuffle_up/down leave
 unchanged, and memory written before the barrier are all defined.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -44,8 +45,13 @@ def run(backend, name, src, n, tg, dtype=mx.float32, inputs=("x",)):
     dialect = "cuda" if "blockIdx" in src or "__shared__" in src else "metal"
     k = backend.kernel(KernelSpec(name, tuple(inputs), ("out",), src, dialect=dialect))
     args = [mx.array(np.arange(n, dtype=np.float32))] if inputs else []
-    (o,) = k(inputs=args, output_shapes=[(n,)], output_dtypes=[dtype], grid=(n, 1, 1),
-             threadgroup=(tg, 1, 1))
+    (o,) = k(
+        inputs=args,
+        output_shapes=[(n,)],
+        output_dtypes=[dtype],
+        grid=(n, 1, 1),
+        threadgroup=(tg, 1, 1),
+    )
     return np.asarray(o)
 
 
@@ -89,7 +95,7 @@ def test_metal_tree_reduction_in_a_partial_simdgroup_is_nan(metal):
     # 40 threads: simdgroup 1 holds lanes 0..7 only; lane 0 reads lanes 16, 8
     # which do not exist (inactive), as on the GPU.
     got = run(metal, "poison_partial_tree", TREE_SUM, 40, 40)
-    assert got[0] == sum(range(32))                  # full simdgroup: defined
+    assert got[0] == sum(range(32))  # full simdgroup: defined
     assert np.isnan(got[32])
 
 
@@ -136,8 +142,8 @@ def test_metal_integer_and_half_poison(metal):
         out[g] = lane == 1 ? (u == 0xFFFFFFFFu && isnan(float(h)) ? 1u : 2u) : u;
     """
     got = run(metal, "poison_int_half", src, 32, 32, dtype=mx.uint32)
-    assert got[0] == 0 and got[1] == 1                          # both poisoned
-    np.testing.assert_array_equal(got[2:], np.arange(1, 31))    # active sources
+    assert got[0] == 0 and got[1] == 1  # both poisoned
+    np.testing.assert_array_equal(got[2:], np.arange(1, 31))  # active sources
 
 
 def test_metal_quad_shuffle_reads_only_active_quad_lanes(metal):
@@ -242,7 +248,7 @@ def test_cuda_shuffle_from_an_exited_lane(cuda):
         out[g] = v;
     """
     got = run(cuda, "poison_cu_exit", wrong, 32, 32, dtype=mx.int32)
-    np.testing.assert_array_equal(got, np.full(32, -1))     # lane 5's -1; the rest read poison, -1
+    np.testing.assert_array_equal(got, np.full(32, -1))  # lane 5's -1; the rest read poison, -1
     got = run(cuda, "poison_cu_exit_ok", right, 32, 32, dtype=mx.int32)
     np.testing.assert_array_equal(got, [-1 if i == 5 else 5 for i in range(32)])
 
@@ -352,14 +358,28 @@ CLAMPED = {"metal": ("", "min(i, N - 1)"), "cuda": ("", "min(i, N[0] - 1)")}
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_a_candidate_reading_a_returned_lane_fails_verification(dialect):
     guard, j = EARLY_RETURN[dialect]
-    ev = evaluate("saxpy", SAXPY_SWAP[dialect].format(guard=guard, j=j), backend="sim",
-                  dialect=dialect, size_set="smoke", n_warmup=1, n_measure=1)
+    ev = evaluate(
+        "saxpy",
+        SAXPY_SWAP[dialect].format(guard=guard, j=j),
+        backend="sim",
+        dialect=dialect,
+        size_set="smoke",
+        n_warmup=1,
+        n_measure=1,
+    )
     assert ev.compile_ok and not ev.correct, ev.fail_reason
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_its_twin_with_every_lane_active_passes(dialect):
     guard, j = CLAMPED[dialect]
-    ev = evaluate("saxpy", SAXPY_SWAP[dialect].format(guard=guard, j=j), backend="sim",
-                  dialect=dialect, size_set="smoke", n_warmup=1, n_measure=1)
+    ev = evaluate(
+        "saxpy",
+        SAXPY_SWAP[dialect].format(guard=guard, j=j),
+        backend="sim",
+        dialect=dialect,
+        size_set="smoke",
+        n_warmup=1,
+        n_measure=1,
+    )
     assert ev.compile_ok and ev.correct, ev.fail_reason

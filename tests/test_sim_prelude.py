@@ -5,6 +5,7 @@ compiled with the prelude by zig's clang and run; its printed results are
 compared with NumPy. A second, smaller program checks that things Metal
 rejects are rejected here too.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,19 @@ from mlxsci.backends.sim.source_scan import mask_comments_and_strings
 
 RUNTIME = Path(__file__).resolve().parents[1] / "mlxsci" / "backends" / "sim" / "runtime"
 PRELUDE = RUNTIME / "metal_prelude.h"
-FLAGS = ["-std=c++17", "-O2", "-mcpu=baseline", "-Wno-unknown-attributes", "-flax-vector-conversions=none",
-         "-Xclang", "-ffloat16-excess-precision=none",
-         "-Xclang", "-fbfloat16-excess-precision=none", "-fsigned-char", "-ffp-contract=off"]
+FLAGS = [
+    "-std=c++17",
+    "-O2",
+    "-mcpu=baseline",
+    "-Wno-unknown-attributes",
+    "-flax-vector-conversions=none",
+    "-Xclang",
+    "-ffloat16-excess-precision=none",
+    "-Xclang",
+    "-fbfloat16-excess-precision=none",
+    "-fsigned-char",
+    "-ffp-contract=off",
+]
 
 
 def _zig() -> list[str]:
@@ -33,13 +44,15 @@ def _zig() -> list[str]:
     return [os.path.join(os.path.dirname(ziglang.__file__), "zig")]
 
 
-def _compile(code: str, out: Path, extra: list[str] = (), target: str | None = None,
-             obj: bool = False) -> subprocess.CompletedProcess:
+def _compile(
+    code: str, out: Path, extra: list[str] = (), target: str | None = None, obj: bool = False
+) -> subprocess.CompletedProcess:
     """Compile `code` after the prelude to an object (obj) or an executable.
     The executable is linked as the simulator links kernels (build.LINK_FLAGS'
     -O2 -mcpu=baseline -nostdlib++), so it reuses the compiler_rt that zig
     built for them instead of building libc++ (about a minute on 2 cores)."""
     from mlxsci.backends.sim import build
+
     _zig()
     src = out.with_suffix(".cpp")
     src.write_text(f'#include "{PRELUDE}"\n' + code)
@@ -77,22 +90,66 @@ def _carr(name: str, ctype: str, values, fmt=str) -> str:
     return f"static const {ctype} {name}[] = {{" + ", ".join(fmt(v) for v in values) + "};\n"
 
 
-UNARY = ["sin", "cos", "tan", "exp", "exp2", "exp10", "log", "log2", "log10", "sqrt", "rsqrt",
-         "tanh", "sinh", "cosh", "asin", "acos", "atan", "floor", "ceil", "round", "rint",
-         "trunc", "fract", "fabs", "abs", "sign", "saturate", "sinpi", "cospi", "log1p"]
+UNARY = [
+    "sin",
+    "cos",
+    "tan",
+    "exp",
+    "exp2",
+    "exp10",
+    "log",
+    "log2",
+    "log10",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sinh",
+    "cosh",
+    "asin",
+    "acos",
+    "atan",
+    "floor",
+    "ceil",
+    "round",
+    "rint",
+    "trunc",
+    "fract",
+    "fabs",
+    "abs",
+    "sign",
+    "saturate",
+    "sinpi",
+    "cospi",
+    "log1p",
+]
 # which input each unary function gets
-UNARY_DOMAIN = {"log": "POS", "log2": "POS", "log10": "POS", "sqrt": "POS", "rsqrt": "POS",
-                "asin": "UNIT", "acos": "UNIT", "log1p": "POS"}
+UNARY_DOMAIN = {
+    "log": "POS",
+    "log2": "POS",
+    "log10": "POS",
+    "sqrt": "POS",
+    "rsqrt": "POS",
+    "asin": "UNIT",
+    "acos": "UNIT",
+    "log1p": "POS",
+}
 
 
 def _np_unary(name: str, x: np.ndarray) -> np.ndarray:
     x = x.astype(np.float64)
     table = {
-        "exp10": lambda v: 10.0 ** v, "rsqrt": lambda v: 1 / np.sqrt(v),
-        "fract": lambda v: v - np.floor(v), "round": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5),
-        "saturate": lambda v: np.clip(v, 0, 1), "sinpi": lambda v: np.sin(np.pi * v),
-        "cospi": lambda v: np.cos(np.pi * v), "fabs": np.abs, "abs": np.abs,
-        "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+        "exp10": lambda v: 10.0**v,
+        "rsqrt": lambda v: 1 / np.sqrt(v),
+        "fract": lambda v: v - np.floor(v),
+        "round": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5),
+        "saturate": lambda v: np.clip(v, 0, 1),
+        "sinpi": lambda v: np.sin(np.pi * v),
+        "cospi": lambda v: np.cos(np.pi * v),
+        "fabs": np.abs,
+        "abs": np.abs,
+        "asin": np.arcsin,
+        "acos": np.arccos,
+        "atan": np.arctan,
     }
     return table.get(name, getattr(np, name, None))(x)
 
@@ -430,16 +487,28 @@ def _program() -> str:
     for name in UNARY:
         dom = UNARY_DOMAIN.get(name, "XS")
         math_lines.append(
-            f'for (int i = 0; i < 8; ++i) P("u_{name} %.17g\\n", {name}(U_{dom}[i]));')
-    math = (_carr("U_XS", "float", XS, _flit) + _carr("U_POS", "float", POS, _flit)
-            + _carr("U_UNIT", "float", UNIT, _flit) + "\n".join(math_lines))
+            f'for (int i = 0; i < 8; ++i) P("u_{name} %.17g\\n", {name}(U_{dom}[i]));'
+        )
+    math = (
+        _carr("U_XS", "float", XS, _flit)
+        + _carr("U_POS", "float", POS, _flit)
+        + _carr("U_UNIT", "float", UNIT, _flit)
+        + "\n".join(math_lines)
+    )
     math = math.replace("static const", "const")
-    half = (_carr("HA", "ushort", HALF_A.view(np.uint16), lambda v: str(int(v))) + _carr("HB", "ushort", HALF_B.view(np.uint16), lambda v: str(int(v))))
+    half = _carr("HA", "ushort", HALF_A.view(np.uint16), lambda v: str(int(v))) + _carr(
+        "HB", "ushort", HALF_B.view(np.uint16), lambda v: str(int(v))
+    )
     ints = _carr("IS", "long long", INTS, lambda v: f"{int(v)}LL")
     e2l = "int shape[3] = {2, 3, 4}; int64_t strides[3] = {1, 8, 2};\n"
-    return (PROGRAM.replace("@@MATH@@", math).replace("@@XS@@", ", ".join(_flit(v) for v in XS))
-            .replace("@@HALF@@", half).replace("@@NHALF@@", str(len(HALF_A)))
-            .replace("@@INTS@@", ints).replace("@@E2L@@", e2l))
+    return (
+        PROGRAM.replace("@@MATH@@", math)
+        .replace("@@XS@@", ", ".join(_flit(v) for v in XS))
+        .replace("@@HALF@@", half)
+        .replace("@@NHALF@@", str(len(HALF_A)))
+        .replace("@@INTS@@", ints)
+        .replace("@@E2L@@", e2l)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -487,8 +556,9 @@ def test_constructors_and_swizzles(results):
     assert one(results, "list_init") == [2, 1, 5, 6]
     assert one(results, "vec_tpl") == [1, 2, 3]
     assert one(results, "ctor_u2i") == [4, 5, 6]
-    np.testing.assert_array_equal(one(results, "ctor_half"),
-                                  np.float16([0.1, 0.2, 0.3, 65504]).astype(np.float64))
+    np.testing.assert_array_equal(
+        one(results, "ctor_half"), np.float16([0.1, 0.2, 0.3, 65504]).astype(np.float64)
+    )
     assert one(results, "ctor_nested") == [1, 2, 3, 4]
     assert one(results, "ctor_multiline") == [1, 2, 3, 4]
     assert one(results, "helper") == [0.5, 1, 1.5, 2]
@@ -548,15 +618,27 @@ def test_unary_math_matches_numpy(results, name):
 def test_binary_and_ternary_math(results):
     x = XS.astype(np.float64)
     checks = {
-        "atan2": np.arctan2(x, np.float32(1.3)), "pow": np.abs(x) ** np.float32(1.7),
-        "powr": (np.abs(x) + 0.5) ** np.float32(0.3), "fmod": np.fmod(x, np.float32(1.1)),
-        "hypot": np.hypot(x, 2), "copysign": np.copysign(2, x), "fmin": np.minimum(x, 0.5),
-        "fmax": np.maximum(x, 0.5), "clamp": np.clip(x, -1, 2), "mix": x + (3 - x) * 0.25,
-        "step": (x >= 0.5).astype(float), "fma": x * 1.5 + 0.25, "mad": x * 1.5 + 0.25,
-        "fast_exp": np.exp(x), "precise_sin": np.sin(x), "metal_fast_tanh": np.tanh(x),
-        "min3": np.minimum(np.minimum(x, 0.5), -1), "max3": np.maximum(np.maximum(x, 0.5), -1),
+        "atan2": np.arctan2(x, np.float32(1.3)),
+        "pow": np.abs(x) ** np.float32(1.7),
+        "powr": (np.abs(x) + 0.5) ** np.float32(0.3),
+        "fmod": np.fmod(x, np.float32(1.1)),
+        "hypot": np.hypot(x, 2),
+        "copysign": np.copysign(2, x),
+        "fmin": np.minimum(x, 0.5),
+        "fmax": np.maximum(x, 0.5),
+        "clamp": np.clip(x, -1, 2),
+        "mix": x + (3 - x) * 0.25,
+        "step": (x >= 0.5).astype(float),
+        "fma": x * 1.5 + 0.25,
+        "mad": x * 1.5 + 0.25,
+        "fast_exp": np.exp(x),
+        "precise_sin": np.sin(x),
+        "metal_fast_tanh": np.tanh(x),
+        "min3": np.minimum(np.minimum(x, 0.5), -1),
+        "max3": np.maximum(np.maximum(x, 0.5), -1),
         "median3": np.median(np.stack([x, np.full_like(x, 0.5), np.full_like(x, -1)]), axis=0),
-        "mixed_max": np.maximum(x, 0), "mixed_min": np.minimum(x, 1),
+        "mixed_max": np.maximum(x, 0),
+        "mixed_min": np.minimum(x, 1),
     }
     t = np.clip((x + 1) / 3, 0, 1)
     checks["smoothstep"] = t * t * (3 - 2 * t)
@@ -605,8 +687,16 @@ def test_half_arithmetic_rounds_like_numpy(results):
     rows = np.array(results["half_ops"], dtype=np.uint16)
     a, b = HALF_A, HALF_B
     with np.errstate(all="ignore"):
-        want = np.stack([a * b + a, (a - b) / b, a * a * a - b,
-                         a * b + np.float16(0.1), b * a + np.float16(0.1)], axis=1)
+        want = np.stack(
+            [
+                a * b + a,
+                (a - b) / b,
+                a * a * a - b,
+                a * b + np.float16(0.1),
+                b * a + np.float16(0.1),
+            ],
+            axis=1,
+        )
     np.testing.assert_array_equal(rows, want.view(np.uint16))
     assert one(results, "half_overflow") == [np.inf]
     assert one(results, "half_literal") == [float(np.float16(0.1))]
@@ -635,11 +725,16 @@ def test_integer_functions(results):
         u = v & 0xFFFFFFFF
         s32 = lambda t: ((t + 2**31) % 2**32) - 2**31  # noqa: E731
         want = [
-            s32(abs(v)), bin(u).count("1"), 32 - u.bit_length(),
-            32 if u == 0 else (u & -u).bit_length() - 1, _bitrev32(u),
-            (v * 1234567) >> 32, ((u << 5) | (u >> 27)) & 0xFFFFFFFF,
+            s32(abs(v)),
+            bin(u).count("1"),
+            32 - u.bit_length(),
+            32 if u == 0 else (u & -u).bit_length() - 1,
+            _bitrev32(u),
+            (v * 1234567) >> 32,
+            ((u << 5) | (u >> 27)) & 0xFFFFFFFF,
             s32(((u >> 4) & 0xFF) << 24) >> 24,
-            max(min(v + 1000000000, 2**31 - 1), -2**31), max(min(v - 1000000000, 2**31 - 1), -2**31),
+            max(min(v + 1000000000, 2**31 - 1), -(2**31)),
+            max(min(v - 1000000000, 2**31 - 1), -(2**31)),
         ]
         assert row == want, (v, row, want)
     assert one(results, "int_minmax") == [-400 + 70 + 9]
@@ -674,15 +769,17 @@ def test_mlx_utils(results):
     assert one(results, "limits_float_finite_min") == [float(f32.min)]
     assert one(results, "limits_half_finite_max") == [65504]
     assert one(results, "limits_half_max") == [np.inf]
-    assert one(results, "limits_int_min") == [-2**31]
+    assert one(results, "limits_int_min") == [-(2**31)]
     assert one(results, "limits_int_max") == [2**31 - 1]
     assert one(results, "limits_uint8_max") == [255]
-    assert one(results, "limits_int64_min") == [-2**63]
+    assert one(results, "limits_int64_min") == [-(2**63)]
     assert one(results, "limits_bf16_finite_max") == [3.3895313892515355e38]
     assert one(results, "numeric_limits_eps") == [float(f32.eps)]
     assert one(results, "numeric_limits_half_eps") == [float(np.finfo(np.float16).eps)]
     np.testing.assert_allclose(one(results, "constants"), [np.pi + np.e * 10 + 1100], rtol=1e-6)
-    np.testing.assert_allclose(one(results, "flt"), [float(f32.tiny) * 1e38 + float(f32.eps) * 1e7], rtol=1e-6)
+    np.testing.assert_allclose(
+        one(results, "flt"), [float(f32.tiny) * 1e38 + float(f32.eps) * 1e7], rtol=1e-6
+    )
     shape, strides = (2, 3, 4), (1, 8, 2)
     want = [int(np.dot(np.unravel_index(i, shape), strides)) for i in range(24)]
     got = col(results, "elem_to_loc")
@@ -714,7 +811,9 @@ def test_rejected_constructs(tmp_path):
 
 @pytest.mark.parametrize("target", ["aarch64-linux-gnu", "aarch64-macos"])
 def test_prelude_compiles_for_other_targets(tmp_path, target):
-    code = rewrite_metal("float4 f(float4 a, half h, bfloat b) { return float4(a.xy, float(h * h), float(b * b)) + sin(a); }\n")
+    code = rewrite_metal(
+        "float4 f(float4 a, half h, bfloat b) { return float4(a.xy, float(h * h), float(b * b)) + sin(a); }\n"
+    )
     r = _compile(code, tmp_path / "x.o", target=target, obj=True)
     assert r.returncode == 0, r.stderr[-4000:]
 
@@ -723,28 +822,57 @@ def test_prelude_compiles_for_other_targets(tmp_path, target):
 # rewrite_metal properties
 # ---------------------------------------------------------------------------
 SNIPPETS = [
-    "float4 a = float4(v.xy, 1.0f, b);", "half2 h = half2(1.0h, .5h) + 2h;",
-    "uint3 g = uint3(gid);", "int2 q = int2{1, 2};", "x = (float4)i4.zyxw + (float4)(a + b);",
-    "float4 d(1.0f);", "float4 e{a.xy, b.zw};", "threadgroup float tile[18][18];",
-    "threadgroup float* p = tile;", "threadgroup_barrier(mem_flags::mem_threadgroup);",
-    "// float4(1, 2) in a comment", "/* threadgroup float t[4]; */", '"float4(1)"',
-    "vec<float, 4> w = vec<float, 4>(1.0f);", "static_cast<float4>(x)", "float(x) + uint(y)",
-    "float4 helper(float4 a, float b) { return a; }", "{", "}", "(", ")", "float4(", "/*", "*/",
-    "'", '"', "\\", "threadgroup", "float4{", "(float4)", "return (float4)-x;", "#define X float4(1)",
+    "float4 a = float4(v.xy, 1.0f, b);",
+    "half2 h = half2(1.0h, .5h) + 2h;",
+    "uint3 g = uint3(gid);",
+    "int2 q = int2{1, 2};",
+    "x = (float4)i4.zyxw + (float4)(a + b);",
+    "float4 d(1.0f);",
+    "float4 e{a.xy, b.zw};",
+    "threadgroup float tile[18][18];",
+    "threadgroup float* p = tile;",
+    "threadgroup_barrier(mem_flags::mem_threadgroup);",
+    "// float4(1, 2) in a comment",
+    "/* threadgroup float t[4]; */",
+    '"float4(1)"',
+    "vec<float, 4> w = vec<float, 4>(1.0f);",
+    "static_cast<float4>(x)",
+    "float(x) + uint(y)",
+    "float4 helper(float4 a, float b) { return a; }",
+    "{",
+    "}",
+    "(",
+    ")",
+    "float4(",
+    "/*",
+    "*/",
+    "'",
+    '"',
+    "\\",
+    "threadgroup",
+    "float4{",
+    "(float4)",
+    "return (float4)-x;",
+    "#define X float4(1)",
 ]
 
 
 def test_rewrite_preserves_line_count_random():
     rnd = random.Random(7)
     for _ in range(400):
-        parts = [rnd.choice(SNIPPETS) + rnd.choice(["\n", " ", "\n\n", ""]) for _ in range(rnd.randint(1, 12))]
+        parts = [
+            rnd.choice(SNIPPETS) + rnd.choice(["\n", " ", "\n\n", ""])
+            for _ in range(rnd.randint(1, 12))
+        ]
         text = "".join(parts)
         out = rewrite_metal(text)
         assert out.count("\n") == text.count("\n"), text
 
 
 def test_rewrite_keeps_lines_in_place():
-    text = "float4 a = float4(\n  1, 2,\n  3, 4);\nthreadgroup float t[4]; // float4(1)\nx = 1.5h;\n"
+    text = (
+        "float4 a = float4(\n  1, 2,\n  3, 4);\nthreadgroup float t[4]; // float4(1)\nx = 1.5h;\n"
+    )
     out = rewrite_metal(text).split("\n")
     assert out[0].startswith("float4 a = __mlxsci_make<float,4>(")
     assert out[1].strip() == "1, 2,"
@@ -753,9 +881,11 @@ def test_rewrite_keeps_lines_in_place():
 
 
 def test_rewrite_leaves_comments_and_strings_alone():
-    text = ('// float4(1, 2, 3, 4) threadgroup float x[2];\n'
-            '/* half2(1.0h, 2h)\n threadgroup int y; */ const char* s = "float2(1, 2) 1.0h";\n'
-            "char c = 'h'; int n = 1'000;\n")
+    text = (
+        "// float4(1, 2, 3, 4) threadgroup float x[2];\n"
+        '/* half2(1.0h, 2h)\n threadgroup int y; */ const char* s = "float2(1, 2) 1.0h";\n'
+        "char c = 'h'; int n = 1'000;\n"
+    )
     out = rewrite_metal(text)
     assert out == text
     assert mask_comments_and_strings(text).count("\n") == text.count("\n")
@@ -779,21 +909,17 @@ def test_rewrite_examples():
         "x = vec<T, N>(0);": "x = __mlxsci_make<T,N>(0);",
         "uint i = uint(x) + float2x2(1);": "uint i = uint(x) + float2x2(1);",
         # guarded arrays: a reference bound to memory between guard pages
-        "threadgroup atomic<int> c; threadgroup float2 s[TG];":
-            'typedef atomic<int> __sim_tgt_c; __SIM_TG_BIND(c, "atomic<int>"); '
-            'typedef float2 __sim_tgt_s[TG]; __SIM_TG_BIND(s, "float2[TG]");',
-        "threadgroup vec<float, 4> v[8];":
-            'typedef vec<float, 4> __sim_tgt_v[8]; __SIM_TG_BIND(v, "vec<float, 4>[8]");',
+        "threadgroup atomic<int> c; threadgroup float2 s[TG];": 'typedef atomic<int> __sim_tgt_c; __SIM_TG_BIND(c, "atomic<int>"); '
+        'typedef float2 __sim_tgt_s[TG]; __SIM_TG_BIND(s, "float2[TG]");',
+        "threadgroup vec<float, 4> v[8];": 'typedef vec<float, 4> __sim_tgt_v[8]; __SIM_TG_BIND(v, "vec<float, 4>[8]");',
         # an initialiser: a plain (unguarded) static
         "threadgroup float z = 0;": "__SIM_THREADGROUP float z = 0;",
-        "void f(threadgroup float* t, threadgroup float& r);":
-            "void f(threadgroup float* t, threadgroup float& r);",
+        "void f(threadgroup float* t, threadgroup float& r);": "void f(threadgroup float* t, threadgroup float& r);",
         "x = 2h + 1e3h + 0.5H;": "x = 2.0f16 + 1e3f16 + 0.5f16;",
         "y = a1h + 0x1h;": "y = a1h + 0x1h;",
         "float4 b = {v.xy, 0, 1};": "float4 b = __mlxsci_make<float,4>(v.xy, 0, 1);",
         "float4 d = {1.0f}; float4 e = {};": "float4 d = {1.0f}; float4 e = {};",
-        "float4 arr[2] = {float4(1), float4(2)};":
-            "float4 arr[2] = {__mlxsci_make<float,4>(1), __mlxsci_make<float,4>(2)};",
+        "float4 arr[2] = {float4(1), float4(2)};": "float4 arr[2] = {__mlxsci_make<float,4>(1), __mlxsci_make<float,4>(2)};",
     }
     for src, want in cases.items():
         assert rewrite_metal(src) == want, src

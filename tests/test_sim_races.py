@@ -9,6 +9,7 @@ next threadgroup barrier); the evaluation repeats the verification run under
 schedule 1 and calls any difference a race. Each racy kernel here has a twin
 with the barrier (or without the cross-group dependency) that passes.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -23,7 +24,7 @@ from mlxsci.reference_store import Reference
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 
-N = 100            # two threadgroups of 64; Metal's second is partial (36 threads)
+N = 100  # two threadgroups of 64; Metal's second is partial (36 threads)
 TG = 64
 FORWARD, REVERSED = 0, 1
 
@@ -82,9 +83,11 @@ if (i < n && blockIdx.x + 1 == gridDim.x) out[i] += 1.0f;
 if (blockIdx.x > 0 && threadIdx.x == 0)
     for (uint32_t k = 0; k < 64; ++k) out[i - 64 + k] += 1.0f;
 """
-GLOBAL_TWIN = {"metal": "uint i = thread_position_in_grid.x;\nout[i] = x[i] * 2.0f;\nout[i] += 1.0f;",
-               "cuda": "uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                       "if (i < count[0]) { out[i] = x[i] * 2.0f; out[i] += 1.0f; }"}
+GLOBAL_TWIN = {
+    "metal": "uint i = thread_position_in_grid.x;\nout[i] = x[i] * 2.0f;\nout[i] += 1.0f;",
+    "cuda": "uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "if (i < count[0]) { out[i] = x[i] * 2.0f; out[i] += 1.0f; }",
+}
 
 
 def run(dialect: str, source: str, schedule: int, name: str = "race") -> np.ndarray:
@@ -92,8 +95,13 @@ def run(dialect: str, source: str, schedule: int, name: str = "race") -> np.ndar
     backend.schedule = schedule
     k = backend.kernel(KernelSpec(name, ("x", "count"), ("out",), source, dialect=dialect))
     x = mx.arange(N, dtype=mx.float32) + 1.0
-    (o,) = k(inputs=[x, mx.array(N, dtype=mx.uint32)], output_shapes=[(N,)],
-             output_dtypes=[mx.float32], grid=(N, 1, 1), threadgroup=(TG, 1, 1))
+    (o,) = k(
+        inputs=[x, mx.array(N, dtype=mx.uint32)],
+        output_shapes=[(N,)],
+        output_dtypes=[mx.float32],
+        grid=(N, 1, 1),
+        threadgroup=(TG, 1, 1),
+    )
     return np.asarray(o)
 
 
@@ -112,7 +120,7 @@ def test_schedule_defaults_to_forward():
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_threadgroup_race_between_simdgroups_shows_when_reversed(dialect):
-    src = tg_source(dialect, "")            # no fiber words: the fiber-free fast path
+    src = tg_source(dialect, "")  # no fiber words: the fiber-free fast path
     np.testing.assert_array_equal(run(dialect, src, FORWARD), WANT_TG)
     assert not np.array_equal(run(dialect, src, REVERSED), WANT_TG)
 
@@ -143,8 +151,9 @@ def test_race_between_groups_through_a_device_buffer_shows_when_reversed(dialect
     np.testing.assert_array_equal(run(dialect, src, FORWARD, "race_global"), WANT_GLOBAL)
     assert not np.array_equal(run(dialect, src, REVERSED, "race_global"), WANT_GLOBAL)
     for schedule in (FORWARD, REVERSED):
-        np.testing.assert_array_equal(run(dialect, GLOBAL_TWIN[dialect], schedule, "twin_global"),
-                                      WANT_GLOBAL)
+        np.testing.assert_array_equal(
+            run(dialect, GLOBAL_TWIN[dialect], schedule, "twin_global"), WANT_GLOBAL
+        )
 
 
 def test_reversed_schedule_keeps_simd_results_and_barrier_diagnostics():
@@ -199,8 +208,10 @@ def test_integer_outputs_must_be_bitwise_equal():
     b = {"spins": np.array([1, -1, -1, 1], np.int8)}
     ref = _ref({"spins": a["spins"]}, 0.0)
     msg = schedule_race(a, b, ref, lambda outs: (0.0, True))
-    assert msg == ("result depends on thread scheduling: a race (output 'spins' differs "
-                   "between schedules at element 2: 1 vs -1)")
+    assert msg == (
+        "result depends on thread scheduling: a race (output 'spins' differs "
+        "between schedules at element 2: 1 vs -1)"
+    )
     assert schedule_race(a, dict(a), ref, lambda outs: (0.0, True)) is None
 
 
@@ -293,8 +304,9 @@ RACE_VERDICT = "result depends on thread scheduling: a race (output 'y' differs 
 
 
 def evaluate_smoke(source: str, dialect: str):
-    return evaluate("saxpy", source, backend="sim", size_set="smoke", n_measure=1, n_warmup=1,
-                    dialect=dialect)
+    return evaluate(
+        "saxpy", source, backend="sim", size_set="smoke", n_measure=1, n_warmup=1, dialect=dialect
+    )
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])

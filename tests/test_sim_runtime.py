@@ -1,4 +1,5 @@
 """The CPU simulator's runtime: dispatch, attributes, barriers, buffers, cache."""
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -29,18 +30,35 @@ def test_elementwise_scalars_template_and_init_value(backend):
     """
     k = make(backend, "axpb", ["x", "a", "n"], ["out"], src)
     x = mx.arange(100, dtype=mx.float32)
-    (o,) = k(inputs=[x, 2.0, 100], output_shapes=[(100,)], output_dtypes=[mx.float32],
-             grid=(128, 1, 1), threadgroup=(32, 1, 1), template=[("T", mx.float32), ("N", 3)])
+    (o,) = k(
+        inputs=[x, 2.0, 100],
+        output_shapes=[(100,)],
+        output_dtypes=[mx.float32],
+        grid=(128, 1, 1),
+        threadgroup=(32, 1, 1),
+        template=[("T", mx.float32), ("N", 3)],
+    )
     np.testing.assert_array_equal(np.asarray(o), np.arange(100) * 2.0 + 3)
 
     # With init_value every output starts filled; without, a garbage pattern.
     src2 = "uint i = thread_position_in_grid.x; if (i % 2 == 0) out[i] = 1.0f;"
     k2 = make(backend, "half_write", [], ["out"], src2)
-    (o,) = k2(inputs=[], output_shapes=[(10,)], output_dtypes=[mx.float32], grid=(10, 1, 1),
-              threadgroup=(4, 1, 1), init_value=-3)
+    (o,) = k2(
+        inputs=[],
+        output_shapes=[(10,)],
+        output_dtypes=[mx.float32],
+        grid=(10, 1, 1),
+        threadgroup=(4, 1, 1),
+        init_value=-3,
+    )
     np.testing.assert_array_equal(np.asarray(o), [1, -3] * 5)
-    (o,) = k2(inputs=[], output_shapes=[(10,)], output_dtypes=[mx.float32], grid=(10, 1, 1),
-              threadgroup=(4, 1, 1))
+    (o,) = k2(
+        inputs=[],
+        output_shapes=[(10,)],
+        output_dtypes=[mx.float32],
+        grid=(10, 1, 1),
+        threadgroup=(4, 1, 1),
+    )
     odd = np.asarray(o)[1::2]
     assert np.all(np.isfinite(odd)) and np.all(odd != 0) and np.all(odd == odd[0])
 
@@ -54,8 +72,13 @@ def test_shapes_strides_ndim_and_small_constant_inputs(backend):
     """
     k = make(backend, "strided", ["inp", "w", "s"], ["out"], src)
     a = mx.arange(12, dtype=mx.float32).reshape(3, 4)
-    (o,) = k(inputs=[a, mx.array([10.0, 0.0]), mx.array(0.5)], output_shapes=[(3, 4)],
-             output_dtypes=[mx.float32], grid=(4, 3, 1), threadgroup=(2, 2, 1))
+    (o,) = k(
+        inputs=[a, mx.array([10.0, 0.0]), mx.array(0.5)],
+        output_shapes=[(3, 4)],
+        output_dtypes=[mx.float32],
+        grid=(4, 3, 1),
+        threadgroup=(2, 2, 1),
+    )
     np.testing.assert_array_equal(np.asarray(o), np.arange(12).reshape(3, 4) * 10.0 + 2.5)
 
 
@@ -70,8 +93,13 @@ def test_barrier_tile_reverse(backend):
     """
     k = make(backend, "rev", ["x"], ["y"], src)
     x = mx.arange(256, dtype=mx.float32)
-    (o,) = k(inputs=[x], output_shapes=[(256,)], output_dtypes=[mx.float32], grid=(256, 1, 1),
-             threadgroup=(64, 1, 1))
+    (o,) = k(
+        inputs=[x],
+        output_shapes=[(256,)],
+        output_dtypes=[mx.float32],
+        grid=(256, 1, 1),
+        threadgroup=(64, 1, 1),
+    )
     np.testing.assert_array_equal(np.asarray(o), np.arange(256).reshape(4, 64)[:, ::-1].reshape(-1))
 
 
@@ -86,8 +114,14 @@ def test_templated_threadgroup_array(backend):
     """
     k = make(backend, "trot", ["x"], ["y"], src)
     x = mx.arange(64, dtype=mx.int32)
-    (o,) = k(inputs=[x], output_shapes=[(64,)], output_dtypes=[mx.int32], grid=(64, 1, 1),
-             threadgroup=(16, 1, 1), template=[("T", mx.int32), ("N", 16)])
+    (o,) = k(
+        inputs=[x],
+        output_shapes=[(64,)],
+        output_dtypes=[mx.int32],
+        grid=(64, 1, 1),
+        threadgroup=(16, 1, 1),
+        template=[("T", mx.int32), ("N", 16)],
+    )
     xs = np.arange(64).reshape(4, 16)
     np.testing.assert_array_equal(np.asarray(o), (np.roll(xs, -1, axis=1) + xs).reshape(-1))
 
@@ -108,8 +142,13 @@ def test_stencil_with_halo_and_partial_edge_group(backend):
     """
     k = make(backend, "stencil", ["x", "n"], ["y"], src)
     xs = np.random.default_rng(0).standard_normal(100).astype(np.float32)
-    (o,) = k(inputs=[mx.array(xs), 100], output_shapes=[(100,)], output_dtypes=[mx.float32],
-             grid=(100, 1, 1), threadgroup=(32, 1, 1))
+    (o,) = k(
+        inputs=[mx.array(xs), 100],
+        output_shapes=[(100,)],
+        output_dtypes=[mx.float32],
+        grid=(100, 1, 1),
+        threadgroup=(32, 1, 1),
+    )
     p = np.concatenate([[0], xs, [0]]).astype(np.float32)
     np.testing.assert_allclose(np.asarray(o), p[:-2] + 2 * p[1:-1] + p[2:], rtol=1e-6)
 
@@ -126,8 +165,13 @@ def test_threadgroup_memory_is_poison_at_group_start(backend):
         t[l] = 7;
     """
     k = make(backend, "tg_garbage", [], ["out"], src)
-    (o,) = k(inputs=[], output_shapes=[(8,)], output_dtypes=[mx.uint32], grid=(8, 1, 1),
-             threadgroup=(4, 1, 1))
+    (o,) = k(
+        inputs=[],
+        output_shapes=[(8,)],
+        output_dtypes=[mx.uint32],
+        grid=(8, 1, 1),
+        threadgroup=(4, 1, 1),
+    )
     assert np.all(np.asarray(o) == 0xFFFFFFFF)
 
 
@@ -178,38 +222,57 @@ def _attr_model(grid, tg):
 
 def test_all_twenty_attributes_on_3d_grid_with_partial_groups(backend):
     width = sum(3 if t == "uint3" else 1 for _, t in METAL_ATTRIBUTES)
-    lines = ["uint3 p = thread_position_in_grid;",
-             "uint3 gs = threads_per_grid;",
-             f"uint base = (p.x + p.y * gs.x + p.z * gs.x * gs.y) * {width};",
-             "uint c = 0;"]
+    lines = [
+        "uint3 p = thread_position_in_grid;",
+        "uint3 gs = threads_per_grid;",
+        f"uint base = (p.x + p.y * gs.x + p.z * gs.x * gs.y) * {width};",
+        "uint c = 0;",
+    ]
     for name, typ in METAL_ATTRIBUTES:
         if typ == "uint3":
-            lines += [f"out[base + c++] = {name}.x;", f"out[base + c++] = {name}.y;",
-                      f"out[base + c++] = {name}.z;"]
+            lines += [
+                f"out[base + c++] = {name}.x;",
+                f"out[base + c++] = {name}.y;",
+                f"out[base + c++] = {name}.z;",
+            ]
         else:
             lines.append(f"out[base + c++] = {name};")
     k = make(backend, "attrs", [], ["out"], "\n".join(lines))
     for grid, tg in [((7, 5, 3), (4, 2, 2)), ((70, 3, 1), (64, 1, 1)), ((3, 2, 2), (8, 8, 8))]:
         n = grid[0] * grid[1] * grid[2]
-        (o,) = k(inputs=[], output_shapes=[(n, width)], output_dtypes=[mx.uint32], grid=grid,
-                 threadgroup=tg)
+        (o,) = k(
+            inputs=[],
+            output_shapes=[(n, width)],
+            output_dtypes=[mx.uint32],
+            grid=grid,
+            threadgroup=tg,
+        )
         got = np.asarray(o)
         model = _attr_model(grid, tg)
         for (x, y, z), row in model.items():
             i = x + y * grid[0] + z * grid[0] * grid[1]
-            np.testing.assert_array_equal(got[i], row, err_msg=f"thread {(x, y, z)} grid {grid} tg {tg}")
+            np.testing.assert_array_equal(
+                got[i], row, err_msg=f"thread {(x, y, z)} grid {grid} tg {tg}"
+            )
 
 
 def test_fiber_path_gives_same_attributes(backend):
     # The same attribute kernel forced onto fibers must agree with the fast path.
-    src = ("out[thread_position_in_grid.x + thread_position_in_grid.y * 9] = "
-           "thread_index_in_threadgroup * 1000 + threads_per_threadgroup.x * 10 + "
-           "threadgroup_position_in_grid.y;")
+    src = (
+        "out[thread_position_in_grid.x + thread_position_in_grid.y * 9] = "
+        "thread_index_in_threadgroup * 1000 + threads_per_threadgroup.x * 10 + "
+        "threadgroup_position_in_grid.y;"
+    )
     spec = KernelSpec("attr_fib", (), ("out",), src)
     fast = SimBackend().kernel(spec)
     fib = SimBackend(force_fibers=True).kernel(spec)
-    kw = dict(inputs=[], output_shapes=[(5, 9)], output_dtypes=[mx.uint32], grid=(9, 5, 1),
-              threadgroup=(4, 2, 1))
+    kw = dict(
+        inputs=[],
+        output_shapes=[(5, 9)],
+        output_dtypes=[mx.uint32],
+        grid=(9, 5, 1),
+        threadgroup=(4, 2, 1),
+    )
     np.testing.assert_array_equal(np.asarray(fast(**kw)[0]), np.asarray(fib(**kw)[0]))
 
 
@@ -219,8 +282,10 @@ def test_launch_errors(backend):
     with pytest.raises(KernelFault) as e:
         k(grid=(2048, 1, 1), threadgroup=(64, 32, 1), **kw)
     assert e.value.kind == "launch"
-    assert e.value.message == ("kernel noop: threads per threadgroup = 2048 (threadgroup (64, 32, 1)) "
-                               "exceeds Metal's limit of 1024")
+    assert e.value.message == (
+        "kernel noop: threads per threadgroup = 2048 (threadgroup (64, 32, 1)) "
+        "exceeds Metal's limit of 1024"
+    )
     for grid, tg in [((0, 1, 1), (1, 1, 1)), ((4, 1, 1), (0, 1, 1)), ((-1, 1, 1), (1, 1, 1))]:
         with pytest.raises(KernelFault) as e:
             k(grid=grid, threadgroup=tg, **kw)
@@ -235,12 +300,19 @@ def test_fast_path_large_elementwise_launch(backend):
     # first run, gives exact results. How long it takes is measured by
     # bench/bench_sim_launch.py (saxpy at 1M), not asserted here: a test's
     # time depends on the machine's load.
-    k = make(backend, "scale", ["x"], ["y"], "uint i = thread_position_in_grid.x; y[i] = x[i] * 3.0f;")
+    k = make(
+        backend, "scale", ["x"], ["y"], "uint i = thread_position_in_grid.x; y[i] = x[i] * 3.0f;"
+    )
     n = 1 << 20
     x = mx.random.normal((n,))
     mx.eval(x)
-    kw = dict(inputs=[x], output_shapes=[(n,)], output_dtypes=[mx.float32], grid=(n, 1, 1),
-              threadgroup=(256, 1, 1))
+    kw = dict(
+        inputs=[x],
+        output_shapes=[(n,)],
+        output_dtypes=[mx.float32],
+        grid=(n, 1, 1),
+        threadgroup=(256, 1, 1),
+    )
     k(**kw)  # compile
     for _ in range(3):
         (o,) = k(**kw)
@@ -261,8 +333,13 @@ def test_determinism_and_compile_cache(backend, tmp_path, monkeypatch):
     """
     spec = KernelSpec("det", ("x",), ("y",), src)
     x = mx.random.normal((96,), key=mx.random.key(1))
-    kw = dict(inputs=[x], output_shapes=[(96,)], output_dtypes=[mx.float32], grid=(96, 1, 1),
-              threadgroup=(32, 1, 1))
+    kw = dict(
+        inputs=[x],
+        output_shapes=[(96,)],
+        output_dtypes=[mx.float32],
+        grid=(96, 1, 1),
+        threadgroup=(32, 1, 1),
+    )
     before = build.STATS["compiles"]
     a = np.asarray(backend.kernel(spec)(**kw)[0]).copy()
     assert build.STATS["compiles"] == before + 1
@@ -277,8 +354,13 @@ def test_compile_cache_is_keyed_by_content_not_path(backend, tmp_path, monkeypat
     # The same text from two files compiles once; each file's compile error
     # still names that file (the TU says <candidate-file>, the log is renamed).
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
-    kw = dict(inputs=[mx.ones(8)], output_shapes=[(8,)], output_dtypes=[mx.float32],
-              grid=(8, 1, 1), threadgroup=(8, 1, 1))
+    kw = dict(
+        inputs=[mx.ones(8)],
+        output_shapes=[(8,)],
+        output_dtypes=[mx.float32],
+        grid=(8, 1, 1),
+        threadgroup=(8, 1, 1),
+    )
     src = "uint i = thread_position_in_grid.x;\ny[i] = x[i] * 2.0f;"
     before = build.STATS["compiles"]
     for path in ("/tmp/a/one.metal", "/tmp/b/two.metal"):
@@ -306,8 +388,12 @@ def test_ucontext_fallback(monkeypatch):
         out[thread_position_in_grid.x] = t[7 - l] + simd_sum(1);
     """
     (o,) = be.kernel(KernelSpec("uc", (), ("out",), src))(
-        inputs=[], output_shapes=[(16,)], output_dtypes=[mx.int32], grid=(16, 1, 1),
-        threadgroup=(8, 1, 1))
+        inputs=[],
+        output_shapes=[(16,)],
+        output_dtypes=[mx.int32],
+        grid=(16, 1, 1),
+        threadgroup=(8, 1, 1),
+    )
     np.testing.assert_array_equal(np.asarray(o), np.tile((7 - np.arange(8)) * 3 + 8, 2))
 
 

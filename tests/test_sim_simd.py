@@ -5,6 +5,7 @@ Threadgroups of 40 threads: simdgroup 0 has 32 lanes, simdgroup 1 only 8
 keeps the caller's own value (defined by the specification); one whose source
 lane is inactive (past the end of the partial simdgroup) reads poison, NaN.
 """
+
 from __future__ import annotations
 
 import mlx.core as mx
@@ -17,7 +18,7 @@ from mlxsci.backends.sim import SimBackend
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 
 TG = 40
-GRID = 120           # three threadgroups
+GRID = 120  # three threadgroups
 
 # name -> (C++ expression, kind); kinds pick the input and the model.
 OPS = {
@@ -62,7 +63,7 @@ def _inputs():
     rng = np.random.default_rng(7)
     v = rng.integers(-16, 16, GRID).astype(np.float32)
     p = rng.choice(np.array([1, 2, -1, 0.5, 1, 1], np.float32), GRID)
-    u = rng.integers(0, 2 ** 31, GRID).astype(np.uint32)
+    u = rng.integers(0, 2**31, GRID).astype(np.uint32)
     return v, p, u
 
 
@@ -85,14 +86,16 @@ def _model(name, v, p, u):
     w = 4 if name.startswith("quad_") else 32
     out = np.zeros(GRID, np.float64)
     for start, m in _segments(w):
-        xs = v[start:start + m].astype(np.float64)
-        ps = p[start:start + m].astype(np.float64)
-        us = u[start:start + m]
+        xs = v[start : start + m].astype(np.float64)
+        ps = p[start : start + m].astype(np.float64)
+        us = u[start : start + m]
         for i in range(m):
+
             def src(j, m=m, xs=xs, i=i):
                 if 0 <= j < m:
                     return xs[j]
-                return xs[i] if j < 0 or j >= w else np.nan    # out of range / inactive
+                return xs[i] if j < 0 or j >= w else np.nan  # out of range / inactive
+
             lane = i  # lane within the segment
             if name == "simd_shuffle":
                 r = src((i * 7 + 3) % 32)
@@ -125,11 +128,11 @@ def _model(name, v, p, u):
             elif name == "simd_xor":
                 r = float(np.bitwise_xor.reduce(us))
             elif name in ("simd_prefix_inclusive_sum", "quad_prefix_inclusive_sum"):
-                r = xs[:i + 1].sum()
+                r = xs[: i + 1].sum()
             elif name in ("simd_prefix_exclusive_sum", "quad_prefix_exclusive_sum"):
                 r = xs[:i].sum()
             elif name == "simd_prefix_inclusive_product":
-                r = ps[:i + 1].prod()
+                r = ps[: i + 1].prod()
             elif name == "simd_prefix_exclusive_product":
                 r = ps[:i].prod()
             elif name == "simd_ballot":
@@ -157,15 +160,24 @@ def _model(name, v, p, u):
 @pytest.fixture(scope="module")
 def results():
     names = list(OPS)
-    body = ["uint g = thread_position_in_grid.x;",
-            "uint lane = thread_index_in_simdgroup;",
-            "float v = x[g]; float p = px[g]; uint u = ux[g];"]
+    body = [
+        "uint g = thread_position_in_grid.x;",
+        "uint lane = thread_index_in_simdgroup;",
+        "float v = x[g]; float p = px[g]; uint u = ux[g];",
+    ]
     for i, name in enumerate(names):
         body.append(f"out[{i} * {GRID} + g] = {OPS[name]};")
-    k = SimBackend().kernel(KernelSpec("simd_all_ops", ("x", "px", "ux"), ("out",), "\n".join(body)))
+    k = SimBackend().kernel(
+        KernelSpec("simd_all_ops", ("x", "px", "ux"), ("out",), "\n".join(body))
+    )
     v, p, u = _inputs()
-    (o,) = k(inputs=[mx.array(v), mx.array(p), mx.array(u)], output_shapes=[(len(names), GRID)],
-             output_dtypes=[mx.float32], grid=(GRID, 1, 1), threadgroup=(TG, 1, 1))
+    (o,) = k(
+        inputs=[mx.array(v), mx.array(p), mx.array(u)],
+        output_shapes=[(len(names), GRID)],
+        output_dtypes=[mx.float32],
+        grid=(GRID, 1, 1),
+        threadgroup=(TG, 1, 1),
+    )
     got = np.asarray(o)
     return {name: got[i] for i, name in enumerate(names)}, (v, p, u)
 
@@ -193,8 +205,13 @@ def test_divergent_lanes_form_their_own_rendezvous():
     """
     k = SimBackend().kernel(KernelSpec("simd_div", ("x",), ("out",), src))
     v = np.arange(64, dtype=np.float32)
-    (o,) = k(inputs=[mx.array(v)], output_shapes=[(64,)], output_dtypes=[mx.float32],
-             grid=(64, 1, 1), threadgroup=(64, 1, 1))
+    (o,) = k(
+        inputs=[mx.array(v)],
+        output_shapes=[(64,)],
+        output_dtypes=[mx.float32],
+        grid=(64, 1, 1),
+        threadgroup=(64, 1, 1),
+    )
     got = np.asarray(o)
     exp = np.full(64, -1.0, np.float32)
     for base in (0, 32):
@@ -222,11 +239,20 @@ def test_vector_and_integer_operands_and_loop_reduction():
     """
     k = SimBackend().kernel(KernelSpec("simd_vec", ("x",), ("out",), src))
     v = np.arange(32, dtype=np.float32) - 10
-    (o,) = k(inputs=[mx.array(v)], output_shapes=[(32, 9)], output_dtypes=[mx.float32],
-             grid=(32, 1, 1), threadgroup=(32, 1, 1))
+    (o,) = k(
+        inputs=[mx.array(v)],
+        output_shapes=[(32, 9)],
+        output_dtypes=[mx.float32],
+        grid=(32, 1, 1),
+        threadgroup=(32, 1, 1),
+    )
     got = np.asarray(o)
-    np.testing.assert_array_equal(got[:, 0:4], np.tile([v.sum(), 2 * v.sum(), -v.sum(), 32], (32, 1)))
-    np.testing.assert_array_equal(got[:, 4:8], np.tile([v.max(), 2 * v.max(), -v.min(), 1], (32, 1)))
+    np.testing.assert_array_equal(
+        got[:, 0:4], np.tile([v.sum(), 2 * v.sum(), -v.sum(), 32], (32, 1))
+    )
+    np.testing.assert_array_equal(
+        got[:, 4:8], np.tile([v.max(), 2 * v.max(), -v.min(), 1], (32, 1))
+    )
     # tree reduction with shuffle_down: lane 0 holds the full sum
     assert got[0, 8] == sum(range(32))
 
@@ -238,7 +264,12 @@ def test_hidden_simd_call_falls_back_to_fibers():
     src = "uint g = thread_position_in_grid.x;\nout[g] = PASTE(sim, d_sum)(float(g));\n"
     k = SimBackend().kernel(KernelSpec("hidden_simd", (), ("out",), src, header=header))
     assert not k._needs_fibers
-    (o,) = k(inputs=[], output_shapes=[(64,)], output_dtypes=[mx.float32], grid=(64, 1, 1),
-             threadgroup=(64, 1, 1))
+    (o,) = k(
+        inputs=[],
+        output_shapes=[(64,)],
+        output_dtypes=[mx.float32],
+        grid=(64, 1, 1),
+        threadgroup=(64, 1, 1),
+    )
     exp = np.repeat([sum(range(32)), sum(range(32, 64))], 32).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(o), exp)

@@ -1,6 +1,7 @@
 """The simulator's toolchain: kernel libraries linked without the C++ runtime
 (libc++, libc++abi, libunwind), which zig would otherwise build on a machine's
 first link, and the progress lines of the once-per-machine work."""
+
 from __future__ import annotations
 
 import shutil
@@ -45,12 +46,16 @@ def _build_and_run(dialect: str, tmp_path, monkeypatch):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     backend = SimBackend(dialect=dialect, launch_timeout_s=30.0)
     src = METAL_SRC if dialect == "metal" else CUDA_SRC
-    k = backend.kernel(KernelSpec("no_cxx_runtime", ("x", "n"), ("out",), src, "",
-                                  dialect=dialect))
+    k = backend.kernel(KernelSpec("no_cxx_runtime", ("x", "n"), ("out",), src, "", dialect=dialect))
     x = np.linspace(0.0, 4.0, 100, dtype=np.float32)
     n = 100 if dialect == "metal" else mx.array(100, dtype=mx.uint32)
-    (o,) = k(inputs=[mx.array(x), n], output_shapes=[(100,)], output_dtypes=[mx.float32],
-             grid=(128, 1, 1), threadgroup=(32, 1, 1))
+    (o,) = k(
+        inputs=[mx.array(x), n],
+        output_shapes=[(100,)],
+        output_dtypes=[mx.float32],
+        grid=(128, 1, 1),
+        threadgroup=(32, 1, 1),
+    )
     want = x.astype(np.float16).astype(np.float32) + np.sqrt(x) + np.exp(-x)
     np.testing.assert_allclose(np.asarray(o), want, rtol=1e-6)
     (lib,) = tmp_path.joinpath("sim").glob("k-*.so")
@@ -64,16 +69,23 @@ def _undefined_symbols(lib) -> set[str]:
 
 def _needed(lib) -> list[str]:
     out = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True)
-    return [line.split("[")[1].rstrip("]") for line in out.stdout.splitlines() if "(NEEDED)" in line]
+    return [
+        line.split("[")[1].rstrip("]") for line in out.stdout.splitlines() if "(NEEDED)" in line
+    ]
 
 
-@pytest.mark.skipif(shutil.which("nm") is None or shutil.which("readelf") is None,
-                    reason="binutils (nm, readelf) not installed")
+@pytest.mark.skipif(
+    shutil.which("nm") is None or shutil.which("readelf") is None,
+    reason="binutils (nm, readelf) not installed",
+)
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_kernel_library_needs_no_cxx_runtime(dialect, tmp_path, monkeypatch):
     lib = _build_and_run(dialect, tmp_path, monkeypatch)
-    cxx = sorted(s for s in _undefined_symbols(lib)
-                 if s.startswith(CXX_RUNTIME_PREFIXES) and s not in LIBC_CXA)
+    cxx = sorted(
+        s
+        for s in _undefined_symbols(lib)
+        if s.startswith(CXX_RUNTIME_PREFIXES) and s not in LIBC_CXA
+    )
     assert cxx == [], f"{lib.name} needs C++ runtime symbols {cxx}"
     libs = _needed(lib)
     assert not [n for n in libs if "c++" in n or "stdc++" in n or "unwind" in n], libs
@@ -85,8 +97,10 @@ def test_kernel_that_needs_the_cxx_runtime_fails_to_link(tmp_path, monkeypatch):
     defs), not a library that fails at dlopen."""
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     # The pointer escapes, so -O2 cannot elide the allocation.
-    tu = ('extern "C" __attribute__((visibility("default"))) int *uses_new(int v) '
-          "{ return new int(v); }\n")
+    tu = (
+        'extern "C" __attribute__((visibility("default"))) int *uses_new(int v) '
+        "{ return new int(v); }\n"
+    )
     with pytest.raises(CompileError) as exc:
         build.build_library(tu)
     assert "operator new" in exc.value.log or "_Znwm" in exc.value.log
@@ -124,8 +138,16 @@ def test_roofline_announced_only_when_measured(tmp_path, monkeypatch):
     def fake_measure(be, progress=None, timer=None):
         measured.append(1)
         plan = roofline.plan_for(be)
-        return roofline.Roofline(be.name, be.device_info(), [[1, 1.0]], 1.0, "now", timer="sim",
-                                 plan=plan, probe_digest=roofline.probe_digest(be, plan))
+        return roofline.Roofline(
+            be.name,
+            be.device_info(),
+            [[1, 1.0]],
+            1.0,
+            "now",
+            timer="sim",
+            plan=plan,
+            probe_digest=roofline.probe_digest(be, plan),
+        )
 
     monkeypatch.setattr(roofline, "measure", fake_measure)
     lines: list[str] = []
@@ -141,8 +163,13 @@ def test_evaluate_announces_nothing_on_warm_caches():
     evaluate("saxpy", backend="sim", size_set="smoke")
     announced: list[str] = []
     progress: list[str] = []
-    ev = evaluate("saxpy", backend="sim", size_set="smoke", progress=progress.append,
-                  announce=announced.append)
+    ev = evaluate(
+        "saxpy",
+        backend="sim",
+        size_set="smoke",
+        progress=progress.append,
+        announce=announced.append,
+    )
     assert ev.correct and progress and announced == []
 
 
@@ -153,11 +180,17 @@ def _run_scaled(backend, scale: float) -> np.ndarray:
     if (i >= n) return;
     out[i] = x[i] * {scale:.1f}f + metal::sqrt(x[i]);
 """
-    k = backend.kernel(KernelSpec(f"pch_{int(scale)}", ("x", "n"), ("out",), src, "",
-                                  dialect="metal"))
+    k = backend.kernel(
+        KernelSpec(f"pch_{int(scale)}", ("x", "n"), ("out",), src, "", dialect="metal")
+    )
     x = np.linspace(0.0, 4.0, 50, dtype=np.float32)
-    (o,) = k(inputs=[mx.array(x), 50], output_shapes=[(50,)], output_dtypes=[mx.float32],
-             grid=(64, 1, 1), threadgroup=(32, 1, 1))
+    (o,) = k(
+        inputs=[mx.array(x), 50],
+        output_shapes=[(50,)],
+        output_dtypes=[mx.float32],
+        grid=(64, 1, 1),
+        threadgroup=(32, 1, 1),
+    )
     np.testing.assert_allclose(np.asarray(o), x * scale + np.sqrt(x), rtol=1e-6)
     return np.asarray(o)
 
@@ -172,8 +205,7 @@ def test_kernels_share_one_precompiled_header_per_dialect(tmp_path, monkeypatch)
     assert len(list(tmp_path.joinpath("sim").glob("pch-*.pch"))) == 1
 
 
-def test_a_refused_precompiled_header_is_dropped_and_the_kernel_still_builds(tmp_path,
-                                                                           monkeypatch):
+def test_a_refused_precompiled_header_is_dropped_and_the_kernel_still_builds(tmp_path, monkeypatch):
     """A PCH clang will not load (here: garbage; in life, a header whose mtime
     changed) costs a second compile without it, never a failed kernel."""
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
@@ -183,18 +215,23 @@ def test_a_refused_precompiled_header_is_dropped_and_the_kernel_still_builds(tmp
     pch.write_bytes(b"not a precompiled header")
     _run_scaled(backend, 5.0)
     assert not pch.exists() or pch.read_bytes() != b"not a precompiled header"
-    _run_scaled(backend, 6.0)           # and the next one builds it again
+    _run_scaled(backend, 6.0)  # and the next one builds it again
     assert pch.exists() and pch.read_bytes()[:4] == b"CPCH"
 
 
 def test_a_compile_error_reads_the_same_with_the_precompiled_header(tmp_path, monkeypatch):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     backend = SimBackend(dialect="metal", launch_timeout_s=30.0)
-    _run_scaled(backend, 2.0)           # the PCH exists from here on
-    bad = KernelSpec("pch_bad", ("x", "n"), ("out",), "\n    out[0] = undefined_name;\n", "",
-                     dialect="metal")
+    _run_scaled(backend, 2.0)  # the PCH exists from here on
+    bad = KernelSpec(
+        "pch_bad", ("x", "n"), ("out",), "\n    out[0] = undefined_name;\n", "", dialect="metal"
+    )
     with pytest.raises(CompileError) as exc:
-        backend.kernel(bad)(inputs=[mx.array(np.ones(4, np.float32)), 4],
-                            output_shapes=[(4,)], output_dtypes=[mx.float32],
-                            grid=(4, 1, 1), threadgroup=(4, 1, 1))
+        backend.kernel(bad)(
+            inputs=[mx.array(np.ones(4, np.float32)), 4],
+            output_shapes=[(4,)],
+            output_dtypes=[mx.float32],
+            grid=(4, 1, 1),
+            threadgroup=(4, 1, 1),
+        )
     assert "undefined_name" in str(exc.value)

@@ -9,8 +9,9 @@ from mlxsci.task import load_task, task_names
 def test_readme_table_is_in_sync_with_the_task_definitions():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     start, end = readme.index(START), readme.index(END) + len(END)
-    assert readme[start:end] == readme_block(), \
+    assert readme[start:end] == readme_block(), (
         "README task table is stale: run python -m mlxsci.suite_table --write"
+    )
 
 
 def test_every_task_has_the_same_shape():

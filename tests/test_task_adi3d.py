@@ -1,4 +1,5 @@
 """adi3d: reference facts from the spec and a deliberately wrong candidate."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -9,8 +10,9 @@ from mlxsci.task import load_task
 TASK = load_task("adi3d")
 
 
-@pytest.mark.parametrize("label, max_ref", [("64x64x64x20", 0.744), ("96x96x96x15", 0.899),
-                                            ("128x128x128x10", 0.960)])
+@pytest.mark.parametrize(
+    "label, max_ref", [("64x64x64x20", 0.744), ("96x96x96x15", 0.899), ("128x128x128x10", 0.960)]
+)
 @pytest.mark.slow
 def test_reference_max_matches_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("in-dist") if s.label == label]
@@ -36,7 +38,7 @@ def test_sweep_solves_each_interior_line():
             if 0 < j < 4 and 0 < k < 3:
                 np.testing.assert_allclose(out[k, j], np.linalg.solve(A, u[k, j]), rtol=1e-5)
             else:
-                assert np.array_equal(out[k, j], u[k, j])   # face line: copied
+                assert np.array_equal(out[k, j], u[k, j])  # face line: copied
     assert TASK.make_inputs(params)["u_in"].shape == (4, 5, 7)
 
 
@@ -71,7 +73,10 @@ CUDA_FACE_X = "if (j == 0 || k == 0 || j == ny - 1 || k == nz - 1) {"
 def test_cuda_wrong_face_rule_fails():
     # The wrong Metal candidate above in CUDA: adi_x copies the lines next to the y faces.
     assert CUDA_SEED.count(CUDA_FACE_X) == 1
-    ev = smoke_eval("adi3d", CUDA_SEED.replace(
-        CUDA_FACE_X, "if (j <= 1 || k == 0 || j >= ny - 2 || k == nz - 1) {"), dialect="cuda")
+    ev = smoke_eval(
+        "adi3d",
+        CUDA_SEED.replace(CUDA_FACE_X, "if (j <= 1 || k == 0 || j >= ny - 2 || k == nz - 1) {"),
+        dialect="cuda",
+    )
     assert ev.compile_ok and not ev.correct
     assert "at size 21x13x10x3" in ev.fail_reason and "max_abs=" in ev.fail_reason

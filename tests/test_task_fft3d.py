@@ -1,4 +1,5 @@
 """fft3d: reference facts from the spec and a deliberately wrong candidate."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -25,7 +26,7 @@ def test_reference_is_the_unnormalised_forward_dft():
     d = inputs["in_data"].astype(np.float64)
     x = d[..., 0] + 1j * d[..., 1]
     w = np.exp(-2j * np.pi * np.outer(np.arange(n), np.arange(n)) / n)
-    y = np.einsum("ka,jb,ic,abc->kji", w, w, w, x)   # axes (z, y, x)
+    y = np.einsum("ka,jb,ic,abc->kji", w, w, w, x)  # axes (z, y, x)
     out = ref.solve(inputs, {"N": n})["data"]
     np.testing.assert_allclose(out[..., 0], y.real, atol=1e-4)
     np.testing.assert_allclose(out[..., 1], y.imag, atol=1e-4)
@@ -83,10 +84,10 @@ CUDA_LOAD = "= src[base + t * stride];\n    __syncthreads();\n"
 @pytest.mark.parametrize("which", ["missing_barrier_after_load", "wrong_twiddle_sign"])
 def test_cuda_wrong_candidates_fail(which):
     # The two wrong Metal candidates above, in CUDA.
-    if which == "missing_barrier_after_load":   # in fft_line, which every pass calls
+    if which == "missing_barrier_after_load":  # in fft_line, which every pass calls
         assert CUDA_SEED.count(CUDA_LOAD) == 1
         bad = CUDA_SEED.replace(CUDA_LOAD, "= src[base + t * stride];\n", 1)
-    else:                                       # exp(+i...) in all three passes
+    else:  # exp(+i...) in all three passes
         assert CUDA_SEED.count("float ang = -FFT_PI_F") == 1
         bad = CUDA_SEED.replace("float ang = -FFT_PI_F", "float ang = FFT_PI_F")
     ev = smoke_eval("fft3d", bad, dialect="cuda")

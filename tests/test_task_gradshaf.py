@@ -1,4 +1,5 @@
 """gradshaf: reference facts from the spec and a deliberately wrong candidate."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -15,8 +16,10 @@ def solve(size):
     return inputs, out, ref.tolerance(out, size.params)
 
 
-@pytest.mark.parametrize("label, max_ref", [("65x65x30", 0.989), ("257x257x40", 0.997),
-                                            ("513x513x30", 0.999), ("129x129x35", 0.993)])
+@pytest.mark.parametrize(
+    "label, max_ref",
+    [("65x65x30", 0.989), ("257x257x40", 0.997), ("513x513x30", 0.999), ("129x129x35", 0.993)],
+)
 def test_reference_max_matches_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("all") if s.label == label]
     _, out, tol = solve(size)
@@ -37,7 +40,9 @@ def test_inputs_and_byte_model():
     assert inputs["dR"].dtype == np.float32 and float(inputs["dR"]) == pytest.approx(1 / 64)
     mb = [TASK.bytes_moved(s.params) / 1e6 for s in TASK.size_set("in-dist")]
     assert mb == pytest.approx([1.52, 31.7, 94.7], rel=3e-3)
-    assert TASK.bytes_moved(TASK.size_set("held-out")[0].params) / 1e6 == pytest.approx(6.99, rel=3e-3)
+    assert TASK.bytes_moved(TASK.size_set("held-out")[0].params) / 1e6 == pytest.approx(
+        6.99, rel=3e-3
+    )
 
 
 def test_one_step_matches_hand_computed_cell():
@@ -52,8 +57,12 @@ def test_one_step_matches_hand_computed_cell():
     J = R * 200 * 4 * psin * (1 - psin) if 0 < psin < 1 else 0.0
     aw, ae = 1 / dr**2 + 1 / (2 * R * dr), 1 / dr**2 - 1 / (2 * R * dr)
     ac = -2 / dr**2 - 2 / dz**2
-    lap = (aw * psi[j, i - 1] + ae * psi[j, i + 1] + (psi[j + 1, i] + psi[j - 1, i]) / dz**2
-           + ac * psi[j, i])
+    lap = (
+        aw * psi[j, i - 1]
+        + ae * psi[j, i + 1]
+        + (psi[j + 1, i] + psi[j - 1, i]) / dz**2
+        + ac * psi[j, i]
+    )
     assert out[j, i] == pytest.approx(psi[j, i] + (-R * J - lap) / ac, abs=1e-5)
 
 

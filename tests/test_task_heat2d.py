@@ -1,4 +1,5 @@
 """heat2d facts from the spec and a deliberately wrong candidate."""
+
 import pytest
 from helpers import smoke_eval
 
@@ -35,13 +36,16 @@ def test_wrong_neighbour_is_rejected():
 CUDA_SEED = TASK.seed("cuda")
 
 
-@pytest.mark.parametrize("old, new", [
-    ("    u_out[idx] = c;\n    return;", "    return;"),                # no Dirichlet copy
-    ("float up = u_in[idx + nx];", "float up = u_in[idx + 1];"),        # wrong neighbour
-], ids=["no_boundary_copy", "wrong_neighbour"])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("    u_out[idx] = c;\n    return;", "    return;"),  # no Dirichlet copy
+        ("float up = u_in[idx + nx];", "float up = u_in[idx + 1];"),  # wrong neighbour
+    ],
+    ids=["no_boundary_copy", "wrong_neighbour"],
+)
 def test_cuda_wrong_candidate_is_rejected(old, new):
     assert old in CUDA_SEED
     ev = smoke_eval("heat2d", CUDA_SEED.replace(old, new), dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}: max_abs=" in ev.fail_reason
-

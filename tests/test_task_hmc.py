@@ -1,5 +1,6 @@
 """hmc: the spec's RNG test vectors, the target, the statistical check (passes for a
 correct sampler, fails for broken ones) and wrong candidates on the simulator."""
+
 import numpy as np
 import pytest
 from helpers import replace_once, smoke_eval
@@ -12,9 +13,12 @@ SMOKE = TASK.size_set("smoke")[0]
 
 # Spec section 0.5, hmc scheme: (chain, counter) -> bits, uniform.
 HMC_VECTORS = [
-    ((0, 0), 0xCF8697BB, 0.8106474), ((0, 1), 0xDB1CA5AE, 0.85590583),
-    ((0, 8), 0x6807E465, 0.4063704), ((1, 0), 0x535FD1E3, 0.3256808),
-    ((5, 75), 0xB716EFBA, 0.7151937), ((16383, 1799), 0x7BA99071, 0.48305607),
+    ((0, 0), 0xCF8697BB, 0.8106474),
+    ((0, 1), 0xDB1CA5AE, 0.85590583),
+    ((0, 8), 0x6807E465, 0.4063704),
+    ((1, 0), 0x535FD1E3, 0.3256808),
+    ((5, 75), 0xB716EFBA, 0.7151937),
+    ((16383, 1799), 0x7BA99071, 0.48305607),
 ]
 
 
@@ -38,7 +42,7 @@ def sample_inputs(params):
 
 
 def test_target_and_inputs():
-    params = TASK.size_set("in-dist")[2].params      # d = 32
+    params = TASK.size_set("in-dist")[2].params  # d = 32
     inputs, sigma = sample_inputs(params)
     A = inputs["A"].astype(np.float64)
     eig = np.linalg.eigvalsh(sigma.astype(np.float64))
@@ -65,7 +69,12 @@ def run_numpy(params, **kw):
     inputs, sigma = sample_inputs(params)
     q, acc = ref.sample(inputs["q_in"], inputs["A"], params["T"], **kw)
     err, passed, kind = ref.error({"q": q, "accept_cnt": acc}, {"Sigma": sigma}, params)
-    return err, passed, kind, ref.statistics(q, acc, sigma, params["T"]) if np.isfinite(q).all() else None
+    return (
+        err,
+        passed,
+        kind,
+        ref.statistics(q, acc, sigma, params["T"]) if np.isfinite(q).all() else None,
+    )
 
 
 def test_correct_numpy_sampler_passes_at_smoke_and_d32():
@@ -98,12 +107,12 @@ def test_error_requires_every_check():
     params = {"d": 4, "K": 20000, "T": 100}
     sigma = np.diag([0.5, 1.0, 1.5, 2.0]).astype(np.float32)
     q = np.random.default_rng(1).standard_normal((20000, 4)) * np.sqrt(np.diag(sigma))
-    good = np.full(20000, 99, np.uint32)                 # acceptance 0.99
+    good = np.full(20000, 99, np.uint32)  # acceptance 0.99
     err, passed, kind = ref.error({"q": q, "accept_cnt": good}, {"Sigma": sigma}, params)
     assert passed and err < 0.5 and kind.startswith("hmc_stats[")
     # Acceptance 0.9995: acc_excess = 0.5 < 1, but outside [0.45, 0.999] so it fails.
     high = np.full(20000, 100, np.uint32)
-    high[:1000] = 99                                     # 0.9995
+    high[:1000] = 99  # 0.9995
     err, passed, kind = ref.error({"q": q, "accept_cnt": high}, {"Sigma": sigma}, params)
     assert not passed and err == pytest.approx(0.5) and "acceptance=0.9995" in kind
     # Acceptance 0.40 fails; so does a shifted mean with good acceptance.
@@ -116,7 +125,10 @@ def test_error_requires_every_check():
     bad = q.copy()
     bad[3, 1] = np.nan
     assert ref.error({"q": bad, "accept_cnt": good}, {"Sigma": sigma}, params) == (
-        float("inf"), False, "nonfinite_q")
+        float("inf"),
+        False,
+        "nonfinite_q",
+    )
     assert not ref.error({"q": q[:-1], "accept_cnt": good}, {"Sigma": sigma}, params)[1]
 
 
@@ -135,9 +147,14 @@ def test_roofline_model_matches_the_spec():
 
 def test_wrong_step_size_candidate_fails_on_simulator():
     # Every use of eps in the body becomes 2.0: acceptance collapses.
-    ev = smoke_eval("hmc", replace_once(
-        TASK.seed(), "uint chain = thread_position_in_grid.x;",
-        "#define eps 2.0f\nuint chain = thread_position_in_grid.x;"))
+    ev = smoke_eval(
+        "hmc",
+        replace_once(
+            TASK.seed(),
+            "uint chain = thread_position_in_grid.x;",
+            "#define eps 2.0f\nuint chain = thread_position_in_grid.x;",
+        ),
+    )
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
     assert "hmc_stats[" in ev.fail_reason and "acceptance=0.0" in ev.fail_reason
@@ -146,28 +163,42 @@ def test_wrong_step_size_candidate_fails_on_simulator():
 def test_count_written_only_on_accept_is_caught():
     # In-place habit: increment only accepted chains. accept_cnt_out is a fresh
     # (poisoned) array, so rejected chains' counts are garbage.
-    ev = smoke_eval("hmc", replace_once(
-        TASK.seed(), "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
-        "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"))
+    ev = smoke_eval(
+        "hmc",
+        replace_once(
+            TASK.seed(),
+            "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
+            "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;",
+        ),
+    )
     assert not ev.correct and SMOKE.label in ev.fail_reason
     assert "hmc_stats" in ev.fail_reason
 
 
 # --- CUDA dialect on the simulator --------------------------------------------------
 
+
 def test_cuda_wrong_step_size_candidate_fails_on_simulator():
     # The body reads eps once into eps_; 2.0 there is the Metal `#define eps 2.0f`.
-    ev = smoke_eval("hmc", replace_once(TASK.seed("cuda"), "float eps_ = eps[0];",
-                                        "float eps_ = 2.0f;"), dialect="cuda")
+    ev = smoke_eval(
+        "hmc",
+        replace_once(TASK.seed("cuda"), "float eps_ = eps[0];", "float eps_ = 2.0f;"),
+        dialect="cuda",
+    )
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE.label}" in ev.fail_reason
     assert "hmc_stats[" in ev.fail_reason and "acceptance=0.0" in ev.fail_reason
 
 
 def test_cuda_count_written_only_on_accept_is_caught():
-    ev = smoke_eval("hmc", replace_once(
-        TASK.seed("cuda"), "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
-        "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;"), dialect="cuda")
+    ev = smoke_eval(
+        "hmc",
+        replace_once(
+            TASK.seed("cuda"),
+            "accept_cnt_out[chain] = accept_cnt[chain] + (accept ? 1u : 0u);",
+            "if (accept) accept_cnt_out[chain] = accept_cnt[chain] + 1u;",
+        ),
+        dialect="cuda",
+    )
     assert not ev.correct and SMOKE.label in ev.fail_reason
     assert "hmc_stats" in ev.fail_reason
-

@@ -1,5 +1,6 @@
 """ising: the spec's RNG test vectors, acceptance table and checksums against the
 NumPy reference, the in-place/fresh-output equivalence, and wrong candidates."""
+
 import hashlib
 
 import numpy as np
@@ -14,8 +15,10 @@ SMOKE = TASK.size_set("smoke")[0]
 
 # Spec section 0.5, ising scheme: (step, site) -> bits, uniform.
 ISING_VECTORS = [
-    ((0, 0), 0xBA936299, 0.7288114), ((0, 1), 0x2D34D74E, 0.17658752),
-    ((1, 0), 0x669C5833, 0.40082312), ((7, 12345), 0x4A0D2842, 0.28926325),
+    ((0, 0), 0xBA936299, 0.7288114),
+    ((0, 1), 0x2D34D74E, 0.17658752),
+    ((1, 0), 0x669C5833, 0.40082312),
+    ((7, 12345), 0x4A0D2842, 0.28926325),
     ((99, 4194303), 0x2205A1E4, 0.13289839),
 ]
 
@@ -30,9 +33,14 @@ def test_rng_test_vectors(args, bits, u):
 def test_acceptance_table_bits():
     inputs = TASK.make_inputs(SMOKE.params)
     table = inputs["p_accept"]
-    assert table.dtype == np.float32 and table.shape == (5,)   # < 8 entries: constant T*
+    assert table.dtype == np.float32 and table.shape == (5,)  # < 8 entries: constant T*
     assert [hex(b) for b in table.view(np.uint32)] == [
-        "0x3f800000", "0x3f800000", "0x3f800000", "0x3e3ed8d2", "0x3d0e468f"]
+        "0x3f800000",
+        "0x3f800000",
+        "0x3f800000",
+        "0x3e3ed8d2",
+        "0x3d0e468f",
+    ]
     assert table.tobytes() == ref.acceptance_table().tobytes()
 
 
@@ -77,8 +85,12 @@ def in_place_sweeps(s, n_sweeps, seed, table):
             for i in range(nx):
                 if (i + j) % 2 != step % 2:
                     continue
-                h = (int(s[j, (i - 1) % nx]) + int(s[j, (i + 1) % nx])
-                     + int(s[(j - 1) % ny, i]) + int(s[(j + 1) % ny, i]))
+                h = (
+                    int(s[j, (i - 1) % nx])
+                    + int(s[j, (i + 1) % nx])
+                    + int(s[(j - 1) % ny, i])
+                    + int(s[(j + 1) % ny, i])
+                )
                 u = ref.uniform(ref.ising_bits(seed, step, j * nx + i))
                 if u < table[(int(s[j, i]) * h + 4) // 2]:
                     s[j, i] = -s[j, i]
@@ -97,7 +109,7 @@ def test_reference_equals_in_place_update_on_even_lattice():
 def test_sub_pass_leaves_the_other_colour_alone():
     inputs = TASK.make_inputs(SMOKE.params)
     s = inputs["spins"]
-    out = ref.sub_pass(s, 3, 0xC0FFEE01, inputs["p_accept"])   # colour 1
+    out = ref.sub_pass(s, 3, 0xC0FFEE01, inputs["p_accept"])  # colour 1
     even = (np.add.outer(np.arange(s.shape[0]), np.arange(s.shape[1])) % 2) == 0
     assert np.array_equal(out[even], s[even]) and not np.array_equal(out, s)
 
@@ -150,13 +162,20 @@ def test_skipping_the_copy_of_inactive_sites_fails():
 CUDA_SEED = TASK.seed("cuda")
 
 
-@pytest.mark.parametrize("old, new, metric", [
-    # The two wrong Metal candidates above, in CUDA: the wrong colour is updated ...
-    ("if (((i + j) & 1u) != (step & 1u)) {", "if (((i + j) & 1u) == (step & 1u)) {",
-     "spin_disagreements="),
-    # ... and inactive threads return without copying their spin to spins_out.
-    ("    spins_out[idx] = spins[idx];\n    return;", "    return;", None),
-], ids=["wrong_colour", "no_copy_of_inactive_sites"])
+@pytest.mark.parametrize(
+    "old, new, metric",
+    [
+        # The two wrong Metal candidates above, in CUDA: the wrong colour is updated ...
+        (
+            "if (((i + j) & 1u) != (step & 1u)) {",
+            "if (((i + j) & 1u) == (step & 1u)) {",
+            "spin_disagreements=",
+        ),
+        # ... and inactive threads return without copying their spin to spins_out.
+        ("    spins_out[idx] = spins[idx];\n    return;", "    return;", None),
+    ],
+    ids=["wrong_colour", "no_copy_of_inactive_sites"],
+)
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert CUDA_SEED.count(old) == 1
     ev = smoke_eval("ising", CUDA_SEED.replace(old, new), dialect="cuda")

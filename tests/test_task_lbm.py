@@ -1,4 +1,5 @@
 """lbm: reference facts from the spec, lattice invariants, and wrong candidates."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -10,8 +11,10 @@ REF = load_reference("lbm")
 SMOKE = TASK.size_set("smoke")[0]
 
 
-@pytest.mark.parametrize("label, max_ref", [
-    ("64x64x50", 0.452), ("128x128x100", 0.453), ("256x256x100", 0.450), ("192x192x75", 0.450)])
+@pytest.mark.parametrize(
+    "label, max_ref",
+    [("64x64x50", 0.452), ("128x128x100", 0.453), ("256x256x100", 0.450), ("192x192x75", 0.450)],
+)
 def test_max_ref_and_tolerance_match_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("all") if s.label == label]
     ref = REF.solve(TASK.make_inputs(size.params), size.params)
@@ -49,7 +52,7 @@ def test_reference_pulls_with_periodic_wrap():
     # direction 5 (CX = 1, CY = 1) moves one cell up and right, wrapping both axes.
     f = np.zeros((9, 4, 5), dtype=np.float32)
     f[:, :, :] = 0.1
-    f[5, 3, 4] = 1.0   # top-right corner: moves to (j, i) = (0, 0) through both wraps
+    f[5, 3, 4] = 1.0  # top-right corner: moves to (j, i) = (0, 0) through both wraps
     out = REF.step(f, np.float32(0.0))
     assert out[5, 0, 0] == np.float32(1.0) and out[5, 3, 4] == np.float32(0.1)
 
@@ -64,14 +67,17 @@ def test_validate_size():
 SEED = TASK.seed()
 
 
-@pytest.mark.parametrize("old, new", [
-    ("(int(i) - CX[k])", "(int(i) + CX[k])"),   # push instead of pull in x
-    ("if (sj < 0) sj += ny;", ""),              # no wrap below row 0: stale row instead
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("(int(i) - CX[k])", "(int(i) + CX[k])"),  # push instead of pull in x
+        ("if (sj < 0) sj += ny;", ""),  # no wrap below row 0: stale row instead
+    ],
+)
 def test_wrong_candidate_fails(old, new):
     assert old in SEED
     source = SEED.replace(old, new)
-    if not new:   # keep the load in bounds so the failure is a correctness one
+    if not new:  # keep the load in bounds so the failure is a correctness one
         source = source.replace("uint(sj) * NX", "uint(max(sj, 0)) * NX")
     ev = smoke_eval("lbm", source)
     assert ev.compile_ok and not ev.correct
@@ -84,17 +90,19 @@ def test_wrong_candidate_fails(old, new):
 CUDA_SEED = TASK.seed("cuda")
 
 
-@pytest.mark.parametrize("old, new", [
-    ("(int(i) - CX[k])", "(int(i) + CX[k])"),   # push instead of pull in x
-    ("if (sj < 0) sj += ny;", ""),              # no wrap below row 0: stale row instead
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("(int(i) - CX[k])", "(int(i) + CX[k])"),  # push instead of pull in x
+        ("if (sj < 0) sj += ny;", ""),  # no wrap below row 0: stale row instead
+    ],
+)
 def test_cuda_wrong_candidate_fails(old, new):
     assert old in CUDA_SEED
     source = CUDA_SEED.replace(old, new)
-    if not new:   # keep the load in bounds so the failure is a correctness one
+    if not new:  # keep the load in bounds so the failure is a correctness one
         source = source.replace("uint32_t(sj) * NX_", "uint32_t(max(sj, 0)) * NX_")
     ev = smoke_eval("lbm", source, dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 37x23x7" in ev.fail_reason
     assert "max_abs_f=" in ev.fail_reason
-

@@ -1,5 +1,6 @@
 """lj: reference facts from the spec (pair counts, occupancy, displacements), the
 two-kernel pipeline, the cell-overflow rule, and wrong candidates."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -29,7 +30,7 @@ def occupancy(pos, p):
     box, m = np.float32(p["L"]), p["M"]
     w = pos - box * np.floor(pos / box)
     c = np.clip(np.floor(w / (box / np.float32(m))).astype(int), 0, m - 1)
-    return np.bincount((c[:, 2] * m + c[:, 1]) * m + c[:, 0], minlength=m ** 3)
+    return np.bincount((c[:, 2] * m + c[:, 1]) * m + c[:, 0], minlength=m**3)
 
 
 def test_sizes_are_the_spec_sizes():
@@ -52,8 +53,7 @@ def test_reference_displacement_matches_spec(label, pairs, occ, disp, maxpos, mf
     inp = TASK.make_inputs(p)
     ref = REF.solve(inp, p)
     assert ref["pos"].shape == (p["N"], 3) and ref["pos"].dtype == np.float32
-    assert float(np.max(np.abs(ref["pos"] - inp["pos_in"][:, :3]))) == pytest.approx(
-        disp, abs=1e-3)
+    assert float(np.max(np.abs(ref["pos"] - inp["pos_in"][:, :3]))) == pytest.approx(disp, abs=1e-3)
     assert float(np.max(np.abs(ref["pos"]))) == pytest.approx(maxpos, abs=5e-3)
     assert REF.tolerance(ref, p) == 1e-4
 
@@ -64,8 +64,8 @@ def test_inputs_follow_the_spec():
     pos, vel = inp["pos_in"], inp["vel_in"]
     assert pos.shape == vel.shape == (1728, 4) and pos.dtype == np.float32
     assert not pos[:, 3].any() and not vel[:, 3].any()
-    assert pos[:, :3].min() >= 0 and pos[:, :3].max() < 13.8          # wrapped into [0, L)
-    assert np.abs(vel[:, :3].astype(np.float64).sum(axis=0)).max() < 1e-4   # no net momentum
+    assert pos[:, :3].min() >= 0 and pos[:, :3].max() < 13.8  # wrapped into [0, L)
+    assert np.abs(vel[:, :3].astype(np.float64).sum(axis=0)).max() < 1e-4  # no net momentum
     assert np.abs(vel).max() <= 0.31
     # Particle n = a*K^2 + b*K + c starts within 5 % of a spacing of (a, b, c) * spacing.
     spacing = 13.8 / 12
@@ -82,9 +82,9 @@ def test_inputs_follow_the_spec():
 def test_smoke_sizes_have_empty_and_crowded_cells():
     first, second = SMOKE
     occ = occupancy(TASK.make_inputs(first.params)["pos_in"][:, :3], first.params)
-    assert (occ == 0).sum() >= 4 and occ.max() >= 12      # lattice packed into one corner
+    assert (occ == 0).sum() >= 4 and occ.max() >= 12  # lattice packed into one corner
     occ = occupancy(TASK.make_inputs(second.params)["pos_in"][:, :3], second.params)
-    assert occ.min() >= 8 and occ.max() >= 18              # spec-style lattice, M = 3
+    assert occ.min() >= 8 and occ.max() >= 18  # spec-style lattice, M = 3
     for s in SMOKE:
         p = s.params
         assert round(p["N"] ** (1 / 3)) ** 3 == p["N"] and p["M"] >= 3 and p["L"] / p["M"] >= 2.5
@@ -101,7 +101,7 @@ def test_reference_forces_match_all_pairs():
     r2 = (d * d).sum(-1)
     ok = (r2 < 6.25) & (r2 > 1e-12)
     inv_r2 = np.where(ok, 1.0 / np.where(ok, r2, 1.0), 0.0)
-    coef = -24.0 * (2.0 * inv_r2 ** 6 - inv_r2 ** 3) * inv_r2
+    coef = -24.0 * (2.0 * inv_r2**6 - inv_r2**3) * inv_r2
     f = (coef[:, :, None] * d).sum(axis=1)
     got = REF.forces(pos, box, 6.25)
     assert np.abs(f).max() > 1.0
@@ -142,12 +142,18 @@ def test_error_enforces_cell_overflow_before_positions():
     ref = {"pos": np.zeros((343, 3), np.float32)}
     counts = np.full(27, 12, np.uint32)
     assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p) == (
-        0.0, True, "max_abs_pos")
+        0.0,
+        True,
+        "max_abs_pos",
+    )
     err, ok, kind = REF.error({"pos": ref["pos"] + 2e-4, "cell_count": counts}, ref, p)
     assert not ok and kind == "max_abs_pos" and err == pytest.approx(2e-4)
     counts[5] = 65
     assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p) == (
-        float("inf"), False, "cell_overflow")
+        float("inf"),
+        False,
+        "cell_overflow",
+    )
     counts[5] = 64
     assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p)[1]
     nan = np.full((343, 3), np.nan, np.float32)
@@ -160,16 +166,25 @@ def test_validate_size():
         with pytest.raises(ValueError):
             TASK.custom_size(bad)
     assert TASK.custom_size({"N": 512, "M": 3, "L": 8.0}).params == {
-        "N": 512, "M": 3, "L": 8.0, "n_steps": 20}
+        "N": 512,
+        "M": 3,
+        "L": 8.0,
+        "n_steps": 20,
+    }
 
 
-@pytest.mark.parametrize("old, new", [
-    # neighbour cells not wrapped in x: misses pairs across the periodic boundary
-    ("uint nx = uint((cx + dx + m) % m);",
-     "if (cx + dx < 0 || cx + dx >= m) {\n continue;\n }\n uint nx = uint(cx + dx);"),
-    ("d -= L * round(d / L);", ""),                    # no minimum image
-    ("f += (-24.0f", "f -= (-24.0f"),                  # attractive at short range
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        # neighbour cells not wrapped in x: misses pairs across the periodic boundary
+        (
+            "uint nx = uint((cx + dx + m) % m);",
+            "if (cx + dx < 0 || cx + dx >= m) {\n continue;\n }\n uint nx = uint(cx + dx);",
+        ),
+        ("d -= L * round(d / L);", ""),  # no minimum image
+        ("f += (-24.0f", "f -= (-24.0f"),  # attractive at short range
+    ],
+)
 def test_wrong_candidate_fails(old, new):
     assert old in SEED
     ev = smoke_eval("lj", SEED.replace(old, new))
@@ -194,21 +209,34 @@ def test_cell_overflow_fails():
 CUDA_SEED = TASK.seed("cuda")
 
 
-@pytest.mark.parametrize("old, new, metric", [
-    # The wrong Metal candidates above, in CUDA. Neighbour cells not wrapped in x:
-    ("uint32_t nx = (uint32_t)((cx + dx + m) % m);",
-     "if (cx + dx < 0 || cx + dx >= m) {\n continue;\n }\n uint32_t nx = (uint32_t)(cx + dx);",
-     "max_abs_pos="),
-    # no minimum image (the three per-component lines go):
-    ("                ddx -= box * roundf(ddx / box);\n"
-     "                ddy -= box * roundf(ddy / box);\n"
-     "                ddz -= box * roundf(ddz / box);\n", "", "max_abs_pos="),
-    # attractive at short range (the force changes sign):
-    ("float coef = -24.0f", "float coef = 24.0f", "max_abs_pos="),
-    # each particle bumps its cell's count by 8: the crowded cells pass 64.
-    ("atomicAdd(&cell_count[cell], 1u);", "atomicAdd(&cell_count[cell], 8u) / 8u;",
-     "cell_overflow=inf"),
-], ids=["no_x_wrap", "no_minimum_image", "attractive", "cell_overflow"])
+@pytest.mark.parametrize(
+    "old, new, metric",
+    [
+        # The wrong Metal candidates above, in CUDA. Neighbour cells not wrapped in x:
+        (
+            "uint32_t nx = (uint32_t)((cx + dx + m) % m);",
+            "if (cx + dx < 0 || cx + dx >= m) {\n continue;\n }\n uint32_t nx = (uint32_t)(cx + dx);",
+            "max_abs_pos=",
+        ),
+        # no minimum image (the three per-component lines go):
+        (
+            "                ddx -= box * roundf(ddx / box);\n"
+            "                ddy -= box * roundf(ddy / box);\n"
+            "                ddz -= box * roundf(ddz / box);\n",
+            "",
+            "max_abs_pos=",
+        ),
+        # attractive at short range (the force changes sign):
+        ("float coef = -24.0f", "float coef = 24.0f", "max_abs_pos="),
+        # each particle bumps its cell's count by 8: the crowded cells pass 64.
+        (
+            "atomicAdd(&cell_count[cell], 1u);",
+            "atomicAdd(&cell_count[cell], 8u) / 8u;",
+            "cell_overflow=inf",
+        ),
+    ],
+    ids=["no_x_wrap", "no_minimum_image", "attractive", "cell_overflow"],
+)
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert CUDA_SEED.count(old) == 1
     ev = smoke_eval("lj", CUDA_SEED.replace(old, new), dialect="cuda")

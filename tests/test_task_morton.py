@@ -1,4 +1,5 @@
 """morton: Morton-order facts, reference facts from the spec, and wrong candidates."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -21,7 +22,7 @@ def morton_slow(x, y, z, log_n):
 def test_morton_order_matches_spec_and_masks():
     n = 16
     m = REF.morton_of_row_major(n)
-    assert sorted(m.ravel().tolist()) == list(range(n ** 3))   # a permutation
+    assert sorted(m.ravel().tolist()) == list(range(n**3))  # a permutation
     for z, y, x in [(0, 0, 1), (0, 1, 0), (1, 0, 0), (3, 5, 7), (15, 15, 15), (9, 2, 12)]:
         assert m[z, y, x] == morton_slow(x, y, z, 4)
     mask = (1 << 12) - 1
@@ -36,16 +37,17 @@ def test_morton_order_matches_spec_and_masks():
 def test_inputs_are_the_gaussian_scattered_into_morton_order():
     p = {"N": 16, "n_steps": 1}
     inp = TASK.make_inputs(p)
-    assert inp["u_in"].shape == (16 ** 3,) and inp["u_in"].dtype == np.float32
+    assert inp["u_in"].shape == (16**3,) and inp["u_in"].dtype == np.float32
     assert int(inp["logN"]) == 4 and inp["logN"].dtype == np.uint32
-    g = inp["u_in"][REF.morton_of_row_major(16)]   # gather back
+    g = inp["u_in"][REF.morton_of_row_major(16)]  # gather back
     assert np.allclose(g, g.transpose(0, 2, 1)) and np.allclose(g, g.transpose(2, 1, 0))
     assert not g[0].any() and not g[:, -1].any() and not g[:, :, 0].any()
     assert inp["u_in"][morton_slow(1, 1, 1, 4)] == g[1, 1, 1] != 0
 
 
-@pytest.mark.parametrize("label, max_ref", [
-    ("32x32x32x120", 0.340), ("64x64x64x60", 0.829), ("128x128x128x30", 0.975)])
+@pytest.mark.parametrize(
+    "label, max_ref", [("32x32x32x120", 0.340), ("64x64x64x60", 0.829), ("128x128x128x30", 0.975)]
+)
 def test_max_ref_and_tolerance_match_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("all") if s.label == label]
     ref = REF.solve(TASK.make_inputs(size.params), size.params)
@@ -59,10 +61,10 @@ def test_error_gathers_morton_output_to_row_major():
     p = {"N": 8, "n_steps": 2}
     inp = TASK.make_inputs(p)
     ref = REF.solve(inp, p)
-    morton = np.empty(8 ** 3, dtype=np.float32)
+    morton = np.empty(8**3, dtype=np.float32)
     morton[REF.morton_of_row_major(8).ravel()] = ref["u"].ravel()
     assert REF.error({"u": morton}, ref, p) == 0.0
-    assert REF.error({"u": ref["u"].ravel()}, ref, p) > 1e-2   # row-major is not Morton
+    assert REF.error({"u": ref["u"].ravel()}, ref, p) > 1e-2  # row-major is not Morton
     morton[5] = np.nan
     assert REF.error({"u": morton}, ref, p) == float("inf")
     assert REF.error({}, ref, p) == float("inf")
@@ -90,14 +92,18 @@ u_out[tid] = c + alpha * (u_in[tid - 1] + u_in[tid + 1] + u_in[tid - N] + u_in[t
 """
 
 
-@pytest.mark.parametrize("source", [
-    ROW_MAJOR,
-    # Off by one: the neighbour re-encode drops the top bit of each coordinate.
-    # (Swapping the x and y bits would pass: the Gaussian is symmetric in x and y.)
-    TASK.seed().replace(
-        "    m |= ((z >> b) & 1u) << (3u * b + 2u);",
-        "    m |= ((z >> b) & 1u) << (3u * b + 2u);\n        if (b + 2 == logN) break;"),
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        ROW_MAJOR,
+        # Off by one: the neighbour re-encode drops the top bit of each coordinate.
+        # (Swapping the x and y bits would pass: the Gaussian is symmetric in x and y.)
+        TASK.seed().replace(
+            "    m |= ((z >> b) & 1u) << (3u * b + 2u);",
+            "    m |= ((z >> b) & 1u) << (3u * b + 2u);\n        if (b + 2 == logN) break;",
+        ),
+    ],
+)
 def test_wrong_candidate_fails(source):
     assert source != TASK.seed()
     ev = smoke_eval("morton", source)
@@ -126,14 +132,19 @@ u_out[tid] = c + a * (u_in[tid - 1] + u_in[tid + 1] + u_in[tid - n] + u_in[tid +
 """
 
 
-@pytest.mark.parametrize("source", [
-    # The wrong Metal candidates above, in CUDA: row-major indexing, and the
-    # neighbour re-encode that drops the top bit of each coordinate.
-    CUDA_ROW_MAJOR,
-    CUDA_SEED.replace(
-        "    m |= ((z >> b) & 1u) << (3u * b + 2u);",
-        "    m |= ((z >> b) & 1u) << (3u * b + 2u);\n        if (b + 2 == logN) break;"),
-], ids=["row_major", "dropped_top_bit"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        # The wrong Metal candidates above, in CUDA: row-major indexing, and the
+        # neighbour re-encode that drops the top bit of each coordinate.
+        CUDA_ROW_MAJOR,
+        CUDA_SEED.replace(
+            "    m |= ((z >> b) & 1u) << (3u * b + 2u);",
+            "    m |= ((z >> b) & 1u) << (3u * b + 2u);\n        if (b + 2 == logN) break;",
+        ),
+    ],
+    ids=["row_major", "dropped_top_bit"],
+)
 def test_cuda_wrong_candidates_fail(source):
     assert source != CUDA_SEED
     ev = smoke_eval("morton", source, dialect="cuda")

@@ -1,4 +1,5 @@
 """nbody: reference facts from the spec, the ping-pong pipeline, and wrong candidates."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -16,9 +17,10 @@ def size(label):
     return s
 
 
-@pytest.mark.parametrize("label, tol", [
-    ("N256x10", 1.995e-3), ("N1024x10", 1.978e-3), ("N2048x10", 1.962e-3),
-    ("N512x10", 1.991e-3)])
+@pytest.mark.parametrize(
+    "label, tol",
+    [("N256x10", 1.995e-3), ("N1024x10", 1.978e-3), ("N2048x10", 1.962e-3), ("N512x10", 1.991e-3)],
+)
 def test_tolerance_matches_spec(label, tol):
     s = size(label)
     ref = REF.solve(TASK.make_inputs(s.params), s.params)
@@ -28,8 +30,12 @@ def test_tolerance_matches_spec(label, tol):
 
 def test_flop_model_matches_spec():
     # 20 FLOPs per ordered pair (self pairs included) per step.
-    for label, mflop in [("N256x10", 13.1), ("N1024x10", 209.7), ("N2048x10", 838.9),
-                         ("N512x10", 52.4)]:
+    for label, mflop in [
+        ("N256x10", 13.1),
+        ("N1024x10", 209.7),
+        ("N2048x10", 838.9),
+        ("N512x10", 52.4),
+    ]:
         assert TASK.flops(size(label).params) / 1e6 == pytest.approx(mflop, abs=0.05)
     assert TASK.bound == "compute"
 
@@ -45,7 +51,8 @@ def test_inputs_follow_the_spec():
     assert np.array_equal(inp["vel_in"][:, :3], vel) and not inp["vel_in"][:, 3].any()
     assert np.array_equal(inp["mass"], mass)
     assert (float(inp["G"]), float(inp["eps"]), float(inp["dt"])) == pytest.approx(
-        (1.0, 0.05, 1e-3))
+        (1.0, 0.05, 1e-3)
+    )
     assert inp["N"].dtype == np.uint32 and inp["N"].shape == ()
 
 
@@ -60,7 +67,7 @@ def test_reference_matches_a_per_body_loop():
         for i in range(9):
             for j in range(9):
                 d = pos[j] - pos[i]
-                acc[i] += m[j] * d / (d @ d + 0.05 ** 2) ** 1.5
+                acc[i] += m[j] * d / (d @ d + 0.05**2) ** 1.5
         vel = vel + acc * 1e-3
         pos = pos + vel * 1e-3
     assert np.max(np.abs(REF.solve(inp, p)["pos"] - pos)) < 1e-5
@@ -73,8 +80,10 @@ def test_pipeline_ping_pongs_pos_and_vel():
         assert name == "nbody_step"
         seen.append((inputs["pos_in"], inputs["vel_in"]))
         k = len(seen)
-        return {n: np.full(outputs[n][0], k + (0.5 if n == "vel_out" else 0), np.float32)
-                for n in outputs}
+        return {
+            n: np.full(outputs[n][0], k + (0.5 if n == "vel_out" else 0), np.float32)
+            for n in outputs
+        }
 
     p = {"N": 10, "n_steps": 3}
     inp = TASK.make_inputs(p)
@@ -92,10 +101,16 @@ def test_validate_size():
     assert TASK.custom_size({"N": 300}).params == {"N": 300, "n_steps": 10}
 
 
-@pytest.mark.parametrize("old, new", [
-    ("float3 d = P[j].xyz - ri;", "float3 d = ri - P[j].xyz;"),   # repulsive gravity
-    ("float3 r = ri + v * dt;", "float3 r = ri + V[i].xyz * dt;"),  # drift with the old velocity
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("float3 d = P[j].xyz - ri;", "float3 d = ri - P[j].xyz;"),  # repulsive gravity
+        (
+            "float3 r = ri + v * dt;",
+            "float3 r = ri + V[i].xyz * dt;",
+        ),  # drift with the old velocity
+    ],
+)
 def test_wrong_candidate_fails(old, new):
     assert old in SEED
     ev = smoke_eval("nbody", SEED.replace(old, new))
@@ -116,14 +131,22 @@ def test_unwritten_tail_fails():
 CUDA_SEED = TASK.seed("cuda")
 
 
-@pytest.mark.parametrize("old, new", [
-    # repulsive gravity: d = r_i - r_j
-    ("float dx = pj.x - rx;\n    float dy = pj.y - ry;\n    float dz = pj.z - rz;",
-     "float dx = rx - pj.x;\n    float dy = ry - pj.y;\n    float dz = rz - pj.z;"),
-    # drift with the old velocity
-    ("make_float4(rx + vx * h, ry + vy * h, rz + vz * h, 0.0f)",
-     "make_float4(rx + vi.x * h, ry + vi.y * h, rz + vi.z * h, 0.0f)"),
-], ids=["repulsive", "old_velocity_drift"])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        # repulsive gravity: d = r_i - r_j
+        (
+            "float dx = pj.x - rx;\n    float dy = pj.y - ry;\n    float dz = pj.z - rz;",
+            "float dx = rx - pj.x;\n    float dy = ry - pj.y;\n    float dz = rz - pj.z;",
+        ),
+        # drift with the old velocity
+        (
+            "make_float4(rx + vx * h, ry + vy * h, rz + vz * h, 0.0f)",
+            "make_float4(rx + vi.x * h, ry + vi.y * h, rz + vi.z * h, 0.0f)",
+        ),
+    ],
+    ids=["repulsive", "old_velocity_drift"],
+)
 def test_cuda_wrong_candidate_fails(old, new):
     assert old in CUDA_SEED
     ev = smoke_eval("nbody", CUDA_SEED.replace(old, new), dialect="cuda")
@@ -138,4 +161,3 @@ def test_cuda_unwritten_tail_fails():
     ev = smoke_eval("nbody", CUDA_SEED.replace(old, "if (i >= n / 128 * 128) {"), dialect="cuda")
     assert not ev.correct
     assert f"at size {SMOKE.label}" in ev.fail_reason
-

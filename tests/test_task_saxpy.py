@@ -1,4 +1,5 @@
 """saxpy facts from the spec and a deliberately wrong candidate."""
+
 import pytest
 from helpers import smoke_eval
 
@@ -14,8 +15,9 @@ def test_tolerance_matches_spec():
 
 
 def test_off_by_one_is_rejected():
-    src = TASK.seed().replace("y_out[i] = a * x[i] + y[i];",
-                              "y_out[i] = a * x[min(i + 1, N - 1)] + y[i];")
+    src = TASK.seed().replace(
+        "y_out[i] = a * x[i] + y[i];", "y_out[i] = a * x[min(i + 1, N - 1)] + y[i];"
+    )
     assert src != TASK.seed()
     ev = smoke_eval("saxpy", src)
     assert not ev.correct
@@ -35,4 +37,3 @@ def test_cuda_off_by_one_is_rejected():
     ev = smoke_eval("saxpy", bad, dialect="cuda")
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 100003: max_abs=" in ev.fail_reason
-

@@ -1,4 +1,5 @@
 """wave3d: reference facts from the spec, the three-buffer rotation, and wrong candidates."""
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -14,9 +15,15 @@ def solve(size):
     return REF.solve(TASK.make_inputs(size.params), size.params)
 
 
-@pytest.mark.parametrize("label, max_ref", [
-    ("64x64x64x30", 0.400), ("160x160x160x20", 0.608), ("192x192x192x15", 0.832),
-    ("128x128x128x20", 0.428)])
+@pytest.mark.parametrize(
+    "label, max_ref",
+    [
+        ("64x64x64x30", 0.400),
+        ("160x160x160x20", 0.608),
+        ("192x192x192x15", 0.832),
+        ("128x128x128x20", 0.428),
+    ],
+)
 @pytest.mark.slow
 def test_max_ref_and_tolerance_match_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("all") if s.label == label]
@@ -34,7 +41,7 @@ def test_inputs_are_a_gaussian_bump_at_rest():
     assert np.array_equal(inp["u_prev"], u)
     for face in (u[0], u[-1], u[:, 0], u[:, -1], u[:, :, 0], u[:, :, -1]):
         assert not face.any()
-    assert float(u.max()) == pytest.approx(1.0, abs=0.05)   # peak near the centre
+    assert float(u.max()) == pytest.approx(1.0, abs=0.05)  # peak near the centre
     assert np.unravel_index(np.argmax(u), u.shape) == (6, 8, 11)
 
 
@@ -48,9 +55,15 @@ def test_reference_matches_a_per_cell_loop():
         for k in range(1, 4):
             for j in range(1, 5):
                 for i in range(1, 6):
-                    lap = (curr[k, j, i - 1] + curr[k, j, i + 1] + curr[k, j - 1, i]
-                           + curr[k, j + 1, i] + curr[k - 1, j, i] + curr[k + 1, j, i]
-                           - 6 * curr[k, j, i])
+                    lap = (
+                        curr[k, j, i - 1]
+                        + curr[k, j, i + 1]
+                        + curr[k, j - 1, i]
+                        + curr[k, j + 1, i]
+                        + curr[k - 1, j, i]
+                        + curr[k + 1, j, i]
+                        - 6 * curr[k, j, i]
+                    )
                     nxt[k, j, i] = 2 * curr[k, j, i] - prev[k, j, i] + 0.18 * lap
         prev, curr = curr, nxt
     assert np.max(np.abs(REF.solve(inp, p)["u"] - curr)) < 1e-6
@@ -78,8 +91,12 @@ def test_validate_size():
         TASK.custom_size({"NX": 0})
     with pytest.raises(ValueError):
         TASK.custom_size({"n_steps": 0})
-    assert TASK.custom_size({"NX": 10, "NZ": 3}).params == {"NX": 10, "NY": 64, "NZ": 3,
-                                                            "n_steps": 30}
+    assert TASK.custom_size({"NX": 10, "NZ": 3}).params == {
+        "NX": 10,
+        "NY": 64,
+        "NZ": 3,
+        "n_steps": 30,
+    }
 
 
 WRONG = """//! kernel wave_step
@@ -99,10 +116,13 @@ u_next[idx] = PREV + alpha * lap;
 """
 
 
-@pytest.mark.parametrize("prev", [
-    "2.0f * c - u_curr[idx]",    # forgets u_prev (identical at step 1, wrong from step 2)
-    "2.0f * c + u_prev[idx]",    # wrong sign
-])
+@pytest.mark.parametrize(
+    "prev",
+    [
+        "2.0f * c - u_curr[idx]",  # forgets u_prev (identical at step 1, wrong from step 2)
+        "2.0f * c + u_prev[idx]",  # wrong sign
+    ],
+)
 def test_wrong_candidate_fails(prev):
     ev = smoke_eval("wave3d", WRONG.replace("PREV", prev))
     assert ev.compile_ok and not ev.correct
@@ -137,10 +157,13 @@ u_next[idx] = PREV + alpha[0] * lap;
 """
 
 
-@pytest.mark.parametrize("prev", [
-    "2.0f * c - u_curr[idx]",    # forgets u_prev
-    "2.0f * c + u_prev[idx]",    # wrong sign
-])
+@pytest.mark.parametrize(
+    "prev",
+    [
+        "2.0f * c - u_curr[idx]",  # forgets u_prev
+        "2.0f * c + u_prev[idx]",  # wrong sign
+    ],
+)
 def test_cuda_wrong_candidate_fails(prev):
     # The Metal WRONG candidates above, in CUDA (launch shape spelled out, whole
     # blocks launched, so the guard matters).
@@ -148,4 +171,3 @@ def test_cuda_wrong_candidate_fails(prev):
     assert ev.compile_ok and not ev.correct
     assert "correctness failed at size 23x17x13x5" in ev.fail_reason
     assert "max_abs=" in ev.fail_reason
-

@@ -7,6 +7,7 @@ simulator show it end to end; a stand-in worker (a short script speaking the
 same protocol) shows what the parent does with each way a process can end,
 and which sizes it was handed.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,10 @@ y_out[i] = a[0] * x[i] + y[i];
 """,
 }
 EXIT = "_exit(3);"
-HANG = {"metal": "while (x[i] == x[i]) { y_out[i] += 1.0f; }",
-        "cuda": "while (x[i] == x[i]) { y_out[i] += 1.0f; }"}
+HANG = {
+    "metal": "while (x[i] == x[i]) { y_out[i] += 1.0f; }",
+    "cuda": "while (x[i] == x[i]) { y_out[i] += 1.0f; }",
+}
 
 
 def saxpy_with_fault(dialect: str, fault: str, at: int = 2001) -> str:
@@ -65,8 +68,7 @@ def saxpy_with_fault(dialect: str, fault: str, at: int = 2001) -> str:
 
 
 def run_sizes(source: str, dialect: str, **kw):
-    return evaluate("saxpy", source, backend="sim", sizes=SIZES, n_measure=2,
-                    dialect=dialect, **kw)
+    return evaluate("saxpy", source, backend="sim", sizes=SIZES, n_measure=2, dialect=dialect, **kw)
 
 
 # ------------------------------------------------------------ real kernels
@@ -75,7 +77,7 @@ def run_sizes(source: str, dialect: str, **kw):
 def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(dialect):
     ev = run_sizes(saxpy_with_fault(dialect, EXIT), dialect)
     assert not ev.correct and ev.score == 0.0
-    assert [s.label for s in ev.sizes] == ["1000", "2001"]   # the third never ran
+    assert [s.label for s in ev.sizes] == ["1000", "2001"]  # the third never ran
     first, second = ev.sizes
     assert first.correct and first.fraction > 0 and first.flags == []
     assert not second.correct and second.flags == ["crash"]
@@ -86,7 +88,7 @@ def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(dialect)
 @pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_the_same_kernel_without_the_crash_passes_every_size(dialect):
-    ev = run_sizes(saxpy_with_fault(dialect, EXIT, at=7), dialect)   # no size has N == 7
+    ev = run_sizes(saxpy_with_fault(dialect, EXIT, at=7), dialect)  # no size has N == 7
     assert ev.correct, ev.fail_reason
     assert [s.label for s in ev.sizes] == ["1000", "2001", "3000"]
     assert all(s.correct for s in ev.sizes)
@@ -98,8 +100,7 @@ def test_a_hang_at_one_size_times_out_that_size_only():
     # The first size alone first, so its kernel is compiled and cached: the
     # 6 s limit then covers a process start and a cache hit (under 1 s), and
     # the test waits 6 s for the hang instead of a limit sized for cold caches.
-    warm = evaluate("saxpy", source, backend="sim", sizes=SIZES[:1], n_measure=2,
-                    dialect="metal")
+    warm = evaluate("saxpy", source, backend="sim", sizes=SIZES[:1], n_measure=2, dialect="metal")
     assert warm.correct, warm.fail_reason
     ev = run_sizes(source, "metal", timeout=6)
     assert [s.label for s in ev.sizes] == ["1000", "2001"]
@@ -150,6 +151,7 @@ def standin(tmp_path, monkeypatch):
 
     def handed() -> list[dict]:
         return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+
     return handed
 
 
@@ -172,20 +174,20 @@ def test_a_death_at_the_second_size_keeps_the_first_and_hands_over_no_third(stan
     assert answers[0][0] == {"act": "ok"}
     assert answers[1][0] is None and "exit code 5" in answers[1][1] and "boom" in answers[1][1]
     assert [h["act"] for h in standin()] == ["ok", "exit"]
-    assert len({h["pid"] for h in standin()}) == 1   # both sizes in one process
+    assert len({h["pid"] for h in standin()}) == 1  # both sizes in one process
 
 
-@pytest.mark.slow   # waits out a time limit
+@pytest.mark.slow  # waits out a time limit
 def test_a_hang_times_out_that_size_only(standin):
     started = time.monotonic()
     answers = run_acts(["ok", "hang", "ok"], timeout=2.0)
-    assert time.monotonic() - started < 30   # killed, not waited for
+    assert time.monotonic() - started < 30  # killed, not waited for
     assert answers[0][0] == {"act": "ok"}
     assert answers[1] == (None, "timeout: no verdict within 2 s")
     assert [h["act"] for h in standin()] == ["ok", "hang"]
 
 
-@pytest.mark.slow   # waits out a time limit
+@pytest.mark.slow  # waits out a time limit
 def test_each_size_has_its_own_time_limit(standin):
     # 3 s in all, 1.5 s each: within a 2.5 s limit per size.
     answers = run_acts(["slow", "slow"], timeout=2.5)
@@ -206,13 +208,13 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
     assert len({h["pid"] for h in standin()}) == 2
 
 
-@pytest.mark.slow   # waits out a time limit
+@pytest.mark.slow  # waits out a time limit
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
     monkeypatch.setattr("mlxsci.runner.CLOSE_GRACE_SECONDS", 0.5)
     with CandidateWorker() as worker:
         assert worker.run({"act": "linger"}, 10)[0] == {"act": "linger"}
         proc = worker.proc
-    assert proc.returncode == -signal.SIGKILL   # killed, not left running
+    assert proc.returncode == -signal.SIGKILL  # killed, not left running
     assert not worker.logdir.exists()
 
 

@@ -1,4 +1,5 @@
 """NumPy reference for the conv1d example task. Imports nothing from mlxsci."""
+
 import numpy as np
 
 

@@ -9,20 +9,21 @@ with TASK = Task(...), reference.py with solve() and tolerance() (imports
 nothing from mlxsci), seed.metal and seed.cu. Load it by its path:
 `load_task("examples/conv1d")`, `python -m mlxsci.eval examples/conv1d`.
 """
+
 from pathlib import Path
 
 import numpy as np
 
 from mlxsci.task import KernelContract, Size, Task
 
-R = 3               # filter radius: 2R + 1 = 7 taps
+R = 3  # filter radius: 2R + 1 = 7 taps
 TAPS = 2 * R + 1
 
 
 def make_inputs(p):
     rng = np.random.default_rng(0xC0FFEE)
     x = rng.standard_normal(p["N"]).astype(np.float32)
-    w = rng.uniform(-1.0, 1.0, TAPS).astype(np.float32)   # drawn after x, same generator
+    w = rng.uniform(-1.0, 1.0, TAPS).astype(np.float32)  # drawn after x, same generator
     return {"x": x, "w": w, "N": np.array(p["N"], dtype=np.uint32)}
 
 
@@ -44,15 +45,25 @@ TASK = Task(
         f"fp32, a {TAPS}-tap 1-D convolution (correlation form) with zero padding: taps "
         "outside [0, N) contribute 0. x and out have N elements, w has 7. One dispatch per "
         "run. Memory bound: 8 bytes per element (read x once, write out; the neighbours "
-        "and w are assumed cached)."),
-    kernels=(KernelContract(
-        name="conv1d", inputs=("x", "w", "N"), outputs=("out",),
-        grid="(ceil_div(N, 256) * 256, 1, 1)", threadgroup="(256, 1, 1)"),),
+        "and w are assumed cached)."
+    ),
+    kernels=(
+        KernelContract(
+            name="conv1d",
+            inputs=("x", "w", "N"),
+            outputs=("out",),
+            grid="(ceil_div(N, 256) * 256, 1, 1)",
+            threadgroup="(256, 1, 1)",
+        ),
+    ),
     sizes={
         # Small enough for the simulator, so a search and its held-out gate run anywhere.
         "smoke": (Size("10007", {"N": 10007}),),
-        "in-dist": (Size("64K", {"N": 1 << 16}), Size("256K", {"N": 1 << 18}),
-                    Size("1M", {"N": 1 << 20})),
+        "in-dist": (
+            Size("64K", {"N": 1 << 16}),
+            Size("256K", {"N": 1 << 18}),
+            Size("1M", {"N": 1 << 20}),
+        ),
         "held-out": (Size("384K", {"N": 3 << 17}),),
     },
     defaults={"N": 1 << 18},

@@ -1,4 +1,5 @@
 """Backend selection: metal if available, else cuda, else the CPU simulator."""
+
 from __future__ import annotations
 
 from mlxsci.backends.base import Backend
@@ -9,12 +10,15 @@ BACKEND_NAMES = ("metal", "cuda", "sim")
 def backend_class(name: str) -> type[Backend]:
     if name == "metal":
         from mlxsci.backends.mlx_gpu import MetalBackend
+
         return MetalBackend
     if name == "cuda":
         from mlxsci.backends.mlx_gpu import CudaBackend
+
         return CudaBackend
     if name == "sim":
         from mlxsci.backends.sim import SimBackend
+
         return SimBackend
     raise ValueError(f"unknown backend {name!r}; choose from auto, {', '.join(BACKEND_NAMES)}")
 

@@ -5,6 +5,7 @@ take at construction) into a callable with MLX's call signature. Host
 pipelines in tasks/ only ever talk to this interface, so the same pipeline
 runs on an Apple GPU, an NVIDIA GPU and the CPU simulator.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,13 +20,14 @@ class KernelSpec:
     body start in the candidate file, so compile errors and diagnostics can
     point at the line a user or an LLM wrote.
     """
+
     name: str
     input_names: tuple[str, ...]
     output_names: tuple[str, ...]
     source: str
     header: str = ""
     atomic_outputs: bool = False
-    dialect: str = "metal"          # "metal" or "cuda"
+    dialect: str = "metal"  # "metal" or "cuda"
     source_file: str = "<candidate>"
     header_line: int = 1
     body_line: int = 1
@@ -39,6 +41,7 @@ class BackendError(Exception):
 class CompileError(BackendError):
     """The kernel text did not compile. `line` is a line of the candidate file
     (None when it could not be mapped); `log` is the compiler's own output."""
+
     message: str
     line: int | None = None
     log: str = ""
@@ -55,6 +58,7 @@ class KernelFault(BackendError):
     kind: "out_of_bounds", "input_write", "barrier_divergence", "deadlock",
     "timeout", "crash", "gpu_fault" or "launch" (bad grid/threadgroup).
     """
+
     kind: str
     message: str
     details: dict = field(default_factory=dict)
@@ -66,8 +70,17 @@ class KernelFault(BackendError):
 class Kernel:
     """A built kernel. Call it exactly like an MLX custom kernel object."""
 
-    def __call__(self, *, inputs, output_shapes, output_dtypes, grid, threadgroup,
-                 template=None, init_value=None):
+    def __call__(
+        self,
+        *,
+        inputs,
+        output_shapes,
+        output_dtypes,
+        grid,
+        threadgroup,
+        template=None,
+        init_value=None,
+    ):
         """Returns a list of mx.array outputs (lazy on GPU backends)."""
         raise NotImplementedError
 
@@ -76,6 +89,7 @@ class Backend:
     """A place kernels run. Subclasses set `name` and `dialect`; `eager` says
     whether a kernel call runs the kernel at once (the simulator) rather than
     queueing lazy work that runs at mx.eval (MLX on a GPU)."""
+
     name: str = ""
     dialect: str = "metal"
     eager: bool = False

@@ -6,19 +6,20 @@ lanes per SM x 2 FLOPs per FMA x clock) beside the one it measures. These come
 from the CUDA driver API (`libcuda.so.1`, present wherever MLX's CUDA build
 runs) through ctypes, so no extra package is needed.
 """
+
 from __future__ import annotations
 
 import ctypes
 
 # CUdevice_attribute values (cuda.h; stable across CUDA versions).
 _ATTRIBUTES = {
-    "clock_khz": 13,                 # CU_DEVICE_ATTRIBUTE_CLOCK_RATE (peak SM clock)
-    "sm_count": 16,                  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-    "memory_clock_khz": 36,          # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
-    "memory_bus_bits": 37,           # CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
-    "l2_bytes": 38,                  # CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
-    "cc_major": 75,                  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-    "cc_minor": 76,                  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+    "clock_khz": 13,  # CU_DEVICE_ATTRIBUTE_CLOCK_RATE (peak SM clock)
+    "sm_count": 16,  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    "memory_clock_khz": 36,  # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
+    "memory_bus_bits": 37,  # CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
+    "l2_bytes": 38,  # CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+    "cc_major": 75,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    "cc_minor": 76,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 }
 
 

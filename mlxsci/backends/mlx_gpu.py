@@ -8,6 +8,7 @@ vs GPU fault) and mapping compiler line numbers back to the candidate file.
 Each dialect's MLX constructor, signature generator and compiler-log parser
 come from mlxsci.dialects.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,20 +28,35 @@ class MLXKernel(Kernel):
         self.backend = backend
         self.spec = spec
         self._kernel = kernel
-        self._last_call = None   # what the generated text depends on, for line mapping
+        self._last_call = None  # what the generated text depends on, for line mapping
 
-    def __call__(self, *, inputs, output_shapes, output_dtypes, grid, threadgroup,
-                 template=None, init_value=None):
+    def __call__(
+        self,
+        *,
+        inputs,
+        output_shapes,
+        output_dtypes,
+        grid,
+        threadgroup,
+        template=None,
+        init_value=None,
+    ):
         # Before MLX: over a limit, CUDA says only "invalid argument" and names no kernel.
         # Shared memory is known only after compiling, so it is not checked here.
         check_launch(self.spec.dialect, self.spec.name, grid, threadgroup)
         self._last_call = (inputs, output_dtypes, template)
         self.backend._last_kernel = self
         try:
-            return self._kernel(inputs=inputs, output_shapes=output_shapes,
-                                output_dtypes=output_dtypes, grid=grid, threadgroup=threadgroup,
-                                template=template, init_value=init_value,
-                                verbose=self.backend.verbose)
+            return self._kernel(
+                inputs=inputs,
+                output_shapes=output_shapes,
+                output_dtypes=output_dtypes,
+                grid=grid,
+                threadgroup=threadgroup,
+                template=template,
+                init_value=init_value,
+                verbose=self.backend.verbose,
+            )
         except (ValueError, RuntimeError) as exc:
             classified = self.backend.classify_error(exc)
             if classified is None or classified is exc:
@@ -62,8 +78,9 @@ def map_generated_line(src, spec: KernelSpec, line: int) -> int | None:
     """Generated-text line -> candidate-file line (None inside the generated signature)."""
     # A header without a final newline still has its last line (fused with
     # the line MLX writes after it).
-    header_lines = spec.header.count("\n") + (1 if spec.header and not spec.header.endswith("\n")
-                                              else 0)
+    header_lines = spec.header.count("\n") + (
+        1 if spec.header and not spec.header.endswith("\n") else 0
+    )
     if src.header_first_line <= line < src.header_first_line + header_lines:
         return spec.header_line + (line - src.header_first_line)
     body_lines = spec.source.count("\n") + 1
@@ -83,8 +100,15 @@ def probe_line_shift(probe_log: str) -> int:
     """NVRTC's line of the probe's header minus the line signature.cuda_source
     gives it: 0 while the mirror is exact, the number of lines a later MLX adds
     before the header otherwise. 0 when the log holds no probe error."""
-    expected = cuda_source(LINE_PROBE, ["a"], ["o"], _PROBE_SOURCE, _PROBE_HEADER,
-                           [ArgInfo("float32", (8,))], ["float32"]).header_first_line
+    expected = cuda_source(
+        LINE_PROBE,
+        ["a"],
+        ["o"],
+        _PROBE_SOURCE,
+        _PROBE_HEADER,
+        [ArgInfo("float32", (8,))],
+        ["float32"],
+    ).header_first_line
     for d in parse_nvrtc_log(probe_log):
         if d.is_error and d.in_program and LINE_PROBE in d.message:
             return d.line - expected
@@ -102,10 +126,14 @@ class MLXGPUBackend(Backend):
         info = mx.device_info(mx.gpu)
         name = str(info.get("device_name", "unknown GPU"))
         arch = str(info.get("architecture", ""))
-        version = getattr(mx, "__version__", "")   # not in MLX's type stubs
+        version = getattr(mx, "__version__", "")  # not in MLX's type stubs
         fingerprint = hashlib.sha256(f"{self.name}|{name}|{arch}|{version}".encode())
-        return {"name": name, "architecture": arch, "mlx": version,
-                "fingerprint": f"{self.name}-{fingerprint.hexdigest()[:16]}"}
+        return {
+            "name": name,
+            "architecture": arch,
+            "mlx": version,
+            "fingerprint": f"{self.name}-{fingerprint.hexdigest()[:16]}",
+        }
 
     def synchronize(self) -> None:
         mx.synchronize()
@@ -124,22 +152,36 @@ class MetalBackend(MLXGPUBackend):
         return MLXKernel(self, spec, dialects.METAL.mlx_kernel(spec))
 
     def to_device(self, array):
-        return mx.array(array)   # unified memory: nothing to move
+        return mx.array(array)  # unified memory: nothing to move
 
     def preamble_lines(self) -> int:
         """Lines MLX puts before the generated text (its utils.h), measured once by
         compiling a kernel whose header's first line is an error."""
         if MetalBackend._preamble_lines is None:
-            probe: Any = mx.fast.metal_kernel(name="mlxsci_line_probe", input_names=["a"],
-                                         output_names=["o"], source="o[0] = a[0];",
-                                         header="#error mlxsci_line_probe\n")
+            probe: Any = mx.fast.metal_kernel(
+                name="mlxsci_line_probe",
+                input_names=["a"],
+                output_names=["o"],
+                source="o[0] = a[0];",
+                header="#error mlxsci_line_probe\n",
+            )
             try:
-                mx.eval(probe(inputs=[mx.zeros((8,))], output_shapes=[(8,)],
-                              output_dtypes=[mx.float32], grid=(1, 1, 1), threadgroup=(1, 1, 1)))
+                mx.eval(
+                    probe(
+                        inputs=[mx.zeros((8,))],
+                        output_shapes=[(8,)],
+                        output_dtypes=[mx.float32],
+                        grid=(1, 1, 1),
+                        threadgroup=(1, 1, 1),
+                    )
+                )
                 MetalBackend._preamble_lines = 0
             except RuntimeError as exc:
-                lines = [d.line for d in dialects.METAL.parse_log(str(exc))
-                         if "mlxsci_line_probe" in d.message]
+                lines = [
+                    d.line
+                    for d in dialects.METAL.parse_log(str(exc))
+                    if "mlxsci_line_probe" in d.message
+                ]
                 MetalBackend._preamble_lines = lines[0] - 1 if lines else 0
         return MetalBackend._preamble_lines
 
@@ -180,6 +222,7 @@ class CudaBackend(MLXGPUBackend):
     def device_info(self) -> dict:
         info = super().device_info()
         from mlxsci.backends.cuda_info import device_properties
+
         props = device_properties()
         if props is not None:
             info["properties"] = props
@@ -235,10 +278,22 @@ class CudaBackend(MLXGPUBackend):
         """MLX's error text for the line probe: "" where it cannot run (no CUDA
         build of MLX), so the mirror's own numbering stands."""
         try:
-            probe: Any = mx.fast.cuda_kernel(name=LINE_PROBE, input_names=["a"], output_names=["o"],
-                                        source=_PROBE_SOURCE, header=_PROBE_HEADER)
-            mx.eval(probe(inputs=[mx.zeros((8,))], output_shapes=[(8,)],
-                          output_dtypes=[mx.float32], grid=(1, 1, 1), threadgroup=(1, 1, 1)))
+            probe: Any = mx.fast.cuda_kernel(
+                name=LINE_PROBE,
+                input_names=["a"],
+                output_names=["o"],
+                source=_PROBE_SOURCE,
+                header=_PROBE_HEADER,
+            )
+            mx.eval(
+                probe(
+                    inputs=[mx.zeros((8,))],
+                    output_shapes=[(8,)],
+                    output_dtypes=[mx.float32],
+                    grid=(1, 1, 1),
+                    threadgroup=(1, 1, 1),
+                )
+            )
         except RuntimeError as exc:
             return str(exc)
         return ""

@@ -20,6 +20,7 @@ threadgroup of a row may be partial.
 Byte model (Metal-Sci's): 24 B per cell per step (3 sweeps x 4 B read +
 4 B write); the seed streams d' through u_out and so moves about twice that.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +44,13 @@ def make_inputs(p):
     u[:, -1, :] = 0.0
     u[:, :, 0] = 0.0
     u[:, :, -1] = 0.0
-    return {"u_in": u, "NX": np.array(nx, dtype=np.uint32), "NY": np.array(ny, dtype=np.uint32),
-            "NZ": np.array(nz, dtype=np.uint32), "mu": np.array(MU, dtype=np.float32)}
+    return {
+        "u_in": u,
+        "NX": np.array(nx, dtype=np.uint32),
+        "NY": np.array(ny, dtype=np.uint32),
+        "NZ": np.array(nz, dtype=np.uint32),
+        "mu": np.array(MU, dtype=np.float32),
+    }
 
 
 def run(launch, inp, p):
@@ -83,10 +89,18 @@ TASK = Task(
         "threadgroup (32, 1, 1), grids not padded: adi_x (NY, NZ, 1) with gid = (j, k), adi_y "
         "(NX, NZ, 1) with gid = (i, k), adi_z (NX, NY, 1) with gid = (i, j). The host runs "
         "n_steps timesteps. Memory bound: 24 bytes per cell per step (3 sweeps x 4 B read + "
-        "4 B write)."),
-    kernels=tuple(KernelContract(name=k, inputs=("u_in", "NX", "NY", "NZ", "mu"),
-                                 outputs=("u_out",), grid=_LAUNCH[k], threadgroup="(32, 1, 1)")
-                  for k in KERNELS),
+        "4 B write)."
+    ),
+    kernels=tuple(
+        KernelContract(
+            name=k,
+            inputs=("u_in", "NX", "NY", "NZ", "mu"),
+            outputs=("u_out",),
+            grid=_LAUNCH[k],
+            threadgroup="(32, 1, 1)",
+        )
+        for k in KERNELS
+    ),
     sizes={
         "smoke": (_size(21, 13, 10, 3),),
         "in-dist": (_size(64, 64, 64, 20), _size(96, 96, 96, 15), _size(128, 128, 128, 10)),

@@ -27,6 +27,7 @@ For parity with Metal-Sci's recorded scores the scored model keeps 96 N^3,
 so fractions are 2x a physical streaming figure (spec section 16, item 2).
 FLOPs (reported, not scored): 15 N^3 log2 N.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +41,8 @@ def make_inputs(p):
     n = p["N"]
     rng = np.random.default_rng(0xF17F)
     re = rng.standard_normal((n, n, n), dtype=np.float32)
-    im = rng.standard_normal((n, n, n), dtype=np.float32)   # drawn after re
-    data = np.stack([re, im], axis=-1)                      # (N, N, N, 2): float2 per cell
+    im = rng.standard_normal((n, n, n), dtype=np.float32)  # drawn after re
+    data = np.stack([re, im], axis=-1)  # (N, N, N, 2): float2 per cell
     return {"in_data": np.ascontiguousarray(data), "N": np.array(n, dtype=np.uint32)}
 
 
@@ -50,16 +51,18 @@ def run(launch, inp, p):
     n = p["N"]
     data = inp["in_data"]
     for name in KERNELS:
-        data = launch(name, dict(inp, in_data=data),
-                      outputs={"out_data": ((n, n, n, 2), "float32")})["out_data"]
+        data = launch(
+            name, dict(inp, in_data=data), outputs={"out_data": ((n, n, n, 2), "float32")}
+        )["out_data"]
     return {"data": data}
 
 
 def validate_size(p):
     n = p["N"]
     if n < 2 or n > 1024 or n & (n - 1):
-        raise ValueError("N must be a power of two in [2, 1024] (one threadgroup of N "
-                         "threads per line)")
+        raise ValueError(
+            "N must be a power of two in [2, 1024] (one threadgroup of N threads per line)"
+        )
 
 
 def _size(n):
@@ -79,9 +82,18 @@ TASK = Task(
         "position along the axis; lines: x pass j = gid.y, k = gid.z; y pass "
         "i = gid.y, k = gid.z; z pass i = gid.y, j = gid.z. Scored as memory bound "
         "with Metal-Sci's model of 96 N^3 bytes per run (physically 48 N^3: 3 passes x "
-        "8 B read + 8 B write per cell)."),
-    kernels=tuple(KernelContract(name=k, inputs=("in_data", "N"), outputs=("out_data",),
-                                 grid="(N, N, N)", threadgroup="(N, 1, 1)") for k in KERNELS),
+        "8 B read + 8 B write per cell)."
+    ),
+    kernels=tuple(
+        KernelContract(
+            name=k,
+            inputs=("in_data", "N"),
+            outputs=("out_data",),
+            grid="(N, N, N)",
+            threadgroup="(N, 1, 1)",
+        )
+        for k in KERNELS
+    ),
     sizes={
         "smoke": (_size(16), _size(4)),
         "in-dist": (_size(32), _size(64), _size(128)),

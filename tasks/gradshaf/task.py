@@ -20,6 +20,7 @@ Differences from Metal-Sci's pipeline:
 The byte model is Metal-Sci's: 12 B per cell per step (4 B reduce read,
 8 B stencil read + write; neighbours assumed cached).
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -42,13 +43,21 @@ def make_inputs(p):
     psi0[-1, :] = 0.0
     psi0[:, 0] = 0.0
     psi0[:, -1] = 0.0
+
     def f32(x):
         return np.array(x, dtype=np.float32)
 
-    return {"psi_in": psi0,
-            "NR": np.array(nr, dtype=np.uint32), "NZ": np.array(nz, dtype=np.uint32),
-            "Rmin": f32(R_MIN), "dR": f32(1.0 / (nr - 1)), "dZ": f32(1.0 / (nz - 1)),
-            "p_axis": f32(P_AXIS), "mu0": f32(MU0), "omega": f32(OMEGA)}
+    return {
+        "psi_in": psi0,
+        "NR": np.array(nr, dtype=np.uint32),
+        "NZ": np.array(nz, dtype=np.uint32),
+        "Rmin": f32(R_MIN),
+        "dR": f32(1.0 / (nr - 1)),
+        "dZ": f32(1.0 / (nz - 1)),
+        "p_axis": f32(P_AXIS),
+        "mu0": f32(MU0),
+        "omega": f32(OMEGA),
+    }
 
 
 def run(launch, inp, p):
@@ -57,10 +66,14 @@ def run(launch, inp, p):
     psi = inp["psi_in"]
     shape = (p["NZ"], p["NR"])
     for _ in range(p["n_steps"]):
-        axis = launch("gradshaf_axis_reduce", dict(inp, psi=psi),
-                      outputs={"psi_axis": ((1,), "float32")})["psi_axis"]
-        psi = launch("gradshaf_step", dict(inp, psi_in=psi, psi_axis=axis),
-                     outputs={"psi_out": (shape, "float32")})["psi_out"]
+        axis = launch(
+            "gradshaf_axis_reduce", dict(inp, psi=psi), outputs={"psi_axis": ((1,), "float32")}
+        )["psi_axis"]
+        psi = launch(
+            "gradshaf_step",
+            dict(inp, psi_in=psi, psi_axis=axis),
+            outputs={"psi_out": (shape, "float32")},
+        )["psi_out"]
     return {"psi": psi}
 
 
@@ -90,17 +103,23 @@ TASK = Task(
         "aS psi[j-1,i] + aC psi[j,i], psi_out = psi + omega*(rhs - lap)/aC; boundary cells "
         "copy through. psi_axis has 1 element, so MLX binds it to gradshaf_step as "
         "`const constant float*`. The host runs n_steps outer steps, psi ping-ponging. "
-        "Memory bound: 12 bytes per cell per step (4 B reduce read, 8 B stencil read+write)."),
+        "Memory bound: 12 bytes per cell per step (4 B reduce read, 8 B stencil read+write)."
+    ),
     kernels=(
         KernelContract(
-            name="gradshaf_axis_reduce", inputs=("psi", "NR", "NZ"), outputs=("psi_axis",),
-            grid="(256, 1, 1)", threadgroup="(256, 1, 1)"),
+            name="gradshaf_axis_reduce",
+            inputs=("psi", "NR", "NZ"),
+            outputs=("psi_axis",),
+            grid="(256, 1, 1)",
+            threadgroup="(256, 1, 1)",
+        ),
         KernelContract(
             name="gradshaf_step",
-            inputs=("psi_in", "psi_axis", "NR", "NZ", "Rmin", "dR", "dZ", "p_axis", "mu0",
-                    "omega"),
+            inputs=("psi_in", "psi_axis", "NR", "NZ", "Rmin", "dR", "dZ", "p_axis", "mu0", "omega"),
             outputs=("psi_out",),
-            grid="(ceil_div(NR, 16) * 16, ceil_div(NZ, 16) * 16, 1)", threadgroup="(16, 16, 1)"),
+            grid="(ceil_div(NR, 16) * 16, ceil_div(NZ, 16) * 16, 1)",
+            threadgroup="(16, 16, 1)",
+        ),
     ),
     sizes={
         "smoke": (_size(37, 29, 6),),

@@ -1,4 +1,5 @@
 """heat2d: 2-D explicit heat equation, 5-point stencil, Dirichlet edges (Metal-Sci task 2)."""
+
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,12 @@ def make_inputs(p):
     u0[-1, :] = 0.0
     u0[:, 0] = 0.0
     u0[:, -1] = 0.0
-    return {"u_in": u0, "NX": np.array(p["NX"], dtype=np.uint32),
-            "NY": np.array(p["NY"], dtype=np.uint32), "alpha": np.array(ALPHA, dtype=np.float32)}
+    return {
+        "u_in": u0,
+        "NX": np.array(p["NX"], dtype=np.uint32),
+        "NY": np.array(p["NY"], dtype=np.uint32),
+        "alpha": np.array(ALPHA, dtype=np.float32),
+    }
 
 
 def run(launch, inp, p):
@@ -44,15 +49,24 @@ TASK = Task(
         "u_out = u + alpha * (u[j,i-1] + u[j,i+1] + u[j-1,i] + u[j+1,i] - 4 u[j,i]) for "
         "interior cells; boundary cells (i or j on an edge) copy u_in to u_out. The host "
         "runs n_steps dispatches, each reading the previous step's output. Memory bound: "
-        "8 bytes per cell per step (one read, one write; neighbours assumed cached)."),
-    kernels=(KernelContract(
-        name="heat_step", inputs=("u_in", "NX", "NY", "alpha"), outputs=("u_out",),
-        grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)", threadgroup="(16, 16, 1)"),),
+        "8 bytes per cell per step (one read, one write; neighbours assumed cached)."
+    ),
+    kernels=(
+        KernelContract(
+            name="heat_step",
+            inputs=("u_in", "NX", "NY", "alpha"),
+            outputs=("u_out",),
+            grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)",
+            threadgroup="(16, 16, 1)",
+        ),
+    ),
     sizes={
         "smoke": (Size("67x45x5", {"NX": 67, "NY": 45, "n_steps": 5}),),
-        "in-dist": (Size("256x256x50", {"NX": 256, "NY": 256, "n_steps": 50}),
-                    Size("512x512x100", {"NX": 512, "NY": 512, "n_steps": 100}),
-                    Size("1024x1024x50", {"NX": 1024, "NY": 1024, "n_steps": 50})),
+        "in-dist": (
+            Size("256x256x50", {"NX": 256, "NY": 256, "n_steps": 50}),
+            Size("512x512x100", {"NX": 512, "NY": 512, "n_steps": 100}),
+            Size("1024x1024x50", {"NX": 1024, "NY": 1024, "n_steps": 50}),
+        ),
         "held-out": (Size("768x768x75", {"NX": 768, "NY": 768, "n_steps": 75}),),
     },
     defaults={"NX": 256, "NY": 256, "n_steps": 50},

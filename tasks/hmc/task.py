@@ -24,6 +24,7 @@ Roofline: the scored quantity is Metal-Sci's FLOP count, K T (L + 1)(2 d^2 - d)
 (the mat-vecs only), against FP32 peak. bytes_moved is what the MLX-native
 pipeline streams per step (q in/out, accept_cnt in/out, A): T (8 K d + 8 K + 4 d^2).
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -52,14 +53,22 @@ def make_inputs(p):
     sigma, prec = make_target(d)
     chol = np.linalg.cholesky(sigma).astype(np.float32)
     z = np.random.default_rng(INIT_SEED).standard_normal((K, d)).astype(np.float32)
-    q0 = (np.float32(2.0) * (z @ chol.T)).astype(np.float32)   # overdispersed: N(0, 4 Sigma)
+    q0 = (np.float32(2.0) * (z @ chol.T)).astype(np.float32)  # overdispersed: N(0, 4 Sigma)
+
     def u32(v):
         return np.array(v, dtype=np.uint32)
 
-    return {"q_in": q0, "accept_cnt": np.zeros(K, dtype=np.uint32), "A": prec,
-            "K": u32(K), "d": u32(d), "L": u32(L_STEPS), "eps": np.array(EPS, dtype=np.float32),
-            "hmc_step_idx": u32(0),   # replaced at every launch by run() (a device counter)
-            "seed": u32(RNG_SEED)}
+    return {
+        "q_in": q0,
+        "accept_cnt": np.zeros(K, dtype=np.uint32),
+        "A": prec,
+        "K": u32(K),
+        "d": u32(d),
+        "L": u32(L_STEPS),
+        "eps": np.array(EPS, dtype=np.float32),
+        "hmc_step_idx": u32(0),  # replaced at every launch by run() (a device counter)
+        "seed": u32(RNG_SEED),
+    }
 
 
 def run(launch, inp, p):
@@ -79,8 +88,9 @@ def run(launch, inp, p):
 def validate_size(p):
     d, K, T = p["d"], p["K"], p["T"]
     if d < 2 or d > 32 or d % 2:
-        raise ValueError("d must be even and in [2, 32] (Box-Muller pairs; the seed's "
-                         "per-thread arrays hold 32)")
+        raise ValueError(
+            "d must be even and in [2, 32] (Box-Muller pairs; the seed's per-thread arrays hold 32)"
+        )
     if K < 2 or K * d >= 2**31:
         raise ValueError("K must be >= 2 (the covariance check needs 2 chains) with K*d < 2^31")
     if T < 1 or T * (d + 1) >= 2**32:
@@ -111,12 +121,17 @@ TASK = Task(
         "L = 10, eps = 0.2; the host runs T dispatches, feeding q_out and accept_cnt_out back "
         "as q_in and accept_cnt. d is even and <= 32. Checked statistically on the final q "
         "(mean, covariance, acceptance rate in [0.45, 0.999]). Compute bound: the score counts "
-        "K*T*(L+1)*(2d^2 - d) FLOPs (the mat-vecs)."),
-    kernels=(KernelContract(
-        name="hmc_step",
-        inputs=("q_in", "accept_cnt", "A", "K", "d", "L", "eps", "hmc_step_idx", "seed"),
-        outputs=("q_out", "accept_cnt_out"),
-        grid="(ceil_div(K, 64) * 64, 1, 1)", threadgroup="(64, 1, 1)"),),
+        "K*T*(L+1)*(2d^2 - d) FLOPs (the mat-vecs)."
+    ),
+    kernels=(
+        KernelContract(
+            name="hmc_step",
+            inputs=("q_in", "accept_cnt", "A", "K", "d", "L", "eps", "hmc_step_idx", "seed"),
+            outputs=("q_out", "accept_cnt_out"),
+            grid="(ceil_div(K, 64) * 64, 1, 1)",
+            threadgroup="(64, 1, 1)",
+        ),
+    ),
     sizes={
         # d=6 (not a power of two, like held-out d=24), K=999 (partial last group):
         # mean_err's noise is ~1/sqrt(K) = 0.032 against the 0.15 threshold and

@@ -30,6 +30,7 @@ must move at least 4 B per site per sweep (each of the two dispatches reads and
 writes the whole int8 lattice: 4 NX NY n_sweeps bytes), so its achievable
 fraction of the bandwidth roofline is about half of Metal-Sci's.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -46,13 +47,18 @@ def make_inputs(p):
     spins = (2 * bits - 1).astype(np.int8)
     # Acceptance table in fp64, stored fp32; entries 0-2 are exactly 1 (always flip).
     p_accept = np.array([1.0, 1.0, 1.0, np.exp(-4.0 * BETA), np.exp(-8.0 * BETA)])
+
     def u32(v):
         return np.array(v, dtype=np.uint32)
 
-    return {"spins": spins, "p_accept": p_accept.astype(np.float32),
-            "NX": u32(p["NX"]), "NY": u32(p["NY"]),
-            "step_idx": u32(0),   # replaced at every launch by run() (a device counter)
-            "seed": u32(RNG_SEED)}
+    return {
+        "spins": spins,
+        "p_accept": p_accept.astype(np.float32),
+        "NX": u32(p["NX"]),
+        "NY": u32(p["NY"]),
+        "step_idx": u32(0),  # replaced at every launch by run() (a device counter)
+        "seed": u32(RNG_SEED),
+    }
 
 
 def run(launch, inp, p):
@@ -68,8 +74,10 @@ def run(launch, inp, p):
 def validate_size(p):
     NX, NY = p["NX"], p["NY"]
     if NX < 2 or NY < 2 or NX % 2 or NY % 2:
-        raise ValueError("NX and NY must be even and >= 2 (a periodic checkerboard needs "
-                         "even sides for its two colours to be independent)")
+        raise ValueError(
+            "NX and NY must be even and >= 2 (a periodic checkerboard needs "
+            "even sides for its two colours to be independent)"
+        )
     if NX * NY >= 2**31:
         raise ValueError("NX*NY must be < 2^31")
     if not 1 <= p["n_sweeps"] < 2**31:
@@ -94,11 +102,17 @@ TASK = Task(
         "p_accept (5 fp32 values) comes from the host; do not call exp. The host runs "
         "2*n_sweeps dispatches (step_idx = 0, 1, 2, ...), each reading the previous output. "
         "The final lattice must match the reference byte for byte. Memory bound: the score "
-        "counts 2 bytes per site per sweep."),
-    kernels=(KernelContract(
-        name="ising_step", inputs=("spins", "p_accept", "NX", "NY", "step_idx", "seed"),
-        outputs=("spins_out",),
-        grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)", threadgroup="(16, 16, 1)"),),
+        "counts 2 bytes per site per sweep."
+    ),
+    kernels=(
+        KernelContract(
+            name="ising_step",
+            inputs=("spins", "p_accept", "NX", "NY", "step_idx", "seed"),
+            outputs=("spins_out",),
+            grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)",
+            threadgroup="(16, 16, 1)",
+        ),
+    ),
     sizes={
         # 70 = 2 * 35 and 46 = 2 * 23: even (required), not multiples of 4, 16 or 32.
         "smoke": (_size(70, 46, 9),),
@@ -109,7 +123,7 @@ TASK = Task(
     make_inputs=make_inputs,
     run=run,
     bytes_moved=lambda p: 2.0 * p["NX"] * p["NY"] * p["n_sweeps"],
-    flops=lambda p: 0.0,   # integer hash and one fp32 compare per site: not FLOP-bound
+    flops=lambda p: 0.0,  # integer hash and one fp32 compare per site: not FLOP-bound
     working_set=lambda p: 2.0 * p["NX"] * p["NY"],
     bound="bandwidth",
     validate_size=validate_size,

@@ -13,6 +13,7 @@ is the next step's input `f_in`, and the checked result is the last f_out
 (all 9 fields). The byte model is Metal-Sci's: 72 bytes per cell per step
 (9 float reads + 9 float writes).
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,17 @@ import numpy as np
 from mlxsci.task import KernelContract, Size, Task
 
 TAU = 0.8
-W = (4.0 / 9.0, 1.0 / 9.0, 1.0 / 9.0, 1.0 / 9.0, 1.0 / 9.0,
-     1.0 / 36.0, 1.0 / 36.0, 1.0 / 36.0, 1.0 / 36.0)
+W = (
+    4.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 36.0,
+    1.0 / 36.0,
+    1.0 / 36.0,
+    1.0 / 36.0,
+)
 
 
 def make_inputs(p):
@@ -31,12 +41,16 @@ def make_inputs(p):
     sigma = 0.15 * min(nx, ny)
     x = np.arange(nx, dtype=np.float64)[None, :]
     y = np.arange(ny, dtype=np.float64)[:, None]
-    rho = (1.0 + 0.05 * np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2.0 * sigma ** 2)))
+    rho = 1.0 + 0.05 * np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2.0 * sigma**2))
     rho = rho.astype(np.float32)
     w = np.array(W, dtype=np.float32)
     f = (w[:, None, None] * rho[None, :, :]).astype(np.float32)
-    return {"f_in": f, "NX": np.array(nx, dtype=np.uint32), "NY": np.array(ny, dtype=np.uint32),
-            "tau": np.array(TAU, dtype=np.float32)}
+    return {
+        "f_in": f,
+        "NX": np.array(nx, dtype=np.uint32),
+        "NY": np.array(ny, dtype=np.uint32),
+        "tau": np.array(TAU, dtype=np.float32),
+    }
 
 
 def run(launch, inp, p):
@@ -71,10 +85,17 @@ TASK = Task(
         "f_out[k] = f_k - (1/tau)(f_k - f_eq). f_in and f_out are SoA fp32, "
         "f[k*NX*NY + j*NX + i] (i = x = fast axis); the internal layout is free. The host "
         "runs n_steps dispatches, each reading the previous f_out. Memory bound: 72 bytes "
-        "per cell per step (9 float reads + 9 float writes)."),
-    kernels=(KernelContract(
-        name="lbm_step", inputs=("f_in", "NX", "NY", "tau"), outputs=("f_out",),
-        grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)", threadgroup="(16, 16, 1)"),),
+        "per cell per step (9 float reads + 9 float writes)."
+    ),
+    kernels=(
+        KernelContract(
+            name="lbm_step",
+            inputs=("f_in", "NX", "NY", "tau"),
+            outputs=("f_out",),
+            grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)",
+            threadgroup="(16, 16, 1)",
+        ),
+    ),
     sizes={
         "smoke": (Size("37x23x7", {"NX": 37, "NY": 23, "n_steps": 7}),),
         "in-dist": (_square(64, 50), _square(128, 100), _square(256, 100)),

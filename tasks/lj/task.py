@@ -65,6 +65,7 @@ between cells. The second smoke size is a spec-style lattice (N = 343 in a
 7.7 box, M = 3: two or three lattice planes per cell, 8 to 18 occupants).
 Both have odd step counts (7 and 5).
 """
+
 from functools import cache
 from pathlib import Path
 
@@ -80,7 +81,7 @@ MAX_PER_CELL = 64
 
 def cube_root(n: int) -> int:
     k = round(n ** (1.0 / 3.0))
-    return k if k ** 3 == n else -1
+    return k if k**3 == n else -1
 
 
 def initial_state(p):
@@ -91,9 +92,9 @@ def initial_state(p):
     rng = np.random.default_rng(0xCAFE)
     # Particle a*K^2 + b*K + c sits at (a, b, c) * spacing: x varies slowest.
     lattice = np.indices((k, k, k), dtype=np.float32).reshape(3, -1).T * np.float32(spacing)
-    pos = lattice + rng.uniform(-0.05 * spacing, 0.05 * spacing, size=(n, 3))   # drawn first
-    pos = pos - box * np.floor(pos / box)                                        # wrap into [0, L)
-    vel = rng.uniform(-0.3, 0.3, size=(n, 3))                                   # drawn second
+    pos = lattice + rng.uniform(-0.05 * spacing, 0.05 * spacing, size=(n, 3))  # drawn first
+    pos = pos - box * np.floor(pos / box)  # wrap into [0, L)
+    vel = rng.uniform(-0.3, 0.3, size=(n, 3))  # drawn second
     vel = vel - vel.mean(axis=0)
     return pos.astype(np.float32), vel.astype(np.float32)
 
@@ -105,12 +106,16 @@ def make_inputs(p):
     vel4 = np.zeros((n, 4), dtype=np.float32)
     pos4[:, :3] = pos
     vel4[:, :3] = vel
-    return {"pos_in": pos4, "vel_in": vel4,
-            "N": np.array(n, dtype=np.uint32), "M": np.array(p["M"], dtype=np.uint32),
-            "L": np.array(p["L"], dtype=np.float32),
-            "rcut2": np.array(R_CUT * R_CUT, dtype=np.float32),
-            "dt": np.array(DT, dtype=np.float32),
-            "MAX_PER_CELL": np.array(MAX_PER_CELL, dtype=np.uint32)}
+    return {
+        "pos_in": pos4,
+        "vel_in": vel4,
+        "N": np.array(n, dtype=np.uint32),
+        "M": np.array(p["M"], dtype=np.uint32),
+        "L": np.array(p["L"], dtype=np.float32),
+        "rcut2": np.array(R_CUT * R_CUT, dtype=np.float32),
+        "dt": np.array(DT, dtype=np.float32),
+        "MAX_PER_CELL": np.array(MAX_PER_CELL, dtype=np.uint32),
+    }
 
 
 def run(launch, inp, p):
@@ -121,17 +126,34 @@ def run(launch, inp, p):
     pos, vel = inp["pos_in"], inp["vel_in"]
     cells = None
     for _ in range(p["n_steps"]):
-        cells = launch("lj_build_cells", dict(inp, pos=pos),
-                       outputs={"cell_count": ((m3,), "uint32"),
-                                "cell_list": ((m3 * MAX_PER_CELL,), "uint32")})
-        out = launch("lj_step", dict(inp, pos_in=pos, vel_in=vel, cell_count=cells["cell_count"],
-                                     cell_list=cells["cell_list"]),
-                     outputs={"pos_out": ((n, 4), "float32"), "vel_out": ((n, 4), "float32")})
+        cells = launch(
+            "lj_build_cells",
+            dict(inp, pos=pos),
+            outputs={
+                "cell_count": ((m3,), "uint32"),
+                "cell_list": ((m3 * MAX_PER_CELL,), "uint32"),
+            },
+        )
+        out = launch(
+            "lj_step",
+            dict(
+                inp,
+                pos_in=pos,
+                vel_in=vel,
+                cell_count=cells["cell_count"],
+                cell_list=cells["cell_list"],
+            ),
+            outputs={"pos_out": ((n, 4), "float32"), "vel_out": ((n, 4), "float32")},
+        )
         pos, vel = out["pos_out"], out["vel_out"]
     # Final unwrapped positions (xyz) and the last step's occupancy (overflow check);
     # the full state feeds a chained run.
-    return {"pos": pos[:, :3], "cell_count": cells["cell_count"], "pos_state": pos,
-            "vel_state": vel}
+    return {
+        "pos": pos[:, :3],
+        "cell_count": cells["cell_count"],
+        "pos_state": pos,
+        "vel_state": vel,
+    }
 
 
 @cache
@@ -141,7 +163,7 @@ def _initial_pairs(key: tuple) -> int:
     box = float(p["L"])
     x = pos.astype(np.float64)
     wrapped = x - box * np.floor(x / box)
-    wrapped[wrapped >= box] -= box      # rounding can land exactly on L
+    wrapped[wrapped >= box] -= box  # rounding can land exactly on L
     candidates = cKDTree(wrapped, boxsize=box).query_pairs(R_CUT + 1e-6, output_type="ndarray")
     d = x[candidates[:, 1]] - x[candidates[:, 0]]
     d -= box * np.round(d / box)
@@ -163,7 +185,7 @@ def validate_size(p):
         raise ValueError("M must be >= 3 (the 27 neighbour cells must be distinct)")
     if not box / m >= R_CUT:
         raise ValueError(f"cell size L/M = {box / m:.4g} must be >= r_cut = {R_CUT}")
-    if m ** 3 * MAX_PER_CELL >= 2**31 or n >= 2**24:
+    if m**3 * MAX_PER_CELL >= 2**31 or n >= 2**24:
         raise ValueError("M^3 * 64 and N must stay below 2^31 and 2^24")
     if "spacing" in p and not 0 < p["spacing"] * k <= box:
         raise ValueError("spacing * cbrt(N) must lie in (0, L]")
@@ -173,8 +195,9 @@ def validate_size(p):
 
 def _size(n, m, box, steps, **extra):
     tag = "".join(f"-a{v:g}" for v in extra.values())
-    return Size(f"N{n}-M{m}-L{box:g}{tag}x{steps}",
-                {"N": n, "M": m, "L": box, "n_steps": steps, **extra})
+    return Size(
+        f"N{n}-M{m}-L{box:g}{tag}x{steps}", {"N": n, "M": m, "L": box, "n_steps": steps, **extra}
+    )
 
 
 def _bytes(p):
@@ -199,24 +222,40 @@ TASK = Task(
         "never wrapped when written. pos/vel are float4 (w = 0) stored as float32 (N, 4) "
         "arrays and ping-pong each step. Checked: final positions (xyz, absolute 1e-4) and "
         "the last step's cell_count (max > 64 fails as cell_overflow). Scored: 40 FLOPs per "
-        "initial pair within r_cut per step against peak FP32."),
+        "initial pair within r_cut per step against peak FP32."
+    ),
     kernels=(
         KernelContract(
-            name="lj_build_cells", inputs=("pos", "N", "M", "L", "MAX_PER_CELL"),
+            name="lj_build_cells",
+            inputs=("pos", "N", "M", "L", "MAX_PER_CELL"),
             outputs=("cell_count", "cell_list"),
-            grid="(ceil_div(N, 128) * 128, 1, 1)", threadgroup="(128, 1, 1)",
-            atomic_outputs=True, init_value=0.0),
+            grid="(ceil_div(N, 128) * 128, 1, 1)",
+            threadgroup="(128, 1, 1)",
+            atomic_outputs=True,
+            init_value=0.0,
+        ),
         KernelContract(
             name="lj_step",
-            inputs=("pos_in", "vel_in", "cell_count", "cell_list", "N", "M", "L", "rcut2", "dt",
-                    "MAX_PER_CELL"),
+            inputs=(
+                "pos_in",
+                "vel_in",
+                "cell_count",
+                "cell_list",
+                "N",
+                "M",
+                "L",
+                "rcut2",
+                "dt",
+                "MAX_PER_CELL",
+            ),
             outputs=("pos_out", "vel_out"),
-            grid="(ceil_div(N, 128) * 128, 1, 1)", threadgroup="(128, 1, 1)"),
+            grid="(ceil_div(N, 128) * 128, 1, 1)",
+            threadgroup="(128, 1, 1)",
+        ),
     ),
     sizes={
         "smoke": (_size(216, 4, 10.5, 7, spacing=1.1), _size(343, 3, 7.7, 5)),
-        "in-dist": (_size(1728, 5, 13.8, 20), _size(4096, 7, 18.4, 15),
-                    _size(10648, 10, 25.3, 10)),
+        "in-dist": (_size(1728, 5, 13.8, 20), _size(4096, 7, 18.4, 15), _size(10648, 10, 25.3, 10)),
         "held-out": (_size(2744, 6, 16.1, 12),),
     },
     defaults={"N": 1728, "M": 5, "L": 13.8, "n_steps": 20},

@@ -18,6 +18,7 @@ Metal-Sci's: 8 bytes per cell per step (one read, one write; neighbours
 assumed cached). Smoke sizes use odd step counts (Metal-Sci's are all even);
 the pipeline does not care.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +33,8 @@ def morton_index(n):
     axis = np.arange(n, dtype=np.uint32)
     spread = np.zeros(n, dtype=np.uint32)
     for b in range(max(1, n.bit_length() - 1)):
-        spread |= ((axis >> b) & 1) << (3 * b)   # bit b goes to bit 3b
-    return (spread[None, None, :] | (spread[None, :, None] << 1)
-            | (spread[:, None, None] << 2))
+        spread |= ((axis >> b) & 1) << (3 * b)  # bit b goes to bit 3b
+    return spread[None, None, :] | (spread[None, :, None] << 1) | (spread[:, None, None] << 2)
 
 
 def gaussian(n):
@@ -52,11 +52,14 @@ def gaussian(n):
 
 def make_inputs(p):
     n = p["N"]
-    u_morton = np.empty(n ** 3, dtype=np.float32)
-    u_morton[morton_index(n).ravel()] = gaussian(n).ravel()   # host scatter into Morton order
-    return {"u_in": u_morton, "N": np.array(n, dtype=np.uint32),
-            "logN": np.array(n.bit_length() - 1, dtype=np.uint32),
-            "alpha": np.array(ALPHA, dtype=np.float32)}
+    u_morton = np.empty(n**3, dtype=np.float32)
+    u_morton[morton_index(n).ravel()] = gaussian(n).ravel()  # host scatter into Morton order
+    return {
+        "u_in": u_morton,
+        "N": np.array(n, dtype=np.uint32),
+        "logN": np.array(n.bit_length() - 1, dtype=np.uint32),
+        "alpha": np.array(ALPHA, dtype=np.float32),
+    }
 
 
 def run(launch, inp, p):
@@ -93,10 +96,17 @@ TASK = Task(
         "u_out = u + alpha * (u(x-1) + u(x+1) + u(y-1) + u(y+1) + u(z-1) + u(z+1) - 6 u); "
         "cells with x, y or z equal to 0 or N-1 copy u_in to u_out. The host runs n_steps "
         "dispatches, each reading the previous output. Memory bound: 8 bytes per cell per "
-        "step (one read, one write; neighbours assumed cached)."),
-    kernels=(KernelContract(
-        name="morton_stencil", inputs=("u_in", "N", "logN", "alpha"), outputs=("u_out",),
-        grid="(ceil_div(N * N * N, 256) * 256, 1, 1)", threadgroup="(256, 1, 1)"),),
+        "step (one read, one write; neighbours assumed cached)."
+    ),
+    kernels=(
+        KernelContract(
+            name="morton_stencil",
+            inputs=("u_in", "N", "logN", "alpha"),
+            outputs=("u_out",),
+            grid="(ceil_div(N * N * N, 256) * 256, 1, 1)",
+            threadgroup="(256, 1, 1)",
+        ),
+    ),
     sizes={
         "smoke": (_cube(8, 5), _cube(16, 3)),
         "in-dist": (_cube(32, 120), _cube(64, 60), _cube(128, 30)),

@@ -18,6 +18,7 @@ unchecked) that a chained run starts from. The scored model is Metal-Sci's:
 the byte count (pos, vel in and out plus mass, once per step) only matters
 for the working-set level.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +41,15 @@ def make_inputs(p):
     vel4 = np.zeros((n, 4), dtype=np.float32)
     pos4[:, :3] = pos
     vel4[:, :3] = vel
-    return {"pos_in": pos4, "vel_in": vel4, "mass": mass,
-            "N": np.array(n, dtype=np.uint32), "dt": np.array(DT, dtype=np.float32),
-            "eps": np.array(EPS, dtype=np.float32), "G": np.array(G, dtype=np.float32)}
+    return {
+        "pos_in": pos4,
+        "vel_in": vel4,
+        "mass": mass,
+        "N": np.array(n, dtype=np.uint32),
+        "dt": np.array(DT, dtype=np.float32),
+        "eps": np.array(EPS, dtype=np.float32),
+        "G": np.array(G, dtype=np.float32),
+    }
 
 
 def run(launch, inp, p):
@@ -50,8 +57,11 @@ def run(launch, inp, p):
     shape = (p["N"], 4)
     pos, vel = inp["pos_in"], inp["vel_in"]
     for _ in range(p["n_steps"]):
-        out = launch("nbody_step", dict(inp, pos_in=pos, vel_in=vel),
-                     outputs={"pos_out": (shape, "float32"), "vel_out": (shape, "float32")})
+        out = launch(
+            "nbody_step",
+            dict(inp, pos_in=pos, vel_in=vel),
+            outputs={"pos_out": (shape, "float32"), "vel_out": (shape, "float32")},
+        )
         pos, vel = out["pos_out"], out["vel_out"]
     # Only xyz of the final positions are checked; the full state feeds a chained run.
     return {"pos": pos[:, :3], "pos_state": pos, "vel_state": vel}
@@ -79,11 +89,17 @@ TASK = Task(
         "pos/vel are float4 per body (xyz, w = 0) stored as float32 (N, 4) arrays; the "
         "host ping-pongs (pos_in, vel_in) -> (pos_out, vel_out) for n_steps dispatches. "
         "Only the final positions' xyz are checked. Compute bound: 20 FLOPs per ordered "
-        "pair per step (N^2 pairs)."),
-    kernels=(KernelContract(
-        name="nbody_step", inputs=("pos_in", "vel_in", "mass", "N", "dt", "eps", "G"),
-        outputs=("pos_out", "vel_out"),
-        grid="(ceil_div(N, 128) * 128, 1, 1)", threadgroup="(128, 1, 1)"),),
+        "pair per step (N^2 pairs)."
+    ),
+    kernels=(
+        KernelContract(
+            name="nbody_step",
+            inputs=("pos_in", "vel_in", "mass", "N", "dt", "eps", "G"),
+            outputs=("pos_out", "vel_out"),
+            grid="(ceil_div(N, 128) * 128, 1, 1)",
+            threadgroup="(128, 1, 1)",
+        ),
+    ),
     sizes={
         "smoke": (_size(397, 9),),
         "in-dist": (_size(256, 10), _size(1024, 10), _size(2048, 10)),

@@ -1,4 +1,5 @@
 """saxpy: y <- a*x + y, elementwise fp32 (Metal-Sci task 1; DRAM saturation)."""
+
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,13 @@ A = 2.5
 def make_inputs(p):
     rng = np.random.default_rng(0xBEEF)
     x = rng.standard_normal(p["N"]).astype(np.float32)
-    y = rng.standard_normal(p["N"]).astype(np.float32)   # drawn after x, same generator
-    return {"x": x, "y": y, "a": np.array(A, dtype=np.float32),
-            "N": np.array(p["N"], dtype=np.uint32)}
+    y = rng.standard_normal(p["N"]).astype(np.float32)  # drawn after x, same generator
+    return {
+        "x": x,
+        "y": y,
+        "a": np.array(A, dtype=np.float32),
+        "N": np.array(p["N"], dtype=np.uint32),
+    }
 
 
 def run(launch, inp, p):
@@ -34,14 +39,24 @@ TASK = Task(
         "Compute y_out = a * x + y elementwise in fp32 for N elements (a = 2.5). "
         "One dispatch per run. The kernel is memory bound: 12 bytes move per element "
         "(read x, read y, write y_out); the score is achieved bandwidth over the "
-        "machine's measured bandwidth."),
-    kernels=(KernelContract(
-        name="saxpy", inputs=("x", "y", "a", "N"), outputs=("y_out",),
-        grid="(ceil_div(N, 256) * 256, 1, 1)", threadgroup="(256, 1, 1)"),),
+        "machine's measured bandwidth."
+    ),
+    kernels=(
+        KernelContract(
+            name="saxpy",
+            inputs=("x", "y", "a", "N"),
+            outputs=("y_out",),
+            grid="(ceil_div(N, 256) * 256, 1, 1)",
+            threadgroup="(256, 1, 1)",
+        ),
+    ),
     sizes={
         "smoke": (Size("100003", {"N": 100003}),),
-        "in-dist": (Size("1M", {"N": 1 << 20}), Size("16M", {"N": 1 << 24}),
-                    Size("64M", {"N": 1 << 26})),
+        "in-dist": (
+            Size("1M", {"N": 1 << 20}),
+            Size("16M", {"N": 1 << 24}),
+            Size("64M", {"N": 1 << 26}),
+        ),
         "held-out": (Size("4M", {"N": 1 << 22}),),
     },
     defaults={"N": 1 << 20},

@@ -15,6 +15,7 @@ u_curr, write u_next) is Metal-Sci's unchanged. The checked result is the
 final u_curr (Metal-Sci's buf[(n+1) mod 3]); run also returns the final u_prev
 (unchecked), which a chained run needs with it.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +45,14 @@ def gaussian_bump(nx, ny, nz):
 
 def make_inputs(p):
     u0 = gaussian_bump(p["NX"], p["NY"], p["NZ"])
-    return {"u_prev": u0, "u_curr": u0.copy(),   # zero initial velocity
-            "NX": np.array(p["NX"], dtype=np.uint32), "NY": np.array(p["NY"], dtype=np.uint32),
-            "NZ": np.array(p["NZ"], dtype=np.uint32), "alpha": np.array(ALPHA, dtype=np.float32)}
+    return {
+        "u_prev": u0,
+        "u_curr": u0.copy(),  # zero initial velocity
+        "NX": np.array(p["NX"], dtype=np.uint32),
+        "NY": np.array(p["NY"], dtype=np.uint32),
+        "NZ": np.array(p["NZ"], dtype=np.uint32),
+        "alpha": np.array(ALPHA, dtype=np.float32),
+    }
 
 
 def run(launch, inp, p):
@@ -84,12 +90,17 @@ TASK = Task(
         "dispatches; each step's (u_curr, u_next) become the next step's (u_prev, u_curr). "
         "Memory bound: 12 bytes per cell per step (read u_prev, read u_curr, write u_next; "
         "neighbours assumed cached). 2.5-D blocking (an XY tile in threadgroup memory "
-        "marching in z with a register window) is the canonical optimisation."),
-    kernels=(KernelContract(
-        name="wave_step", inputs=("u_prev", "u_curr", "NX", "NY", "NZ", "alpha"),
-        outputs=("u_next",),
-        grid="(ceil_div(NX, 8) * 8, ceil_div(NY, 8) * 8, ceil_div(NZ, 4) * 4)",
-        threadgroup="(8, 8, 4)"),),
+        "marching in z with a register window) is the canonical optimisation."
+    ),
+    kernels=(
+        KernelContract(
+            name="wave_step",
+            inputs=("u_prev", "u_curr", "NX", "NY", "NZ", "alpha"),
+            outputs=("u_next",),
+            grid="(ceil_div(NX, 8) * 8, ceil_div(NY, 8) * 8, ceil_div(NZ, 4) * 4)",
+            threadgroup="(8, 8, 4)",
+        ),
+    ),
     sizes={
         "smoke": (Size("23x17x13x5", {"NX": 23, "NY": 17, "NZ": 13, "n_steps": 5}),),
         "in-dist": (_cube(64, 30), _cube(160, 20), _cube(192, 15)),

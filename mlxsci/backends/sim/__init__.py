@@ -30,6 +30,7 @@ glue, launch semantics per dialect), faults (runtime result -> KernelFault),
 kernel (SimKernel: variants and launches); this module holds SimBackend and
 re-exports the names other modules and tests use.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,9 +44,16 @@ from mlxsci.backends.sim.buffers import _POOL, GARBAGE_BYTE, PAGE, _BufferPool
 from mlxsci.backends.sim.dialects import _DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
 
-__all__ = ["SimBackend", "SimKernel",
-           # what tests reach into (tests/test_sim_launch_reuse.py, test_sim_language_rules.py)
-           "GARBAGE_BYTE", "PAGE", "_BufferPool", "_POOL", "_DIALECTS"]
+__all__ = [
+    "SimBackend",
+    "SimKernel",
+    # what tests reach into (tests/test_sim_launch_reuse.py, test_sim_language_rules.py)
+    "GARBAGE_BYTE",
+    "PAGE",
+    "_BufferPool",
+    "_POOL",
+    "_DIALECTS",
+]
 
 
 def _cpu_model() -> str:
@@ -59,14 +67,18 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-
 # ------------------------------------------------------------------ the backend
 class SimBackend(Backend):
     name = "sim"
-    eager = True    # a kernel call runs the kernel before it returns
+    eager = True  # a kernel call runs the kernel before it returns
 
-    def __init__(self, dialect: str = "metal", launch_timeout_s: float = 60.0,
-                 stack_size: int = 128 * 1024, force_fibers: bool | None = None):
+    def __init__(
+        self,
+        dialect: str = "metal",
+        launch_timeout_s: float = 60.0,
+        stack_size: int = 128 * 1024,
+        force_fibers: bool | None = None,
+    ):
         if dialect not in _DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}")
         self.dialect = dialect
@@ -104,12 +116,14 @@ class SimBackend(Backend):
 
     def kernel(self, spec: KernelSpec) -> SimKernel:
         if spec.dialect != self.dialect:
-            raise ValueError(f"kernel dialect {spec.dialect!r} does not match backend dialect "
-                             f"{self.dialect!r}")
+            raise ValueError(
+                f"kernel dialect {spec.dialect!r} does not match backend dialect {self.dialect!r}"
+            )
         return SimKernel(self, spec)
 
     def to_device(self, array):
         import mlx.core as mx
+
         return mx.array(array)
 
     def synchronize(self) -> None:

@@ -5,47 +5,98 @@ the libc calls the guarded buffers and the launch path make.
 The field order and types here must match sim_runtime.h exactly: the runtime
 reads `_Launch` and fills `_Result` through raw pointers.
 """
+
 from __future__ import annotations
 
 import ctypes
 import signal
 
 # ------------------------------------------------------------------ ABI mirrors
-(_K_OK, _K_OOB, _K_DIV, _K_DEADLOCK, _K_TIMEOUT, _K_CRASH, _K_NEED_FIBERS, _K_STACK, _K_SETUP,
- _K_TG_OOB, _K_MISALIGNED, _K_GP) = range(12)
+(
+    _K_OK,
+    _K_OOB,
+    _K_DIV,
+    _K_DEADLOCK,
+    _K_TIMEOUT,
+    _K_CRASH,
+    _K_NEED_FIBERS,
+    _K_STACK,
+    _K_SETUP,
+    _K_TG_OOB,
+    _K_MISALIGNED,
+    _K_GP,
+) = range(12)
 
 
 class _Guard(ctypes.Structure):
-    _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_uint64), ("base", ctypes.c_uint64),
-                ("nbytes", ctypes.c_uint64), ("itemsize", ctypes.c_int64), ("buf", ctypes.c_int64)]
+    _fields_ = [
+        ("lo", ctypes.c_uint64),
+        ("hi", ctypes.c_uint64),
+        ("base", ctypes.c_uint64),
+        ("nbytes", ctypes.c_uint64),
+        ("itemsize", ctypes.c_int64),
+        ("buf", ctypes.c_int64),
+    ]
 
 
 class _Launch(ctypes.Structure):
-    _fields_ = [("grid", ctypes.c_int64 * 3), ("tg", ctypes.c_int64 * 3),
-                ("ngroups", ctypes.c_int64 * 3), ("bufs", ctypes.POINTER(ctypes.c_void_p)),
-                ("nbufs", ctypes.c_int64), ("guards", ctypes.POINTER(_Guard)),
-                ("nguards", ctypes.c_int64), ("use_fibers", ctypes.c_int64),
-                ("timeout_s", ctypes.c_double), ("stack_size", ctypes.c_int64),
-                ("tgmem", ctypes.c_void_p), ("tgmem_size", ctypes.c_int64),
-                ("kernel", ctypes.c_char_p), ("schedule", ctypes.c_int64)]
+    _fields_ = [
+        ("grid", ctypes.c_int64 * 3),
+        ("tg", ctypes.c_int64 * 3),
+        ("ngroups", ctypes.c_int64 * 3),
+        ("bufs", ctypes.POINTER(ctypes.c_void_p)),
+        ("nbufs", ctypes.c_int64),
+        ("guards", ctypes.POINTER(_Guard)),
+        ("nguards", ctypes.c_int64),
+        ("use_fibers", ctypes.c_int64),
+        ("timeout_s", ctypes.c_double),
+        ("stack_size", ctypes.c_int64),
+        ("tgmem", ctypes.c_void_p),
+        ("tgmem_size", ctypes.c_int64),
+        ("kernel", ctypes.c_char_p),
+        ("schedule", ctypes.c_int64),
+    ]
 
 
 class _Result(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int64), ("sig", ctypes.c_int64), ("buf", ctypes.c_int64),
-                ("is_write", ctypes.c_int64), ("elem", ctypes.c_int64), ("line", ctypes.c_int64),
-                ("line2", ctypes.c_int64), ("n_done", ctypes.c_int64), ("n_wait", ctypes.c_int64),
-                ("odd_thread", ctypes.c_int64), ("group", ctypes.c_int64 * 3),
-                ("thread", ctypes.c_int64 * 3), ("addr", ctypes.c_uint64), ("aux", ctypes.c_int64),
-                ("cpu_ns", ctypes.c_int64), ("code", ctypes.c_int64), ("tg_name", ctypes.c_uint64),
-                ("tg_decl", ctypes.c_uint64), ("tg_nelem", ctypes.c_int64), ("tg_esize", ctypes.c_int64),
-                ("after", ctypes.c_int64), ("near_kind", ctypes.c_int64), ("near_dist", ctypes.c_int64)]
+    _fields_ = [
+        ("kind", ctypes.c_int64),
+        ("sig", ctypes.c_int64),
+        ("buf", ctypes.c_int64),
+        ("is_write", ctypes.c_int64),
+        ("elem", ctypes.c_int64),
+        ("line", ctypes.c_int64),
+        ("line2", ctypes.c_int64),
+        ("n_done", ctypes.c_int64),
+        ("n_wait", ctypes.c_int64),
+        ("odd_thread", ctypes.c_int64),
+        ("group", ctypes.c_int64 * 3),
+        ("thread", ctypes.c_int64 * 3),
+        ("addr", ctypes.c_uint64),
+        ("aux", ctypes.c_int64),
+        ("cpu_ns", ctypes.c_int64),
+        ("code", ctypes.c_int64),
+        ("tg_name", ctypes.c_uint64),
+        ("tg_decl", ctypes.c_uint64),
+        ("tg_nelem", ctypes.c_int64),
+        ("tg_esize", ctypes.c_int64),
+        ("after", ctypes.c_int64),
+        ("near_kind", ctypes.c_int64),
+        ("near_dist", ctypes.c_int64),
+    ]
 
 
 # ------------------------------------------------------------------ libc
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_long]
+_libc.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+]
 _libc.mprotect.restype = ctypes.c_int
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.munmap.restype = ctypes.c_int

@@ -3,6 +3,7 @@ mapping between PROT_NONE guard regions, kept between launches in a pool, and
 the bytes written into them before a launch (input values, the garbage
 pattern, init_value).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -20,7 +21,7 @@ PAGE = _mmap.PAGESIZE
 # committed (MAP_NORESERVE): it costs no memory and no more time than a page.
 GUARD_BYTES = 32 << 30
 GUARD_BYTES_FALLBACK = 64 * PAGE  # where the address space is limited (ulimit -v)
-GARBAGE_BYTE = 0x5A               # uninitialised outputs: 0x5A5A5A5A = 1.5e16f, not 0, not NaN
+GARBAGE_BYTE = 0x5A  # uninitialised outputs: 0x5A5A5A5A = 1.5e16f, not 0, not NaN
 _MAP_NORESERVE = getattr(_mmap, "MAP_NORESERVE", 0x4000)
 _GARBAGE_RUNS: dict = {}
 
@@ -56,25 +57,27 @@ class _GuardedBuffer:
         data_end = self.data_start + self.data_len
         self.base = ((data_end - nbytes) & ~15) if end_aligned else self.data_start
         self.pages = np.frombuffer(  # type: ignore[call-overload]  # numpy's stubs omit ctypes arrays
-            (ctypes.c_ubyte * self.data_len).from_address(self.data_start), dtype=np.uint8)
+            (ctypes.c_ubyte * self.data_len).from_address(self.data_start), dtype=np.uint8
+        )
         self.pages.fill(GARBAGE_BYTE)
         off = self.base - self.data_start
-        self.bytes = self.pages[off:off + nbytes]
-        self._front, self._back = self.pages[:off], self.pages[off + nbytes:]
+        self.bytes = self.pages[off : off + nbytes]
+        self._front, self._back = self.pages[:off], self.pages[off + nbytes :]
 
     def slack_violation(self) -> int | None:
         """Byte offset (relative to base) of the first changed slack byte, if any."""
         # Fast path: the slack (under a page plus 15 bytes of alignment on
         # either side) compared as byte strings, about 1 us.
-        if (self._front.tobytes() == _garbage_bytes(self._front.size)
-                and self._back.tobytes() == _garbage_bytes(self._back.size)):
+        if self._front.tobytes() == _garbage_bytes(
+            self._front.size
+        ) and self._back.tobytes() == _garbage_bytes(self._back.size):
             return None
         off = self.base - self.data_start
         front = self.pages[:off]
         bad = np.flatnonzero(front != GARBAGE_BYTE)
         if bad.size:
             return int(bad[0]) - off
-        back = self.pages[off + self.nbytes:]
+        back = self.pages[off + self.nbytes :]
         bad = np.flatnonzero(back != GARBAGE_BYTE)
         if bad.size:
             return self.nbytes + int(bad[0])
@@ -100,12 +103,13 @@ class _BufferPool:
     launches (overflow, underflow) is kept. Bounded in count and bytes (each
     buffer also reserves 64 GiB of address space): least recently used first out.
     """
+
     MAX_BUFFERS = 64
-    MAX_BYTES = 128 << 20       # data bytes held across all pooled buffers
+    MAX_BYTES = 128 << 20  # data bytes held across all pooled buffers
     MAX_BUFFER_BYTES = 32 << 20  # larger buffers are mapped per launch, as before
 
     def __init__(self):
-        self._free: OrderedDict = OrderedDict()   # (nbytes, end_aligned) -> [buffers]
+        self._free: OrderedDict = OrderedDict()  # (nbytes, end_aligned) -> [buffers]
         self._count = 0
         self._bytes = 0
 
@@ -163,6 +167,7 @@ def _np_dtype(name: str):
 def _host_bytes(arr) -> np.ndarray:
     """A numpy view (no copy when possible) of an mx.array's elements."""
     import mlx.core as mx
+
     if arr.dtype == mx.bfloat16:
         return np.asarray(arr.view(mx.uint16))
     return np.asarray(arr)
@@ -177,10 +182,11 @@ def _init_pattern(odt: str, init_value) -> np.ndarray:
     float value and an integer dtype: the pattern is then 4 bytes whatever
     the output's itemsize, as it always was here.)"""
     exact = np.float64(init_value).tobytes() if isinstance(init_value, float) else init_value
-    key = (odt, type(init_value).__name__, exact)    # NaN != NaN: key by bits
+    key = (odt, type(init_value).__name__, exact)  # NaN != NaN: key by bits
     pattern = _INIT_PATTERNS.get(key)
     if pattern is None:
         import mlx.core as mx
+
         one = _host_bytes(mx.full((1,), init_value, dtype=getattr(mx, odt)))
         pattern = _INIT_PATTERNS[key] = one.reshape(-1).view(np.uint8).copy()
     return pattern
@@ -195,7 +201,7 @@ def _fill_output(gb: _GuardedBuffer, odt: str, init_value) -> None:
         dst.fill(GARBAGE_BYTE)
         return
     pattern = _init_pattern(odt, init_value)
-    width = pattern.size                      # 1, 2, 4 or 8: an element's bytes
+    width = pattern.size  # 1, 2, 4 or 8: an element's bytes
     whole = dst.size - dst.size % width
     if whole:
         word = np.dtype(f"u{width}")

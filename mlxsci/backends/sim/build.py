@@ -30,6 +30,7 @@ of a 2-core machine); what it still builds once is compiler_rt (half-precision
 conversions and other helpers the compiler calls: several seconds).
 test_sim_toolchain.py checks that no C++ runtime symbol is left undefined.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -55,11 +56,30 @@ RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
 # -g0: nothing reads the kernels' debug info (faults are located by the
 # runtime's own records), and writing it was a tenth of a compile.
 CXX_FLAGS = (
-    "-O2", "-g0", "-std=c++17", "-mcpu=baseline", "-ffp-contract=off", "-fPIC", "-fvisibility=hidden",
-    "-Wno-unknown-attributes", "-Wno-ignored-attributes", "-Wno-duplicate-decl-specifier", "-Wno-gnu-zero-variadic-macro-arguments",
-    "-fno-strict-aliasing", "-fno-threadsafe-statics", "-fno-exceptions", "-fno-rtti",
-    "-fno-omit-frame-pointer", "-fno-finite-loops", "-fstack-clash-protection", "-fsigned-char", "-flax-vector-conversions=none",
-    "-Xclang", "-ffloat16-excess-precision=none", "-Xclang", "-fbfloat16-excess-precision=none",
+    "-O2",
+    "-g0",
+    "-std=c++17",
+    "-mcpu=baseline",
+    "-ffp-contract=off",
+    "-fPIC",
+    "-fvisibility=hidden",
+    "-Wno-unknown-attributes",
+    "-Wno-ignored-attributes",
+    "-Wno-duplicate-decl-specifier",
+    "-Wno-gnu-zero-variadic-macro-arguments",
+    "-fno-strict-aliasing",
+    "-fno-threadsafe-statics",
+    "-fno-exceptions",
+    "-fno-rtti",
+    "-fno-omit-frame-pointer",
+    "-fno-finite-loops",
+    "-fstack-clash-protection",
+    "-fsigned-char",
+    "-flax-vector-conversions=none",
+    "-Xclang",
+    "-ffloat16-excess-precision=none",
+    "-Xclang",
+    "-fbfloat16-excess-precision=none",
 )
 # The link: objects only, so -nostdlib++ costs no headers (the compile step
 # keeps the libc++ headers the prelude includes). -O2 and -mcpu=baseline
@@ -67,7 +87,8 @@ CXX_FLAGS = (
 # no -O it builds a debug compiler_rt plus the UBSan runtime (over a minute).
 # -z defs: an undefined function is a build error, not a dlopen failure later.
 LINK_FLAGS = ("-O2", "-mcpu=baseline", "-nostdlib++", "-shared") + (
-    () if sys.platform == "darwin" else ("-Wl,-z,defs",))
+    () if sys.platform == "darwin" else ("-Wl,-z,defs",)
+)
 
 # Counters a test (or a curious user) can read.
 STATS = {"compiles": 0, "runtime_compiles": 0, "pch_builds": 0, "cache_hits": 0, "loads": 0}
@@ -79,6 +100,7 @@ _zig_version: str | None = None
 
 def zig_executable() -> str:
     import ziglang
+
     exe = Path(ziglang.__file__).resolve().parent / ("zig.exe" if os.name == "nt" else "zig")
     if not exe.exists():
         raise RuntimeError(f"zig binary not found at {exe}")
@@ -88,7 +110,9 @@ def zig_executable() -> str:
 def zig_version() -> str:
     global _zig_version
     if _zig_version is None:
-        out = subprocess.run([zig_executable(), "version"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [zig_executable(), "version"], capture_output=True, text=True, check=True
+        )
         _zig_version = out.stdout.strip()
     return _zig_version
 
@@ -96,12 +120,18 @@ def zig_version() -> str:
 def cache_dir() -> Path:
     """$MLXSCI_CACHE_DIR/sim (default ~/.cache/mlxsci/sim)."""
     from mlxsci.cache import cache_dir as _mlxsci_cache_dir
+
     return _mlxsci_cache_dir("sim")
 
 
 def _runtime_files() -> list[Path]:
-    files = [p for p in sorted(RUNTIME_DIR.rglob("*")) if p.is_file()
-             and p.suffix in (".h", ".hpp", ".cuh", ".cpp", "") and "__pycache__" not in p.parts]
+    files = [
+        p
+        for p in sorted(RUNTIME_DIR.rglob("*"))
+        if p.is_file()
+        and p.suffix in (".h", ".hpp", ".cuh", ".cpp", "")
+        and "__pycache__" not in p.parts
+    ]
     return files
 
 
@@ -130,7 +160,8 @@ def zig_cache_dir() -> Path:
     alone was not (two installs of zig 0.17.1, one cache: built once), so
     installs of one version share this directory."""
     base = os.environ.get("ZIG_GLOBAL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zig")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zig"
+    )
     path = Path(base, f"mlxsci-{zig_version()}")
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -143,14 +174,27 @@ def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
 
 
 def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
-    key = hashlib.sha256((runtime_digest() + "|rt|" + " ".join(extra_defines)).encode()).hexdigest()[:32]
+    key = hashlib.sha256(
+        (runtime_digest() + "|rt|" + " ".join(extra_defines)).encode()
+    ).hexdigest()[:32]
     obj = cache_dir() / f"rt-{key}.o"
     if obj.exists():
         return obj
     fd, tmp = tempfile.mkstemp(prefix=f"rt-{key}.", suffix=".o.tmp", dir=cache_dir())
     os.close(fd)
-    res = _run_compiler(["c++", *CXX_FLAGS, *extra_defines, "-I", str(RUNTIME_DIR), "-c",
-                         str(RUNTIME_SRC), "-o", tmp])
+    res = _run_compiler(
+        [
+            "c++",
+            *CXX_FLAGS,
+            *extra_defines,
+            "-I",
+            str(RUNTIME_DIR),
+            "-c",
+            str(RUNTIME_SRC),
+            "-o",
+            tmp,
+        ]
+    )
     STATS["runtime_compiles"] += 1
     if res.returncode != 0:
         os.unlink(tmp)
@@ -162,7 +206,7 @@ def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
 # What every link needs from zig's cache (compiler_rt) is built on a machine's
 # first link; prepare_toolchain does that first link with this empty library,
 # which then marks the zig cache as prepared.
-_TOOLCHAIN_STUB = "extern \"C\" int mlxsci_toolchain_stub(void) { return 0; }\n"
+_TOOLCHAIN_STUB = 'extern "C" int mlxsci_toolchain_stub(void) { return 0; }\n'
 PREPARING_TOOLCHAIN = "preparing the simulator's compiler (once per machine)..."
 
 
@@ -188,8 +232,10 @@ def prepare_toolchain(progress=None) -> bool:
         try:
             res = _compile_and_link(Path(tmp_cpp), tmp_so, ())
             if res.returncode != 0:
-                raise RuntimeError(f"preparing the simulator's compiler ({zig_executable()}) "
-                                   "failed:\n" + res.stderr + res.stdout)
+                raise RuntimeError(
+                    f"preparing the simulator's compiler ({zig_executable()}) "
+                    "failed:\n" + res.stderr + res.stdout
+                )
             os.replace(tmp_so, stub)
         finally:
             Path(tmp_cpp).unlink(missing_ok=True)
@@ -205,6 +251,7 @@ def _line_file(name: str) -> str:
 class Region:
     """Lines [first, last] (1-based, inclusive) of the kernel text that come
     from one place: a candidate-file line or a generated name."""
+
     first: int
     last: int
     file: str
@@ -218,8 +265,13 @@ class Region:
 CANDIDATE_FILE = "<candidate-file>"
 
 
-def assemble(text: str, regions: list[Region], glue: str, includes: list[Path],
-             candidate_file: str | None = None) -> str:
+def assemble(
+    text: str,
+    regions: list[Region],
+    glue: str,
+    includes: list[Path],
+    candidate_file: str | None = None,
+) -> str:
     """The full TU: `includes` (runtime headers, prelude, post headers, in
     order), then the (rewritten) kernel text with a #line directive at the
     start of every region, then the glue. Regions of `candidate_file` are
@@ -227,7 +279,7 @@ def assemble(text: str, regions: list[Region], glue: str, includes: list[Path],
     lines = text.split("\n")
     out = [f'#include "{p}"' for p in includes]
     for r in regions:
-        chunk = lines[r.first - 1:r.last]
+        chunk = lines[r.first - 1 : r.last]
         if not chunk:
             continue
         name = CANDIDATE_FILE if candidate_file is not None and r.file == candidate_file else r.file
@@ -308,8 +360,9 @@ def _include_prefix(tu: str) -> str:
 
 def _pch_path(prefix: str, extra_defines: tuple[str, ...]) -> Path:
     # zig's path too: the PCH names the C++ headers of the zig that built it.
-    key = hashlib.sha256("\0".join((runtime_digest(), zig_executable(), prefix,
-                                     *extra_defines)).encode())
+    key = hashlib.sha256(
+        "\0".join((runtime_digest(), zig_executable(), prefix, *extra_defines)).encode()
+    )
     return cache_dir() / f"pch-{key.hexdigest()[:32]}.pch"
 
 
@@ -331,8 +384,20 @@ def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
     os.replace(tmp_h, header)
     fd, tmp = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".pch.tmp", dir=pch.parent)
     os.close(fd)
-    res = _run_compiler(["c++", *CXX_FLAGS, *extra_defines, "-I", str(INCLUDE_DIR),
-                         "-x", "c++-header", str(header), "-o", tmp])
+    res = _run_compiler(
+        [
+            "c++",
+            *CXX_FLAGS,
+            *extra_defines,
+            "-I",
+            str(INCLUDE_DIR),
+            "-x",
+            "c++-header",
+            str(header),
+            "-o",
+            tmp,
+        ]
+    )
     STATS["pch_builds"] += 1
     if res.returncode != 0:
         os.unlink(tmp)
@@ -349,17 +414,31 @@ def _pch_refused(log: str, pch: Path) -> bool:
     return any(w in log for w in ("precompiled header", "precompiled file", "PCH file", str(pch)))
 
 
-def _compile_and_link(cpp: Path, so: Path, extra_defines: tuple[str, ...],
-                      *objects: Path, pch: Path | None = None) -> subprocess.CompletedProcess:
+def _compile_and_link(
+    cpp: Path, so: Path, extra_defines: tuple[str, ...], *objects: Path, pch: Path | None = None
+) -> subprocess.CompletedProcess:
     """Compile the TU to an object (with the C++ headers; with `pch` loaded
     first when given), then link it with `objects` (the runtime object)
     without the C++ runtime libraries (see the module's doc). Returns the
     failing step's result, else the link's."""
-    obj = so.with_name(so.name + ".o")    # zig tells inputs apart by extension
+    obj = so.with_name(so.name + ".o")  # zig tells inputs apart by extension
     try:
-        res = _run_compiler(["c++", *CXX_FLAGS, *extra_defines, "-I", str(INCLUDE_DIR),
-                             *(["-include-pch", str(pch)] if pch else []),
-                             "-x", "c++", "-c", str(cpp), "-o", str(obj)])
+        res = _run_compiler(
+            [
+                "c++",
+                *CXX_FLAGS,
+                *extra_defines,
+                "-I",
+                str(INCLUDE_DIR),
+                *(["-include-pch", str(pch)] if pch else []),
+                "-x",
+                "c++",
+                "-c",
+                str(cpp),
+                "-o",
+                str(obj),
+            ]
+        )
         if res.returncode != 0:
             return res
         return _run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
@@ -367,8 +446,9 @@ def _compile_and_link(cpp: Path, so: Path, extra_defines: tuple[str, ...],
         obj.unlink(missing_ok=True)
 
 
-def _compile_with_pch(cpp: Path, so: Path, tu: str, extra_defines: tuple[str, ...],
-                      rt: Path) -> subprocess.CompletedProcess:
+def _compile_with_pch(
+    cpp: Path, so: Path, tu: str, extra_defines: tuple[str, ...], rt: Path
+) -> subprocess.CompletedProcess:
     """_compile_and_link with the TU's precompiled header where there is one.
     A PCH clang refuses (stale or unreadable) is removed, so the next kernel
     builds it anew, and this TU is compiled again without it."""
@@ -382,13 +462,15 @@ def _compile_with_pch(cpp: Path, so: Path, tu: str, extra_defines: tuple[str, ..
     return res
 
 
-def build_library(tu: str, source_file: str = "<candidate>",
-                  extra_defines: tuple[str, ...] = ()) -> Path:
+def build_library(
+    tu: str, source_file: str = "<candidate>", extra_defines: tuple[str, ...] = ()
+) -> Path:
     """Compile `tu` into a cached shared library, returning its path.
     Raises CompileError with the candidate line of the first error; the log
     names `source_file` where the TU says CANDIDATE_FILE."""
+
     def named(log: str) -> str:
-        return log.replace(f'{CANDIDATE_FILE}:', f'{_line_file(source_file)}:')
+        return log.replace(f"{CANDIDATE_FILE}:", f"{_line_file(source_file)}:")
 
     with _lock:
         digest = hashlib.sha256()
@@ -418,7 +500,7 @@ def build_library(tu: str, source_file: str = "<candidate>",
             res = _compile_with_pch(cpp, Path(tmp_so), tu, extra_defines, rt)
             if res.returncode == 0:
                 break
-            raw = res.stderr + res.stdout     # cached as is: it names CANDIDATE_FILE
+            raw = res.stderr + res.stdout  # cached as is: it names CANDIDATE_FILE
             log = named(raw)
             deterministic = _error_in_kernel_text(log, source_file)
             if deterministic:

@@ -13,6 +13,7 @@ messages are NVRTC's):
               are not defined
 Lambdas are legal CUDA device code and are not checked.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,7 +27,8 @@ __all__ = ["check_cuda"]
 
 # Host C and C++ standard library headers: NVRTC's include path has only the
 # CUDA toolkit's and MLX's headers ("cannot open source file").
-_HOST_HEADERS = frozenset("""
+_HOST_HEADERS = frozenset(
+    """
     algorithm any array atomic barrier bit bitset cassert cctype cerrno cfenv cfloat charconv chrono
     cinttypes climits clocale cmath codecvt compare complex concepts condition_variable coroutine
     csetjmp csignal cstdarg cstddef cstdint cstdio cstdlib cstring ctime cuchar cwchar cwctype deque
@@ -38,21 +40,54 @@ _HOST_HEADERS = frozenset("""
     unordered_map unordered_set utility valarray variant vector version
     assert.h ctype.h errno.h fenv.h float.h inttypes.h limits.h locale.h math.h setjmp.h signal.h
     stdarg.h stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h time.h wchar.h wctype.h
-    """.split())
+    """.split()
+)
 # The few std:: names that exist under NVRTC with MLX's headers (NVRTC 12.9).
-_STD_AVAILABLE = frozenset({"initializer_list", "move", "forward", "tuple_size", "tuple_element",
-                            "align_val_t"})
+_STD_AVAILABLE = frozenset(
+    {"initializer_list", "move", "forward", "tuple_size", "tuple_element", "align_val_t"}
+)
 # Names a host header would define; NVRTC: `identifier "M_PI" is undefined`.
-_HOST_NAMES = frozenset({
-    "M_E", "M_LOG2E", "M_LOG10E", "M_LN2", "M_LN10", "M_PI", "M_PI_2", "M_PI_4", "M_1_PI", "M_2_PI",
-    "M_2_SQRTPI", "M_SQRT2", "M_SQRT1_2", "MAXFLOAT", "HUGE_VALF",
-    "M_PI_F", "M_PI_2_F", "M_PI_4_F", "M_1_PI_F", "M_2_PI_F", "M_E_F", "M_SQRT2_F", "M_SQRT1_2_F",
-    "M_LN2_F", "M_LN10_F", "M_LOG2E_F", "M_LOG10E_F",
-    "uint", "ushort", "uchar", "ulong"})
+_HOST_NAMES = frozenset(
+    {
+        "M_E",
+        "M_LOG2E",
+        "M_LOG10E",
+        "M_LN2",
+        "M_LN10",
+        "M_PI",
+        "M_PI_2",
+        "M_PI_4",
+        "M_1_PI",
+        "M_2_PI",
+        "M_2_SQRTPI",
+        "M_SQRT2",
+        "M_SQRT1_2",
+        "MAXFLOAT",
+        "HUGE_VALF",
+        "M_PI_F",
+        "M_PI_2_F",
+        "M_PI_4_F",
+        "M_1_PI_F",
+        "M_2_PI_F",
+        "M_E_F",
+        "M_SQRT2_F",
+        "M_SQRT1_2_F",
+        "M_LN2_F",
+        "M_LN10_F",
+        "M_LOG2E_F",
+        "M_LOG10E_F",
+        "uint",
+        "ushort",
+        "uchar",
+        "ulong",
+    }
+)
 _HOST_FUNCTIONS = frozenset({"exit", "abort", "rand", "srand"})
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?P<name>[^>\n]+)>", re.M)
-_DEFINED_NAME = re.compile(r"#[ \t]*define[ \t]+(?P<name>\w+)|\btypedef\b[^;{}]*?\b(?P<tdef>\w+)\s*;|"
-                           r"\busing\s+(?P<alias>\w+)\s*=")
+_DEFINED_NAME = re.compile(
+    r"#[ \t]*define[ \t]+(?P<name>\w+)|\btypedef\b[^;{}]*?\b(?P<tdef>\w+)\s*;|"
+    r"\busing\s+(?P<alias>\w+)\s*="
+)
 
 
 def _cuda_includes(masked: str) -> list[_Violation]:
@@ -60,10 +95,14 @@ def _cuda_includes(masked: str) -> list[_Violation]:
     for m in _INCLUDE.finditer(masked):
         name = m.group("name").strip()
         if name in _HOST_HEADERS:
-            out.append(_Violation(m.start("name") - 1,
-                                  f'catastrophic error: cannot open source file "{name}": NVRTC '
-                                  f"has no host C/C++ standard library headers (NVRTC User Guide "
-                                  f"4.5); use CUDA's built-in functions or <cuda/std/...> headers"))
+            out.append(
+                _Violation(
+                    m.start("name") - 1,
+                    f'catastrophic error: cannot open source file "{name}": NVRTC '
+                    f"has no host C/C++ standard library headers (NVRTC User Guide "
+                    f"4.5); use CUDA's built-in functions or <cuda/std/...> headers",
+                )
+            )
     return out
 
 
@@ -73,13 +112,18 @@ def _cuda_std_names(toks: list[_Tok]) -> list[_Violation]:
         if toks[k].text != "std" or toks[k + 1].text != "::" or not toks[k + 2].is_ident:
             continue
         if k > 0 and toks[k - 1].text == "::":
-            continue            # cuda::std::
+            continue  # cuda::std::
         name = toks[k + 2].text
         if name not in _STD_AVAILABLE:
-            out.append(_Violation(toks[k].pos, f'namespace "std" has no member "{name}": NVRTC '
-                                               f"compiles device code without the C++ standard "
-                                               f"library; use cuda::std::{name} where libcu++ has "
-                                               f"it, or CUDA's own functions (e.g. fminf, sqrtf)"))
+            out.append(
+                _Violation(
+                    toks[k].pos,
+                    f'namespace "std" has no member "{name}": NVRTC '
+                    f"compiles device code without the C++ standard "
+                    f"library; use cuda::std::{name} where libcu++ has "
+                    f"it, or CUDA's own functions (e.g. fminf, sqrtf)",
+                )
+            )
     return out
 
 
@@ -95,9 +139,14 @@ def _cuda_host_functions(toks: list[_Tok]) -> list[_Violation]:
         while hi < len(toks) and toks[hi].text not in ("(", ";", "{"):
             hi += 1
         if not any(t.text == "__device__" for t in toks[lo:hi]):
-            out.append(_Violation(tok.pos, "A function explicitly marked as a __host__ function "
-                                           "is not allowed in JIT mode (NVRTC User Guide 4.1); "
-                                           "mark it __device__ or __host__ __device__"))
+            out.append(
+                _Violation(
+                    tok.pos,
+                    "A function explicitly marked as a __host__ function "
+                    "is not allowed in JIT mode (NVRTC User Guide 4.1); "
+                    "mark it __device__ or __host__ __device__",
+                )
+            )
     return out
 
 
@@ -112,16 +161,22 @@ def _cuda_undefined_names(toks: list[_Tok], masked_with_directives: str) -> list
             continue
         call = k + 1 < len(toks) and toks[k + 1].text == "("
         if name in _HOST_NAMES or (name in _HOST_FUNCTIONS and call):
-            out.append(_Violation(tok.pos, f'identifier "{name}" is undefined: it comes from a host '
-                                           f"header or from Metal, which NVRTC does not have"
-                                           + _cuda_hint(name)))
+            out.append(
+                _Violation(
+                    tok.pos,
+                    f'identifier "{name}" is undefined: it comes from a host '
+                    f"header or from Metal, which NVRTC does not have" + _cuda_hint(name),
+                )
+            )
     return out
 
 
 def _cuda_hint(name: str) -> str:
     if name.startswith("M_") or name in ("MAXFLOAT", "HUGE_VALF"):
-        return "; write the constant out (e.g. 3.14159265358979f) or include <math_constants.h> " \
-               "for CUDART_PI_F"
+        return (
+            "; write the constant out (e.g. 3.14159265358979f) or include <math_constants.h> "
+            "for CUDART_PI_F"
+        )
     if name in ("uint", "ushort", "uchar", "ulong"):
         return "; use unsigned int / uint32_t and friends"
     return "; device code cannot call it"
@@ -132,6 +187,10 @@ def check_cuda(text: str, regions, source_file: str = "<candidate>") -> CompileE
     candidate's line; None where it breaks none."""
     masked = mask_comments_and_strings(text)
     toks = _tokens(_code_only(text))
-    violations = (_cuda_includes(masked) + _cuda_std_names(toks) + _cuda_host_functions(toks)
-                  + _cuda_undefined_names(toks, masked))
+    violations = (
+        _cuda_includes(masked)
+        + _cuda_std_names(toks)
+        + _cuda_host_functions(toks)
+        + _cuda_undefined_names(toks, masked)
+    )
     return _first(violations, text, regions, source_file)

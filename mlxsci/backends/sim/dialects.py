@@ -8,6 +8,7 @@ _Dialect holds what both share (fiber detection, the runtime header, launch
 and memory checks, region and glue skeletons); _MetalDialect and _CudaDialect
 hold what differs. _DIALECTS maps a dialect name to its class.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,31 +20,33 @@ from mlxsci.backends.sim import build
 from mlxsci.backends.sim.rewrite import rewrite_cuda, rewrite_metal, uses_dynamic_shared
 from mlxsci.signature import CUDA_MAX_NDIM, _template_value
 
-_SIGNATURE = "<mlx-signature>"   # the file name of generated lines in diagnostics
+_SIGNATURE = "<mlx-signature>"  # the file name of generated lines in diagnostics
 
 
 @dataclass
 class _Generated:
     """What a dialect produces for one call signature."""
-    text: str                 # the exact source the framework would compile
-    params: tuple             # (name, role) in signature order
+
+    text: str  # the exact source the framework would compile
+    params: tuple  # (name, role) in signature order
     kernel_name: str
-    regions: list             # build.Region list covering `text`
-    glue: str                 # C++ calling the kernel once per simulated thread
-    line1: str = ""           # replaces the (empty) first line of the rewritten text
-    launch_error: str = ""    # a KernelFault("launch") every call of this variant raises
+    regions: list  # build.Region list covering `text`
+    glue: str  # C++ calling the kernel once per simulated thread
+    line1: str = ""  # replaces the (empty) first line of the rewritten text
+    launch_error: str = ""  # a KernelFault("launch") every call of this variant raises
 
 
 class _Dialect:
     """What both dialects share. A subclass sets the words below and defines
     generate(), rewrite() and _run_dims()."""
-    table: dialects.Dialect   # the dialect's description: its text generator, prelude headers
+
+    table: dialects.Dialect  # the dialect's description: its text generator, prelude headers
     name = ""
-    fiber_words: re.Pattern   # source words that need one fiber per thread
-    tag = ""                  # how MLX's own errors about this kernel kind begin
-    group_word = ""           # a group of threads, in messages
-    barrier_word = ""         # the group barrier, in messages
-    array_word = ""           # the qualifier of a group-shared array, in messages
+    fiber_words: re.Pattern  # source words that need one fiber per thread
+    tag = ""  # how MLX's own errors about this kernel kind begin
+    group_word = ""  # a group of threads, in messages
+    barrier_word = ""  # the group barrier, in messages
+    array_word = ""  # the qualifier of a group-shared array, in messages
 
     def generate(self, spec: KernelSpec, infos, out_dtypes, template) -> _Generated:
         """The text MLX would compile for this call signature, its regions and glue."""
@@ -91,11 +94,13 @@ class _Dialect:
         body_last = body_first + spec.source.count("\n")
         regions = []
         if h:
-            regions.append(build.Region(header_first, header_first + h - 1, spec.source_file,
-                                        spec.header_line))
+            regions.append(
+                build.Region(header_first, header_first + h - 1, spec.source_file, spec.header_line)
+            )
         if body_first - 1 >= header_first + h:
-            regions.append(build.Region(header_first + h, body_first - 1, _SIGNATURE,
-                                        header_first + h))
+            regions.append(
+                build.Region(header_first + h, body_first - 1, _SIGNATURE, header_first + h)
+            )
         regions.append(build.Region(body_first, body_last, spec.source_file, spec.body_line))
         if n_text > body_last:
             regions.append(build.Region(body_last + 1, n_text, _SIGNATURE, body_last + 1))
@@ -104,18 +109,21 @@ class _Dialect:
     @staticmethod
     def _entry_glue(call: str, args: list, prologue: tuple = ()) -> str:
         """The per-thread entry: bind each buffer to its parameter, call `call`."""
-        return "\n".join([
-            "static void __sim_thread(void* const* __b, const __SimThread* __t) {",
-            *prologue,
-            f"  typedef decltype(&{call}) __F;",
-            f"  {call}(" + ",\n    ".join(args) + ");",
-            "}",
-            "__SIM_DEFINE_ENTRY(__sim_thread)",
-        ])
+        return "\n".join(
+            [
+                "static void __sim_thread(void* const* __b, const __SimThread* __t) {",
+                *prologue,
+                f"  typedef decltype(&{call}) __F;",
+                f"  {call}(" + ",\n    ".join(args) + ");",
+                "}",
+                "__SIM_DEFINE_ENTRY(__sim_thread)",
+            ]
+        )
 
 
 class _MetalDialect(_Dialect):
     """mx.fast.metal_kernel: MLX's generated Metal text, the Metal prelude."""
+
     table = dialects.METAL
     name = table.name
     fiber_words = re.compile(r"simd_|simdgroup_|quad_|barrier")
@@ -144,9 +152,13 @@ class _MetalDialect(_Dialect):
             if ln.startswith("template [[host_name("):
                 lines[i] = ""
         text = "\n".join(lines)
-        return _Generated(text, ms.params, ms.kernel_name,
-                          self._source_regions(spec, text, 1, ms.body_first_line),
-                          self._glue(ms, template))
+        return _Generated(
+            text,
+            ms.params,
+            ms.kernel_name,
+            self._source_regions(spec, text, 1, ms.body_first_line),
+            self._glue(ms, template),
+        )
 
     def _glue(self, ms, template) -> str:
         call = ms.kernel_name
@@ -166,11 +178,14 @@ class _MetalDialect(_Dialect):
 class _CudaDialect(_Dialect):
     """mx.fast.cuda_kernel: MLX's generated CUDA text, the CUDA prelude, whole
     blocks launched (threads beyond the grid run too)."""
+
     table = dialects.CUDA
     name = table.name
-    fiber_words = re.compile(r"__syncthreads|__shfl|__ballot|__any_sync|__all_sync|__syncwarp|"
-                             r"__activemask|__reduce_\w+_sync|__match_any_sync|\.sync\s*\(|"
-                             r"tiled_partition|\bshfl|\breduce\s*\(")
+    fiber_words = re.compile(
+        r"__syncthreads|__shfl|__ballot|__any_sync|__all_sync|__syncwarp|"
+        r"__activemask|__reduce_\w+_sync|__match_any_sync|\.sync\s*\(|"
+        r"tiled_partition|\bshfl|\breduce\s*\("
+    )
     tag = "[custom_kernel]"
     group_word = "block"
     barrier_word = "__syncthreads"
@@ -198,10 +213,14 @@ class _CudaDialect(_Dialect):
                 f"MLX passes {', '.join(cs.unmatched_args)} for a 0-d input although the generated "
                 f"signature has no such parameter (the name occurs in the source, e.g. in a comment "
                 f"or a longer name): on a GPU every later kernel argument is misaligned. Rename "
-                f"the input or avoid the substring.")
+                f"the input or avoid the substring."
+            )
         by_name = dict(zip(spec.input_names, infos))
         for name, role in cs.params:
-            if role in ("shape", "strides") and by_name[name[: -len("_" + role)]].ndim > CUDA_MAX_NDIM:
+            if (
+                role in ("shape", "strides")
+                and by_name[name[: -len("_" + role)]].ndim > CUDA_MAX_NDIM
+            ):
                 launch_error = "ndim can not be larger than 10."
         line1 = ""
         if uses_dynamic_shared(cs.text):
@@ -209,21 +228,34 @@ class _CudaDialect(_Dialect):
             if dyn <= 0:
                 launch_error = launch_error or (
                     "the kernel declares `extern __shared__` memory but was built with "
-                    "shared_memory=0: on a GPU every access to it is out of bounds")
+                    "shared_memory=0: on a GPU every access to it is out of bounds"
+                )
             n = max(16, -(-dyn // 16) * 16)
-            line1 = (f"typedef unsigned char __sim_tgt___sim_dyn_smem[{n}]; "     # guarded, as __shared__ arrays
-                     f'__SIM_TG_BIND(__sim_dyn_smem, "unsigned char[{n}]");')
-        return _Generated(cs.text, cs.params, cs.kernel_name, self._regions(spec, cs), self._glue(cs),
-                          line1, launch_error)
+            line1 = (
+                f"typedef unsigned char __sim_tgt___sim_dyn_smem[{n}]; "  # guarded, as __shared__ arrays
+                f'__SIM_TG_BIND(__sim_dyn_smem, "unsigned char[{n}]");'
+            )
+        return _Generated(
+            cs.text,
+            cs.params,
+            cs.kernel_name,
+            self._regions(spec, cs),
+            self._glue(cs),
+            line1,
+            launch_error,
+        )
 
     def _regions(self, spec: KernelSpec, cs) -> list:
         # The includes and `namespace mlx::core::cu {` come before the header.
         h0 = cs.header_first_line
-        return ([build.Region(1, h0 - 1, _SIGNATURE, 1)]
-                + self._source_regions(spec, cs.text, h0, cs.body_first_line))
+        return [build.Region(1, h0 - 1, _SIGNATURE, 1)] + self._source_regions(
+            spec, cs.text, h0, cs.body_first_line
+        )
 
     def _glue(self, cs) -> str:
-        args = [f"__sim_bind<__sim_fn<__F>::arg<{i}>>::get(__b[{i}])" for i in range(len(cs.params))]
+        args = [
+            f"__sim_bind<__sim_fn<__F>::arg<{i}>>::get(__b[{i}])" for i in range(len(cs.params))
+        ]
         return self._entry_glue("mlx::core::cu::" + cs.kernel_name, args, ("  __sim_cu_t = __t;",))
 
 

@@ -5,6 +5,7 @@ and the thread, in the dialect's words.
 `guards` is the launch's list of (buffer, role, name, itemsize), indexed by
 the runtime's buffer number; `dtypes` the element dtype name of each.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,11 +32,15 @@ def _uninitialised_hint(addr: int) -> str:
     written: outputs and slack hold 0x5A bytes, threadgroup memory poison 0xFF."""
     low = addr & 0xFFFFFFFF
     if low == 0x5A5A5A5A:
-        return (" (the garbage pattern of an uninitialised output: a pointer read before it "
-                "was written?)")
+        return (
+            " (the garbage pattern of an uninitialised output: a pointer read before it "
+            "was written?)"
+        )
     if low == 0xFFFFFFFF:
-        return (" (the poison of unwritten threadgroup/shared memory: a pointer read before "
-                "it was written?)")
+        return (
+            " (the poison of unwritten threadgroup/shared memory: a pointer read before "
+            "it was written?)"
+        )
     return ""
 
 
@@ -55,8 +60,15 @@ def _tg_array(R: _Result, dialect) -> tuple[str, str]:
 
 def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
     """float4 for 16 bytes of a float32 buffer; a byte count otherwise."""
-    base = {"float32": "float", "float16": "half", "bfloat16": "bfloat", "int32": "int",
-            "uint32": "uint", "int16": "short", "uint16": "ushort"}.get(dtype or "")
+    base = {
+        "float32": "float",
+        "float16": "half",
+        "bfloat16": "bfloat",
+        "int32": "int",
+        "uint32": "uint",
+        "int16": "short",
+        "uint16": "ushort",
+    }.get(dtype or "")
     lanes = nbytes // max(1, itemsize)
     if base and lanes in (2, 3, 4):
         return f"{base}{lanes}"
@@ -86,23 +98,30 @@ def fault_of(R: _Result, guards, dtypes, dialect, backend) -> KernelFault:
             other = f"thread {thread} waits at the barrier on line {R.line2}"
         else:
             other = f"{R.n_done} thread(s) returned without reaching it (e.g. thread {thread})"
-        return KernelFault("barrier_divergence",
-                           f"barrier divergence in {gw} {group}: {R.n_wait} thread(s) wait "
-                           f"at {dialect.barrier_word} on line {R.line} while {other}", details)
+        return KernelFault(
+            "barrier_divergence",
+            f"barrier divergence in {gw} {group}: {R.n_wait} thread(s) wait "
+            f"at {dialect.barrier_word} on line {R.line} while {other}",
+            details,
+        )
     if kind == _K_DEADLOCK:
         return KernelFault("deadlock", f"deadlock in {gw} {group}: no thread can run", details)
     if kind == _K_TIMEOUT:
         t = backend.launch_timeout_s
-        return KernelFault("timeout", f"kernel did not finish within {t:g} s ({where} was running)",
-                           details)
+        return KernelFault(
+            "timeout", f"kernel did not finish within {t:g} s ({where} was running)", details
+        )
     if kind == _K_STACK:
         details.update(signal="SIGSEGV", stack_overflow=True)
         if R.aux >= 0:
             size = f"per-thread stack {backend.stack_size // 1024} KiB"
         else:
             size = "fiber-free path, on the host thread's stack"
-        return KernelFault("crash", f"stack overflow in {where} ({size}; deep recursion or "
-                                    f"large local arrays?)", details)
+        return KernelFault(
+            "crash",
+            f"stack overflow in {where} ({size}; deep recursion or large local arrays?)",
+            details,
+        )
     if kind == _K_SETUP:
         return KernelFault("crash", "the simulator could not allocate fiber stacks", details)
     return _signal_crash(R, guards, dialect, where, details)
@@ -115,9 +134,12 @@ def _buffer_out_of_bounds(R: _Result, guards, where: str, details: dict) -> Kern
     access = _access_word(R)
     side = "before the start" if R.elem < 0 else "past the end"
     details.update(buffer=name, role=role, element=int(R.elem), access=access)
-    return KernelFault("out_of_bounds",
-                       f"out-of-bounds {access} of {role} '{name}' at element {R.elem} "
-                       f"({side}; valid elements 0..{n - 1}) by {where}", details)
+    return KernelFault(
+        "out_of_bounds",
+        f"out-of-bounds {access} of {role} '{name}' at element {R.elem} "
+        f"({side}; valid elements 0..{n - 1}) by {where}",
+        details,
+    )
 
 
 def _array_out_of_bounds(R: _Result, dialect, where: str, details: dict) -> KernelFault:
@@ -134,10 +156,14 @@ def _array_out_of_bounds(R: _Result, dialect, where: str, details: dict) -> Kern
     if R.after:
         details.pop("group")
         details.pop("thread")
-        return KernelFault("out_of_bounds", f"out-of-bounds {access} of {what} {pos}; "
-                                            f"detected after the launch", details)
-    return KernelFault("out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}",
-                       details)
+        return KernelFault(
+            "out_of_bounds",
+            f"out-of-bounds {access} of {what} {pos}; detected after the launch",
+            details,
+        )
+    return KernelFault(
+        "out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}", details
+    )
 
 
 def _misaligned(R: _Result, guards, dtypes, dialect, where: str, details: dict) -> KernelFault:
@@ -147,8 +173,13 @@ def _misaligned(R: _Result, guards, dtypes, dialect, where: str, details: dict) 
     if R.tg_name:
         what, name = _tg_array(R, dialect)
         scalar = ctypes.string_at(R.tg_decl).decode(errors="replace").split("[")[0].strip()
-        dtype = {"float": "float32", "half": "float16", "int": "int32", "uint": "uint32",
-                 "unsigned int": "uint32"}.get(scalar)
+        dtype = {
+            "float": "float32",
+            "half": "float16",
+            "int": "int32",
+            "uint": "uint32",
+            "unsigned int": "uint32",
+        }.get(scalar)
         vec = _vector_name(size, dtype, int(R.tg_esize))
     elif R.buf >= 0:
         gb, role, name, isz = guards[R.buf]
@@ -159,8 +190,12 @@ def _misaligned(R: _Result, guards, dtypes, dialect, where: str, details: dict) 
         vec = _vector_name(size, None, 0)
     details.update(buffer=name, byte_offset=off, access=access, alignment=size)
     where_off = f"at byte offset {off}" if name is not None else f"at address {off:#x}"
-    return KernelFault("misaligned", f"misaligned {vec} {access} of {what} {where_off} "
-                                     f"({vec} needs {size}-byte alignment) by {where}", details)
+    return KernelFault(
+        "misaligned",
+        f"misaligned {vec} {access} of {what} {where_off} "
+        f"({vec} needs {size}-byte alignment) by {where}",
+        details,
+    )
 
 
 def _general_protection(R: _Result, where: str, details: dict) -> KernelFault:
@@ -169,11 +204,19 @@ def _general_protection(R: _Result, where: str, details: dict) -> KernelFault:
     details.update(signal="SIGSEGV", address=int(R.addr))
     if R.addr:
         garbage = _uninitialised_hint(int(R.addr))
-        return KernelFault("crash", f"SIGSEGV in {where}: access through the invalid "
-                                    f"(non-canonical) address {R.addr:#x}{garbage}", details)
-    return KernelFault("crash", f"SIGSEGV in {where}: general-protection fault (a misaligned "
-                                f"vector access or an invalid pointer; the instruction could "
-                                f"not be decoded)", details)
+        return KernelFault(
+            "crash",
+            f"SIGSEGV in {where}: access through the invalid "
+            f"(non-canonical) address {R.addr:#x}{garbage}",
+            details,
+        )
+    return KernelFault(
+        "crash",
+        f"SIGSEGV in {where}: general-protection fault (a misaligned "
+        f"vector access or an invalid pointer; the instruction could "
+        f"not be decoded)",
+        details,
+    )
 
 
 def _signal_crash(R: _Result, guards, dialect, where: str, details: dict) -> KernelFault:
@@ -192,8 +235,10 @@ def _signal_crash(R: _Result, guards, dialect, where: str, details: dict) -> Ker
                 nearest = f"{guards[R.buf][1]} '{guards[R.buf][2]}'"
             else:
                 nearest = _tg_array(R, dialect)[0]
-            extra = (f": invalid address {R.addr:#x}, {R.near_dist} bytes from the nearest buffer, "
-                     f"{nearest} (element {R.elem}){_uninitialised_hint(int(R.addr))}")
+            extra = (
+                f": invalid address {R.addr:#x}, {R.near_dist} bytes from the nearest buffer, "
+                f"{nearest} (element {R.elem}){_uninitialised_hint(int(R.addr))}"
+            )
             details.update(nearest=nearest, distance=int(R.near_dist))
         else:
             extra = f": invalid address {R.addr:#x}{_uninitialised_hint(int(R.addr))}"
@@ -220,10 +265,19 @@ def _far_access(R: _Result, guards, dialect, where: str, details: dict) -> Kerne
         role, n = "threadgroup", int(R.tg_nelem)
         valid = f"bound {n}"
     side = "before the start" if elem < 0 else "past the end"
-    details.update(buffer=name, role=role, element=elem, access=access, address=int(R.addr),
-                   distance=int(R.near_dist))
-    return KernelFault("out_of_bounds",
-                       f"out-of-bounds {access} of {what} at element {elem} ({side}, "
-                       f"{R.near_dist} bytes beyond it; {valid}) by {where}; the faulting "
-                       f"address {R.addr:#x} lies beyond every guard region, this is the "
-                       f"nearest buffer", details)
+    details.update(
+        buffer=name,
+        role=role,
+        element=elem,
+        access=access,
+        address=int(R.addr),
+        distance=int(R.near_dist),
+    )
+    return KernelFault(
+        "out_of_bounds",
+        f"out-of-bounds {access} of {what} at element {elem} ({side}, "
+        f"{R.near_dist} bytes beyond it; {valid}) by {where}; the faulting "
+        f"address {R.addr:#x} lies beyond every guard region, this is the "
+        f"nearest buffer",
+        details,
+    )

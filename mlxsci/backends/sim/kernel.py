@@ -4,6 +4,7 @@ checks each launch, fills guarded buffers, runs the variant through the
 runtime bridge and turns what the runtime reports into outputs or a
 KernelFault.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 def _to_mx(x):
     import mlx.core as mx
+
     if isinstance(x, mx.array):
         return x
     return mx.array(x)
@@ -55,8 +57,10 @@ def _signature_key(infos, out_dtypes, template) -> tuple | None:
     True and 1 differ). None when a template value has no key (the generator
     then reports it)."""
     try:
-        targs = tuple((name, _template_kind(value), _template_value(value))
-                      for name, value in (template or ()))
+        targs = tuple(
+            (name, _template_kind(value), _template_value(value))
+            for name, value in (template or ())
+        )
     except (TypeError, ValueError, KeyError):
         return None
     return tuple(infos), tuple(out_dtypes), targs
@@ -65,6 +69,7 @@ def _signature_key(infos, out_dtypes, template) -> tuple | None:
 @dataclass
 class _Variant:
     """One compiled specialisation of a kernel (signature text -> library)."""
+
     entry: object
     params: tuple
     kernel_name: str
@@ -88,7 +93,7 @@ class SimKernel(Kernel):
         # (grid, threadgroup) -> the launch dimensions, for launches that passed the checks.
         self._dims: dict[tuple, tuple] = {}
         self.launches = 0
-        self.compile_seconds = 0.0   # time spent generating, compiling and loading variants
+        self.compile_seconds = 0.0  # time spent generating, compiling and loading variants
         self._needs_fibers = self.dialect.needs_fibers(spec)
 
     def _variant(self, infos, out_dtypes, template) -> _Variant:
@@ -120,10 +125,17 @@ class SimKernel(Kernel):
         if gen.line1:
             first, nl, rest = rewritten.partition("\n")
             if first.strip():
-                raise CompileError("internal: the generated text's first line is not empty", None, "")
+                raise CompileError(
+                    "internal: the generated text's first line is not empty", None, ""
+                )
             rewritten = gen.line1 + nl + rest
-        tu = build.assemble(rewritten, gen.regions, gen.glue, self.dialect.includes(),
-                            candidate_file=spec.source_file)
+        tu = build.assemble(
+            rewritten,
+            gen.regions,
+            gen.glue,
+            self.dialect.includes(),
+            candidate_file=spec.source_file,
+        )
         so = build.build_library(tu, spec.source_file, self.backend.extra_defines)
         lib = build.load_library(so)
         # lib[...] makes a function object of our own (getattr caches one per
@@ -133,32 +145,48 @@ class SimKernel(Kernel):
         entry.argtypes = [ctypes.POINTER(_Launch), ctypes.POINTER(_Result)]
         tgb = lib["__sim_tgmem_bytes"]
         tgb.restype = ctypes.c_int64
-        v = _Variant(entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()),
-                     gen.launch_error)
+        v = _Variant(
+            entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()), gen.launch_error
+        )
         self._variants[key] = v
         self.compile_seconds += time.perf_counter() - started
         return v
 
     # -- call -------------------------------------------------------------
-    def __call__(self, *, inputs, output_shapes, output_dtypes, grid, threadgroup,
-                 template=None, init_value=None):
+    def __call__(
+        self,
+        *,
+        inputs,
+        output_shapes,
+        output_dtypes,
+        grid,
+        threadgroup,
+        template=None,
+        init_value=None,
+    ):
         spec = self.spec
         if len(inputs) != len(spec.input_names):
-            raise ValueError(f"{self.dialect.tag} Expected `inputs` to have size {len(spec.input_names)} "
-                             f"but got size {len(inputs)}.")
-        if len(output_shapes) != len(spec.output_names) or len(output_dtypes) != len(spec.output_names):
-            raise ValueError(f"{self.dialect.tag} Expected `output_shapes` and `output_dtypes` to have "
-                             f"size {len(spec.output_names)}.")
+            raise ValueError(
+                f"{self.dialect.tag} Expected `inputs` to have size {len(spec.input_names)} "
+                f"but got size {len(inputs)}."
+            )
+        if len(output_shapes) != len(spec.output_names) or len(output_dtypes) != len(
+            spec.output_names
+        ):
+            raise ValueError(
+                f"{self.dialect.tag} Expected `output_shapes` and `output_dtypes` to have "
+                f"size {len(spec.output_names)}."
+            )
         grid = tuple(int(g) for g in grid)
         tg = tuple(int(t) for t in threadgroup)
         if len(grid) != 3 or len(tg) != 3:
             raise KernelFault("launch", "grid and threadgroup must have three dimensions")
         if any(g <= 0 for g in grid) or any(t <= 0 for t in tg):
             raise KernelFault("launch", f"grid {grid} and threadgroup {tg} must be positive")
-        if any(g >= 2 ** 31 for g in grid) or any(t >= 2 ** 31 for t in tg):
+        if any(g >= 2**31 for g in grid) or any(t >= 2**31 for t in tg):
             raise KernelFault("launch", "grid and threadgroup dimensions must be below 2^31")
         dims = self._dims.get((grid, tg))
-        if dims is None:   # checked once per shape: a refused launch raises every time
+        if dims is None:  # checked once per shape: a refused launch raises every time
             dims = self._dims[(grid, tg)] = self.dialect.launch_dims(spec.name, grid, tg)
         grid, tgc, ngroups = dims
 
@@ -175,26 +203,50 @@ class SimKernel(Kernel):
             self.launches += 1
             use_fibers = v.needs_fibers or self.backend.force_fibers
             while True:
-                outcome = self._launch(v, arrays, infos, out_names, output_shapes, grid, tgc, ngroups,
-                                       init_value, end_aligned, use_fibers)
+                outcome = self._launch(
+                    v,
+                    arrays,
+                    infos,
+                    out_names,
+                    output_shapes,
+                    grid,
+                    tgc,
+                    ngroups,
+                    init_value,
+                    end_aligned,
+                    use_fibers,
+                )
                 if outcome == "retry_with_fibers":
                     use_fibers = True
                     continue
                 return outcome
 
-    def _launch(self, v, arrays, infos, out_names, output_shapes, grid, tgc, ngroups, init_value,
-                end_aligned, use_fibers):
+    def _launch(
+        self,
+        v,
+        arrays,
+        infos,
+        out_names,
+        output_shapes,
+        grid,
+        tgc,
+        ngroups,
+        init_value,
+        end_aligned,
+        use_fibers,
+    ):
         import mlx.core as mx
+
         spec = self.spec
-        keep = []                       # ctypes objects that must outlive the call
+        keep = []  # ctypes objects that must outlive the call
         bufs: list[int] = []
-        guards: list[tuple[_GuardedBuffer, str, str, int]] = []   # (buffer, role, name, itemsize)
-        dtypes: list[str] = []                                    # numpy dtype name of each guard
+        guards: list[tuple[_GuardedBuffer, str, str, int]] = []  # (buffer, role, name, itemsize)
+        dtypes: list[str] = []  # numpy dtype name of each guard
         inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
         in_bufs: list[tuple[_GuardedBuffer, np.ndarray, np.ndarray]] = []
         out_bufs: list[tuple[_GuardedBuffer, str, tuple]] = []
         out_iter = iter(zip(spec.output_names, out_names, output_shapes))
-        clean = False                   # the buffers may go back to the pool
+        clean = False  # the buffers may go back to the pool
         try:
             for name, role in v.params:
                 if role == "input":
@@ -245,7 +297,7 @@ class SimKernel(Kernel):
                 return "retry_with_fibers"
             if kind != _K_OK:
                 raise fault_of(R, guards, dtypes, self.dialect, self.backend)
-            if self.backend.activity is not None:   # the sim timer is listening
+            if self.backend.activity is not None:  # the sim timer is listening
                 self.backend.activity.append((spec.name, R.cpu_ns * 1e-9))
             for gb, role, name, isz in guards:
                 off = gb.slack_violation()
@@ -256,7 +308,8 @@ class SimKernel(Kernel):
                         "out_of_bounds",
                         f"out-of-bounds write to {role} '{name}' at element {elem} "
                         f"(valid elements 0..{n - 1}); detected after the launch",
-                        {"buffer": name, "role": role, "element": elem, "access": "write"})
+                        {"buffer": name, "role": role, "element": elem, "access": "write"},
+                    )
             # A GPU kernel can write its inputs: make the caller see it.
             for gb, host, src in in_bufs:
                 if src.nbytes and _libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:

@@ -15,6 +15,7 @@ specification sections they come from:
 Both share the tokenizer and the violation -> CompileError mapping in
 language_tokens.py. This module is the per-dialect dispatch the kernel calls.
 """
+
 from __future__ import annotations
 
 from mlxsci.backends.base import CompileError
@@ -27,7 +28,9 @@ __all__ = ["check", "check_metal", "check_cuda", "CHECKS"]
 CHECKS = {"metal": check_metal, "cuda": check_cuda}
 
 
-def check(dialect: str, text: str, regions, source_file: str = "<candidate>") -> CompileError | None:
+def check(
+    dialect: str, text: str, regions, source_file: str = "<candidate>"
+) -> CompileError | None:
     """The first violation of `dialect`'s language rules in `text` (the
     exact text MLX compiles), or None."""
     return CHECKS[dialect](text, regions, source_file)

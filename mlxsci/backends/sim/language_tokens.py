@@ -9,6 +9,7 @@ offset and a message); `_first` turns the earliest one into a CompileError
 in clang's format at the candidate's own file and line, through the same
 parser as the simulator's compile errors (build.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,7 @@ from mlxsci.backends.sim.source_scan import mask_comments_and_strings
 @dataclass(frozen=True)
 class _Tok:
     text: str
-    pos: int      # offset in the kernel text
+    pos: int  # offset in the kernel text
 
     @property
     def is_ident(self) -> bool:
@@ -32,8 +33,10 @@ class _Tok:
 
 # `>>` stays two tokens so that nested template argument lists close; `<<` is
 # one token so that a shift never opens one.
-_TOKEN = re.compile(r"[A-Za-z_]\w*|\.?\d[\w.]*(?:[eE][+-]\d+\w*)?|::|->|<<=?|\+\+|--|&&|\|\||"
-                    r"[-+*/%&|^!=<>]=|\S")
+_TOKEN = re.compile(
+    r"[A-Za-z_]\w*|\.?\d[\w.]*(?:[eE][+-]\d+\w*)?|::|->|<<=?|\+\+|--|&&|\|\||"
+    r"[-+*/%&|^!=<>]=|\S"
+)
 _PREPROCESSOR_LINE = re.compile(r"^[ \t]*#.*?(?<!\\)$", re.M | re.S)
 
 
@@ -108,12 +111,16 @@ def _to_compile_error(v: _Violation, text: str, regions, source_file: str) -> Co
             file, file_line = r.file, r.start_line + (line - r.first)
             break
     src_line = text.split("\n")[line - 1]
-    log = (f"{build._line_file(file)}:{file_line}:{col}: error: {v.message}\n"
-           f"{src_line}\n{' ' * (col - 1)}^\n")
+    log = (
+        f"{build._line_file(file)}:{file_line}:{col}: error: {v.message}\n"
+        f"{src_line}\n{' ' * (col - 1)}^\n"
+    )
     return build.parse_compile_error(log, source_file)
 
 
-def _first(violations: list[_Violation], text: str, regions, source_file: str) -> CompileError | None:
+def _first(
+    violations: list[_Violation], text: str, regions, source_file: str
+) -> CompileError | None:
     if not violations:
         return None
     return _to_compile_error(min(violations, key=lambda v: v.pos), text, regions, source_file)

@@ -10,6 +10,7 @@ extends it with the statement walk that keeps that state: scopes and
 declarations. Split so that each half stays readable on its own; this half
 never calls into the walk.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,22 +18,72 @@ from dataclasses import dataclass, field
 
 from mlxsci.backends.sim.language_tokens import _close, _close_angle, _Tok, _tokens, _Violation
 
-_ADDRESS_SPACES = frozenset({"device", "constant", "thread", "threadgroup", "threadgroup_imageblock",
-                             "ray_data", "object_data"})
+_ADDRESS_SPACES = frozenset(
+    {
+        "device",
+        "constant",
+        "thread",
+        "threadgroup",
+        "threadgroup_imageblock",
+        "ray_data",
+        "object_data",
+    }
+)
 
-_SCALAR_TYPES = frozenset({
-    "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "float",
-    "double", "bfloat", "size_t", "ptrdiff_t", "void", "int8_t", "int16_t", "int32_t", "int64_t",
-    "uint8_t", "uint16_t", "uint32_t", "uint64_t", "float16_t", "bfloat16_t", "complex64_t",
-    "vec", "packed_vec", "atomic", "atomic_int", "atomic_uint", "atomic_float", "atomic_bool",
-    "sampler", "array", "matrix", "simdgroup_matrix", "signed", "unsigned"})
-_TYPE_WORD = re.compile(r"(?:packed_)?(?:bool|char|uchar|short|ushort|int|uint|long|ulong|half|float|"
-                        r"bfloat)[234]|(?:half|float|bfloat)[234]x[234]|simdgroup_\w+8x8|texture\w+|"
-                        r"depth\w+")
+_SCALAR_TYPES = frozenset(
+    {
+        "bool",
+        "char",
+        "uchar",
+        "short",
+        "ushort",
+        "int",
+        "uint",
+        "long",
+        "ulong",
+        "half",
+        "float",
+        "double",
+        "bfloat",
+        "size_t",
+        "ptrdiff_t",
+        "void",
+        "int8_t",
+        "int16_t",
+        "int32_t",
+        "int64_t",
+        "uint8_t",
+        "uint16_t",
+        "uint32_t",
+        "uint64_t",
+        "float16_t",
+        "bfloat16_t",
+        "complex64_t",
+        "vec",
+        "packed_vec",
+        "atomic",
+        "atomic_int",
+        "atomic_uint",
+        "atomic_float",
+        "atomic_bool",
+        "sampler",
+        "array",
+        "matrix",
+        "simdgroup_matrix",
+        "signed",
+        "unsigned",
+    }
+)
+_TYPE_WORD = re.compile(
+    r"(?:packed_)?(?:bool|char|uchar|short|ushort|int|uint|long|ulong|half|float|"
+    r"bfloat)[234]|(?:half|float|bfloat)[234]x[234]|simdgroup_\w+8x8|texture\w+|"
+    r"depth\w+"
+)
 _CASTS = frozenset({"static_cast", "reinterpret_cast", "const_cast"})
 # Keywords after which an expression (a cast, a lambda) can start.
-_EXPRESSION_KEYWORDS = frozenset({"return", "case", "else", "do", "throw", "new", "delete",
-                                 "co_return", "co_yield", "co_await"})
+_EXPRESSION_KEYWORDS = frozenset(
+    {"return", "case", "else", "do", "throw", "new", "delete", "co_return", "co_yield", "co_await"}
+)
 
 
 @dataclass
@@ -40,6 +91,7 @@ class _Var:
     """What a name holds, for address-space checks: `kind` is "pointer"
     (space = its pointee's address space), "array", "value" or "reference"
     (space = where the object lives); `type` is for messages."""
+
     kind: str
     space: str | None
     type: str
@@ -47,7 +99,7 @@ class _Var:
 
 @dataclass
 class _Scope:
-    kind: str                              # "program", "type", "enum", "function"
+    kind: str  # "program", "type", "enum", "function"
     names: dict = field(default_factory=dict)
 
 
@@ -58,7 +110,7 @@ class _MetalExpressionChecker:
         self.toks = _tokens(code)
         self.types = set(_SCALAR_TYPES)
         self.scopes = [_Scope("program")]
-        self.params: list[tuple[str, _Var]] = []   # of the function whose body opens next
+        self.params: list[tuple[str, _Var]] = []  # of the function whose body opens next
         self.out: list[_Violation] = []
 
     # -- helpers ---------------------------------------------------------
@@ -80,11 +132,16 @@ class _MetalExpressionChecker:
             return
         got = self.operand_space(rest, 1, whole=True)
         if got is not None and got[0] != var.space:
-            self.flag(rest[1], f"cannot initialize a variable of type '{var.type}' with an lvalue "
-                               f"of type '{got[1]}': the pointer would change address space from "
-                               f"{got[0]} to {var.space} (MSL 4)")
+            self.flag(
+                rest[1],
+                f"cannot initialize a variable of type '{var.type}' with an lvalue "
+                f"of type '{got[1]}': the pointer would change address space from "
+                f"{got[0]} to {var.space} (MSL 4)",
+            )
 
-    def operand_space(self, toks: list[_Tok], k: int, whole: bool = False) -> tuple[str, str] | None:
+    def operand_space(
+        self, toks: list[_Tok], k: int, whole: bool = False
+    ) -> tuple[str, str] | None:
         """(address space, type text) of the pointer the expression at toks[k]
         evaluates to, where it is a name, `name + offset`, `&name`,
         `&name[i]` or a cast; None where it cannot be told. With `whole`, the
@@ -96,7 +153,7 @@ class _MetalExpressionChecker:
             close = _close(toks, k)
             if whole and close != len(toks) - 1:
                 return None
-            toks, k = toks[k + 1:close], 0
+            toks, k = toks[k + 1 : close], 0
         if k < len(toks) and toks[k].text in _CASTS:
             cast = self.cast_at(toks, k)
             return (cast[1], cast[2]) if cast and cast[1] else None
@@ -135,27 +192,32 @@ class _MetalExpressionChecker:
             end = _close_angle(toks, k + 1)
             if end is None or toks[end - 1].text not in ("*", "&"):
                 return None
-            inner = toks[k + 2:end]
+            inner = toks[k + 2 : end]
             if end + 1 >= len(toks) or toks[end + 1].text != "(":
                 return None
             return self.cast_parts(inner, end, t)
         if t != "(":
             return None
-        if k > 0 and (toks[k - 1].text in (")", "]") or
-                      toks[k - 1].is_ident and toks[k - 1].text not in _EXPRESSION_KEYWORDS):
-            return None          # a call, a declarator's parameters, sizeof(T*)
+        if k > 0 and (
+            toks[k - 1].text in (")", "]")
+            or toks[k - 1].is_ident
+            and toks[k - 1].text not in _EXPRESSION_KEYWORDS
+        ):
+            return None  # a call, a declarator's parameters, sizeof(T*)
         close = _close(toks, k)
         if close >= len(toks) or close - k < 3 or toks[close - 1].text not in ("*",):
             return None
-        inner = toks[k + 1:close]
-        if not all(x.is_ident or x.text in ("*", "::", "<", ">", ",") or x.text[:1].isdigit()
-                   for x in inner):
+        inner = toks[k + 1 : close]
+        if not all(
+            x.is_ident or x.text in ("*", "::", "<", ">", ",") or x.text[:1].isdigit()
+            for x in inner
+        ):
             return None
         if not any(x.is_ident and (self.is_type(x.text) or x.text in self.types) for x in inner):
             return None
         after = toks[close + 1].text if close + 1 < len(toks) else ""
         if after in ("", ")", ";", ",", "]", "}", "=", "{"):
-            return None          # not followed by an operand
+            return None  # not followed by an operand
         return self.cast_parts(inner, close, "C-style cast")
 
     def cast_parts(self, inner, end, how):
@@ -174,16 +236,22 @@ class _MetalExpressionChecker:
                 continue
             end, space, target, how, star = cast
             if space is None:
-                self.flag(star, f"pointer type must have explicit address space qualifier: "
-                                f"{how} to '{target}' (MSL 4: write device, constant, threadgroup "
-                                f"or thread in the cast's type)")
+                self.flag(
+                    star,
+                    f"pointer type must have explicit address space qualifier: "
+                    f"{how} to '{target}' (MSL 4: write device, constant, threadgroup "
+                    f"or thread in the cast's type)",
+                )
                 continue
             operand = end + 1 if how == "C-style cast" else end + 2
             got = self.operand_space(stmt, operand)
             if got is not None and got[0] != space:
-                self.flag(stmt[k], f"{how} from '{got[1]}' to '{target}' converts between "
-                                   f"mismatching address spaces ({got[0]} to {space}); Metal "
-                                   f"cannot move a pointer between address spaces (MSL 4)")
+                self.flag(
+                    stmt[k],
+                    f"{how} from '{got[1]}' to '{target}' converts between "
+                    f"mismatching address spaces ({got[0]} to {space}); Metal "
+                    f"cannot move a pointer between address spaces (MSL 4)",
+                )
 
     # -- lambdas ---------------------------------------------------------
     def check_lambdas(self) -> None:
@@ -191,17 +259,24 @@ class _MetalExpressionChecker:
         for k, tok in enumerate(toks):
             if tok.text != "[" or (k + 1 < len(toks) and toks[k + 1].text == "["):
                 continue
-            if k > 0 and (toks[k - 1].text == "[" or
-                          (toks[k - 1].is_ident and toks[k - 1].text not in _EXPRESSION_KEYWORDS) or
-                          toks[k - 1].text in (")", "]", ">") or toks[k - 1].text[:1].isdigit()):
-                continue            # a subscript, an array bound or an attribute
+            if k > 0 and (
+                toks[k - 1].text == "["
+                or (toks[k - 1].is_ident and toks[k - 1].text not in _EXPRESSION_KEYWORDS)
+                or toks[k - 1].text in (")", "]", ">")
+                or toks[k - 1].text[:1].isdigit()
+            ):
+                continue  # a subscript, an array bound or an attribute
             close = _close(toks, k)
-            inner = [t.text for t in toks[k + 1:close]]
-            if not all(x in ("&", "=", ",", "this", "*") or re.fullmatch(r"[A-Za-z_]\w*", x)
-                       for x in inner):
+            inner = [t.text for t in toks[k + 1 : close]]
+            if not all(
+                x in ("&", "=", ",", "this", "*") or re.fullmatch(r"[A-Za-z_]\w*", x) for x in inner
+            ):
                 continue
             after = toks[close + 1].text if close + 1 < len(toks) else ""
             if after in ("(", "{", "mutable", "->", "<"):
-                self.flag(tok, "lambda expressions are not supported in Metal (MSL 1.4.4: C++ "
-                               "features not supported); write a helper function in the header "
-                               "instead")
+                self.flag(
+                    tok,
+                    "lambda expressions are not supported in Metal (MSL 1.4.4: C++ "
+                    "features not supported); write a helper function in the header "
+                    "instead",
+                )

@@ -23,6 +23,7 @@
 scopes and declarations (this module) and checks expressions with the
 rules it inherits (metal_expression_rules.py).
 """
+
 from __future__ import annotations
 
 from mlxsci.backends.base import CompileError
@@ -48,10 +49,30 @@ _FUNCTION_QUALIFIERS = frozenset({"kernel", "vertex", "fragment"})
 # Words of Metal's language that can never name anything (see the module docstring).
 _METAL_KEYWORDS = {"half": "a Metal scalar type keyword (MSL 2.1)"}
 _METAL_KEYWORDS.update({w: "a Metal address-space keyword (MSL 4)" for w in _ADDRESS_SPACES})
-_METAL_KEYWORDS.update({w: "a Metal function qualifier keyword (MSL 5.1)" for w in _FUNCTION_QUALIFIERS})
+_METAL_KEYWORDS.update(
+    {w: "a Metal function qualifier keyword (MSL 5.1)" for w in _FUNCTION_QUALIFIERS}
+)
 # Words that may precede or follow the type in a declaration's specifiers.
-_SPECIFIERS = frozenset({"const", "volatile", "constexpr", "static", "inline", "extern", "typename",
-                         "register", "mutable", "struct", "class", "enum", "union"}) | _ADDRESS_SPACES
+_SPECIFIERS = (
+    frozenset(
+        {
+            "const",
+            "volatile",
+            "constexpr",
+            "static",
+            "inline",
+            "extern",
+            "typename",
+            "register",
+            "mutable",
+            "struct",
+            "class",
+            "enum",
+            "union",
+        }
+    )
+    | _ADDRESS_SPACES
+)
 _INTEGER_WORDS = frozenset({"int", "char", "short", "long"})
 
 
@@ -114,8 +135,11 @@ class _MetalChecker(_MetalExpressionChecker):
             return True
         prev = toks[j - 1].text
         words = {t.text for t in toks[start:j]}
-        if words & {"struct", "class", "union", "enum", "namespace"} and "=" not in words \
-                and "(" not in words:
+        if (
+            words & {"struct", "class", "union", "enum", "namespace"}
+            and "=" not in words
+            and "(" not in words
+        ):
             return True
         if prev == ")":
             # a lambda's parameter list follows its capture list: `](...) {`
@@ -132,7 +156,7 @@ class _MetalChecker(_MetalExpressionChecker):
             return not (k > start and toks[k - 1].text == "]")
         if prev in ("else", "do", "try", ":", '"', "const", "noexcept", "override", "final"):
             return True
-        if prev == "]" and j >= 2 and toks[j - 2].text == "]":   # after [[attributes]]
+        if prev == "]" and j >= 2 and toks[j - 2].text == "]":  # after [[attributes]]
             return True
         return False
 
@@ -147,8 +171,15 @@ class _MetalChecker(_MetalExpressionChecker):
         head = [t.text for t in body]
         if head[:1] == ["namespace"] or head[:1] == ["extern"]:
             return "program"
-        if head[:1] and head[0] in ("struct", "class", "union", "enum") or \
-                (head[:1] == ["typedef"] and len(head) > 1 and head[1] in ("struct", "class", "union", "enum")):
+        if (
+            head[:1]
+            and head[0] in ("struct", "class", "union", "enum")
+            or (
+                head[:1] == ["typedef"]
+                and len(head) > 1
+                and head[1] in ("struct", "class", "union", "enum")
+            )
+        ):
             k = 1 if head[0] != "typedef" else 2
             if k < len(head) and head[k] == "class" and head[k - 1] == "enum":
                 k += 1
@@ -184,7 +215,7 @@ class _MetalChecker(_MetalExpressionChecker):
                 end = _close_angle(stmt, k + 1)
                 if end is None:
                     break
-                inner = stmt[k + 2:end]
+                inner = stmt[k + 2 : end]
                 for a, b in zip(inner, inner[1:]):
                     if a.text in ("typename", "class") and b.is_ident:
                         self.types.add(b.text)
@@ -198,12 +229,23 @@ class _MetalChecker(_MetalExpressionChecker):
     def function_statement(self, body: list[_Tok], opens: bool) -> None:
         head = [t.text for t in body]
         if head[:1] == ["for"] and len(body) > 2 and head[1] == "(":
-            inner = body[2:_close(body, 1)]
+            inner = body[2 : _close(body, 1)]
             semi = next((k for k, t in enumerate(inner) if t.text == ";"), len(inner))
             self.local_declaration(inner[:semi])
             return
-        if head[:1] and head[0] in ("if", "while", "switch", "return", "else", "do", "case",
-                                    "default", "break", "continue", "goto"):
+        if head[:1] and head[0] in (
+            "if",
+            "while",
+            "switch",
+            "return",
+            "else",
+            "do",
+            "case",
+            "default",
+            "break",
+            "continue",
+            "goto",
+        ):
             return
         self.local_declaration(body)
 
@@ -217,8 +259,12 @@ class _MetalChecker(_MetalExpressionChecker):
             t = toks[k].text
             if t in _SPECIFIERS:
                 # an address-space keyword right before a declarator end is a name, not a specifier
-                if type_word is not None and t in _METAL_KEYWORDS and k + 1 < len(toks) and \
-                        toks[k + 1].text in ("=", ";", ",", "[", ")", "(", "{", ":"):
+                if (
+                    type_word is not None
+                    and t in _METAL_KEYWORDS
+                    and k + 1 < len(toks)
+                    and toks[k + 1].text in ("=", ";", ",", "[", ")", "(", "{", ":")
+                ):
                     break
                 k += 1
                 continue
@@ -236,7 +282,7 @@ class _MetalChecker(_MetalExpressionChecker):
                     if end is None:
                         return None
                     k = end + 1
-                if k < len(toks) and toks[k].text == "::":   # T::member: not a plain type
+                if k < len(toks) and toks[k].text == "::":  # T::member: not a plain type
                     return None
                 continue
             break
@@ -244,14 +290,17 @@ class _MetalChecker(_MetalExpressionChecker):
             return None
         return k, toks[start:k], type_word
 
-    def declarators(self, toks: list[_Tok], k: int) -> list[tuple[list[_Tok], _Tok | None, list[_Tok]]]:
+    def declarators(
+        self, toks: list[_Tok], k: int
+    ) -> list[tuple[list[_Tok], _Tok | None, list[_Tok]]]:
         """Splits toks[k:] at top-level commas into (pointer/reference marks,
         name token, the rest: array bounds, attributes, initializer)."""
         out = []
         while k < len(toks):
             marks: list = []
-            while k < len(toks) and (toks[k].text in ("*", "&", "&&") or
-                                     (marks and toks[k].text in _SPECIFIERS)):
+            while k < len(toks) and (
+                toks[k].text in ("*", "&", "&&") or (marks and toks[k].text in _SPECIFIERS)
+            ):
                 marks.append(toks[k])
                 k += 1
             name = toks[k] if k < len(toks) and toks[k].is_ident else None
@@ -275,12 +324,15 @@ class _MetalChecker(_MetalExpressionChecker):
             return
         k, specs, type_word = spec
         if k >= len(body) or not (body[k].is_ident or body[k].text in ("*", "&")):
-            return      # `float(x);`, `half2 = ...` and other expressions
+            return  # `float(x);`, `half2 = ...` and other expressions
         words = {t.text for t in specs}
         if "static" in words and "constant" not in words:
-            self.flag(body[0], "function-scope static variables are not supported in Metal: a "
-                               "static variable must be at program scope in the constant address "
-                               "space (MSL 4.2); move it out of the function as `constant ...`")
+            self.flag(
+                body[0],
+                "function-scope static variables are not supported in Metal: a "
+                "static variable must be at program scope in the constant address "
+                "space (MSL 4.2); move it out of the function as `constant ...`",
+            )
         self.declare(specs, type_word, body, k, default_space="thread")
 
     def declaration(self, body: list[_Tok], scope: str, opens: bool) -> None:
@@ -290,24 +342,33 @@ class _MetalChecker(_MetalExpressionChecker):
             name_tok = body[paren - 1]
             self.check_name(name_tok, what="function")
             close = _close(body, paren)
-            if opens or self.looks_like_parameters(body[paren + 1:close]):
-                self.params = self.parameters(body[paren + 1:close]) if opens else []
+            if opens or self.looks_like_parameters(body[paren + 1 : close]):
+                self.params = self.parameters(body[paren + 1 : close]) if opens else []
                 return
         spec = self.specifiers(body)
         if spec is None:
             return
         k, specs, type_word = spec
         words = {t.text for t in specs}
-        for _marks, name, _rest in self.declare(specs, type_word, body, k, default_space=None,
-                                                what="member" if scope == "type" else "variable"):
+        for _marks, name, _rest in self.declare(
+            specs,
+            type_word,
+            body,
+            k,
+            default_space=None,
+            what="member" if scope == "type" else "variable",
+        ):
             if name is None or scope != "program" or opens:
                 continue
             if "constant" in words or type_word == "sampler" and "constexpr" in words:
                 continue
-            self.flag(name, f"program scope variable must reside in constant address space: "
-                            f"'{name.text}' is declared outside any function without `constant` "
-                            f"(MSL 4.2; `constexpr` alone is not enough); write `constant "
-                            f"{' '.join(t.text for t in specs if t.text != 'static')} ...`")
+            self.flag(
+                name,
+                f"program scope variable must reside in constant address space: "
+                f"'{name.text}' is declared outside any function without `constant` "
+                f"(MSL 4.2; `constexpr` alone is not enough); write `constant "
+                f"{' '.join(t.text for t in specs if t.text != 'static')} ...`",
+            )
 
     def function_paren(self, body: list[_Tok]) -> int | None:
         """Index of the `(` of a function declarator: the first top-level `(`
@@ -318,8 +379,11 @@ class _MetalChecker(_MetalExpressionChecker):
             if t == "=":
                 return None
             if t == "(":
-                if k > 0 and (body[k - 1].is_ident and body[k - 1].text not in _SPECIFIERS
-                              or "operator" in (x.text for x in body[max(0, k - 3):k])):
+                if k > 0 and (
+                    body[k - 1].is_ident
+                    and body[k - 1].text not in _SPECIFIERS
+                    or "operator" in (x.text for x in body[max(0, k - 3) : k])
+                ):
                     return k
                 return None
             if t == "[":
@@ -335,8 +399,12 @@ class _MetalChecker(_MetalExpressionChecker):
         declarations, a variable when they are values (`uint3 M(1, 2, 3);`)."""
         if not inner:
             return True
-        return inner[0].text in _SPECIFIERS or (inner[0].is_ident and self.is_type(inner[0].text)
-                                                and inner[0].text != "half" or inner[0].text == "void")
+        return inner[0].text in _SPECIFIERS or (
+            inner[0].is_ident
+            and self.is_type(inner[0].text)
+            and inner[0].text != "half"
+            or inner[0].text == "void"
+        )
 
     def parameters(self, inner: list[_Tok]) -> list[tuple[str, _Var]]:
         """Checks a parameter list; returns the parameters' names and what they hold."""
@@ -355,16 +423,34 @@ class _MetalChecker(_MetalExpressionChecker):
             spec = self.specifiers(param)
             if spec is not None:
                 pk, specs, type_word = spec
-                for marks, name, rest in self.declare(specs, type_word, param, pk, default_space="thread",
-                                                      record=False, check_init=False,
-                                                      what="parameter"):
+                for marks, name, rest in self.declare(
+                    specs,
+                    type_word,
+                    param,
+                    pk,
+                    default_space="thread",
+                    record=False,
+                    check_init=False,
+                    what="parameter",
+                ):
                     if name is not None:
-                        out.append((name.text, self.var_of(specs, type_word, marks, rest, "thread")))
+                        out.append(
+                            (name.text, self.var_of(specs, type_word, marks, rest, "thread"))
+                        )
             k = end + 1
         return out
 
-    def declare(self, specs, type_word, toks, k, default_space, record=True, check_init=True,
-                what="variable"):
+    def declare(
+        self,
+        specs,
+        type_word,
+        toks,
+        k,
+        default_space,
+        record=True,
+        check_init=True,
+        what="variable",
+    ):
         """Checks the declarators after `specs` (names, address spaces,
         initializers) and records them in the current scope."""
         decls = self.declarators(toks, k)
@@ -391,7 +477,7 @@ class _MetalChecker(_MetalExpressionChecker):
             return _Var("pointer", space, f"{type_text} *")
         if ptr:
             return _Var("reference", space, f"{type_text} &")
-        if len(rest) > 1 and rest[0].text == "[" and rest[1].text != "[":   # not [[attribute]]
+        if len(rest) > 1 and rest[0].text == "[" and rest[1].text != "[":  # not [[attribute]]
             return _Var("array", space or default_space, type_text)
         return _Var("value", space or default_space, type_text)
 
@@ -400,20 +486,26 @@ class _MetalChecker(_MetalExpressionChecker):
             return
         first = marks[0]
         if first.text == "&&":
-            return      # forwarding references deduce their address space
-        has_space = any(t.text in _ADDRESS_SPACES for t in specs) or \
-            any(t.text in _ADDRESS_SPACES for t in marks)
+            return  # forwarding references deduce their address space
+        has_space = any(t.text in _ADDRESS_SPACES for t in specs) or any(
+            t.text in _ADDRESS_SPACES for t in marks
+        )
         if not has_space:
             kind = "pointer" if first.text == "*" else "reference"
-            self.flag(first, f"{kind} type must have explicit address space qualifier: "
-                             f"'{' '.join(t.text for t in specs)} {first.text}' (MSL 4: write "
-                             f"device, constant, threadgroup or thread before the type)")
+            self.flag(
+                first,
+                f"{kind} type must have explicit address space qualifier: "
+                f"'{' '.join(t.text for t in specs)} {first.text}' (MSL 4: write "
+                f"device, constant, threadgroup or thread before the type)",
+            )
 
     def check_name(self, tok: _Tok, what: str) -> None:
         why = _METAL_KEYWORDS.get(tok.text)
         if why is not None:
-            self.flag(tok, f"'{tok.text}' is {why} and cannot name a {what}; rename it "
-                           f"(e.g. '{tok.text}_')")
+            self.flag(
+                tok,
+                f"'{tok.text}' is {why} and cannot name a {what}; rename it (e.g. '{tok.text}_')",
+            )
 
 
 def check_metal(text: str, regions, source_file: str = "<candidate>") -> CompileError | None:

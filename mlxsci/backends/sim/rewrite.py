@@ -25,6 +25,7 @@ What it rewrites (everything else is handled by runtime/metal_prelude.h):
 guarded form (see its docstring); both dialects' rewrites live here because
 they share that declaration rewrite.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,9 +74,9 @@ def _guarded_decl(masked: str, kw_start: int, kw_end: int) -> tuple[int, str] | 
         return None
     parts = _split_top(masked, kw_end, semi)
     m0 = _DECLARATOR.search(masked, parts[0][0], parts[0][1])
-    if not m0 or not masked[parts[0][0]:m0.start()].strip():
+    if not m0 or not masked[parts[0][0] : m0.start()].strip():
         return None
-    typ = " ".join(masked[parts[0][0]:m0.start()].split())   # comments blanked
+    typ = " ".join(masked[parts[0][0] : m0.start()].split())  # comments blanked
     decls = [m0]
     for a, b in parts[1:]:
         m = _NEXT_DECLARATOR.fullmatch(masked, a, b)
@@ -85,7 +86,7 @@ def _guarded_decl(masked: str, kw_start: int, kw_end: int) -> tuple[int, str] | 
     out = []
     for m in decls:
         name = m.group("name")
-        dims = "".join(masked[m.start("dims"):m.end("dims")].split())
+        dims = "".join(masked[m.start("dims") : m.end("dims")].split())
         if "[]" in dims:
             return None
         shown = (typ + dims).replace("\\", "\\\\").replace('"', '\\"')
@@ -101,8 +102,9 @@ def _starts_statement(masked: str, i: int) -> bool:
     # allow a preceding preprocessor line ("#pragma ...\n threadgroup")
     line_start = masked.rfind("\n", 0, i) + 1
     prev_line_start = masked.rfind("\n", 0, max(0, line_start - 1)) + 1
-    return (masked[line_start:i].strip() == ""
-            and masked[prev_line_start:line_start].lstrip().startswith("#"))
+    return masked[line_start:i].strip() == "" and masked[
+        prev_line_start:line_start
+    ].lstrip().startswith("#")
 
 
 def _rewrite_threadgroup_decls(text: str) -> str:
@@ -132,7 +134,7 @@ def _rewrite_threadgroup_decls(text: str) -> str:
         guarded = _guarded_decl(masked, m.start(), m.end())
         if guarded:
             end, new = guarded
-            ed.add(m.start(), end, new, text[m.start():end])
+            ed.add(m.start(), end, new, text[m.start() : end])
         else:
             ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
     return ed.apply(text)
@@ -151,15 +153,18 @@ def rewrite_metal(text: str) -> str:
 # `extern __shared__ T name[];` (dynamic shared memory; the type may carry
 # __align__(n) or template arguments), one statement on one line.
 _EXTERN_SHARED = re.compile(
-    r"\bextern\s+__shared__\s+(?P<type>[^;\[\]\n]*?)\s*\b(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")
+    r"\bextern\s+__shared__\s+(?P<type>[^;\[\]\n]*?)\s*\b(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;"
+)
 _STATIC_SHARED = re.compile(r"\bstatic(?P<ws>\s+)(?=__shared__\b)")
 _SHARED = re.compile(r"\b__shared__\b")
 
 
 # reinterpret_cast to a pointer to a CUDA vector type aligned beyond its element.
-_VECTOR_CAST = re.compile(r"\breinterpret_cast(?=\s*<\s*(?:(?:const|volatile)\s+)*"
-                          r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[24]"
-                          r"\s*(?:const\s*|volatile\s*)*\*\s*>)")
+_VECTOR_CAST = re.compile(
+    r"\breinterpret_cast(?=\s*<\s*(?:(?:const|volatile)\s+)*"
+    r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[24]"
+    r"\s*(?:const\s*|volatile\s*)*\*\s*>)"
+)
 
 
 def uses_dynamic_shared(text: str) -> bool:
@@ -188,7 +193,7 @@ def rewrite_cuda(text: str) -> str:
     ed = _Edits()
     taken: list[tuple[int, int]] = []
     for m in _EXTERN_SHARED.finditer(masked):
-        typ = text[m.start("type"):m.end("type")].strip()
+        typ = text[m.start("type") : m.end("type")].strip()
         name = m.group("name")
         ed.add(m.start(), m.end(), f"{typ}* const {name} = (decltype({name}))(__sim_dyn_smem);", "")
         taken.append((m.start(), m.end()))
@@ -204,7 +209,9 @@ def rewrite_cuda(text: str) -> str:
                 break
             start = before - len(word) + 1
             qual = "volatile " if word == "volatile" else qual
-        guarded = _guarded_decl(masked, m.start(), m.end()) if _starts_statement(masked, start) else None
+        guarded = (
+            _guarded_decl(masked, m.start(), m.end()) if _starts_statement(masked, start) else None
+        )
         if guarded:
             end, new = guarded
             new = new.replace("typedef ", "typedef " + qual) if qual else new

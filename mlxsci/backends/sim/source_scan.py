@@ -13,6 +13,7 @@ Kept apart from the rewrites so that the rules checker can mask text
 without importing the rewrites, and so each rewrite module holds only its
 own constructs.
 """
+
 from __future__ import annotations
 
 __all__ = ["mask_comments_and_strings"]
@@ -103,7 +104,7 @@ def _word_before(s: str, i: int) -> str:
     j = i
     while j >= 0 and (s[j].isalnum() or s[j] == "_"):
         j -= 1
-    return s[j + 1:i + 1]
+    return s[j + 1 : i + 1]
 
 
 def _split_top(masked: str, start: int, end: int) -> list[tuple[int, int]]:

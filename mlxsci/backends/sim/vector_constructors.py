@@ -21,6 +21,7 @@ declaration or a cast from a call (`_looks_like_parameters`,
 `_parse_cast_operand`) is most of the rewrite's code; the rest of the
 rewrite is short and line-local.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,23 +40,65 @@ __all__ = ["VECTOR_ELEMENT_TYPES"]
 
 
 # MSL vector element type names (the NAME in NAMEn).
-VECTOR_ELEMENT_TYPES = ("bool", "char", "uchar", "short", "ushort", "int", "uint",
-                        "long", "ulong", "half", "bfloat", "float")
+VECTOR_ELEMENT_TYPES = (
+    "bool",
+    "char",
+    "uchar",
+    "short",
+    "ushort",
+    "int",
+    "uint",
+    "long",
+    "ulong",
+    "half",
+    "bfloat",
+    "float",
+)
 _ELEM = "|".join(sorted(VECTOR_ELEMENT_TYPES, key=len, reverse=True))
 _VTYPE = rf"(?:metal\s*::\s*)?(?P<elem>{_ELEM})(?P<n>[234])"
 # vec<T, N> (T may be qualified, N may be a template parameter or a number)
-_VECTPL = r"(?:metal\s*::\s*)?vec\s*<\s*(?P<telem>[A-Za-z_][\w:]*)\s*,\s*(?P<tn>[A-Za-z_0-9]\w*)\s*>"
+_VECTPL = (
+    r"(?:metal\s*::\s*)?vec\s*<\s*(?P<telem>[A-Za-z_][\w:]*)\s*,\s*(?P<tn>[A-Za-z_0-9]\w*)\s*>"
+)
 
 # Identifiers after which "(float4)x" cannot be a call argument list.
 _KEYWORDS_BEFORE_EXPR = {"return", "case", "else", "do", "throw", "co_return", "co_yield"}
 
 # First words that make "(...)" after "float4 name" a parameter list.
 _DECL_WORDS = set(VECTOR_ELEMENT_TYPES) | {
-    "const", "volatile", "device", "constant", "thread", "threadgroup", "unsigned",
-    "signed", "struct", "class", "typename", "auto", "void", "double", "size_t",
-    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t",
-    "uint64_t", "float16_t", "bfloat16_t", "complex64_t", "atomic", "atomic_int",
-    "atomic_uint", "atomic_float", "vec", "metal", "ptrdiff_t",
+    "const",
+    "volatile",
+    "device",
+    "constant",
+    "thread",
+    "threadgroup",
+    "unsigned",
+    "signed",
+    "struct",
+    "class",
+    "typename",
+    "auto",
+    "void",
+    "double",
+    "size_t",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "float16_t",
+    "bfloat16_t",
+    "complex64_t",
+    "atomic",
+    "atomic_int",
+    "atomic_uint",
+    "atomic_float",
+    "vec",
+    "metal",
+    "ptrdiff_t",
 }
 _VECTOR_TYPE_WORD = re.compile(rf"(?:packed_)?(?:{_ELEM})[234]")
 
@@ -86,11 +129,11 @@ def _parse_cast_operand(s: str, i: int) -> int | None:
         i = j + 1
     elif s[i].isdigit() or (s[i] == "." and i + 1 < n and s[i + 1].isdigit()):
         m = _NUMBER.match(s, i)
-        assert m is not None   # a digit, or a dot before one, starts a number
+        assert m is not None  # a digit, or a dot before one, starts a number
         i = m.end()
     elif s[i].isalpha() or s[i] == "_":
         m = _IDENT.match(s, i)
-        assert m is not None   # a letter or _ starts an identifier
+        assert m is not None  # a letter or _ starts an identifier
         i = m.end()
         while True:
             j = _skip_ws(s, i)
@@ -143,8 +186,12 @@ def _make(elem: str, n: str) -> str:
 _CTOR_CALL = re.compile(rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})(?P<ws>\s*)(?P<open>[({{])")
 _STATIC_CAST = re.compile(rf"\bstatic_cast\s*<\s*(?:{_VTYPE}|{_VECTPL})\s*>(?P<ws>\s*)\(")
 _C_CAST = re.compile(rf"\(\s*(?:{_VTYPE}|{_VECTPL})\s*\)")
-_COPY_LIST_INIT = re.compile(rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<open>\{{)")
-_DIRECT_INIT = re.compile(rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})(?P<ws1>\s+)(?P<name>[A-Za-z_]\w*)(?P<ws2>\s*)(?P<open>[({{])")
+_COPY_LIST_INIT = re.compile(
+    rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<open>\{{)"
+)
+_DIRECT_INIT = re.compile(
+    rf"(?<![\w.:])(?:{_VTYPE}|{_VECTPL})(?P<ws1>\s+)(?P<name>[A-Za-z_]\w*)(?P<ws2>\s*)(?P<open>[({{])"
+)
 
 
 def _elem_n(m: re.Match) -> tuple[str, str]:
@@ -166,9 +213,9 @@ def _item_kind(item: str) -> str:
     "value" (`uint(4)`, `float2(a, b)`, `int(a) * 2`, `1.0f`, `-x`) or
     "either" (a bare name: a variable, or the type of an unnamed parameter)."""
     m = _IDENT.search(item)
-    if not m or item[:m.start()].strip():
+    if not m or item[: m.start()].strip():
         return "value"
-    if m.group(0) == "metal" and item[m.end():].lstrip().startswith("::"):
+    if m.group(0) == "metal" and item[m.end() :].lstrip().startswith("::"):
         # metal::float4 (a type) or metal::max(a, b) (a value): judge the name
         m = _IDENT.search(item, item.index("::", m.end()) + 2) or m
     first = m.group(0)
@@ -176,7 +223,7 @@ def _item_kind(item: str) -> str:
         if _TYPE_THEN_NAME.match(item):
             return "param"
         return "either" if _BARE_NAME.match(item) else "value"
-    rest = item[m.end():].lstrip()
+    rest = item[m.end() :].lstrip()
     if rest.startswith("{"):
         return "value"
     if rest.startswith("("):
@@ -191,8 +238,8 @@ def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
     `constexpr uint3 M(uint(4), 2, 3)` and `float4 v(float(i), 0.0f, 0.0f, 1.0f)`
     are vector constants, `float4 v(a, b)` is one too, and
     `float4 f(float a, uint2 b)` is a function."""
-    inner = masked[open_i + 1:close_i]
-    after = masked[_skip_ws(masked, close_i + 1):_skip_ws(masked, close_i + 1) + 6]
+    inner = masked[open_i + 1 : close_i]
+    after = masked[_skip_ws(masked, close_i + 1) : _skip_ws(masked, close_i + 1) + 6]
     if after.startswith("{") or after.startswith("->") or after.startswith("const"):
         return True
     if not inner.strip():
@@ -228,7 +275,7 @@ def _rewrite_constructors(text: str) -> str:
             continue
         if masked[open_i] == "{":
             # float4 v{...}: only where it ends a declarator (; , ) )
-            nxt = masked[_skip_ws(masked, close_i + 1):][:1]
+            nxt = masked[_skip_ws(masked, close_i + 1) :][:1]
             if nxt not in (";", ","):
                 continue
         elem, n = _elem_n(m)
@@ -245,7 +292,7 @@ def _rewrite_constructors(text: str) -> str:
         close_i = _match(masked, open_i)
         if close_i is None or open_i in done:
             continue
-        inner = masked[open_i + 1:close_i]
+        inner = masked[open_i + 1 : close_i]
         depth, items = 0, 1
         for ch in inner:
             if ch in "([{":
@@ -273,18 +320,28 @@ def _rewrite_constructors(text: str) -> str:
             if close_i is None:
                 continue
             # "struct X : float4 {" or "-> float4 {" are not constructors
-            if before >= 0 and (masked[before] == ":" and not masked[max(0, before - 1):before + 1] == "::"):
+            if before >= 0 and (
+                masked[before] == ":" and not masked[max(0, before - 1) : before + 1] == "::"
+            ):
                 continue
-            if masked[max(0, before - 1):before + 1] == "->":
+            if masked[max(0, before - 1) : before + 1] == "->":
                 continue
             if before >= 0 and masked[before] == ")":
                 continue  # float4 f() const -> no; "(...) float4 {" is not valid anyway
-            ed.add(m.start(), open_i + 1, _make(*_elem_n(m)) + m.group("ws") + "(",
-                   masked[m.start():open_i + 1])
+            ed.add(
+                m.start(),
+                open_i + 1,
+                _make(*_elem_n(m)) + m.group("ws") + "(",
+                masked[m.start() : open_i + 1],
+            )
             ed.add(close_i, close_i + 1, ")", "")
         else:
-            ed.add(m.start(), open_i + 1, _make(*_elem_n(m)) + m.group("ws") + "(",
-                   masked[m.start():open_i + 1])
+            ed.add(
+                m.start(),
+                open_i + 1,
+                _make(*_elem_n(m)) + m.group("ws") + "(",
+                masked[m.start() : open_i + 1],
+            )
     text = ed.apply(text)
 
     # (float4)expr: a C-style conversion. Done on a separate pass because it
@@ -305,7 +362,7 @@ def _rewrite_constructors(text: str) -> str:
             if end is None:
                 continue
             elem, n = _elem_n(m)
-            ed.add(m.start(), m.end(), _make(elem, n) + "(", masked[m.start():m.end()])
+            ed.add(m.start(), m.end(), _make(elem, n) + "(", masked[m.start() : m.end()])
             ed.add(end, end, ")", "")
             break  # one at a time: operands may contain further casts
         if not ed.items:
