@@ -33,7 +33,7 @@ def _runtime_digest() -> str:
     """The simulator runtime's digest (sources, flags, zig version), or
     "no-sim" where the simulator cannot build here."""
     try:
-        from mlxsci.backends.sim.build import runtime_digest
+        from mlxsci.backends.sim.toolchain import runtime_digest
 
         return runtime_digest()[:16]
     except Exception:  # noqa: BLE001 - zig or mlx missing: only the other caches matter

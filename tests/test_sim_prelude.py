@@ -48,10 +48,10 @@ def _compile(
     code: str, out: Path, extra: list[str] = (), target: str | None = None, obj: bool = False
 ) -> subprocess.CompletedProcess:
     """Compile `code` after the prelude to an object (obj) or an executable.
-    The executable is linked as the simulator links kernels (build.LINK_FLAGS'
+    The executable is linked as the simulator links kernels (toolchain.LINK_FLAGS'
     -O2 -mcpu=baseline -nostdlib++), so it reuses the compiler_rt that zig
     built for them instead of building libc++ (about a minute on 2 cores)."""
-    from mlxsci.backends.sim import build
+    from mlxsci.backends.sim import toolchain
 
     _zig()
     src = out.with_suffix(".cpp")
@@ -60,13 +60,13 @@ def _compile(
     if target:
         cmd += ["-target", target]
     if obj:
-        return build._run_compiler(cmd + ["-c", str(src), "-o", str(out)])
+        return toolchain._run_compiler(cmd + ["-c", str(src), "-o", str(out)])
     o = out.with_suffix(".o")
-    res = build._run_compiler(cmd + ["-c", str(src), "-o", str(o)])
+    res = toolchain._run_compiler(cmd + ["-c", str(src), "-o", str(o)])
     if res.returncode != 0:
         return res
-    link = [f for f in build.LINK_FLAGS if f not in ("-shared", "-Wl,-z,defs")]
-    return build._run_compiler(["c++", *link, str(o), "-o", str(out)])
+    link = [f for f in toolchain.LINK_FLAGS if f not in ("-shared", "-Wl,-z,defs")]
+    return toolchain._run_compiler(["c++", *link, str(o), "-o", str(out)])
 
 
 # ---------------------------------------------------------------------------

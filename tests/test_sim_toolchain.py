@@ -13,7 +13,7 @@ import pytest
 
 from mlxsci import roofline
 from mlxsci.backends.base import CompileError, KernelSpec
-from mlxsci.backends.sim import SimBackend, build
+from mlxsci.backends.sim import SimBackend, build, toolchain
 from mlxsci.evaluation import evaluate
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
@@ -109,25 +109,25 @@ def test_kernel_that_needs_the_cxx_runtime_fails_to_link(tmp_path, monkeypatch):
 def test_link_leaves_out_the_cxx_runtime():
     """The link step names -nostdlib++ and an optimization level (with none,
     zig builds a debug compiler_rt and the UBSan runtime on a first link)."""
-    assert "-nostdlib++" in build.LINK_FLAGS
-    assert "-O2" in build.LINK_FLAGS
-    assert "-fno-exceptions" in build.CXX_FLAGS and "-fno-rtti" in build.CXX_FLAGS
+    assert "-nostdlib++" in toolchain.LINK_FLAGS
+    assert "-O2" in toolchain.LINK_FLAGS
+    assert "-fno-exceptions" in toolchain.CXX_FLAGS and "-fno-rtti" in toolchain.CXX_FLAGS
 
 
 def test_zig_cache_is_per_version(tmp_path, monkeypatch):
     monkeypatch.setenv("ZIG_GLOBAL_CACHE_DIR", str(tmp_path))
-    assert build.zig_cache_dir() == tmp_path / f"mlxsci-{build.zig_version()}"
+    assert toolchain.zig_cache_dir() == tmp_path / f"mlxsci-{toolchain.zig_version()}"
 
 
 def test_prepare_toolchain_announces_only_when_it_builds(tmp_path, monkeypatch):
     # A stub path of our own: the work is a link in the (warm) zig cache.
     stub = tmp_path / "toolchain.so"
-    monkeypatch.setattr(build, "toolchain_stub_path", lambda: stub)
+    monkeypatch.setattr(toolchain, "toolchain_stub_path", lambda: stub)
     lines: list[str] = []
-    assert build.prepare_toolchain(lines.append) is True
-    assert lines == [build.PREPARING_TOOLCHAIN] and stub.exists()
-    assert build.prepare_toolchain(lines.append) is False
-    assert lines == [build.PREPARING_TOOLCHAIN]
+    assert toolchain.prepare_toolchain(lines.append) is True
+    assert lines == [toolchain.PREPARING_TOOLCHAIN] and stub.exists()
+    assert toolchain.prepare_toolchain(lines.append) is False
+    assert lines == [toolchain.PREPARING_TOOLCHAIN]
 
 
 def test_roofline_announced_only_when_measured(tmp_path, monkeypatch):

@@ -39,7 +39,7 @@ import os
 import platform
 
 from mlxsci.backends.base import Backend, KernelSpec
-from mlxsci.backends.sim import build
+from mlxsci.backends.sim import toolchain
 from mlxsci.backends.sim.buffers import _POOL, GARBAGE_BYTE, PAGE, _BufferPool
 from mlxsci.backends.sim.dialects import _DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
@@ -101,7 +101,7 @@ class SimBackend(Backend):
     @classmethod
     def available(cls) -> bool:
         try:
-            build.zig_executable()
+            toolchain.zig_executable()
             importlib.import_module("mlx.core")
         except Exception:
             return False
@@ -111,7 +111,7 @@ class SimBackend(Backend):
         cpu = _cpu_model()
         h = hashlib.sha256()
         h.update(cpu.encode())
-        h.update(build.runtime_digest().encode())
+        h.update(toolchain.runtime_digest().encode())
         return {"name": f"CPU simulator ({cpu})", "fingerprint": h.hexdigest()[:16]}
 
     def kernel(self, spec: KernelSpec) -> SimKernel:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from mlxsci import dialects, launch_limits
 from mlxsci.backends.base import KernelSpec
-from mlxsci.backends.sim import build
+from mlxsci.backends.sim import build, toolchain
 from mlxsci.backends.sim.rewrite import rewrite_cuda, rewrite_metal, uses_dynamic_shared
 from mlxsci.signature import CUDA_MAX_NDIM, _template_value
 
@@ -64,7 +64,7 @@ class _Dialect:
         return bool(self.fiber_words.search(spec.source) or self.fiber_words.search(spec.header))
 
     def includes(self) -> list:
-        rt = build.RUNTIME_DIR
+        rt = toolchain.RUNTIME_DIR
         return [rt / "sim_runtime.h", *(rt / name for name in self.table.sim_preludes)]
 
     def launch_dims(self, kernel, grid, tg):

@@ -9,7 +9,8 @@ mapped to the candidate's own file and line through the dialect's Regions.
 
 Each dialect's rules live in their own module, listed there with the
 specification sections they come from:
-  Metal    metal_rules.py (statements and declarations) and
+  Metal    metal_rules.py (the statement walk),
+           metal_declaration_rules.py (declarations) and
            metal_expression_rules.py (casts, pointer initializers, lambdas)
   CUDA     cuda_rules.py
 Both share the tokenizer and the violation -> CompileError mapping in

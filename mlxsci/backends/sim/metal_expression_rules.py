@@ -5,10 +5,11 @@ metal_rules.py's docstring).
 
 `_MetalExpressionChecker` holds what a walk over the tokens knows (the
 tokens, the type names seen, the scopes with what each name holds) and
-checks single expressions against it; `_MetalChecker` (metal_rules.py)
-extends it with the statement walk that keeps that state: scopes and
-declarations. Split so that each half stays readable on its own; this half
-never calls into the walk.
+checks single expressions against it; `_MetalDeclarationChecker`
+(metal_declaration_rules.py) extends it with declarations, and
+`_MetalChecker` (metal_rules.py) with the statement walk that keeps that
+state. Split so that each part stays readable on its own; this one never
+calls into the walk.
 """
 
 from __future__ import annotations

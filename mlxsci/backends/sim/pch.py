@@ -1,0 +1,118 @@
+"""The simulator's precompiled headers: one per dialect's include prefix.
+
+Parsing the TU's leading #include lines (the runtime headers, the prelude and
+the C++ headers they pull in) is most of a kernel's compile: 0.25 of 0.35 s in
+Metal, 0.4 of 0.55 s in CUDA on a 2-core machine. Those lines are the same for
+every kernel of a dialect, so they are compiled once into a PCH that every
+later compile loads (-include-pch); the headers' include guards then skip
+their #include lines in the TU. The object code is the same as without it
+(checked with objdump on seed kernels). A PCH that cannot be built or loaded
+costs nothing but the speed: the compile runs without it.
+
+Separate from build.py (the TU, the library cache) and toolchain.py (the
+compiler itself) because it is a speed-up with its own cache entries and
+failure handling, which neither of them needs to know about.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mlxsci.backends.sim.toolchain import (
+    CXX_FLAGS,
+    INCLUDE_DIR,
+    STATS,
+    _compile_and_link,
+    _run_compiler,
+    cache_dir,
+    runtime_digest,
+    zig_executable,
+)
+
+_PCH_FAILED: set = set()
+
+
+def _include_prefix(tu: str) -> str:
+    """The TU's leading `#include "..."` lines: the dialect's runtime headers."""
+    lines = []
+    for line in tu.split("\n"):
+        if not line.startswith('#include "'):
+            break
+        lines.append(line)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _pch_path(prefix: str, extra_defines: tuple[str, ...]) -> Path:
+    # zig's path too: the PCH names the C++ headers of the zig that built it.
+    key = hashlib.sha256(
+        "\0".join((runtime_digest(), zig_executable(), prefix, *extra_defines)).encode()
+    )
+    return cache_dir() / f"pch-{key.hexdigest()[:32]}.pch"
+
+
+def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
+    """The PCH of `tu`'s include prefix, built on first use; None where there
+    is no prefix or building it failed in this process."""
+    prefix = _include_prefix(tu)
+    if not prefix:
+        return None
+    pch = _pch_path(prefix, extra_defines)
+    if pch.exists():
+        return pch
+    if pch in _PCH_FAILED:
+        return None
+    header = pch.with_suffix(".h")
+    fd, tmp_h = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".h.tmp", dir=pch.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(prefix)
+    os.replace(tmp_h, header)
+    fd, tmp = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".pch.tmp", dir=pch.parent)
+    os.close(fd)
+    res = _run_compiler(
+        [
+            "c++",
+            *CXX_FLAGS,
+            *extra_defines,
+            "-I",
+            str(INCLUDE_DIR),
+            "-x",
+            "c++-header",
+            str(header),
+            "-o",
+            tmp,
+        ]
+    )
+    STATS["pch_builds"] += 1
+    if res.returncode != 0:
+        os.unlink(tmp)
+        _PCH_FAILED.add(pch)
+        return None
+    os.replace(tmp, pch)
+    return pch
+
+
+def _pch_refused(log: str, pch: Path) -> bool:
+    """Whether clang refused the PCH itself: a header's mtime changed since it
+    was built (a reinstall with the same contents), or another process removed
+    it for that reason."""
+    return any(w in log for w in ("precompiled header", "precompiled file", "PCH file", str(pch)))
+
+
+def _compile_with_pch(
+    cpp: Path, so: Path, tu: str, extra_defines: tuple[str, ...], rt: Path
+) -> subprocess.CompletedProcess:
+    """_compile_and_link with the TU's precompiled header where there is one.
+    A PCH clang refuses (stale or unreadable) is removed, so the next kernel
+    builds it anew, and this TU is compiled again without it."""
+    pch = _precompiled_header(tu, extra_defines)
+    res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch)
+    STATS["compiles"] += 1
+    if res.returncode != 0 and pch is not None and _pch_refused(res.stderr + res.stdout, pch):
+        pch.unlink(missing_ok=True)
+        res = _compile_and_link(cpp, so, extra_defines, rt)
+        STATS["compiles"] += 1
+    return res

@@ -1,0 +1,255 @@
+"""The simulator's compiler: zig's clang, its flags, the runtime object and
+the once-per-machine preparation of what every link needs.
+
+Split from build.py (which assembles a kernel's translation unit, caches and
+loads its library) because this is what every compile shares whatever it
+compiles: the flags and compiler version that key every cache entry
+(runtime_digest), zig's own cache, and the runtime object a kernel is linked
+with.
+
+Only the link needs libraries, and the kernels need no C++ runtime: they are
+built without exceptions and RTTI, allocate nothing with `new`, and use the C++
+standard library for inline templates only (<cmath>, <type_traits>, ...). So
+the link leaves out libc++, libc++abi and libunwind (`-nostdlib++`), which zig
+would otherwise build from source on a machine's first link (about two minutes
+of a 2-core machine); what it still builds once is compiler_rt (half-precision
+conversions and other helpers the compiler calls: several seconds).
+test_sim_toolchain.py checks that no C++ runtime symbol is left undefined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+INCLUDE_DIR = RUNTIME_DIR / "include"
+RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
+
+# -mcpu=baseline and -ffp-contract=off: zig targets the host CPU by default and
+# clang then fuses a*b+c where the CPU has FMA, so results would depend on the
+# machine; the simulator must give the same bits everywhere.
+# -g0: nothing reads the kernels' debug info (faults are located by the
+# runtime's own records), and writing it was a tenth of a compile.
+CXX_FLAGS = (
+    "-O2",
+    "-g0",
+    "-std=c++17",
+    "-mcpu=baseline",
+    "-ffp-contract=off",
+    "-fPIC",
+    "-fvisibility=hidden",
+    "-Wno-unknown-attributes",
+    "-Wno-ignored-attributes",
+    "-Wno-duplicate-decl-specifier",
+    "-Wno-gnu-zero-variadic-macro-arguments",
+    "-fno-strict-aliasing",
+    "-fno-threadsafe-statics",
+    "-fno-exceptions",
+    "-fno-rtti",
+    "-fno-omit-frame-pointer",
+    "-fno-finite-loops",
+    "-fstack-clash-protection",
+    "-fsigned-char",
+    "-flax-vector-conversions=none",
+    "-Xclang",
+    "-ffloat16-excess-precision=none",
+    "-Xclang",
+    "-fbfloat16-excess-precision=none",
+)
+# The link: objects only, so -nostdlib++ costs no headers (the compile step
+# keeps the libc++ headers the prelude includes). -O2 and -mcpu=baseline
+# because zig builds compiler_rt for the link's optimization mode and CPU: with
+# no -O it builds a debug compiler_rt plus the UBSan runtime (over a minute).
+# -z defs: an undefined function is a build error, not a dlopen failure later.
+LINK_FLAGS = ("-O2", "-mcpu=baseline", "-nostdlib++", "-shared") + (
+    () if sys.platform == "darwin" else ("-Wl,-z,defs",)
+)
+
+# Counters a test (or a curious user) can read.
+STATS = {"compiles": 0, "runtime_compiles": 0, "pch_builds": 0, "cache_hits": 0, "loads": 0}
+
+_lock = threading.RLock()
+_zig_version: str | None = None
+
+
+def zig_executable() -> str:
+    import ziglang
+
+    exe = Path(ziglang.__file__).resolve().parent / ("zig.exe" if os.name == "nt" else "zig")
+    if not exe.exists():
+        raise RuntimeError(f"zig binary not found at {exe}")
+    return str(exe)
+
+
+def zig_version() -> str:
+    global _zig_version
+    if _zig_version is None:
+        out = subprocess.run(
+            [zig_executable(), "version"], capture_output=True, text=True, check=True
+        )
+        _zig_version = out.stdout.strip()
+    return _zig_version
+
+
+def cache_dir() -> Path:
+    """$MLXSCI_CACHE_DIR/sim (default ~/.cache/mlxsci/sim)."""
+    from mlxsci.cache import cache_dir as _mlxsci_cache_dir
+
+    return _mlxsci_cache_dir("sim")
+
+
+def _runtime_files() -> list[Path]:
+    files = [
+        p
+        for p in sorted(RUNTIME_DIR.rglob("*"))
+        if p.is_file()
+        and p.suffix in (".h", ".hpp", ".cuh", ".cpp", "")
+        and "__pycache__" not in p.parts
+    ]
+    return files
+
+
+def runtime_digest() -> str:
+    """Hash of every runtime/prelude source, flags and compiler version."""
+    h = hashlib.sha256()
+    for p in _runtime_files():
+        h.update(str(p.relative_to(RUNTIME_DIR)).encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    h.update(" ".join(CXX_FLAGS + LINK_FLAGS).encode())
+    h.update(zig_version().encode())
+    return h.hexdigest()
+
+
+def _atomic_write_from(tmp: Path, final: Path) -> None:
+    os.replace(tmp, final)
+
+
+def zig_cache_dir() -> Path:
+    """The zig cache the simulator's builds use: one per zig version, inside
+    zig's own global cache ($ZIG_GLOBAL_CACHE_DIR, else $XDG_CACHE_HOME/zig or
+    ~/.cache/zig, as zig picks it). With libc++ in the link, two zig installs
+    sharing one cache were seen to rebuild it on alternate links; compiler_rt
+    alone was not (two installs of zig 0.17.1, one cache: built once), so
+    installs of one version share this directory."""
+    base = os.environ.get("ZIG_GLOBAL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zig"
+    )
+    path = Path(base, f"mlxsci-{zig_version()}")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["ZIG_GLOBAL_CACHE_DIR"] = env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache_dir())
+    return subprocess.run([zig_executable(), *args], capture_output=True, text=True, env=env)
+
+
+def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
+    key = hashlib.sha256(
+        (runtime_digest() + "|rt|" + " ".join(extra_defines)).encode()
+    ).hexdigest()[:32]
+    obj = cache_dir() / f"rt-{key}.o"
+    if obj.exists():
+        return obj
+    fd, tmp = tempfile.mkstemp(prefix=f"rt-{key}.", suffix=".o.tmp", dir=cache_dir())
+    os.close(fd)
+    res = _run_compiler(
+        [
+            "c++",
+            *CXX_FLAGS,
+            *extra_defines,
+            "-I",
+            str(RUNTIME_DIR),
+            "-c",
+            str(RUNTIME_SRC),
+            "-o",
+            tmp,
+        ]
+    )
+    STATS["runtime_compiles"] += 1
+    if res.returncode != 0:
+        os.unlink(tmp)
+        raise RuntimeError("building the simulator runtime failed:\n" + res.stderr)
+    _atomic_write_from(Path(tmp), obj)
+    return obj
+
+
+# What every link needs from zig's cache (compiler_rt) is built on a machine's
+# first link; prepare_toolchain does that first link with this empty library,
+# which then marks the zig cache as prepared.
+_TOOLCHAIN_STUB = 'extern "C" int mlxsci_toolchain_stub(void) { return 0; }\n'
+PREPARING_TOOLCHAIN = "preparing the simulator's compiler (once per machine)..."
+
+
+def toolchain_stub_path() -> Path:
+    key = hashlib.sha256(" ".join(CXX_FLAGS + LINK_FLAGS).encode()).hexdigest()[:16]
+    return zig_cache_dir() / f"toolchain-{key}.so"
+
+
+def prepare_toolchain(progress=None) -> bool:
+    """Build what every kernel link needs, once per zig cache, telling
+    `progress` (a callable taking a line) when that work starts. Returns whether
+    there was work to do."""
+    with _lock:
+        stub = toolchain_stub_path()
+        if stub.exists():
+            return False
+        if progress is not None:
+            progress(PREPARING_TOOLCHAIN)
+        fd, tmp_cpp = tempfile.mkstemp(prefix="toolchain.", suffix=".cpp", dir=stub.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(_TOOLCHAIN_STUB)
+        tmp_so = Path(tmp_cpp).with_suffix(".so.tmp")
+        try:
+            res = _compile_and_link(Path(tmp_cpp), tmp_so, ())
+            if res.returncode != 0:
+                raise RuntimeError(
+                    f"preparing the simulator's compiler ({zig_executable()}) "
+                    "failed:\n" + res.stderr + res.stdout
+                )
+            os.replace(tmp_so, stub)
+        finally:
+            Path(tmp_cpp).unlink(missing_ok=True)
+            tmp_so.unlink(missing_ok=True)
+        return True
+
+
+def _compile_and_link(
+    cpp: Path, so: Path, extra_defines: tuple[str, ...], *objects: Path, pch: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Compile the TU to an object (with the C++ headers; with `pch` loaded
+    first when given), then link it with `objects` (the runtime object)
+    without the C++ runtime libraries (see the module's doc). Returns the
+    failing step's result, else the link's."""
+    obj = so.with_name(so.name + ".o")  # zig tells inputs apart by extension
+    try:
+        res = _run_compiler(
+            [
+                "c++",
+                *CXX_FLAGS,
+                *extra_defines,
+                "-I",
+                str(INCLUDE_DIR),
+                *(["-include-pch", str(pch)] if pch else []),
+                "-x",
+                "c++",
+                "-c",
+                str(cpp),
+                "-o",
+                str(obj),
+            ]
+        )
+        if res.returncode != 0:
+            return res
+        return _run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
+    finally:
+        obj.unlink(missing_ok=True)
