@@ -11,7 +11,9 @@ candidate in one worker subprocess (mlxsci.worker, started and watched by
 mlxsci/runner.py: CandidateWorker), each size under its own timeout and
 checked (mlxsci/checks.py: check_size, whose docstring lists the checks)
 before the next is handed over, and scores what passed (mlxsci/results.py
-holds the records).
+holds the records). The runs and seconds each size gets, and what a
+compute-sanitizer run changes, are in mlxsci/run_budget.py; the command
+line's argument types and checks in mlxsci/eval_args.py.
 Score S = geometric mean of the fractions of the in-distribution sizes (of the
 other non-held-out sizes when none of those ran), 0 if any size fails; evaluation stops at the first failing size (as Metal-Sci).
 Phi = the fraction at a held-out size, reported apart from S.
@@ -39,11 +41,21 @@ from mlxsci.backends import backend_class, get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, read_candidate_file
 from mlxsci.checks import check_size, failed_size, misfit
 from mlxsci.dialects import backend_options
+from mlxsci.eval_args import TaskArgument, check_overrides, parse_assignments, require_seed
+from mlxsci.noise import combined_noise, run_noise
 from mlxsci.reference_store import get_reference
 from mlxsci.results import Evaluation, format_evaluation, geometric_mean
+from mlxsci.run_budget import (
+    DEFAULTS,
+    EXTRA_RUNS,
+    SANITIZER_SLOWDOWN,
+    SETTLE,
+    mark_sanitized,
+    sanitized_job,
+)
 from mlxsci.runner import CandidateWorker, ProcessPerSize, run_worker
-from mlxsci.task import Size, check_memory, check_task, load_task, task_names
-from mlxsci.timers import TIMER_NAMES, check_timer, combined_noise, run_noise
+from mlxsci.task import Size, check_memory, load_task
+from mlxsci.timers import TIMER_NAMES, check_timer
 
 # mlxsci.roofline is a verb (`python -m mlxsci.roofline`), and `import mlxsci`
 # imports this module: importing it here too would put it in sys.modules
@@ -52,25 +64,13 @@ from mlxsci.timers import TIMER_NAMES, check_timer, combined_noise, run_noise
 if TYPE_CHECKING:
     from mlxsci.roofline import Roofline
 
-# (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
-# simulator is deterministic and slow, so it needs fewer runs and more time.
-DEFAULTS = {"sim": (1, 3, 900.0), "gpu": (3, 10, 300.0)}
-# Warm-up goes on past the minimum until timings settle (GPU clocks ramp up
-# under load), at most this many runs or seconds; the simulator has no clocks
-# to ramp.
-SETTLE = {"sim": {"max_runs": 0, "max_seconds": 0.0}, "gpu": {"max_runs": 50, "max_seconds": 10.0}}
-# The simulator's time is the fastest of its timed runs (mlxsci.timers.SimTimer),
-# and the fastest of more runs is steadier: runs that take little host time go
-# on past the minimum, up to this many runs or seconds of timed runs.
-EXTRA_RUNS = {"sim": {"max_runs": 15, "max_seconds": 0.5}, "gpu": None}
-
 
 def _prepare(be, timer_name: str, announce, detail) -> Roofline:
     """What evaluations on this machine build or measure once (the simulator's
     compiler, the roofline); `announce` hears a line as each piece of that work
     starts (nothing on warm caches), `detail` the roofline probes' results."""
     if be.name == "sim":
-        from mlxsci.backends.sim.build import prepare_toolchain
+        from mlxsci.backends.sim.toolchain import prepare_toolchain
 
         prepare_toolchain(announce)
     from mlxsci.roofline import load_or_measure
@@ -225,37 +225,6 @@ def evaluate(
     return ev
 
 
-# A sanitized worker runs slower (every memory access is checked), so the
-# default time allowed per size grows by this factor.
-SANITIZER_SLOWDOWN = 4
-
-
-def sanitized_job(job: dict, n_warmup: int | None, n_measure: int | None) -> dict:
-    """A size's job for a run under compute-sanitizer: its timings mean
-    nothing, so as few runs as the protocol allows (unless asked for more),
-    timed by the wall clock, which needs no profiling interface beside the
-    sanitizer's own (CUPTI under compute-sanitizer is untested here)."""
-    return dict(
-        job,
-        timer="wall",
-        n_warmup=n_warmup if n_warmup is not None else 1,
-        n_measure=n_measure if n_measure is not None else 1,
-        settle={"max_runs": 0, "max_seconds": 0.0},
-        extra_runs=None,
-    )
-
-
-def mark_sanitized(ev: Evaluation, tool: str) -> None:
-    """Record that the sizes ran under compute-sanitizer `tool`: their
-    fractions are flagged, and a correct candidate gets no score or phi, since
-    times measured under the sanitizer compare with nothing."""
-    ev.sanitized = tool
-    for s in ev.sizes:
-        s.flags.append("sanitized")
-    if ev.correct:
-        ev.score, ev.phi, ev.noise = None, None, None
-
-
 def compare(
     task_name: str,
     incumbent: str,
@@ -333,80 +302,6 @@ def compare(
 
 
 # --- the command line: `mlxsci eval` / `python -m mlxsci.eval` ---------------
-
-
-def parse_assignments(text: str | None, what: str) -> dict:
-    """'NX=67,NY=45' -> {'NX': '67', 'NY': '45'} (values converted by the caller)."""
-    if not text:
-        return {}
-    out = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=what)
-        out[key.strip()] = value.strip()
-    return out
-
-
-class TaskArgument(click.ParamType):
-    """A built-in task name or the path of a task folder of your own (a
-    directory holding task.py, reference.py and seeds, as examples/conv1d)."""
-
-    name = "task"
-
-    def get_metavar(self, param, ctx=None):
-        return "{" + "|".join(task_names()) + "|PATH}"
-
-    def shell_complete(self, ctx, param, incomplete):
-        from click.shell_completion import CompletionItem
-
-        return [CompletionItem(n) for n in task_names() if n.startswith(incomplete)]
-
-    def convert(self, value, param, ctx):
-        if value in task_names():
-            return value
-        if (Path(value) / "task.py").is_file() or (
-            Path(value).name == "task.py" and Path(value).is_file()
-        ):
-            try:  # the whole folder, before anything runs (the seed of a dialect: later)
-                check_task(load_task(value))
-            except ValueError as exc:
-                self.fail(str(exc), param, ctx)
-            return value
-        if Path(value).is_dir():
-            self.fail(
-                f"{value!r} is not a task folder: it has no task.py (a task folder "
-                "holds task.py, reference.py and seed.metal; see examples/conv1d)",
-                param,
-                ctx,
-            )
-        self.fail(
-            f"{value!r} is neither a built-in task ({', '.join(task_names())}) nor a "
-            "task folder (a directory holding task.py, reference.py and seed.metal)",
-            param,
-            ctx,
-        )
-
-
-def require_seed(task, dialect: str) -> None:
-    """A usage error unless `task` can run from its seed in `dialect` (the
-    dialect a command runs when no candidate file is given): check_task."""
-    try:
-        check_task(task, dialect)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
-
-
-def check_overrides(task, text, overrides, dialect):
-    """--param names and values must fit the candidate's //! param lines."""
-    try:
-        parse(text if text is not None else task.seed(dialect), dialect=dialect).param_values(
-            overrides
-        )
-    except CandidateError:
-        return  # the evaluation reports format errors itself
-    except (KeyError, ValueError) as exc:
-        raise click.BadParameter(str(exc).strip("'\""), param_hint="--param") from exc
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

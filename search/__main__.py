@@ -21,7 +21,7 @@ import threading
 
 import click
 
-from mlxsci.evaluation import TaskArgument
+from mlxsci.eval_args import TaskArgument
 
 # Options a run keeps in its run.json: a resume takes them from there, so they
 # cannot be given with --resume (the others may, to extend or re-cap the run).
@@ -245,7 +245,8 @@ def main(
     quiet,
 ):
     """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
-    from mlxsci.search.loop import S_AND_PHI, run
+    from mlxsci.search.loop import run
+    from mlxsci.search.progress import S_AND_PHI
     from mlxsci.search.proposer import ProposerError
 
     if not task and not resume:

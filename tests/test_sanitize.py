@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import sanitizer
-from mlxsci.evaluation import mark_sanitized, sanitized_job
 from mlxsci.results import Evaluation, SizeResult
+from mlxsci.run_budget import mark_sanitized, sanitized_job
 from mlxsci.runner import run_worker
 from mlxsci.sanitizer import (
     check_sanitize,
