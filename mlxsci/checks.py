@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mlxsci.candidate_validate import validate
+from mlxsci.noise import run_noise
 from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.results import SizeResult
 from mlxsci.task import Size, Task
-from mlxsci.timers import run_noise
 
 # mlxsci.roofline is a verb (`python -m mlxsci.roofline`), and `import mlxsci`
 # imports this module: importing it here too would put it in sys.modules

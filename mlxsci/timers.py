@@ -25,11 +25,12 @@ sees the device:
 A timer times a `Work`: how to enqueue one run, its inputs, which results
 feed which inputs for a next run, and how to wait for results. The worker
 builds one per size (mlxsci.worker); the roofline probes build theirs
-(mlxsci.roofline), so kernels and ceilings share a timer.
+(mlxsci.roofline_probes), so kernels and ceilings share a timer.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import statistics
@@ -37,6 +38,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from mlxsci.noise import relative_spread
 
 TIMER_NAMES = ("cupti", "sim", "wall")
 
@@ -122,42 +125,6 @@ def by_kernel(records) -> dict:
         entry[0] += 1
         entry[1] += seconds
     return out
-
-
-def relative_spread(seconds) -> float:
-    """The noise of a set of timings: (max - min) / median. It grows with
-    outliers on purpose: a difference smaller than it is not a difference."""
-    values = [s for s in seconds if s is not None]
-    if len(values) < 2:
-        return 0.0
-    med = statistics.median(values)
-    return (max(values) - min(values)) / med if med > 0 else 0.0
-
-
-def fastest_spread(seconds) -> float:
-    """The noise of a minimum: the relative spread of the fastest third of the
-    runs (at least two), (max - min) / min among them. A minimum does not move
-    with the slow outliers that (max - min) / median counts, only with how
-    tightly the fastest runs agree."""
-    values = sorted(s for s in seconds if s is not None)
-    if len(values) < 2 or values[0] <= 0:
-        return 0.0
-    fastest = values[: max(2, -(-len(values) // 3))]
-    return (fastest[-1] - fastest[0]) / fastest[0]
-
-
-def run_noise(seconds, statistic: str = "median") -> float:
-    """The noise of a size's time under the timer's statistic."""
-    return fastest_spread(seconds) if statistic == "min" else relative_spread(seconds)
-
-
-def combined_noise(noises) -> float:
-    """The noise of a geometric mean of per-size figures with these noises:
-    the geometric mean of (1 + noise), minus 1 (a score S is such a mean)."""
-    values = [n for n in noises if n is not None]
-    if not values:
-        return 0.0
-    return math.exp(sum(math.log1p(n) for n in values) / len(values)) - 1.0
 
 
 def median_kernels(timings: list) -> dict:
@@ -413,7 +380,7 @@ class WallTimer(Timer):
 # ------------------------------------------------------------------ choice
 def cupti_available() -> bool:
     try:
-        import cupti.cupti  # noqa: F401
+        importlib.import_module("cupti.cupti")
     except Exception:
         return False
     return True

@@ -7,7 +7,7 @@ module, so a run is never "improved" in one place and "flat" in the other.
 
 The band is the larger of the measured noises of the two things compared
 and NOISE_FLOOR. The floor is there because noise measured inside one
-process (the spread of a size's timed runs, mlxsci.timers.run_noise) does not
+process (the spread of a size's timed runs, mlxsci.noise.run_noise) does not
 see what changes between processes: on an H100 the CUPTI span of one
 kernel (heat2d 1024^2) varied by up to 1.08x across 5 fresh processes.
 A change is real only when it lies beyond the band on the ratio's log scale:

@@ -51,9 +51,10 @@ from mlxsci.candidate import CandidateError, parse
 from mlxsci.launch import Launcher
 from mlxsci.launch_expr import LaunchExprError
 from mlxsci.lifeline import Lifeline
+from mlxsci.noise import run_noise
 from mlxsci.reference_store import input_checksums
 from mlxsci.task import load_task
-from mlxsci.timers import Work, default_timer_name, make_timer, median_kernels, run_noise, settle
+from mlxsci.timers import Work, default_timer_name, make_timer, median_kernels, settle
 
 # Two poison values for outputs. An element equal to sentinel A in the first
 # verification run and to sentinel B in the second was never written.

@@ -12,16 +12,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from mlxsci import roofline, timers
+from mlxsci import roofline, roofline_probes, timers
 from mlxsci.backends.sim import SimBackend
-from mlxsci.roofline import (
-    Roofline,
+from mlxsci.ceilings import Roofline
+from mlxsci.roofline import cache_path, format_table, load_or_measure
+from mlxsci.roofline_probes import (
     _probe_kernels,
-    cache_path,
     combine,
     elements,
-    format_table,
-    load_or_measure,
     measure,
     probe_digest,
     read_applies,
@@ -157,7 +155,7 @@ class AccountingTimer(timers.Timer):
 
 
 def test_measure_divides_the_bytes_the_kernels_move_by_the_timer_seconds(monkeypatch):
-    monkeypatch.setitem(roofline.PLANS, "sim", SMALL_PLAN)
+    monkeypatch.setitem(roofline_probes.PLANS, "sim", SMALL_PLAN)
     fake = AccountingTimer()
     monkeypatch.setattr(timers, "make_timer", lambda name, backend, kernel_names=(): fake)
     roof = measure(SimBackend(dialect="metal"))
@@ -200,7 +198,7 @@ def test_read_probe_counts_only_where_copy_cannot_fill_the_gpu():
 def test_real_sim_measurement_covers_every_working_set():
     be = SimBackend(dialect="metal")
     roof = measure(be)
-    plan = roofline.PLANS["sim"]
+    plan = roofline_probes.PLANS["sim"]
     assert roof.timer == "sim"
     assert [ws for ws, _ in roof.bandwidth] == plan["sizes"]
     assert all(gbps > 0 for _, gbps in roof.bandwidth)

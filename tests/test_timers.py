@@ -17,6 +17,7 @@ import pytest
 from mlxsci.backends.sim import SimBackend
 from mlxsci.candidate import parse
 from mlxsci.launch import Launcher
+from mlxsci.noise import combined_noise, relative_spread, run_noise
 from mlxsci.task import load_task
 from mlxsci.timers import (
     CuptiSource,
@@ -27,11 +28,8 @@ from mlxsci.timers import (
     WallTimer,
     Work,
     check_timer,
-    combined_noise,
     kernel_label,
     median_kernels,
-    relative_spread,
-    run_noise,
     settle,
 )
 from mlxsci.worker import pipeline_work
