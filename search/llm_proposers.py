@@ -1,19 +1,15 @@
 """The LLM proposers: Claude through the Messages API, OpenAI through the
 Responses API, and any OpenAI-compatible Chat Completions server; with them,
-which key goes to which endpoint, how a failed call is classified, and the
-retries around each call.
+how a failed call is classified and the retries around each call (which key
+goes to which endpoint is in search/llm_keys.py).
 
 Everything here talks to a network service, which is why it is apart from the
 offline proposers (search/offline_proposers.py); search/proposers.py picks a
 proposer for a model name (make_proposer).
 
-Keys: a provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY) goes only to that
-provider's own endpoint (api.anthropic.com, api.openai.com), which is also the
-endpoint used when no base URL is given, whatever the SDKs' *_BASE_URL
-variables say. Any other base URL gets the key held by the environment
-variable named with `api_key_env` (--api-key-env), or else the placeholder
-"none" (local servers check no key). A key is never written to a run
-directory, a log line or an error message.
+Keys (search/llm_keys.py): a provider's key goes only to that provider's own
+endpoint; any other base URL gets the key named with `api_key_env`, or none.
+A key is never written to a run directory, a log line or an error message.
 
 Retries are ours, not the SDKs' (their retries are turned off), so each one
 is announced with `say`: rate limits, overload and other 5xx answers,
@@ -27,12 +23,17 @@ the loop records a skipped iteration.
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import time
-import urllib.parse
 
 from mlxsci.names import safe_name
+from mlxsci.search.llm_keys import (
+    ANTHROPIC_URL,
+    OPENAI_URL,
+    PLACEHOLDER_KEY,
+    endpoint_and_key,
+    origin,
+)
 from mlxsci.search.prices import cost_usd, load_prices, lookup_price, worst_case_cost
 from mlxsci.search.proposer import PromptContext, Proposal, Proposer, ProposerError
 
@@ -45,69 +46,12 @@ __all__ = [
     "DEFAULT_LLM_RETRIES",
 ]
 
-PLACEHOLDER_KEY = "none"  # sent where no key is given: the SDKs insist on one
 DEFAULT_LLM_TIMEOUT_S = 300.0  # per attempt; a long reasoning answer takes minutes
 DEFAULT_LLM_RETRIES = 4
 DEFAULT_BACKOFF_S = 1.0  # the first wait without a Retry-After; doubled per retry
 MAX_WAIT_S = 120.0  # longest wait between attempts, Retry-After included
-# The providers' own endpoints: the only places their keys are sent to.
-ANTHROPIC_URL = "https://api.anthropic.com"
-OPENAI_URL = "https://api.openai.com/v1"
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Client errors: the same request would fail the same way again.
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
-
-
-# --- keys ---------------------------------------------------------------------
-
-
-def _require_key(var: str, model: str) -> str:
-    key = os.environ.get(var, "").strip()
-    if not key:
-        raise ProposerError(
-            f"model {model!r} needs an API key: set the environment variable {var} "
-            "(or use --model autotune, which needs none)"
-        )
-    return key
-
-
-def _key_from_named_variable(name: str) -> str:
-    # The message never echoes a value that may be the key itself, pasted by mistake.
-    if not _ENV_NAME.match(name):
-        raise ProposerError(
-            "--api-key-env takes the NAME of an environment variable that holds "
-            "the key (letters, digits and _), not the key itself"
-        )
-    key = os.environ.get(name, "").strip()
-    if not key:
-        raise ProposerError(
-            f"--api-key-env {name}: the environment variable {name} is not set "
-            "or is empty; export it, or leave --api-key-env out for a server "
-            "that needs no key"
-        )
-    return key
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urllib.parse.urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    default = {"https": 443, "http": 80}.get(parts.scheme.lower())
-    return parts.scheme.lower(), (parts.hostname or "").lower(), port or default
-
-
-def endpoint_and_key(
-    provider_var: str, official_url: str, base_url: str | None, api_key_env: str | None, model: str
-) -> tuple[str, str]:
-    """(the base URL to call, the key to send there): see the module docstring."""
-    url = base_url or official_url
-    if api_key_env:
-        return url, _key_from_named_variable(api_key_env)
-    if _origin(url) == _origin(official_url):
-        return url, _require_key(provider_var, model)
-    return url, PLACEHOLDER_KEY
 
 
 # --- failures -------------------------------------------------------------------
@@ -195,7 +139,7 @@ class _LLMProposer(Proposer):
         self.base_url, self._api_key = endpoint_and_key(
             self.key_var, self.official_url, base_url, api_key_env, model
         )
-        self.own_endpoint = _origin(self.base_url) == _origin(self.official_url)
+        self.own_endpoint = origin(self.base_url) == origin(self.official_url)
         self.prices = load_prices(None) if prices is None else prices
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)

@@ -22,18 +22,20 @@ max_cost, each call's worst-case cost (proposer.worst_case_cost) must fit in
 what is left of the cap before the call is made; a model without a price is
 refused under a cap, and warned about without one.
 
-A run's options are built and checked in search/options.py, and its summary
-judged in search/summary.py.
+A run's options are built and checked in search/options.py, its summary
+judged in search/summary.py, its files written and read back by
+search/iteration_files.py (a base of `Search`) and its console lines worded
+in search/progress.py.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from mlxsci.candidate import extract_from_response
 from mlxsci.evaluation import compare, evaluate
+from mlxsci.search.iteration_files import IterationFiles
 from mlxsci.search.options import (
     check_extension,
     check_priced,
@@ -44,6 +46,7 @@ from mlxsci.search.options import (
     search_dialect,
 )
 from mlxsci.search.prices import load_prices
+from mlxsci.search.progress import S_AND_PHI, done_line, iteration_line
 from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
 from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.proposers import make_proposer
@@ -52,32 +55,12 @@ from mlxsci.search.strategies import Entry, State, make_strategy, noise_aware_de
 from mlxsci.search.summary import entry_score, summarize
 from mlxsci.task import load_task
 
-# What S and Phi mean, said once per run (progress output, or the final line).
-S_AND_PHI = (
-    "S = geometric mean of the roofline fractions at the search sizes (0 if any "
-    "fails); Phi = the fraction at the held-out size, never shown to the proposer"
-)
-
 
 class CostCapReached(Exception):
     """The next call could cost more than what is left of max_cost: the run stops before it."""
 
 
-def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.4f}"
-
-
-def _comparison_note(comparison: dict) -> str:
-    """The comparison in a progress line: 're-timed 1.031x, band 5.0%: within noise'."""
-    if "error" in comparison:
-        return "  re-timing failed: not accepted"
-    return (
-        f"  re-timed {comparison['speedup']:.3f}x, band {comparison['band'] * 100:.1f}%: "
-        f"{comparison['verdict']}"
-    )
-
-
-class Search:
+class Search(IterationFiles):
     """One run: options, run directory, proposer, and the state between iterations."""
 
     def __init__(self, opts: dict, rd: RunDir, proposer, say):
@@ -135,74 +118,6 @@ class Search:
             comparison = {"error": f"comparison failed: {type(exc).__name__}: {exc}"}
         return noise_aware_decision(comparison)
 
-    # -- the seed -------------------------------------------------------------
-    def seed_entry(self, history: list[dict]) -> Entry:
-        seed_file = self.rd.file(f"00_seed.{self.rd.ext}")
-        result_file = self.rd.file("00_result.json")
-        if history and history[0]["iteration"] == 0:
-            return Entry(self.artefact(seed_file, 0), self.artefact(result_file, 0, True), 0)
-        source = self.opts["start_source"] or self.task.seed(self.dialect)
-        self.rd.write_text(seed_file, source)
-        self.say("iter 0: evaluating the seed")
-        t0 = time.perf_counter()
-        result = self.evaluate(source, str(seed_file), self.opts["sizes"])
-        self.rd.write_json(result_file, result)
-        self.say(f"iter 0  seed     S={_fmt(entry_score(result))}")
-        record = {
-            "iteration": 0,
-            "role": "seed",
-            "exhausted": False,
-            "compile_ok": result["candidate"]["compile_ok"],
-            "correct": result["candidate"]["correct"],
-            "score": entry_score(result),
-            "fail_reason": result["candidate"]["fail_reason"],
-            "source_path": seed_file.name,
-            "elapsed_s": time.perf_counter() - t0,
-            "is_new_best": True,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
-        }
-        self.rd.append_history(record)
-        history.insert(0, record)  # before any later record a damaged line left behind
-        return Entry(source, result, 0)
-
-    def artefact(self, path: Path, iteration: int, as_json: bool = False):
-        """The text (or JSON) of a file a history record stands for; ValueError,
-        saying what to do, when it is gone or damaged."""
-        try:
-            text = path.read_text()
-            return json.loads(text) if as_json else text
-        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
-            reason = (
-                "is missing"
-                if isinstance(exc, FileNotFoundError)
-                else f"is damaged ({type(exc).__name__}: {exc})"
-            )
-            raise ValueError(
-                f"{path} {reason}, but history.jsonl records iteration {iteration} as done: "
-                f"restore the file, or delete that iteration's line from history.jsonl to "
-                "run it again"
-            ) from None
-
-    # -- rebuilding the state from the run directory --------------------------
-    def rebuild(self, seed: Entry, history: list[dict]) -> State:
-        state = State(seed=seed, best=seed, history=history)
-        for rec in history[1:]:
-            if rec["role"] == "skipped":
-                state.previous_skipped = True
-                continue
-            it = rec["iteration"]
-            entry = Entry(
-                self.artefact(self.rd.iter_file(it, "candidate"), it),
-                self.artefact(self.rd.iter_file(it, "result.json"), it, True),
-                it,
-            )
-            state.previous, state.previous_skipped = entry, False
-            if rec.get("is_new_best"):
-                state.best = entry
-        return state
-
     # -- one iteration ----------------------------------------------------------
     def check_cost(self, ctx: PromptContext, spent: float) -> None:
         """Raise CostCapReached when the call for `ctx` could take the run past max_cost."""
@@ -234,21 +149,9 @@ class Search:
     def propose(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> Proposal:
         """The proposal for iteration `it`: reused from disk if a killed run saved it.
         Raises CostCapReached (before any call or file) when the call could break the cap."""
-        saved = self.rd.iter_file(it, "proposal.json")
-        if saved.exists():
-            meta = self.rd.read_json(saved)
-            response = self.rd.iter_file(it, "response.md")
-            reasoning = self.rd.iter_file(it, "reasoning.md")
-            return Proposal(
-                text=response.read_text() if response.exists() else None,
-                reasoning=reasoning.read_text() if reasoning.exists() else None,
-                input_tokens=meta["input_tokens"],
-                output_tokens=meta["output_tokens"],
-                cost_usd=meta["cost_usd"],
-                error=meta["error"],
-                model=meta["model"],
-                exhausted=meta.get("exhausted", False),
-            )
+        saved = self.saved_proposal(it)
+        if saved is not None:
+            return saved
         ctx = self.strategy.context(state)
         previous = (ctx.previous.source, ctx.previous.result) if ctx.previous else None
         incumbent = None
@@ -289,22 +192,7 @@ class Search:
         self.check_cost(prompt, spent)
         self.rd.write_text(self.rd.iter_file(it, "prompt.md"), user)
         proposal = self.ask(prompt)
-        # Artefacts first, then proposal.json: its presence means the call is saved.
-        if proposal.text is not None:
-            self.rd.write_text(self.rd.iter_file(it, "response.md"), proposal.text)
-        if proposal.reasoning:
-            self.rd.write_text(self.rd.iter_file(it, "reasoning.md"), proposal.reasoning)
-        self.rd.write_json(
-            saved,
-            {
-                "input_tokens": proposal.input_tokens,
-                "output_tokens": proposal.output_tokens,
-                "cost_usd": proposal.cost_usd,
-                "error": proposal.error,
-                "model": proposal.model,
-                "exhausted": proposal.exhausted,
-            },
-        )
+        self.save_proposal(it, proposal)
         return proposal
 
     def iterate(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> dict:
@@ -354,23 +242,6 @@ class Search:
         self.rd.append_history(record)
         history.append(record)
         return record
-
-    def write_best(self, entry: Entry) -> None:
-        self.rd.write_text(self.rd.file(f"best.{self.rd.ext}"), entry.source)
-        self.rd.write_json(self.rd.file("best_result.json"), entry.result)
-
-    # -- the held-out gate --------------------------------------------------------
-    def held_out(self, entry: Entry, name: str) -> dict:
-        """Held-out evaluation of an entry, cached in the run dir per iteration."""
-        path = self.rd.file(f"held_out_{name}.json")
-        if path.exists():
-            saved = self.rd.read_json(path)
-            if saved.get("iteration") == entry.iteration:
-                return saved["result"]
-        self.say(f"held-out: evaluating the {name} (iteration {entry.iteration})")
-        result = self.evaluate(entry.source, f"{name}.{self.rd.ext}", "held-out")
-        self.rd.write_json(path, {"iteration": entry.iteration, "result": result})
-        return result
 
 
 def run(
@@ -542,15 +413,7 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
         cost += rec["cost_usd"]
         if rec["exhausted"]:
             stopped = f"the proposer has nothing left to propose ({rec['fail_reason']})"
-        verdict = "skipped" if rec["role"] == "skipped" else "correct" if rec["correct"] else "FAIL"
-        score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
-        note = _comparison_note(rec["comparison"]) if "comparison" in rec else ""
-        why = f"  ({rec['fail_reason']})" if rec["role"] == "skipped" else ""
-        say(
-            f"iter {it}/{opts['iterations']}  {verdict:8s} S={score:8s} "
-            f"best={state.best.score:.4f}{' (new)' if rec['is_new_best'] else ''}{note}  "
-            f"{rec['elapsed_s']:.1f}s  ${cost:.4f}{why}"
-        )
+        say(iteration_line(it, opts["iterations"], rec, state.best.score, cost))
         if stopped:
             say(f"stopping: {stopped}")
             break
@@ -570,10 +433,5 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
         held_started=held_started,
     )
     rd.write_json(rd.file("summary.json"), summary)
-    say(
-        f"done: S seed={_fmt(summary['seed_score'])} best={_fmt(summary['best_score'])} "
-        f"({summary['improvement_verdict'] or 'n/a'}, band {summary['improvement_band']:.1%})  "
-        f"Phi seed={_fmt(summary['held_out_seed'])} best={_fmt(summary['held_out_best'])} "
-        f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}"
-    )
+    say(done_line(summary))
     return summary

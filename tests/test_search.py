@@ -11,12 +11,12 @@ import types
 
 import pytest
 
+from mlxsci.noise import combined_noise
 from mlxsci.outcomes import OUTCOMES, classify
 from mlxsci.results import geometric_mean
 from mlxsci.search import loop, run
 from mlxsci.search.proposer import Proposal, Proposer
 from mlxsci.task import load_task
-from mlxsci.timers import combined_noise
 from mlxsci.verdicts import NOISE_FLOOR, change
 
 SAXPY = load_task("saxpy")

@@ -1,0 +1,51 @@
+"""A run's console lines: what S and Phi mean, the line of each finished
+iteration, and the final line.
+
+It is separate from search/loop.py because it only words numbers the loop has
+computed; nothing here evaluates, proposes or touches the run directory.
+"""
+
+from __future__ import annotations
+
+# What S and Phi mean, said once per run (progress output, or the final line).
+S_AND_PHI = (
+    "S = geometric mean of the roofline fractions at the search sizes (0 if any "
+    "fails); Phi = the fraction at the held-out size, never shown to the proposer"
+)
+
+
+def fmt(x) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def _comparison_note(comparison: dict) -> str:
+    """The comparison in a progress line: 're-timed 1.031x, band 5.0%: within noise'."""
+    if "error" in comparison:
+        return "  re-timing failed: not accepted"
+    return (
+        f"  re-timed {comparison['speedup']:.3f}x, band {comparison['band'] * 100:.1f}%: "
+        f"{comparison['verdict']}"
+    )
+
+
+def iteration_line(it: int, iterations: int, rec: dict, best_score: float, cost: float) -> str:
+    """The progress line of iteration `it` (its history record `rec`)."""
+    verdict = "skipped" if rec["role"] == "skipped" else "correct" if rec["correct"] else "FAIL"
+    score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
+    note = _comparison_note(rec["comparison"]) if "comparison" in rec else ""
+    why = f"  ({rec['fail_reason']})" if rec["role"] == "skipped" else ""
+    return (
+        f"iter {it}/{iterations}  {verdict:8s} S={score:8s} "
+        f"best={best_score:.4f}{' (new)' if rec['is_new_best'] else ''}{note}  "
+        f"{rec['elapsed_s']:.1f}s  ${cost:.4f}{why}"
+    )
+
+
+def done_line(summary: dict) -> str:
+    """The final line of a run: S and Phi of seed and best, verdicts, outcome."""
+    return (
+        f"done: S seed={fmt(summary['seed_score'])} best={fmt(summary['best_score'])} "
+        f"({summary['improvement_verdict'] or 'n/a'}, band {summary['improvement_band']:.1%})  "
+        f"Phi seed={fmt(summary['held_out_seed'])} best={fmt(summary['held_out_best'])} "
+        f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}"
+    )
