@@ -2,7 +2,7 @@
 
 However the parent ends (an exception, SIGTERM, kill -9), the worker it
 started must not run on for minutes with no one to answer to, nor leave its
-folders behind. The parent (mlxsci.evaluation) opens a pipe, keeps the write
+folders behind. The parent (mlxsci.runner) opens a pipe, keeps the write
 end, and hands the read end to the worker (open_lifeline). Nothing is ever
 written on it but GOODBYE; its read end sees end-of-file once every copy of
 the write end is closed, which the parent does only after the worker has
@@ -28,7 +28,7 @@ import stat
 import threading
 from pathlib import Path
 
-# The environment a parent (mlxsci.evaluation) starts a worker with: the file
+# The environment a parent (mlxsci.runner) starts a worker with: the file
 # descriptor of its lifeline's read end, and the folders it made for the
 # worker (os.pathsep between them).
 LIFELINE_ENV = "MLXSCI_WORKER_LIFELINE"

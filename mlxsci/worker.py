@@ -12,9 +12,9 @@ of the last timed run (last.npz). Two ways to run jobs:
   writes result.json, then "done" on file descriptor FD. End of stdin ends
   the worker. The parent times each size from the moment it sends its line,
   so a crash or a hang is that size's verdict and later sizes never run.
-The parent (mlxsci.evaluation) holds the reference and does every check against
-it; the worker only measures, so a crash, a hang or a GPU fault here costs the
-parent nothing but a verdict.
+The parent (mlxsci.evaluation, through mlxsci.runner and mlxsci.checks) holds
+the reference and does every check against it; the worker only measures, so a
+crash, a hang or a GPU fault here costs the parent nothing but a verdict.
 
 Protocol per size: inputs, all on the device (0-d scalars too) -> first run
 (compiles) -> warm-up runs until timings settle -> timed runs, each timed by
@@ -356,7 +356,7 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
 )
 def main(jobdir: Path | None, status_fd: int | None) -> int:
     """Run one job (JOBDIR/job.json -> JOBDIR/result.json), or with --serve FD
-    the jobs of one candidate. Started by the evaluation (mlxsci.evaluation),
+    the jobs of one candidate. Started by the evaluation (mlxsci.runner),
     not by hand."""
     if (jobdir is None) == (status_fd is None):
         raise click.UsageError("give one JOBDIR or --serve FD, not both or neither")
