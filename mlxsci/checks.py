@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mlxsci.backends import has_chip_table
 from mlxsci.candidate_validate import validate
 from mlxsci.noise import run_noise
 from mlxsci.reference_store import Reference, get_reference, verdict
@@ -195,7 +196,7 @@ def check_size(
     out.ceiling = amount / roof_seconds / 1e9
     if out.fraction > 1.0:
         out.flags.append("suspicious")
-    if backend_name == "metal":
+    if has_chip_table(backend_name):
         from mlxsci.roofline import metal_sci_ceiling
 
         gflops, gbps = metal_sci_ceiling(device_name)

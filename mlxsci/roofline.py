@@ -21,7 +21,7 @@ import click
 from tabulate import tabulate
 
 from mlxsci import timers
-from mlxsci.backends import backend_class, get_backend
+from mlxsci.backends import backend_class, get_backend, has_chip_table
 from mlxsci.backends.base import Backend
 from mlxsci.cache import atomic_write_json, cache_dir
 from mlxsci.ceilings import Roofline, metal_sci_ceiling
@@ -109,7 +109,7 @@ def format_table(roof: Roofline) -> str:
             f"MLX reference copy: {roof.reference_copy_gbps:.2f} GB/s; plateau is"
             f"{_ratio(plateau, roof.reference_copy_gbps)}"
         )
-    if roof.backend == "metal":
+    if has_chip_table(roof.backend):
         gflops, gbps = metal_sci_ceiling(roof.device.get("name", ""))
         lines.append(f"Metal-Sci chip table: {gflops} GFLOPS, {gbps} GB/s")
     return "\n".join(lines)

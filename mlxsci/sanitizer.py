@@ -48,6 +48,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlxsci.backends import sanitizable
+
 TOOLS = ("memcheck", "racecheck")
 ERROR_EXITCODE = 86  # compute-sanitizer's exit code when it reported an error
 PRINT_LIMIT = 10  # records printed; the summary still counts them all
@@ -95,7 +97,7 @@ def check_sanitize(tool: str | None, backend_name: str) -> str | None:
         return None
     if tool not in TOOLS:
         raise ValueError(f"unknown sanitizer tool {tool!r}; choose one of {', '.join(TOOLS)}")
-    if backend_name != "cuda":
+    if not sanitizable(backend_name):
         raise ValueError(
             f"--sanitize runs the worker under NVIDIA's compute-sanitizer, which "
             f"checks CUDA kernels only; this run uses the {backend_name} backend "

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import click
 
+from mlxsci.backends import backend_class, resolve_backend_name, sanitizable
 from mlxsci.sweep_budget import CostBudget, spent_by_run
 from mlxsci.sweep_runs import (
     Driver,
@@ -110,8 +111,6 @@ def sweep(
     (relative to out), status (finished, stopped, unfinished, failed), action
     (skipped, ran, resumed, lost, not started; pending or running while the
     sweep goes on), cost_usd, and max_cost, stopped, error where they apply."""
-    from mlxsci.backends import resolve_backend_name
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     executor = executor or LocalExecutor()
@@ -189,8 +188,6 @@ def check_machine(backend: str, timer: str | None, sanitize: str | None, remote:
     """What would fail every search the same way, said once before any starts.
     With a Ray cluster (`remote`) the runs happen on its nodes, so the
     backend and compute-sanitizer are not looked for here."""
-    from mlxsci.backends import backend_class, resolve_backend_name
-
     if remote and backend == "auto":
         raise click.BadParameter(
             "with a Ray cluster (--address) name the backend its nodes run "
@@ -209,7 +206,7 @@ def check_machine(backend: str, timer: str | None, sanitize: str | None, remote:
         check_timer(timer, resolve_backend_name(backend))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--timer") from exc
-    if sanitize and remote and backend != "cuda":
+    if sanitize and remote and not sanitizable(backend):
         raise click.BadParameter(
             "--sanitize checks CUDA kernels only: use --backend cuda", param_hint="--sanitize"
         )

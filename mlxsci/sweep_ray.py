@@ -47,10 +47,12 @@ start`): keys are not sent through Ray.
 
 from __future__ import annotations
 
+import copy
 import logging
 import tempfile
 from pathlib import Path
 
+from mlxsci.backends import BACKENDS
 from mlxsci.cache import atomic_write_bytes
 from mlxsci.sweep_budget import spent_by_run
 from mlxsci.sweep_runs import run_one, run_status
@@ -81,11 +83,8 @@ def require_ray():
 
 def resources_for(backend: str) -> tuple[dict, str]:
     """(Ray task options, the resource that limits how many run at once)."""
-    if backend == "cuda":
-        return {"num_cpus": 1, "num_gpus": 1}, "GPU"
-    if backend == "metal":
-        return {"num_cpus": 1, "resources": {"apple_gpu": 1}}, "apple_gpu"
-    return {"num_cpus": 1}, "CPU"
+    info = BACKENDS.get(backend, BACKENDS["sim"])  # auto, remote: one CPU, as on the simulator
+    return copy.deepcopy(info.ray_task), info.ray_limit
 
 
 # -- shipping a run directory's files --------------------------------------------
@@ -157,8 +156,9 @@ class RayExecutor:
         kwargs: dict[str, object] = {"logging_level": logging.WARNING}
         if address is None:
             kwargs["include_dashboard"] = False
-            if self.backend == "metal":  # this Mac's GPU, declared for the runs' requests
-                kwargs["resources"] = {"apple_gpu": 1}
+            node = BACKENDS[self.backend].ray_node if self.backend in BACKENDS else {}
+            if node:  # e.g. this Mac's GPU, declared for the runs' requests
+                kwargs["resources"] = dict(node)
         else:
             kwargs["address"] = address
         try:

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mlxsci.backends import BACKENDS
 from mlxsci.noise import relative_spread
 
 TIMER_NAMES = ("cupti", "sim", "wall")
@@ -387,13 +388,17 @@ def cupti_available() -> bool:
 
 
 def default_timer_name(backend_name: str) -> str:
-    """cupti on CUDA when cupti-python imports (else wall), sim on the
-    simulator, wall on Metal."""
-    if backend_name == "sim":
-        return "sim"
-    if backend_name == "cuda" and cupti_available():
-        return "cupti"
-    return "wall"
+    """The backend's own timer (mlxsci.backends.BACKENDS): cupti on CUDA when
+    cupti-python imports (else wall), sim on the simulator, wall on Metal."""
+    own = _own_timer(backend_name)
+    if own == "cupti" and not cupti_available():
+        return "wall"
+    return own
+
+
+def _own_timer(backend_name: str) -> str:
+    info = BACKENDS.get(backend_name)
+    return info.timer if info else "wall"
 
 
 def check_timer(timer_name: str | None, backend_name: str) -> str:
@@ -401,9 +406,9 @@ def check_timer(timer_name: str | None, backend_name: str) -> str:
     name = timer_name or default_timer_name(backend_name)
     if name not in TIMER_NAMES:
         raise ValueError(f"unknown timer {name!r}; choose from {', '.join(TIMER_NAMES)}")
-    if name == "sim" and backend_name != "sim":
+    if name == "sim" and _own_timer(backend_name) != "sim":
         raise ValueError(f"the sim timer only times the simulator, not the {backend_name} backend")
-    if name == "cupti" and backend_name != "cuda":
+    if name == "cupti" and _own_timer(backend_name) != "cupti":
         raise ValueError(f"the cupti timer only times the cuda backend, not {backend_name}")
     if name == "cupti" and not cupti_available():
         raise ValueError(

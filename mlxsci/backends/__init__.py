@@ -1,26 +1,95 @@
-"""Backend selection: metal if available, else cuda, else the CPU simulator."""
+"""The backends, each described once, and backend selection: metal if
+available, else cuda, else the CPU simulator.
+
+`BACKENDS` says what the rest of mlxsci needs to know about a backend without
+importing it (MLX's GPU builds and the simulator's compiler are heavy): where
+its class lives, its own timer, whether NVIDIA's compute-sanitizer checks its
+kernels, whether Metal-Sci's published chip ceilings describe its devices,
+and what one run asks of a Ray cluster. Modules ask this table instead of
+comparing backend names; the dialect a backend runs is mlxsci.dialects'.
+"""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass, field
+
 from mlxsci.backends.base import Backend
 
-BACKEND_NAMES = ("metal", "cuda", "sim")
+
+@dataclass(frozen=True)
+class BackendInfo:
+    name: str
+    module: str  # where its class is, imported when the backend is asked for
+    class_name: str
+    timer: str  # its own timer: sim, cupti (wall without cupti-python), wall
+    sanitizable: bool  # compute-sanitizer (--sanitize) checks its kernels
+    chip_table: bool  # Metal-Sci's published chip ceilings describe its devices
+    ray_task: dict  # the Ray options of one run on it
+    ray_limit: str  # the Ray resource that limits how many run at once
+    # what a local Ray started for its runs declares (a resource Ray does not detect)
+    ray_node: dict = field(default_factory=dict)
+
+
+BACKENDS = {
+    b.name: b
+    for b in (
+        BackendInfo(
+            "metal",
+            "mlxsci.backends.mlx_gpu",
+            "MetalBackend",
+            timer="wall",
+            sanitizable=False,
+            chip_table=True,
+            ray_task={"num_cpus": 1, "resources": {"apple_gpu": 1}},
+            ray_limit="apple_gpu",
+            ray_node={"apple_gpu": 1},
+        ),
+        BackendInfo(
+            "cuda",
+            "mlxsci.backends.mlx_gpu",
+            "CudaBackend",
+            timer="cupti",
+            sanitizable=True,
+            chip_table=False,
+            ray_task={"num_cpus": 1, "num_gpus": 1},
+            ray_limit="GPU",
+        ),
+        BackendInfo(
+            "sim",
+            "mlxsci.backends.sim",
+            "SimBackend",
+            timer="sim",
+            sanitizable=False,
+            chip_table=False,
+            ray_task={"num_cpus": 1},
+            ray_limit="CPU",
+        ),
+    )
+}
+BACKEND_NAMES = tuple(BACKENDS)
+
+
+def backend_info(name: str) -> BackendInfo:
+    """The description of backend `name`; ValueError naming the choices otherwise."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; choose from auto, {', '.join(BACKEND_NAMES)}")
+    return BACKENDS[name]
+
+
+def sanitizable(name: str) -> bool:
+    """Whether compute-sanitizer checks this backend's kernels (False for auto)."""
+    return name in BACKENDS and BACKENDS[name].sanitizable
+
+
+def has_chip_table(name: str) -> bool:
+    """Whether Metal-Sci's published chip ceilings describe this backend's devices."""
+    return name in BACKENDS and BACKENDS[name].chip_table
 
 
 def backend_class(name: str) -> type[Backend]:
-    if name == "metal":
-        from mlxsci.backends.mlx_gpu import MetalBackend
-
-        return MetalBackend
-    if name == "cuda":
-        from mlxsci.backends.mlx_gpu import CudaBackend
-
-        return CudaBackend
-    if name == "sim":
-        from mlxsci.backends.sim import SimBackend
-
-        return SimBackend
-    raise ValueError(f"unknown backend {name!r}; choose from auto, {', '.join(BACKEND_NAMES)}")
+    info = backend_info(name)
+    return getattr(importlib.import_module(info.module), info.class_name)
 
 
 def resolve_backend_name(name: str = "auto") -> str:
