@@ -128,7 +128,7 @@ def main():
         "date": stamp,
         "device": info["name"],
         "backend": backend_name,
-        "mlx": mx.__version__,
+        "mlx": getattr(mx, "__version__", ""),  # not in MLX's type stubs
         "driver": driver_version() if backend_name == "cuda" else None,
         "properties": info.get("properties"),
         "size_set": size_set,
@@ -150,7 +150,7 @@ def main():
 
     # The hand-tuned candidates (bench/candidates/): how close a good kernel gets
     # to the ceiling (a tuned saxpy at 64M should score >= 0.9 on an H100).
-    tuned = []
+    tuned: list[dict] = []
     for path in sorted(CANDIDATES.glob(f"*{'.cu' if backend.dialect == 'cuda' else '.metal'}")):
         task_name = path.name.split("_")[0]
         if task_name not in tasks:
@@ -169,7 +169,7 @@ def main():
         )
         print(json.dumps(tuned[-1]), flush=True)
 
-    roofs = {}
+    roofs: dict[str, dict] = {}
     for timer in {default_timer_name(backend_name), "wall"}:
         roof = load_or_measure(backend, timer=timer)
         roofs[timer] = {
@@ -216,13 +216,13 @@ def main():
         disable_numparse=True,
     )
     curves = []
-    for timer, roof in roofs.items():
+    for timer, probed in roofs.items():
         curves.append(
-            f"\nRoofline probes timed with `{timer}`: FP32 {roof['peak_gflops']:.1f} GFLOPS"
+            f"\nRoofline probes timed with `{timer}`: FP32 {probed['peak_gflops']:.1f} GFLOPS"
         )
         curves.append(
             tabulate(
-                [[f"{ws / 2**20:.3f}", f"{gbps:.1f}"] for ws, gbps in roof["bandwidth"]],
+                [[f"{ws / 2**20:.3f}", f"{gbps:.1f}"] for ws, gbps in probed["bandwidth"]],
                 headers=["working set MiB", "GB/s"],
                 tablefmt="github",
             )

@@ -312,8 +312,8 @@ class ProcessPerSize:
     size and every fault it reports is that size's. The imports a process per
     size repeats (~0.4 s) are small beside a sanitized run."""
 
-    def __init__(self, sanitize: tuple[str, str]):
-        self.sanitize = sanitize
+    def __init__(self, sanitize: tuple[str, str] | None):
+        self.sanitize = sanitize  # (tool, executable); None: unsanitized, as bench/ compares
 
     def __enter__(self) -> ProcessPerSize:
         return self

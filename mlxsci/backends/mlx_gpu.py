@@ -28,7 +28,8 @@ class MLXKernel(Kernel):
         self.backend = backend
         self.spec = spec
         self._kernel = kernel
-        self._last_call = None  # what the generated text depends on, for line mapping
+        # what the generated text depends on, for line mapping
+        self._last_call: tuple | None = None
 
     def __call__(
         self,

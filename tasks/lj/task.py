@@ -146,6 +146,7 @@ def run(launch, inp, p):
             outputs={"pos_out": ((n, 4), "float32"), "vel_out": ((n, 4), "float32")},
         )
         pos, vel = out["pos_out"], out["vel_out"]
+    assert cells is not None  # validate_size admits n_steps >= 1 only
     # Final unwrapped positions (xyz) and the last step's occupancy (overflow check);
     # the full state feeds a chained run.
     return {
