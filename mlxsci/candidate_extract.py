@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from mlxsci import dialects
+from mlxsci.candidate_model import _ensure_newline
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^\n`]*?)[ \t]*$")
 _KERNEL_DIRECTIVE = re.compile(r"^[ \t]*//![ \t]*kernel\b", re.M)
@@ -56,4 +57,4 @@ def extract_from_response(text: str, dialect: str = "metal") -> str | None:
         return None
     preferred = [b for b in fitting if _KERNEL_DIRECTIVE.search(b)]
     best = max(preferred or fitting, key=len)
-    return best if best.endswith("\n") else best + "\n"  # as every candidate text ends
+    return _ensure_newline(best)

@@ -1,6 +1,6 @@
 """Whether a parsed candidate fits its task: structured failures, never exceptions.
 
-`validate` checks a `Candidate` (mlxsci/candidate.py) against a task's kernel
+`validate` checks a `Candidate` (mlxsci/candidate_model.py) against a task's kernel
 names and size scalars: every kernel the task names is there and no other,
 no empty body, no param named like a size scalar, and launch expressions
 well-formed over the size's scalars and the candidate's params
@@ -9,19 +9,16 @@ line the evaluation, the API and the search report.
 
 Apart from the parser because it needs a task's names, which the format
 itself does not know. The parser (mlxsci/candidate.py) imports this module
-and re-exports `validate` and `CandidateFailure`, so this one imports the
-parser only for annotations.
+and re-exports `validate` and `CandidateFailure`; both import the data model
+from mlxsci/candidate_model.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from mlxsci import launch_expr
-
-if TYPE_CHECKING:  # annotations only: mlxsci.candidate imports this module
-    from mlxsci.candidate import Candidate
+from mlxsci.candidate_model import Candidate
 
 # The launch directives of a kernel (`//! grid = ...`, `//! threadgroup = ...`),
 # as KernelBlock's fields name them: the parser reads them, validate checks them.

@@ -22,23 +22,16 @@ read in one place, and can be tested without a worker (tests/test_checks.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mlxsci.backends import has_chip_table
 from mlxsci.candidate_validate import validate
+from mlxsci.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.noise import run_noise
 from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.results import SizeResult
 from mlxsci.task import Size, Task
-
-# mlxsci.roofline is a verb (`python -m mlxsci.roofline`), and `import mlxsci`
-# imports this module: importing it here too would put it in sys.modules
-# before runpy runs it as __main__ (a RuntimeWarning on every run), so the
-# functions that need it import it.
-if TYPE_CHECKING:
-    from mlxsci.roofline import Roofline
 
 
 def _load_npz(path: Path) -> dict:
@@ -197,8 +190,6 @@ def check_size(
     if out.fraction > 1.0:
         out.flags.append("suspicious")
     if has_chip_table(backend_name):
-        from mlxsci.roofline import metal_sci_ceiling
-
         gflops, gbps = metal_sci_ceiling(device_name)
         out.metal_sci_fraction = out.achieved / (gbps if task.bound == "bandwidth" else gflops)
     return out

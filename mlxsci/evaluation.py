@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 import numpy as np
@@ -39,6 +38,7 @@ import numpy as np
 from mlxsci import dialects, sanitizer
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, read_candidate_file
+from mlxsci.ceilings import Roofline
 from mlxsci.checks import check_size, failed_size, misfit
 from mlxsci.dialects import backend_options
 from mlxsci.eval_args import TaskArgument, check_overrides, parse_assignments, require_seed
@@ -57,13 +57,6 @@ from mlxsci.runner import CandidateWorker, ProcessPerSize, run_worker
 from mlxsci.task import Size, check_memory, load_task
 from mlxsci.timers import TIMER_NAMES, check_timer
 
-# mlxsci.roofline is a verb (`python -m mlxsci.roofline`), and `import mlxsci`
-# imports this module: importing it here too would put it in sys.modules
-# before runpy runs it as __main__ (a RuntimeWarning on every run), so the
-# functions that need it import it.
-if TYPE_CHECKING:
-    from mlxsci.roofline import Roofline
-
 
 def _prepare(be, timer_name: str, announce, detail) -> Roofline:
     """What evaluations on this machine build or measure once (the simulator's
@@ -73,6 +66,10 @@ def _prepare(be, timer_name: str, announce, detail) -> Roofline:
         from mlxsci.backends.sim.toolchain import prepare_toolchain
 
         prepare_toolchain(announce)
+    # Here, not at the top: mlxsci.roofline is a verb (`python -m
+    # mlxsci.roofline`) and `import mlxsci` imports this module; importing it
+    # at load time would put it in sys.modules before runpy runs it as
+    # __main__ (a RuntimeWarning on every run).
     from mlxsci.roofline import load_or_measure
 
     return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
