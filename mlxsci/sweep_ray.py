@@ -156,9 +156,11 @@ class RayExecutor:
         kwargs: dict[str, object] = {"logging_level": logging.WARNING}
         if address is None:
             kwargs["include_dashboard"] = False
-            node = BACKENDS[self.backend].ray_node if self.backend in BACKENDS else {}
-            if node:  # e.g. this Mac's GPU, declared for the runs' requests
-                kwargs["resources"] = dict(node)
+            # A resource the runs request that Ray does not detect (this Mac's
+            # GPU): the local Ray declares one of it.
+            custom = self.options.get("resources")
+            if custom:
+                kwargs["resources"] = dict(custom)
         else:
             kwargs["address"] = address
         try:

@@ -12,7 +12,7 @@ comparing backend names; the dialect a backend runs is mlxsci.dialects'.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mlxsci.backends.base import Backend
 
@@ -27,8 +27,6 @@ class BackendInfo:
     chip_table: bool  # Metal-Sci's published chip ceilings describe its devices
     ray_task: dict  # the Ray options of one run on it
     ray_limit: str  # the Ray resource that limits how many run at once
-    # what a local Ray started for its runs declares (a resource Ray does not detect)
-    ray_node: dict = field(default_factory=dict)
 
 
 BACKENDS = {
@@ -43,7 +41,6 @@ BACKENDS = {
             chip_table=True,
             ray_task={"num_cpus": 1, "resources": {"apple_gpu": 1}},
             ray_limit="apple_gpu",
-            ray_node={"apple_gpu": 1},
         ),
         BackendInfo(
             "cuda",
