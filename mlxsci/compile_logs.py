@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 __all__ = [
     "Diagnostic",
-    "NvrtcDiagnostic",
     "COMPILE_FAILED",
     "parse_nvrtc_log",
     "parse_metal_log",
@@ -42,9 +41,6 @@ class Diagnostic:
         if self.file == METAL_PROGRAM:
             return True
         return self.file.endswith(".cu") and "/" not in self.file and "\\" not in self.file
-
-
-NvrtcDiagnostic = Diagnostic  # the name this class had when only NVRTC's log was read
 
 
 # ------------------------------------------------------------- NVRTC's log
