@@ -18,16 +18,17 @@ from unittest import mock
 from mlxsci import evaluation as EV
 
 
-def per_size_runner():
+def per_size_runner(*args):
     return EV.ProcessPerSize(None)  # run_worker(job, timeout, None): a process per size
 
 
 def timed_evaluate(task: str, size_set: str, per_candidate: bool) -> float:
-    runner = EV.CandidateWorker if per_candidate else per_size_runner
-    # evaluate() looks its runner up by this name.
-    with mock.patch.object(EV, "CandidateWorker", runner):
+    runner = EV.candidate_worker if per_candidate else per_size_runner
+    # evaluate() looks its runner up by this name. Both unsandboxed: a process
+    # per size builds its own kernels (bench/bench_sandbox.py measures the sandbox).
+    with mock.patch.object(EV, "candidate_worker", runner):
         started = time.perf_counter()
-        ev = EV.evaluate(task, None, backend="sim", size_set=size_set)
+        ev = EV.evaluate(task, None, backend="sim", size_set=size_set, unsandboxed=True)
         seconds = time.perf_counter() - started
     if not ev.correct:
         raise SystemExit(f"{task} {size_set}: the seed failed: {ev.fail_reason}")

@@ -53,7 +53,7 @@ from mlxsci.run_budget import (
     mark_sanitized,
     sanitized_job,
 )
-from mlxsci.runner import CandidateWorker, ProcessPerSize, run_worker
+from mlxsci.runner import ProcessPerSize, candidate_worker
 from mlxsci.task import Size, check_memory, load_task
 from mlxsci.timers import TIMER_NAMES, check_timer
 
@@ -92,6 +92,7 @@ def evaluate(
     sanitize: str | None = None,
     progress=None,
     announce=None,
+    unsandboxed: bool = False,
 ) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
 
@@ -107,7 +108,11 @@ def evaluate(
     runs under NVIDIA's compute-sanitizer, and a fault it reports (out-of-bounds
     or misaligned access, shared-memory hazard) fails the size. Timing under
     the sanitizer is meaningless, so the result records `sanitized` and has no
-    score (None) and no phi; correctness is checked as usual."""
+    score (None) and no phi; correctness is checked as usual.
+    unsandboxed: on the simulator, run the candidate's native code without the
+    OS sandbox (mlxsci.sandbox). Unsafe for code you did not write: it then
+    runs as you. Where the sandbox cannot be set up, evaluating raises
+    SandboxUnavailable unless this is given."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
     options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
@@ -144,7 +149,7 @@ def evaluate(
     runner = (
         ProcessPerSize((sanitize, sanitizer_exe))
         if sanitize and sanitizer_exe
-        else CandidateWorker()
+        else candidate_worker(task, backend_name, unsandboxed)
     )
     with runner as worker:
         for size in sizes:
@@ -236,6 +241,7 @@ def compare(
     n_warmup: int | None = None,
     n_measure: int | None = None,
     timeout: float | None = None,
+    unsandboxed: bool = False,
 ) -> dict:
     """Time two correct candidates against each other, interleaved in one worker
     per size (mlxsci.worker.run_compare), so both see the same machine state.
@@ -271,7 +277,8 @@ def compare(
             # interleaved pairs: at least 5 of each, to see the spread
             "n_measure": max(5, n_measure if n_measure is not None else measure),
         }
-        result, jobdir, tail = run_worker(job, timeout or per_size)
+        with candidate_worker(task, backend_name, unsandboxed) as worker:
+            result, jobdir, tail = worker.run(job, timeout or per_size)
         shutil.rmtree(jobdir, ignore_errors=True)
         if result is None or "error" in result:
             why = (

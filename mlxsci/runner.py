@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -30,8 +31,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlxsci import sanitizer
+from mlxsci import sandbox, sanitizer
+from mlxsci.backends.sim import variants
+from mlxsci.cache import cache_dir
 from mlxsci.lifeline import GOODBYE, open_lifeline
+from mlxsci.worker_io import (
+    STDERR_TAIL_CHARS,
+    StderrTail,
+    minimal_worker_env,
+    read_bounded,
+    worker_text,
+)
 
 
 def new_job_dir(job: dict, parent: Path | None = None) -> Path:
@@ -140,10 +150,19 @@ class CandidateWorker:
     run_worker() does: (result or None, job dir, stderr tail).
     """
 
-    # The worker's command line, before "--serve FD" (tests put a stand-in here).
+    # The worker's command line, before "--serve FD" (tests put a stand-in here),
+    # and the sandboxed worker's (mlxsci.sandbox.boot applies the layers first).
     command = (sys.executable, "-m", "mlxsci.worker")
+    sandboxed_command = (sys.executable, "-m", "mlxsci.sandbox.boot")
 
-    def __init__(self):
+    def __init__(self, backend: str = "sim", sandbox_read: list[str] | None = None):
+        """backend: the backend the worker runs (its environment is that
+        backend's, mlxsci.redaction.minimal_worker_env). sandbox_read: run the
+        worker in the OS sandbox (mlxsci.sandbox), reading only these folders
+        beyond Python's and mlxsci's own; None: unsandboxed (GPU backends, or
+        the user's explicit --unsandboxed)."""
+        self.backend = backend
+        self.sandbox_read = sandbox_read
         # The worker's subprocess.Popen while one runs (Any: its pipes are
         # always there, which Popen's type cannot say).
         self.proc: Any = None
@@ -152,7 +171,7 @@ class CandidateWorker:
         # The worker's folder: its stderr, and the job folder of each size, so
         # that one folder is all a worker whose parent died must remove.
         self.logdir = Path(tempfile.mkdtemp(prefix="mlxsci-worker-"))
-        self.stderr_path = self.logdir / "stderr"
+        self.stderr: StderrTail | None = None
         self.ended: str | None = None  # why the process can take no more sizes
 
     def __enter__(self) -> CandidateWorker:
@@ -165,26 +184,34 @@ class CandidateWorker:
 
     def start(self) -> None:
         read_end, write_end = os.pipe()
+        err_read, err_write = os.pipe()
         life_read, self.lifeline, life_env = open_lifeline([self.logdir])
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **life_env)
+        env = dict(minimal_worker_env(self.backend), **life_env)
+        command = self.command
+        if self.sandbox_read is not None:
+            command = self.sandboxed_command
+            policy = sandbox.worker_policy(self.sandbox_read, [str(self.logdir)])
+            env[sandbox.POLICY_ENV] = policy.to_env()
         try:
-            with open(self.stderr_path, "wb") as stderr:
-                self.proc = subprocess.Popen(
-                    [*self.command, "--serve", str(write_end)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                    env=env,
-                    pass_fds=(write_end, life_read),
-                    start_new_session=True,
-                )
+            self.proc = subprocess.Popen(
+                [*command, "--serve", str(write_end)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err_write,
+                env=env,
+                pass_fds=(write_end, life_read),
+                start_new_session=True,
+            )
         except BaseException:
             os.close(self.lifeline)
+            os.close(err_read)
             self.lifeline = None
             raise
         finally:
             os.close(write_end)
             os.close(life_read)
+            os.close(err_write)
+        self.stderr = StderrTail(err_read)
         self.status = os.fdopen(read_end, "rb", buffering=0)
 
     def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
@@ -205,14 +232,14 @@ class CandidateWorker:
             return None, jobdir, f"the worker ended at an earlier size: {self.ended}"
         if self.proc is None:
             self.start()
-        stderr_from = self.stderr_path.stat().st_size
+        assert self.stderr is not None  # start() made it
+        stderr_from = self.stderr.total
         deadline = time.monotonic() + timeout
-        try:
-            self.proc.stdin.write(f"{jobdir}\n".encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:  # the process died before reading it: answered below
-            pass
+        self.tell(f"{jobdir}\n")
         said = self.wait_for_line(deadline)
+        while said is not None and said.startswith("build "):
+            self.answer_build(jobdir, said[len("build ") :])
+            said = self.wait_for_line(deadline)
         tail = self.stderr_tail(stderr_from)
         if said == "done":
             return json.loads((jobdir / "result.json").read_text()), jobdir, tail
@@ -222,7 +249,15 @@ class CandidateWorker:
             return None, jobdir, self.ended
         # The pipe closed without "done": the process ended during this size.
         returncode = self.reap(deadline)
+        self.stderr.finish()
         tail = self.stderr_tail(stderr_from)
+        if returncode == sandbox.UNAVAILABLE_EXIT and sandbox.UNAVAILABLE_PREFIX in tail:
+            said_why = tail.split(sandbox.UNAVAILABLE_PREFIX, 1)[1].strip()
+            raise sandbox.SandboxUnavailable(
+                f"the simulator's sandbox could not be set up here: {said_why}. Model-written "
+                "candidates run only inside it; pass --unsandboxed to run them without it "
+                "(unsafe: their code then runs as you, with your files and network)"
+            )
         if (jobdir / "result.json").exists():
             # It died after writing this size's verdict, which stands (as a
             # process per size had it); a next size gets a fresh process.
@@ -245,11 +280,29 @@ class CandidateWorker:
             line += chunk
         return line.decode(errors="replace").strip()
 
+    def tell(self, line: str) -> None:
+        """Write a line to the worker's stdin (a job folder, a build's answer)."""
+        try:
+            self.proc.stdin.write(line.encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:  # the process died before reading it: answered by the caller
+            pass
+
+    def answer_build(self, jobdir: Path, name: str) -> None:
+        """Build the kernel variant a sandboxed worker asks for (its request
+        file in the size's job folder) and tell it the library's path. Only a
+        sandboxed worker asks; any other gets a refusal."""
+        if self.sandbox_read is None or not re.fullmatch(r"build-\d{1,6}\.json", name):
+            reply: dict = {"error": {"kind": "compile", "message": "unexpected build request"}}
+        else:
+            reply = variants.serve_request(read_bounded(jobdir / name, variants.MAX_REQUEST_BYTES))
+        self.tell(json.dumps(reply) + "\n")
+
     def stderr_tail(self, start: int) -> str:
-        """What the worker wrote to stderr since `start` (this size), its end."""
-        with open(self.stderr_path, "rb") as f:
-            f.seek(start)
-            return f.read().decode(errors="replace")[-2000:]
+        """What the worker wrote to stderr since `start` (this size), its end,
+        made safe to show (mlxsci.redaction.worker_text)."""
+        assert self.stderr is not None
+        return worker_text(self.stderr.since(start), STDERR_TAIL_CHARS)
 
     def reap(self, deadline: float) -> int:
         """The exit status of a worker whose pipe closed, killing it (and all
@@ -271,6 +324,8 @@ class CandidateWorker:
         except OSError:  # BrokenPipeError: it had ended already
             pass
         self.status.close()
+        if self.stderr is not None:
+            self.stderr.finish()
         if self.lifeline is not None:  # after the worker ended: its lifeline may go
             os.close(self.lifeline)
             self.lifeline = None
@@ -299,6 +354,16 @@ class CandidateWorker:
                 self.kill()
             self.close_pipes()
         shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+def candidate_worker(task, backend_name: str, unsandboxed: bool) -> CandidateWorker:
+    """The worker process for a candidate's sizes: on the simulator, where the
+    candidate's code runs natively, inside the OS sandbox (reading only the
+    task's folder and the kernel cache beyond Python's and mlxsci's own),
+    unless the user said --unsandboxed."""
+    if backend_name != "sim" or unsandboxed:
+        return CandidateWorker(backend_name)
+    return CandidateWorker(backend_name, [str(task.folder), str(cache_dir("sim"))])
 
 
 # Seconds a worker may take to exit once told that no size follows.
@@ -368,6 +433,11 @@ def death_reason(returncode: int, stderr_tail: str) -> str:
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"signal {-returncode}"
+    if name == "SIGSYS":
+        return (
+            "the sandbox stopped the worker: the candidate's code made a system call the "
+            "sandbox forbids (a new process or thread, exec, a socket, ptrace, ...)"
+        )
     if name == "SIGKILL":
         why = "killed from outside, most often by the system running out of memory"
     else:

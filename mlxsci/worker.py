@@ -44,8 +44,10 @@ import click
 import mlx.core as mx
 import numpy as np
 
+from mlxsci import sandbox
 from mlxsci.backends import get_backend
 from mlxsci.backends.base import CompileError, KernelFault
+from mlxsci.backends.sim import variants
 from mlxsci.cache import atomic_write_json
 from mlxsci.candidate import CandidateError, parse
 from mlxsci.launch import Launcher
@@ -323,17 +325,54 @@ def release_memory() -> None:
     mx.clear_cache()
 
 
+def start_threads() -> None:
+    """Make MLX start the threads it starts on its first computation (its CPU
+    stream's), now: once a candidate's library is loaded, the sandbox lets
+    no thread start (mlxsci.sandbox.seal)."""
+    mx.eval(mx.array(1.0, dtype=mx.float32) + 1)
+
+
+class ParentBuilds:
+    """How a sandboxed worker gets its kernel libraries (variants.REMOTE): it
+    may start no compiler and write no cache, so it writes the build request
+    into the size's job folder, says "build NAME" on the status pipe, and
+    reads the parent's answer (a library path or an error) from stdin."""
+
+    def __init__(self, status):
+        self.status = status
+        self.jobdir: Path | None = None  # the size being run
+        self.count = 0
+
+    def __call__(self, request: dict) -> Path:
+        assert self.jobdir is not None  # set by serve() before each job
+        self.count += 1
+        name = f"build-{self.count}.json"
+        (self.jobdir / name).write_text(json.dumps(request))
+        self.status.write(f"build {name}\n")
+        answer = sys.stdin.readline()
+        if not answer:
+            raise CompileError("the evaluation ended before it built the kernel", None, "")
+        return variants.raise_reply(json.loads(answer))
+
+
 def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
     """Run the jobs whose folders arrive one per line on stdin, in order,
-    saying "done" on `status_fd` after each result is written."""
+    saying "done" on `status_fd` after each result is written. In the
+    sandbox, kernel builds are asked of the parent over the same two pipes."""
     # Only this process may hold the pipe: the parent reads its end closing as
     # this process's death, which a child holding a copy would hide.
     os.set_inheritable(status_fd, False)
     with os.fdopen(status_fd, "w", buffering=1) as status:
+        builds = ParentBuilds(status) if sandbox.ACTIVE else None
+        variants.REMOTE = builds
+        if sandbox.ACTIVE:
+            start_threads()
         for line in sys.stdin:
             outdir = line.strip()
             if not outdir:
                 continue
+            if builds is not None:
+                builds.jobdir = Path(outdir)
             run_one(Path(outdir))
             release_memory()
             status.write("done\n")

@@ -113,11 +113,12 @@ def test_a_hang_at_one_size_times_out_that_size_only():
 # the job ("act"): "ok", "exit" (dies without a result), "hang", "slow" (takes
 # 1.5 s, then answers), "die_after_result" (writes the result, then dies), and
 # "linger" (answers, then ignores the end of stdin). It logs every job folder
-# it is handed, and its process id, to the file in $STANDIN_LOG.
+# it is handed, and its process id, to the file named by its first argument
+# (not an environment variable: a worker starts with a scrubbed environment).
 STANDIN = textwrap.dedent("""
     import json, os, sys, time
-    status = os.fdopen(int(sys.argv[2]), "w", buffering=1)
-    log = open(os.environ["STANDIN_LOG"], "a", buffering=1)
+    status = os.fdopen(int(sys.argv[-1]), "w", buffering=1)
+    log = open(sys.argv[1], "a", buffering=1)
     linger = False
     for line in sys.stdin:
         jobdir = line.strip()
@@ -146,8 +147,7 @@ def standin(tmp_path, monkeypatch):
     script = tmp_path / "standin.py"
     script.write_text(STANDIN)
     log = tmp_path / "handed.log"
-    monkeypatch.setenv("STANDIN_LOG", str(log))
-    monkeypatch.setattr(CandidateWorker, "command", (sys.executable, str(script)))
+    monkeypatch.setattr(CandidateWorker, "command", (sys.executable, str(script), str(log)))
 
     def handed() -> list[dict]:
         return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []

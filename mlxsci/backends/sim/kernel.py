@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mlxsci.backends.base import CompileError, Kernel, KernelFault, KernelSpec
-from mlxsci.backends.sim import build, language_rules
+from mlxsci import sandbox
+from mlxsci.backends.base import Kernel, KernelFault, KernelSpec
+from mlxsci.backends.sim import build, variants
 from mlxsci.backends.sim.abi import _K_NEED_FIBERS, _K_OK, _Guard, _Launch, _libc, _Result
 from mlxsci.backends.sim.buffers import _POOL, _fill_output, _GuardedBuffer, _host_bytes, _np_dtype
 from mlxsci.backends.sim.faults import fault_of
@@ -114,29 +115,21 @@ class SimKernel(Kernel):
         v = self._variants.get(key)
         if v is not None:
             return v
-        # What the real compiler rejects and clang-as-C++ would accept (language_rules.py).
-        violation = language_rules.check(self.dialect.name, gen.text, gen.regions, spec.source_file)
-        if violation is not None:
-            raise violation
         started = time.perf_counter()
-        rewritten = self.dialect.rewrite(gen.text)
-        if rewritten.count("\n") != gen.text.count("\n"):
-            raise CompileError("internal: the source rewrite changed the number of lines", None, "")
-        if gen.line1:
-            first, nl, rest = rewritten.partition("\n")
-            if first.strip():
-                raise CompileError(
-                    "internal: the generated text's first line is not empty", None, ""
+        if variants.REMOTE is not None:  # a sandboxed worker: its parent builds
+            so = variants.REMOTE(
+                variants.request(
+                    self.dialect.name,
+                    spec,
+                    infos,
+                    out_dtypes,
+                    template,
+                    self.backend.extra_defines,
                 )
-            rewritten = gen.line1 + nl + rest
-        tu = build.assemble(
-            rewritten,
-            gen.regions,
-            gen.glue,
-            self.dialect.includes(),
-            candidate_file=spec.source_file,
-        )
-        so = build.build_library(tu, spec.source_file, self.backend.extra_defines)
+            )
+        else:
+            so = variants.variant_library(self.dialect, spec, gen, self.backend.extra_defines)
+        sandbox.seal()  # no thread can start once candidate code is in the process
         lib = build.load_library(so)
         # lib[...] makes a function object of our own (getattr caches one per
         # library, shared with any other user of the same loaded library).

@@ -1,0 +1,307 @@
+"""The simulator's OS sandbox (mlxsci.sandbox), attacked.
+
+Two kinds of tests. The layer tests run a small Python probe that puts the
+sandbox's layers in place and then tries what a hostile candidate would: each
+asserts the attempt failed and its side effect is absent (the marker file, a
+byte at a local listener). The end-to-end tests evaluate hostile candidates in
+both dialects through the real worker; the text rules that refuse most of them
+before any compiler sees them are switched off in this (the parent) process,
+so what is tested is the sandbox alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mlxsci import sandbox
+from mlxsci.backends.sim import language_rules
+from mlxsci.cache import cache_dir
+from mlxsci.evaluation import evaluate
+from mlxsci.sandbox import landlock
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or landlock.abi_version() < 1, reason="Linux with Landlock"
+)
+
+PROBE = textwrap.dedent("""
+    import json, os, sys
+    from mlxsci import sandbox
+    policy = sandbox.Policy.from_env(os.environ.pop(sandbox.POLICY_ENV))
+    layers = sandbox.apply(policy)
+    print(json.dumps(layers.__dict__), flush=True)
+    exec(sys.argv[1])
+    print("survived", flush=True)
+""")
+
+
+def probe(tmp_path: Path, attack: str, *, write: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `attack` (Python) in a fresh process inside the sandbox, allowed to
+    write only beneath `write`."""
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    writable = write or tmp_path / "allowed"
+    writable.mkdir(exist_ok=True)
+    policy = sandbox.worker_policy([], [str(writable)])
+    env = {"PATH": os.environ.get("PATH", ""), sandbox.POLICY_ENV: policy.to_env()}
+    return subprocess.run(
+        [sys.executable, str(script), attack], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def layers_of(out: subprocess.CompletedProcess) -> dict:
+    return json.loads(out.stdout.splitlines()[0])
+
+
+def test_every_required_layer_is_in_place(tmp_path):
+    out = probe(tmp_path, "pass")
+    assert out.returncode == 0, out.stderr
+    layers = layers_of(out)
+    assert layers["landlock_abi"] >= 1 and layers["seccomp"] and layers["limits"]
+    assert out.stdout.splitlines()[-1] == "survived"
+
+
+def test_files_outside_the_job_folder_can_be_neither_written_nor_read(tmp_path):
+    marker = tmp_path / "marker"
+    attack = (
+        f"import pathlib\n"
+        f"for act in (lambda: pathlib.Path({str(marker)!r}).write_text('x'),\n"
+        f"            lambda: open('/etc/hostname').read(),\n"
+        f"            lambda: open(os.path.expanduser('~/.bashrc')).read()):\n"
+        f"    try:\n        act(); print('ALLOWED')\n"
+        f"    except PermissionError:\n        print('refused')\n"
+        f"pathlib.Path({str(tmp_path / 'allowed' / 'ok')!r}).write_text('fine')"
+    )
+    out = probe(tmp_path, attack)
+    assert out.returncode == 0, out.stderr
+    assert "ALLOWED" not in out.stdout
+    assert not marker.exists()
+    assert (tmp_path / "allowed" / "ok").read_text() == "fine"
+
+
+def test_the_parents_memory_cannot_be_opened(tmp_path):
+    attack = (
+        "try:\n    open(f'/proc/{os.getppid()}/mem', 'r+b'); print('ALLOWED')\n"
+        "except PermissionError:\n    print('refused')"
+    )
+    out = probe(tmp_path, attack)
+    assert "refused" in out.stdout and "ALLOWED" not in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM)",
+        "import socket; socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)",
+        "os.fork()",
+        "os.execv('/bin/true', ['true'])",
+        "import subprocess; subprocess.run(['touch', 'x'])",
+    ],
+)
+def test_sockets_processes_and_exec_kill_the_process(tmp_path, attack):
+    out = probe(tmp_path, attack)
+    assert out.returncode == -31, (out.returncode, out.stderr)  # SIGSYS
+    assert "survived" not in out.stdout
+
+
+def test_a_local_listener_hears_nothing(tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    try:
+        attack = (
+            "import socket\ns = socket.create_connection(('127.0.0.1', "
+            f"{port}))\ns.sendall(b'OPENAI_API_KEY')"
+        )
+        out = probe(tmp_path, attack)
+        assert out.returncode == -31
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+
+
+def test_no_thread_starts_once_sealed(tmp_path):
+    attack = (
+        "import threading\n"
+        "t = threading.Thread(target=lambda: print('before', flush=True))\nt.start(); t.join()\n"
+        "sandbox.ACTIVE = True\nsandbox.seal()\n"
+        "threading.Thread(target=lambda: print('after', flush=True)).start()"
+    )
+    out = probe(tmp_path, attack)
+    assert "before" in out.stdout and "after" not in out.stdout
+    assert out.returncode == -31
+
+
+def _python_for_nobody() -> str | None:
+    """This interpreter's real path when user 65534 can run it and import mlxsci."""
+    if os.getuid() != 0 or not shutil.which("setpriv"):
+        return None
+    exe = os.path.realpath(sys.executable)
+    check = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            exe,
+            "-c",
+            "import mlxsci.sandbox, pyseccomp",
+        ],
+        capture_output=True,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    return exe if check.returncode == 0 else None
+
+
+def test_an_ordinary_user_gets_every_layer(tmp_path):
+    exe = _python_for_nobody()
+    if exe is None:
+        pytest.skip("no interpreter user 65534 can run here (or not root, so already ordinary)")
+    # pytest's folders are the owner's alone: the probe comes as -c text, and
+    # may write only to a folder of its own that it can reach.
+    allowed = Path(tempfile.mkdtemp(prefix="mlxsci-nobody-"))
+    allowed.chmod(0o777)
+    policy = sandbox.worker_policy([], [str(allowed)])
+    env = {
+        sandbox.POLICY_ENV: policy.to_env(),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    out = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", exe, "-c", PROBE,
+         "import socket; socket.socket()"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    shutil.rmtree(allowed, ignore_errors=True)
+    assert out.stdout, out.stderr
+    assert layers_of(out)["landlock_abi"] >= 1 and layers_of(out)["seccomp"]
+    assert out.returncode == -31
+
+
+# ------------------------------------------------------- hostile candidates
+SECRET = "sk-test-planted-0123456789abcdef"
+
+SAXPY_BODY = {
+    "metal": "uint i = thread_position_in_grid.x;\n{attack}\nif (i >= N) return;\n"
+    "y_out[i] = a * x[i] + y[i];\n",
+    "cuda": "uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;\n{attack}\n"
+    "if (i >= N[0]) return;\ny_out[i] = a[0] * x[i] + y[i];\n",
+}
+
+LIBC = (
+    'extern "C" int open(const char*, int, ...);\n'
+    'extern "C" long write(int, const void*, unsigned long);\n'
+    'extern "C" int socket(int, int, int);\n'
+    'extern "C" int system(const char*);\n'
+    'extern "C" int fork(void);\n'
+    'extern "C" char* getenv(const char*);\n'
+    'extern "C" int dprintf(int, const char*, ...);\n'
+    'extern "C" int start_thread(void*, const void*, void* (*)(void*), void*) '
+    '__asm__("pthread_create");\n'
+    "static void* nothing(void* p) { return p; }\n"
+)
+
+
+def candidate(dialect: str, attack: str, header: str = "") -> str:
+    return (
+        f"//! header\n{LIBC}{header}//! kernel saxpy\n"
+        "//! grid = (ceil_div(N, 256) * 256, 1, 1)\n//! threadgroup = (256, 1, 1)\n"
+        + SAXPY_BODY[dialect].format(attack=attack)
+    )
+
+
+def tree_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            h.update(str(p).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def sandbox_only(monkeypatch):
+    """The text rules off in this (the parent) process: the candidates below
+    reach the compiler and the sandbox is all that stands in their way."""
+    monkeypatch.setattr(language_rules, "check", lambda *args, **kwargs: None)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+
+
+def run_hostile(dialect: str, attack: str, header: str = ""):
+    ev = evaluate(
+        "saxpy",
+        candidate(dialect, attack, header),
+        backend="sim",
+        dialect=dialect,
+        size_set="smoke",
+        n_warmup=1,
+        n_measure=1,
+    )
+    record = json.dumps(ev.to_json(), default=str)
+    assert SECRET not in record
+    return ev
+
+
+STOPPED = "the sandbox stopped the worker"
+
+ATTACKS = {
+    # name: (attack in the body, run by thread 0; extra header; expected verdict)
+    "file write": ('if (i == 0) open("{marker}", 0101, 0644);', "", "ok"),
+    "socket": ("if (i == 0) socket(2, 1, 0);", "", STOPPED),
+    "process spawn": ('if (i == 0) system("touch {marker}");', "", STOPPED),
+    "daemon": ("if (i == 0) fork();", "", STOPPED),
+    "thread": (
+        "unsigned long tid = 0; if (i == 0) start_thread(&tid, nullptr, nothing, nullptr);",
+        "",
+        STOPPED,
+    ),
+    "constructor": (
+        "",
+        '__attribute__((constructor)) static void at_load() {{ system("touch {marker}"); }}\n',
+        STOPPED,
+    ),
+    "env in last words": (
+        'if (i == 0) {{ const char* k = getenv("OPENAI_API_KEY"); '
+        'dprintf(2, "mlxsci-sim: %s\\n", k ? k : "none"); }}',
+        "",
+        "ok",
+    ),
+    "cache poisoning": (
+        'if (i == 0) {{ open("{cache}/sim/planted.so", 0101, 0644); '
+        'open("{cache}/reference/planted.npz", 0101, 0644); }}',
+        "",
+        "ok",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_a_hostile_candidate_leaves_no_trace(sandbox_only, tmp_path, dialect, name):
+    marker = tmp_path / "marker"
+    cache = cache_dir()
+    before = tree_digest(cache / "reference") if (cache / "reference").exists() else ""
+    attack, header, verdict = ATTACKS[name]
+    fill = {"marker": marker, "cache": cache}
+    ev = run_hostile(dialect, attack.format(**fill), header.format(**fill))
+    if verdict == "ok":
+        assert ev.correct, ev.fail_reason  # it ran, and what it tried did nothing
+    else:
+        assert not ev.correct and verdict in (ev.fail_reason or ""), ev.fail_reason
+    assert not marker.exists()
+    assert not (cache / "sim" / "planted.so").exists()
+    assert not (cache / "reference" / "planted.npz").exists()
+    if before:
+        assert tree_digest(cache / "reference") == before
