@@ -54,6 +54,7 @@ from mlxsci.run_budget import (
     sanitized_job,
 )
 from mlxsci.runner import ProcessPerSize, candidate_worker
+from mlxsci.sandbox import SandboxUnavailable
 from mlxsci.task import Size, check_memory, load_task
 from mlxsci.timers import TIMER_NAMES, check_timer
 
@@ -66,10 +67,8 @@ def _prepare(be, timer_name: str, announce, detail) -> Roofline:
         from mlxsci.backends.sim.toolchain import prepare_toolchain
 
         prepare_toolchain(announce)
-    # Here, not at the top: mlxsci.roofline is a verb (`python -m
-    # mlxsci.roofline`) and `import mlxsci` imports this module; importing it
-    # at load time would put it in sys.modules before runpy runs it as
-    # __main__ (a RuntimeWarning on every run).
+    # Here, not at the top: mlxsci.roofline is a verb (`python -m mlxsci.roofline`),
+    # which must not be in sys.modules before runpy runs it (a RuntimeWarning).
     from mlxsci.roofline import load_or_measure
 
     return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
@@ -109,10 +108,8 @@ def evaluate(
     or misaligned access, shared-memory hazard) fails the size. Timing under
     the sanitizer is meaningless, so the result records `sanitized` and has no
     score (None) and no phi; correctness is checked as usual.
-    unsandboxed: on the simulator, run the candidate's native code without the
-    OS sandbox (mlxsci.sandbox). Unsafe for code you did not write: it then
-    runs as you. Where the sandbox cannot be set up, evaluating raises
-    SandboxUnavailable unless this is given."""
+    unsandboxed: on the simulator, run the candidate without the OS sandbox
+    (mlxsci.sandbox; where it cannot be set up, SandboxUnavailable): unsafe."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
     options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
@@ -430,20 +427,23 @@ def main(
     if size_set is None:
         size_set = "smoke" if backend_name == "sim" else "in-dist"
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
-    ev = evaluate(
-        task,
-        text,
-        backend=backend,
-        size_set=size_set,
-        sizes=sizes,
-        filename=str(source) if source else None,
-        n_warmup=warmup,
-        n_measure=measure,
-        timeout=timeout,
-        param_overrides=overrides,
-        dialect=dialect,
-        timer=timer,
-        sanitize=sanitize,
-        progress=progress,
-    )
+    try:
+        ev = evaluate(
+            task,
+            text,
+            backend=backend,
+            size_set=size_set,
+            sizes=sizes,
+            filename=str(source) if source else None,
+            n_warmup=warmup,
+            n_measure=measure,
+            timeout=timeout,
+            param_overrides=overrides,
+            dialect=dialect,
+            timer=timer,
+            sanitize=sanitize,
+            progress=progress,
+        )
+    except SandboxUnavailable as exc:
+        raise click.UsageError(str(exc)) from None
     click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))

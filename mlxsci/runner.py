@@ -160,7 +160,7 @@ class CandidateWorker:
         backend's, mlxsci.redaction.minimal_worker_env). sandbox_read: run the
         worker in the OS sandbox (mlxsci.sandbox), reading only these folders
         beyond Python's and mlxsci's own; None: unsandboxed (GPU backends, or
-        the user's explicit --unsandboxed)."""
+        the user's explicit MLXSCI_UNSANDBOXED=1)."""
         self.backend = backend
         self.sandbox_read = sandbox_read
         # The worker's subprocess.Popen while one runs (Any: its pipes are
@@ -255,7 +255,7 @@ class CandidateWorker:
             said_why = tail.split(sandbox.UNAVAILABLE_PREFIX, 1)[1].strip()
             raise sandbox.SandboxUnavailable(
                 f"the simulator's sandbox could not be set up here: {said_why}. Model-written "
-                "candidates run only inside it; pass --unsandboxed to run them without it "
+                "candidates run only inside it; set MLXSCI_UNSANDBOXED=1 to run them without it "
                 "(unsafe: their code then runs as you, with your files and network)"
             )
         if (jobdir / "result.json").exists():
@@ -356,11 +356,16 @@ class CandidateWorker:
         shutil.rmtree(self.logdir, ignore_errors=True)
 
 
+# 1: the simulator runs candidates without the OS sandbox (unsafe: their code runs as you).
+UNSANDBOXED_ENV = "MLXSCI_UNSANDBOXED"
+
+
 def candidate_worker(task, backend_name: str, unsandboxed: bool) -> CandidateWorker:
     """The worker process for a candidate's sizes: on the simulator, where the
     candidate's code runs natively, inside the OS sandbox (reading only the
     task's folder and the kernel cache beyond Python's and mlxsci's own),
-    unless the user said --unsandboxed."""
+    unless the user said MLXSCI_UNSANDBOXED=1 (or unsandboxed=True)."""
+    unsandboxed = unsandboxed or os.environ.get(UNSANDBOXED_ENV, "") == "1"
     if backend_name != "sim" or unsandboxed:
         return CandidateWorker(backend_name)
     return CandidateWorker(backend_name, [str(task.folder), str(cache_dir("sim"))])

@@ -17,6 +17,7 @@ from pathlib import Path
 # (no API key, no user variable). mlxsci.redaction will own this list.
 WORKER_ENV = (
     "PATH",
+    "PYTHONPATH",  # the worker imports the same mlxsci as its parent
     "HOME",
     "LANG",
     "LC_ALL",
