@@ -5,6 +5,10 @@ input, so an evaluation whose reference is cached needs neither the inputs
 nor the NumPy solve in the trusted (parent) process. The key hashes the size,
 the sources of the reference modules and the task module's source (which
 makes the inputs), so editing any of them invalidates the entry.
+
+Entries are verified (mlxsci/cache.py `write_verified` / `read_verified`): an
+entry the parent did not write itself (planted, copied from another key, a
+tolerance edited to 1e30), cut short or empty is computed again, never used.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ import inspect
 import io
 import json
 import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from mlxsci.cache import atomic_write_bytes, cache_dir
+from mlxsci.cache import cache_dir, read_verified, write_verified
 from mlxsci.task import Task, load_reference
 
 
@@ -55,16 +61,25 @@ def _key(task: Task, params: dict) -> str:
     return h.hexdigest()[:24]
 
 
+def _parse_entry(data: bytes) -> Reference | None:
+    """The reference an entry's bytes hold, or None when they hold none (an
+    entry of another version of this module)."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(str(z["__meta__"]))
+            outputs = {k: np.asarray(z[k]) for k in meta["outputs"]}
+        return Reference(outputs, float(meta["tolerance"]), dict(meta["input_checksums"]))
+    except (OSError, EOFError, KeyError, TypeError, ValueError, zipfile.BadZipFile):
+        return None
+
+
 def get_reference(task: Task, params: dict, use_cache: bool = True) -> Reference:
     path = cache_dir("reference", task.name) / f"{_key(task, params)}.npz"
-    if use_cache and path.exists():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["__meta__"]))
-                outputs = {k: z[k] for k in meta["outputs"]}
-            return Reference(outputs, meta["tolerance"], meta["input_checksums"])
-        except (OSError, KeyError, ValueError):
-            pass  # unreadable entry: recompute and overwrite
+    if use_cache:
+        data = read_verified(path)  # None: missing, unsealed, damaged or planted
+        ref = _parse_entry(data) if data is not None else None
+        if ref is not None:
+            return ref
     inputs = task.make_inputs(params)
     ref_module = load_reference(task.name)
     outputs = {k: np.asarray(v) for k, v in ref_module.solve(inputs, params).items()}
@@ -75,8 +90,9 @@ def get_reference(task: Task, params: dict, use_cache: bool = True) -> Reference
         "input_checksums": ref.input_checksums,
     }
     buf = io.BytesIO()
-    np.savez(buf, __meta__=np.array(json.dumps(meta)), **outputs)
-    atomic_write_bytes(path, buf.getvalue())
+    arrays: dict[str, Any] = {"__meta__": np.array(json.dumps(meta)), **outputs}
+    np.savez(buf, **arrays)
+    write_verified(path, buf.getvalue())
     return ref
 
 

@@ -61,6 +61,19 @@ speedups.* (per task and model the median speedup as a bar, its spread as an
 error bar, each run as a dot). Convergence draws every run of a cell, the
 others one run per cell, picked as above.
 
+Integrity: a finished run's manifest.json records the sha256 of each of its
+files, summary.json included, signed with the search machine's cache key
+(mlxsci/run_manifest.py). A run whose files changed, went or appeared after
+it finished, or whose manifest is damaged or not signed by this machine's key
+although it names it, is tampered: stderr names it and what differs; the
+details table's `integrity` column says `tampered` (else `sealed`, `digests
+match` for a manifest signed elsewhere, `unsealed` for a run without one);
+the main table gains a `<model> tampered` count per cell and a note, and the
+cells and the plots leave tampered runs out unless `--include-tampered`. A
+run without a manifest (finished before runs wrote one, or resumed and not
+finished again) is counted, with one line on stderr saying its files cannot
+be checked.
+
 Library (re-exported here; defined in mlxsci.report_runs: load_runs,
 outcome_label, cell_runs; mlxsci.report_tables: main_table, details_table,
 render; mlxsci.report_plots: write_plots): load_runs(paths), main_table(runs),
@@ -78,7 +91,7 @@ from pathlib import Path
 import click
 
 from mlxsci.report_plots import write_plots
-from mlxsci.report_runs import cell_runs, load_runs, outcome_label
+from mlxsci.report_runs import cell_runs, load_runs, outcome_label, trusted
 from mlxsci.report_tables import FORMATS, details_table, main_table, render
 
 __all__ = [
@@ -104,11 +117,14 @@ CSV_ONE_TABLE = (
 )
 
 
-def report_text(runs: list[dict], fmt: str = "md", details: bool = False) -> str:
+def report_text(
+    runs: list[dict], fmt: str = "md", details: bool = False, include_tampered: bool = False
+) -> str:
     """The main table (and with `details` the details table after it) as one
     text. CSV has no way to hold two tables, so csv with details is refused
-    (ValueError): render each table to its own file (details_path)."""
-    main = main_table(runs)
+    (ValueError): render each table to its own file (details_path).
+    include_tampered: count tampered runs in the main table's cells."""
+    main = main_table(runs, include_tampered)
     if not details:
         return render(main, fmt)
     if fmt == "csv":
@@ -124,15 +140,17 @@ def details_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}_details{out.suffix}")
 
 
-def report_files(runs: list[dict], fmt: str, details: bool, out: Path) -> dict:
+def report_files(
+    runs: list[dict], fmt: str, details: bool, out: Path, include_tampered: bool = False
+) -> dict:
     """{path: text} of what `--out OUT` writes: one file, or for CSV with
     details two, one table each."""
     if fmt == "csv" and details:
         return {
-            out: render(main_table(runs), "csv"),
+            out: render(main_table(runs, include_tampered), "csv"),
             details_path(out): render(details_table(runs), "csv"),
         }
-    return {out: report_text(runs, fmt, details)}
+    return {out: report_text(runs, fmt, details, include_tampered)}
 
 
 def _write(files: dict) -> None:
@@ -159,7 +177,13 @@ def _write(files: dict) -> None:
 )
 @click.option("--plots", type=click.Path(file_okay=False), help="Write PNG and SVG plots here.")
 @click.option("--details", is_flag=True, help="Add the per-run details table.")
-def main(runs, fmt, out, plots, details):
+@click.option(
+    "--include-tampered",
+    is_flag=True,
+    help="Count runs whose files changed after they finished in the main table and "
+    "the plots (they are named on stderr and marked either way).",
+)
+def main(runs, fmt, out, plots, details, include_tampered):
     """Tables (and plots) from search run directories or folders holding them.
 
     RUNS are run directories, folders holding them, or sweep folders."""
@@ -175,12 +199,15 @@ def main(runs, fmt, out, plots, details):
             "is unfinished (see the notes above)"
         )
     if out:
-        _write(report_files(loaded, fmt, details, out))
+        _write(report_files(loaded, fmt, details, out, include_tampered))
     else:
-        click.echo(report_text(loaded, fmt, details), nl=False)
-    if plots:
+        click.echo(report_text(loaded, fmt, details, include_tampered), nl=False)
+    plotted = loaded if include_tampered else trusted(loaded)
+    if plots and not plotted:
+        click.echo("no plots: every run is tampered (--include-tampered draws them)", err=True)
+    elif plots:
         try:
-            written = write_plots(loaded, plots)
+            written = write_plots(plotted, plots)
         except OSError as exc:
             raise click.BadParameter(
                 f"cannot write plots to {plots}: {exc.strerror or exc}", param_hint="--plots"

@@ -1,6 +1,7 @@
 """Finding and loading search run directories, and the per-run figures a
 report is made of (speedup, improved, outcome label, which run stands for a
-cell).
+cell), and whether a run's files are still those it finished with
+(mlxsci.run_manifest: a tampered run is named on stderr and marked).
 
 Separate from the tables and the plots because both read runs through it:
 report_tables and report_plots import it, never the other way round. The
@@ -14,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from mlxsci import run_manifest
 from mlxsci.outcomes import classify_summary
 from mlxsci.verdicts import IMPROVED, assess_summary
 
@@ -25,12 +27,24 @@ def _warn(msg: str) -> None:
 # -- loading ----------------------------------------------------------------
 
 
+def _warn_tampered(run_dir: Path, integrity: run_manifest.Integrity, then: str) -> None:
+    shown = integrity.problems[:6] + (["..."] if len(integrity.problems) > 6 else [])
+    _warn(
+        f"TAMPERED run {run_dir}: its files changed after the run finished "
+        f"({'; '.join(shown)}); {then}"
+    )
+
+
 def _load_run(run_dir: Path) -> dict | None:
     path = run_dir / "summary.json"
+    integrity = run_manifest.check(run_dir)
     try:
         summary = json.loads(path.read_text())
     except FileNotFoundError:
-        _warn(f"skipping unfinished run {run_dir} (no summary.json)")
+        if integrity.tampered:  # a finished run (it has a manifest) lost its summary
+            _warn_tampered(run_dir, integrity, "skipped")
+        else:
+            _warn(f"skipping unfinished run {run_dir} (no summary.json)")
         return None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         _warn(f"skipping {run_dir}: unreadable summary.json ({exc})")
@@ -40,7 +54,15 @@ def _load_run(run_dir: Path) -> dict | None:
     ):
         _warn(f"skipping {run_dir}: its summary.json is not a search summary (no task, model)")
         return None
+    if integrity.tampered:
+        _warn_tampered(
+            run_dir,
+            integrity,
+            "marked tampered, left out of the main table and the plots "
+            "(--include-tampered keeps it)",
+        )
     summary["run_dir"] = str(run_dir)
+    summary["_integrity"] = integrity.status
     summary["_mtime"] = path.stat().st_mtime
     summary["_seed"] = _run_seed(run_dir)
     return summary
@@ -112,7 +134,34 @@ def load_runs(paths) -> list[dict]:
             if summary is not None:
                 runs.append(summary)
     runs.sort(key=lambda r: (r["task"], r["model"], r["run_dir"]))
+    _note_unchecked(runs)
     return runs
+
+
+_UNCHECKED = {
+    run_manifest.UNSEALED: "have no manifest.json (finished before runs recorded their "
+    "files' digests, or resumed and not finished again): their files cannot be checked",
+    run_manifest.DIGESTS_MATCH: "match their manifest.json, which another machine's cache "
+    "key signed: its signature cannot be checked here",
+}
+
+
+def _note_unchecked(runs: list[dict]) -> None:
+    """One line per kind of run whose files the report cannot fully vouch for."""
+    for status, what in _UNCHECKED.items():
+        n = sum(1 for r in runs if r.get("_integrity") == status)
+        if n:
+            _warn(f"{n} run(s) {what}")
+
+
+def is_tampered(run: dict) -> bool:
+    """Whether the run's files changed after it finished (mlxsci.run_manifest)."""
+    return run.get("_integrity") == run_manifest.TAMPERED
+
+
+def trusted(runs: list[dict]) -> list[dict]:
+    """The runs whose files are as they finished, or could not be checked."""
+    return [r for r in runs if not is_tampered(r)]
 
 
 # -- numbers and labels -----------------------------------------------------

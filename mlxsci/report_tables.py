@@ -19,11 +19,23 @@ from pathlib import Path
 from tabulate import tabulate
 
 from mlxsci.outcomes import OUTCOMES
-from mlxsci.report_runs import cell_runs, improved, models_of, outcome_label, speedup
+from mlxsci.report_runs import (
+    cell_runs,
+    improved,
+    is_tampered,
+    models_of,
+    outcome_label,
+    speedup,
+    trusted,
+)
 from mlxsci.report_spread import SPREAD_NOTE, median_and_spread, spread_kind
 from mlxsci.verdicts import assess_summary
 
 FORMATS = ("md", "latex", "csv", "json")
+TAMPERED_NOTE = (
+    "tampered: runs whose files changed after they finished (named on stderr), "
+    "left out of the cells unless --include-tampered"
+)
 
 
 # -- tables -------------------------------------------------------------------
@@ -87,15 +99,19 @@ def _repeated_cell(m: str, cell: list[dict]) -> dict:
     }
 
 
-def main_table(runs: list[dict]) -> list[dict]:
+def main_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
     """One row (an ordered dict) per task; per model: speedup, improved (bool),
     held-out phi, held-out ratio, outcome, and when any cell holds several runs
     also runs, speedup lo/hi, spread, held-out ratio lo/hi (module docstring).
-    Values are raw numbers (None if unknown)."""
+    Values are raw numbers (None if unknown). When any run is tampered
+    (report_runs.is_tampered), each model also gets `tampered`, the count of
+    such runs, which the cells leave out unless include_tampered."""
     models = models_of(runs)
     tasks = sorted({r["task"] for r in runs})
-    cells = {(t, m): cell_runs(runs, t, m) for t in tasks for m in models}
+    counted = runs if include_tampered else trusted(runs)
+    cells = {(t, m): cell_runs(counted, t, m) for t in tasks for m in models}
     repeated = any(len(cell) > 1 for cell in cells.values())
+    flagged = any(is_tampered(r) for r in runs)
     rows = []
     for task in tasks:
         row = {"task": task}
@@ -104,6 +120,10 @@ def main_table(runs: list[dict]) -> list[dict]:
             row.update(
                 _repeated_cell(m, cell) if repeated else _single_cell(m, cell[0] if cell else None)
             )
+            if flagged:
+                row[f"{m} tampered"] = sum(
+                    1 for r in runs if r["task"] == task and r["model"] == m and is_tampered(r)
+                )
         rows.append(row)
     return rows
 
@@ -146,6 +166,8 @@ def details_table(runs: list[dict]) -> list[dict]:
                 "cost usd": r.get("cost_usd", 0.0),
                 "wall s": r.get("wall_s"),
                 "search outcome": r.get("outcome"),
+                # whether its files are as it finished (mlxsci.run_manifest)
+                "integrity": r.get("_integrity"),
                 "run": Path(r["run_dir"]).name,
             }
         )
@@ -195,6 +217,14 @@ def _has_spread(rows: list[dict]) -> bool:
     return bool(rows) and any(k.endswith(" spread") for k in rows[0])
 
 
+def _notes(rows: list[dict]) -> list[str]:
+    """What the table's notes say: how spreads are made, what tampered counts."""
+    notes = [f"Per cell: {SPREAD_NOTE}."] if _has_spread(rows) else []
+    if rows and any(k.endswith(" tampered") for k in rows[0]):
+        notes.append(f"{TAMPERED_NOTE[0].upper()}{TAMPERED_NOTE[1:]}.")
+    return notes
+
+
 def _with_spread(key: str, row: dict) -> str:
     """A cell, with its `[lo, hi]` when the row has them: '1.02x [1.00x, 1.05x]'."""
     text = _fmt_cell(key, row[key])
@@ -242,7 +272,7 @@ def render(rows: list[dict], fmt: str = "md") -> str:
     align = ["right" if _numeric([c[i] for c in cells]) else "left" for i in range(len(headers))]
     if fmt == "md":
         shown = [[f"**{c}**" if b else c for c, b in zip(cr, br)] for cr, br in zip(cells, bold)]
-        note = f"\nPer cell: {SPREAD_NOTE}.\n" if _has_spread(rows) else ""
+        note = "".join(f"\n{n}\n" for n in _notes(rows))
         return (
             tabulate(
                 shown, headers=headers, tablefmt="github", colalign=align, disable_numparse=True
@@ -269,7 +299,7 @@ def render(rows: list[dict], fmt: str = "md") -> str:
             " & ".join(tex(c, b) for c, b in zip(cr, br)) + r" \\" for cr, br in zip(cells, bold)
         ]
         lines += [r"\bottomrule", r"\end{tabular}"]
-        if _has_spread(rows):  # under the tabular, where a caption would say it
-            lines += ["", rf"\par\footnotesize Per cell: {latex_escape(SPREAD_NOTE)}."]
+        for n in _notes(rows):  # under the tabular, where a caption would say it
+            lines += ["", rf"\par\footnotesize {latex_escape(n)}"]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

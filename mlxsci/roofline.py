@@ -23,7 +23,7 @@ from tabulate import tabulate
 from mlxsci import timers
 from mlxsci.backends import backend_class, get_backend, has_chip_table
 from mlxsci.backends.base import Backend
-from mlxsci.cache import atomic_write_json, cache_dir
+from mlxsci.cache import cache_dir, read_verified, write_verified_json
 from mlxsci.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.roofline_probes import measure, plan_for, probe_digest
 
@@ -39,12 +39,17 @@ def cache_path(backend: Backend, timer: str | None = None) -> Path:
 
 
 def load_cached(path: Path, digest: str) -> Roofline | None:
-    """The cached roofline, or None where there is none or it is stale: written
-    by another version of this module (missing or unknown fields: e.g. one
-    whose probes were wall-clock timed) or by other probes or plans."""
+    """The cached roofline, or None where there is none, it is not one this
+    machine's parent wrote (mlxsci/cache.py `read_verified`: planted ceilings
+    would score every candidate against them) or it is stale: written by
+    another version of this module (missing or unknown fields: e.g. one whose
+    probes were wall-clock timed) or by other probes or plans."""
+    raw = read_verified(path)
+    if raw is None:
+        return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(raw)
+    except ValueError:
         return None
     if not isinstance(data, dict) or set(data) != {f.name for f in fields(Roofline)}:
         return None
@@ -70,7 +75,7 @@ def load_or_measure(
     if announce is not None:
         announce(MEASURING)
     roof = measure(backend, progress, timer)
-    atomic_write_json(path, asdict(roof))
+    write_verified_json(path, asdict(roof))
     return roof
 
 

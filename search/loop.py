@@ -52,7 +52,7 @@ from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.proposers import make_proposer
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import Entry, State, make_strategy, noise_aware_decision
-from mlxsci.search.summary import entry_score, summarize
+from mlxsci.search.summary import entry_score, reopen_record, summarize, write_record
 from mlxsci.task import load_task
 
 
@@ -362,6 +362,7 @@ def run(
     history = rd.history()
     if resume is not None:
         check_extension(history, iterations)
+        reopen_record(rd)  # a finished run's manifest is written anew at its end
     else:
         make_run_dir(rd.path)
     for line in rd.skipped_report():  # damaged lines of history.jsonl, by number
@@ -432,6 +433,6 @@ def run_search(opts: dict, rd: RunDir, proposer, say, history: list[dict]) -> di
         stopped=stopped,
         held_started=held_started,
     )
-    rd.write_json(rd.file("summary.json"), summary)
+    write_record(rd, summary)  # summary.json, then the manifest of the run's files
     say(done_line(summary))
     return summary

@@ -3,13 +3,16 @@ their noise, bands and verdicts (mlxsci.verdicts), the outcome
 (mlxsci.outcomes), the skipped iterations, tokens, cost and time.
 
 Apart from the loop (search/loop.py) because it only judges what the loop
-recorded: it proposes, evaluates and writes nothing.
+recorded: it proposes and evaluates nothing, and writes only the record of a
+finished run: summary.json, then the manifest of every file of the run
+(mlxsci/run_manifest.py), which the report checks.
 """
 
 from __future__ import annotations
 
 import time
 
+from mlxsci import run_manifest
 from mlxsci.outcomes import classify
 from mlxsci.search.strategies import State
 from mlxsci.verdicts import NOISE_FLOOR, assess
@@ -133,3 +136,14 @@ def summarize(
         "history": history,
     }
     return summary
+
+
+def write_record(rd, summary: dict) -> None:
+    """A finished run's record: summary.json, then, last, its manifest."""
+    rd.write_json(rd.file("summary.json"), summary)
+    run_manifest.write(rd.path)
+
+
+def reopen_record(rd) -> None:
+    """A run resumed is unfinished again: its manifest goes until it finishes."""
+    run_manifest.remove(rd.path)
