@@ -416,7 +416,14 @@ def processes_marked(mark: str, running: bytes = b"") -> set[int]:
 
 
 def leftovers(tmp: Path) -> list[str]:
-    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("mlxsci-"))
+    """mlxsci's folders left in tmp/ holding anything. A sandboxed worker whose
+    parent died empties its folder but cannot remove the folder itself (Landlock
+    lets it write only beneath it): an empty one is all that may stay."""
+    return sorted(
+        p.name
+        for p in tmp.iterdir()
+        if p.name.startswith("mlxsci-") and (not p.is_dir() or any(p.iterdir()))
+    )
 
 
 def wait_for(condition, seconds: float) -> bool:
@@ -473,13 +480,13 @@ def kill_when_a_job_runs(
                 or (
                     (after is None or after.exists())
                     and list(tmp.glob(jobs_glob))
-                    and processes_marked(mark, b"mlxsci.worker")
+                    and processes_marked(mark, b"mlxsci.sandbox.boot")
                 )
             ),
             300,
         )
         assert running and proc.poll() is None, proc.communicate()
-        workers = processes_marked(mark, b"mlxsci.worker")
+        workers = processes_marked(mark, b"mlxsci.sandbox.boot")
         # Imports and set-up take under a second of CPU; past that the worker is in
         # the kernel (native code, where only the lifeline's thread can notice).
         assert wait_for(lambda: max(cpu_seconds(pid) for pid in workers) > 1.5, 120)
