@@ -8,13 +8,19 @@ sizes), which `mlxsci.evaluate` returns and `mlxsci eval --json` prints
 
 They sit apart from mlxsci/evaluation.py because more than the verb reads
 them: the checks (mlxsci/checks.py) fill a SizeResult, the search records
-their JSON, tests build them; this module imports nothing of mlxsci's.
+their JSON, tests build them; this module imports nothing of mlxsci's but
+mlxsci/redaction.py (itself only the standard library).
+
+Both the JSON and the table are redacted (defence in depth): a fail_reason
+may quote what a worker printed, and no secret value may leave in them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+
+from mlxsci.redaction import redact, redact_json
 
 
 @dataclass
@@ -79,7 +85,7 @@ class Evaluation:
         }
         if self.sanitized:  # only sanitized runs carry it; their score is None
             data["sanitized"] = self.sanitized
-        return data
+        return redact_json(data)
 
 
 def json_size(s: SizeResult) -> dict:
@@ -176,4 +182,4 @@ def format_evaluation(ev: Evaluation) -> str:
     lines.append(S_AND_PHI)
     if ev.fail_reason:
         lines.append(f"fail_reason: {ev.fail_reason}")
-    return "\n".join(lines)
+    return redact("\n".join(lines))

@@ -6,7 +6,8 @@ endpoint used when no base URL is given, whatever the SDKs' *_BASE_URL
 variables say. Any other base URL gets the key held by the environment
 variable named with `api_key_env` (--api-key-env), or else the placeholder
 "none" (local servers check no key). A key is never written to a run
-directory, a log line or an error message.
+directory, a log line or an error message: each key read here is remembered
+by mlxsci/redaction.py, which redacts it from every prompt and record.
 
 It is separate from search/llm_proposers.py because it is the one place that
 decides where a secret may go, apart from the calls and their retries.
@@ -18,6 +19,7 @@ import os
 import re
 import urllib.parse
 
+from mlxsci.redaction import remember_secret
 from mlxsci.search.proposer import ProposerError
 
 PLACEHOLDER_KEY = "none"  # sent where no key is given: the SDKs insist on one
@@ -34,6 +36,7 @@ def _require_key(var: str, model: str) -> str:
             f"model {model!r} needs an API key: set the environment variable {var} "
             "(or use --model autotune, which needs none)"
         )
+    remember_secret(var, key)  # a key in use is redacted from prompts and records
     return key
 
 
@@ -51,6 +54,7 @@ def _key_from_named_variable(name: str) -> str:
             "or is empty; export it, or leave --api-key-env out for a server "
             "that needs no key"
         )
+    remember_secret(name, key)  # whatever the variable is called
     return key
 
 

@@ -9,7 +9,9 @@ proposer for a model name (make_proposer).
 
 Keys (search/llm_keys.py): a provider's key goes only to that provider's own
 endpoint; any other base URL gets the key named with `api_key_env`, or none.
-A key is never written to a run directory, a log line or an error message.
+A key is never written to a run directory, a log line or an error message,
+and the prompts a proposer sends are redacted once more on their way out
+(mlxsci/redaction.py), whoever built them.
 
 Retries are ours, not the SDKs' (their retries are turned off), so each one
 is announced with `say`: rate limits, overload and other 5xx answers,
@@ -22,11 +24,14 @@ the loop records a skipped iteration.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import time
+from collections.abc import Callable
 
 from mlxsci.names import safe_name
+from mlxsci.redaction import redact
 from mlxsci.search.llm_keys import (
     ANTHROPIC_URL,
     OPENAI_URL,
@@ -66,8 +71,9 @@ def _class_names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
+def _one_line(text: str, limit: int = 300, clean: Callable[[str], str] = redact) -> str:
+    # Cleaned before it is cut, so that no cut leaves a piece of a secret.
+    text = " ".join(clean(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -85,10 +91,13 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def classify_failure(exc: BaseException, timeout_s: float) -> tuple[str, str, bool]:
-    """(short label for the console, full reason, whether to retry) of a failed call."""
+def classify_failure(
+    exc: BaseException, timeout_s: float, clean: Callable[[str], str] = redact
+) -> tuple[str, str, bool]:
+    """(short label for the console, full reason, whether to retry) of a failed
+    call; clean: what the exception's text goes through before it is cut."""
     names = _class_names(exc)
-    reason = f"{type(exc).__name__}: {_one_line(str(exc)) or type(exc).__name__}"
+    reason = f"{type(exc).__name__}: {_one_line(str(exc), clean=clean) or type(exc).__name__}"
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and status >= 400:
         retry = status in _RETRYABLE_STATUS or status >= 500
@@ -98,7 +107,7 @@ def classify_failure(exc: BaseException, timeout_s: float) -> tuple[str, str, bo
     # The SDKs wrap transport errors in a generic "Connection error.": name the cause.
     cause = exc.__cause__ or exc.__context__
     if names & {"APIConnectionError"} and cause is not None:
-        reason = _one_line(f"{reason} ({type(cause).__name__}: {cause})")
+        reason = _one_line(f"{reason} ({type(cause).__name__}: {cause})", clean=clean)
     if "complete message body" in reason:  # the body ended before its length
         return "truncated answer", reason, True
     if names & {"APIConnectionError", "TransportError"} or isinstance(exc, OSError):
@@ -168,7 +177,7 @@ class _LLMProposer(Proposer):
         key = self._api_key
         if key and key != PLACEHOLDER_KEY:
             text = text.replace(key, "[API key]")
-        return text
+        return redact(text)  # and any other secret an error message may echo
 
     def _wait(self, exc: BaseException, retry: int) -> float:
         asked = _retry_after(exc)
@@ -176,6 +185,9 @@ class _LLMProposer(Proposer):
         return min(wait, MAX_WAIT_S)
 
     def propose(self, ctx: PromptContext) -> Proposal:
+        # The last step before the network: no secret leaves (this proposer's
+        # own key included: search/llm_keys.py remembered it), whoever built ctx.
+        ctx = dataclasses.replace(ctx, system=redact(ctx.system), user=redact(ctx.user))
         attempts = self.max_retries + 1
         self.say(
             f"model {self.model}: waiting for an answer (up to {self.timeout_s:g} s, "
@@ -187,7 +199,7 @@ class _LLMProposer(Proposer):
             # Any failure of the provider, the transport or the answer's shape is a
             # skipped iteration, never the end of a run that may have taken hours.
             except Exception as exc:  # noqa: BLE001
-                label, reason, retry = classify_failure(exc, self.timeout_s)
+                label, reason, retry = classify_failure(exc, self.timeout_s, self._redact)
                 label, reason = self._redact(label), self._redact(reason)
                 if not retry or attempt == attempts:
                     tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""

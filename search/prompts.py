@@ -26,11 +26,20 @@ search/dialect_words.py (role, hard rules, pitfalls) and one in search/contract.
 Held-out sizes never reach a prompt: the pipeline analysis reads only the
 `smoke` and `in-dist` size sets, and `format_result` drops any size marked
 `held_out` (defence in depth; the loop passes only in-dist or smoke results).
+
+No secret reaches a prompt either: both prompts are redacted as they are
+finished (`_redacted`, mlxsci/redaction.py), since a result quotes what a
+worker printed.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec
+
 from mlxsci import dialects
+from mlxsci.redaction import redact
 from mlxsci.search.contract import contract_text, cuda_signature, metal_signature
 from mlxsci.search.dialect_words import WORDS
 from mlxsci.search.result_lines import format_history_line, format_result
@@ -51,6 +60,19 @@ __all__ = [
 HISTORY_LINES = 8  # history entries shown in an iteration-k prompt
 STAGNATION_WINDOW = 3  # correct candidate iterations looked at
 STAGNATION_BAND = 0.85  # "close to the best" means score >= 0.85 * best
+
+_P = ParamSpec("_P")
+
+
+def _redacted(build: Callable[_P, str]) -> Callable[_P, str]:
+    """A prompt builder whose prompt is redacted when finished: the last
+    step before it goes to a proposer."""
+
+    @functools.wraps(build)
+    def finished(*args: _P.args, **kwargs: _P.kwargs) -> str:
+        return redact(build(*args, **kwargs))
+
+    return finished
 
 
 # --- system prompt ------------------------------------------------------------
@@ -136,6 +158,7 @@ def _hard_rules(task: Task, dialect: str) -> str:
 """
 
 
+@_redacted
 def system_prompt(task: Task, dialect: str = "metal") -> str:
     """The system prompt: the same at every call of a search."""
     dialects.get(dialect)  # ValueError naming the dialects for any other name
@@ -255,6 +278,7 @@ def _stagnation_notice(task: Task) -> str:
     )
 
 
+@_redacted
 def user_prompt(
     task: Task,
     dialect: str = "metal",

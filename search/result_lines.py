@@ -15,6 +15,8 @@ results), and the score's phi is never shown.
 
 from __future__ import annotations
 
+from mlxsci.redaction import redact
+
 __all__ = ["format_result", "format_history_line"]
 
 _MAX_MESSAGE = 3000  # characters of a compile log / failure shown
@@ -40,7 +42,9 @@ def _num(x) -> str:
 
 
 def _clip(text: str, limit: int = _MAX_MESSAGE) -> str:
-    text = text.strip()
+    # Redacted before it is cut: a cut could leave a piece of a secret that
+    # the finished prompt's redaction would no longer recognise.
+    text = redact(text).strip()
     return text if len(text) <= limit else text[:limit] + " [...]"
 
 

@@ -18,6 +18,10 @@ A line of history.jsonl that is not a record (cut short by a kill, or
 damaged) is skipped and reported with its line number; the records after it
 still count, and the skipped text is kept in history_skipped.txt when the
 history is rewritten without it.
+
+Every file goes through `write_text`, `write_json`, `append_history` or
+`repair_history`, and each redacts what it writes (mlxsci/redaction.py): no
+secret value reaches a run directory, whatever a worker or a model said.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 
 from mlxsci import dialects
 from mlxsci.cache import atomic_write_bytes, atomic_write_json
+from mlxsci.redaction import redact, redact_json
 
 ROLES = ("seed", "candidate", "skipped")  # what a history record's iteration was
 # What run.json must hold for a run to be resumed (the other options have defaults).
@@ -56,10 +61,10 @@ class RunDir:
         return self.path / f"{iteration:02d}_{name}"
 
     def write_text(self, path: Path, text: str) -> None:
-        atomic_write_bytes(path, text.encode())
+        atomic_write_bytes(path, redact(text).encode())
 
     def write_json(self, path: Path, obj) -> None:
-        atomic_write_json(path, obj)
+        atomic_write_json(path, redact_json(obj))
 
     def read_json(self, name_or_path):
         path = name_or_path if isinstance(name_or_path, Path) else self.file(name_or_path)
@@ -105,7 +110,7 @@ class RunDir:
 
     def append_history(self, record: dict) -> None:
         """Append one line and fsync: the record is the commit point of an iteration."""
-        line = json.dumps(record, sort_keys=True) + "\n"
+        line = json.dumps(redact_json(record), sort_keys=True) + "\n"
         with open(self.file("history.jsonl"), "a") as f:
             f.write(line)
             f.flush()
@@ -151,8 +156,8 @@ class RunDir:
         if self.skipped_lines:
             kept = "".join(f"history.jsonl line {n}: {line}\n" for n, line in self.skipped_lines)
             with open(self.file("history_skipped.txt"), "a") as f:
-                f.write(kept)
-        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+                f.write(redact(kept))
+        text = "".join(json.dumps(redact_json(r), sort_keys=True) + "\n" for r in records)
         atomic_write_bytes(self.file("history.jsonl"), text.encode())
 
 
