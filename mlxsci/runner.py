@@ -35,13 +35,8 @@ from mlxsci import sandbox, sanitizer
 from mlxsci.backends.sim import variants
 from mlxsci.cache import cache_dir
 from mlxsci.lifeline import GOODBYE, open_lifeline
-from mlxsci.worker_io import (
-    STDERR_TAIL_CHARS,
-    StderrTail,
-    minimal_worker_env,
-    read_bounded,
-    worker_text,
-)
+from mlxsci.redaction import minimal_worker_env, worker_text
+from mlxsci.worker_io import STDERR_KEEP_BYTES, STDERR_TAIL_CHARS, StderrTail, read_bounded
 
 
 def new_job_dir(job: dict, parent: Path | None = None) -> Path:
@@ -75,7 +70,7 @@ def run_worker(
     Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker and
     removes the job folder before the exception goes on."""
     jobdir = new_job_dir(job)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = minimal_worker_env(job.get("backend", "cuda"))
     argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
     passed: tuple[int, ...] = ()
     keep = None  # the lifeline's write end
@@ -126,7 +121,7 @@ def finish_worker(
         proc.communicate()
         found = sanitizer_finding(jobdir, sanitize)
         return found or None, jobdir, f"timeout: no verdict within {timeout:g} s"
-    tail = err.decode(errors="replace")[-2000:]
+    tail = worker_text(err[-STDERR_KEEP_BYTES:], STDERR_TAIL_CHARS)
     found = sanitizer_finding(jobdir, sanitize)
     if found:
         return found, jobdir, tail

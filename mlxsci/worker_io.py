@@ -3,8 +3,9 @@
 A worker runs a candidate's code, so everything it hands back is hostile
 input: its stderr (drained by a thread and kept only at its end, so a
 candidate printing without end costs the parent neither memory nor disk),
-the files it writes (read only up to a size), and what it can read of its
-parent's environment (an allowlist: no API key, no user variable).
+the files it writes (read only up to a size). What it may print is cleaned
+by mlxsci.redaction.worker_text, its environment made by
+mlxsci.redaction.minimal_worker_env.
 """
 
 from __future__ import annotations
@@ -12,44 +13,6 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-
-# The only variables a worker inherits: what Python, MLX and the backend need
-# (no API key, no user variable). mlxsci.redaction will own this list.
-WORKER_ENV = (
-    "PATH",
-    "PYTHONPATH",  # the worker imports the same mlxsci as its parent
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "MLXSCI_CACHE_DIR",
-    "MLXSCI_TEST_MARK",  # no secret: the tests find their workers' processes by it
-    "MLXSCI_SIM_FIBERS",
-    "MLXSCI_SIM_SCHEDULE",
-    "MLXSCI_SIM_UCONTEXT",
-    "OPENBLAS_CORETYPE",
-    "OPENBLAS_L2_SIZE",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "LD_LIBRARY_PATH",
-)
-
-
-def minimal_worker_env(backend: str) -> dict[str, str]:
-    """The environment a worker starts with (on every backend)."""
-    env = {k: os.environ[k] for k in WORKER_ENV if k in os.environ}
-    env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-    return env
-
-
-def worker_text(raw: bytes, limit: int) -> str:
-    """Bytes a worker printed, made safe to quote: decoded, control characters
-    but newline and tab dropped, at most `limit` characters (the end)."""
-    text = raw.decode(errors="replace")
-    text = "".join(c for c in text if c in "\n\t" or c.isprintable())
-    return text[-limit:]
-
 
 # How much of a worker's stderr a verdict may quote, and how much the parent
 # keeps of it at all: a candidate printing without end costs neither memory

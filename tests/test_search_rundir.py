@@ -556,11 +556,11 @@ def test_a_killed_search_leaves_no_worker_and_no_job_folder(tmp_path, how):
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
 def test_a_killed_comparison_leaves_no_worker_and_no_job_folder(tmp_path):
-    """The worker of one job (mlxsci.runner.run_worker) watches its parent too."""
+    """A comparison's worker (one CandidateWorker for the size) watches its parent too."""
     script = (
         "from mlxsci.evaluation import compare\n"
         f"compare('saxpy', {HANG!r}, {HANG!r}, backend='sim', size_set='smoke', "
         "timeout=300)\n"
     )
     proc, mark, tmp = start_marked(tmp_path, [sys.executable, "-c", script])
-    kill_when_a_job_runs(proc, mark, tmp, "mlxsci-job-*", signal.SIGKILL)
+    kill_when_a_job_runs(proc, mark, tmp, "mlxsci-worker-*/mlxsci-job-*", signal.SIGKILL)
