@@ -305,3 +305,42 @@ def test_a_hostile_candidate_leaves_no_trace(sandbox_only, tmp_path, dialect, na
     assert not (cache / "reference" / "planted.npz").exists()
     if before:
         assert tree_digest(cache / "reference") == before
+
+
+# ------------------------------------------------------- the kernel cache
+SEED_RUN = textwrap.dedent("""
+    import numpy as np, mlxsci
+    f = mlxsci.kernel_function("saxpy", SOURCE, backend="sim", dialect="metal")
+    x = np.arange(1000, dtype=np.float32)
+    out = f(x=x, y=np.ones(1000, np.float32), a=2.0, N=1000)
+    print(float(np.array(out["y"]).sum()))
+""")
+ZEROS = "//! kernel saxpy\nuint i = thread_position_in_grid.x;\nif (i < N) y_out[i] = 0.0f;\n"
+
+
+def _run_in_fresh_process(source: str, cache: Path) -> tuple[float, int]:
+    """y_out's sum from the kernel `source` (None: the seed) built in a fresh
+    process, and how many kernels that process compiled."""
+    script = SEED_RUN.replace("SOURCE", repr(source) if source else "None") + (
+        "from mlxsci.backends.sim.toolchain import STATS; print(STATS['compiles'])\n"
+    )
+    env = dict(os.environ, MLXSCI_CACHE_DIR=str(cache))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    total, compiles = out.stdout.split()
+    return float(total), int(compiles)
+
+
+@pytest.mark.slow
+def test_a_library_planted_in_the_kernel_cache_is_rebuilt_not_run(tmp_path):
+    cache = tmp_path / "cache"
+    honest = sum(2.0 * i + 1.0 for i in range(1000))
+    assert _run_in_fresh_process(None, cache)[0] == honest
+    seed_libs = set((cache / "sim").glob("k-*.so"))
+    assert _run_in_fresh_process(ZEROS, cache)[0] == 0.0
+    zeros_lib = next(iter(set((cache / "sim").glob("k-*.so")) - seed_libs))
+    for lib in seed_libs:  # the attack: the planted code under the seed's name
+        shutil.copyfile(zeros_lib, lib)
+    total, compiles = _run_in_fresh_process(None, cache)
+    assert total == honest and compiles == 1  # rebuilt from the seed, not the planted code

@@ -19,7 +19,8 @@ the header or body carries the candidate file's own line number.
 It is compiled to an object file, then linked with the runtime object
 (sim_runtime.cpp, compiled once) into a shared library cached under
 $MLXSCI_CACHE_DIR/sim/ by the sha256 of the TU, the runtime sources, the flags
-and the compiler version. The compiler, its flags and the runtime object are
+and the compiler version, and sealed (mlxsci.cache.seal_file): a cached entry
+is used only while its seal matches. The compiler, its flags and the runtime object are
 toolchain.py's; the precompiled header every compile of a dialect loads is
 pch.py's.
 """
@@ -37,6 +38,7 @@ from pathlib import Path
 from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim.pch import _compile_with_pch
 from mlxsci.backends.sim.toolchain import STATS, _lock, _runtime_object, cache_dir, runtime_digest
+from mlxsci.cache import read_verified, seal_file, verify_file, write_verified
 
 _loaded: dict[str, ctypes.CDLL] = {}
 
@@ -154,12 +156,15 @@ def build_library(
         d = cache_dir()
         so = d / f"k-{key}.so"
         err = d / f"k-{key}.err"
-        if so.exists():
+        # An entry counts only when its seal (mlxsci.cache) vouches for it: a
+        # library or compile log planted or altered in the cache is rebuilt.
+        if so.exists() and verify_file(so):
             STATS["cache_hits"] += 1
             return so
-        if err.exists():
+        cached_err = read_verified(err) if err.exists() else None
+        if cached_err is not None:
             STATS["cache_hits"] += 1
-            raise parse_compile_error(named(err.read_text()), source_file)
+            raise parse_compile_error(named(cached_err.decode(errors="replace")), source_file)
         rt = _runtime_object(extra_defines)
         cpp = d / f"k-{key}.cpp"
         fd, tmp_cpp = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".cpp.tmp", dir=d)
@@ -183,12 +188,10 @@ def build_library(
         if res.returncode != 0:
             os.unlink(tmp_so)
             if deterministic:
-                fd, tmp_err = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".err.tmp", dir=d)
-                with os.fdopen(fd, "w") as f:
-                    f.write(raw)
-                os.replace(tmp_err, err)
+                write_verified(err, raw.encode())
             raise parse_compile_error(log, source_file)
         os.replace(tmp_so, so)
+        seal_file(so)
         return so
 
 

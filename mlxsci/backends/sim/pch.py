@@ -32,6 +32,7 @@ from mlxsci.backends.sim.toolchain import (
     runtime_digest,
     zig_executable,
 )
+from mlxsci.cache import seal_file, verify_file
 
 _PCH_FAILED: set = set()
 
@@ -61,7 +62,7 @@ def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
     if not prefix:
         return None
     pch = _pch_path(prefix, extra_defines)
-    if pch.exists():
+    if pch.exists() and verify_file(pch):  # sealed by this cache's key, not planted
         return pch
     if pch in _PCH_FAILED:
         return None
@@ -92,6 +93,7 @@ def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
         _PCH_FAILED.add(pch)
         return None
     os.replace(tmp, pch)
+    seal_file(pch)
     return pch
 
 

@@ -27,6 +27,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from mlxsci.cache import seal_file, verify_file
+
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 INCLUDE_DIR = RUNTIME_DIR / "include"
 RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
@@ -158,7 +160,7 @@ def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
         (runtime_digest() + "|rt|" + " ".join(extra_defines)).encode()
     ).hexdigest()[:32]
     obj = cache_dir() / f"rt-{key}.o"
-    if obj.exists():
+    if obj.exists() and verify_file(obj):  # sealed by this cache's key, not planted
         return obj
     fd, tmp = tempfile.mkstemp(prefix=f"rt-{key}.", suffix=".o.tmp", dir=cache_dir())
     os.close(fd)
@@ -180,6 +182,7 @@ def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
         os.unlink(tmp)
         raise RuntimeError("building the simulator runtime failed:\n" + res.stderr)
     _atomic_write_from(Path(tmp), obj)
+    seal_file(obj)
     return obj
 
 
