@@ -111,10 +111,10 @@ def _compile_with_pch(
     A PCH clang refuses (stale or unreadable) is removed, so the next kernel
     builds it anew, and this TU is compiled again without it."""
     pch = _precompiled_header(tu, extra_defines)
-    res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch)
+    res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch, kernel=True)
     STATS["compiles"] += 1
     if res.returncode != 0 and pch is not None and _pch_refused(res.stderr + res.stdout, pch):
         pch.unlink(missing_ok=True)
-        res = _compile_and_link(cpp, so, extra_defines, rt)
+        res = _compile_and_link(cpp, so, extra_defines, rt, kernel=True)
         STATS["compiles"] += 1
     return res

@@ -27,6 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from mlxsci.backends.sim import kernel_symbols
 from mlxsci.cache import seal_file, verify_file
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
@@ -227,11 +228,18 @@ def prepare_toolchain(progress=None) -> bool:
 
 
 def _compile_and_link(
-    cpp: Path, so: Path, extra_defines: tuple[str, ...], *objects: Path, pch: Path | None = None
+    cpp: Path,
+    so: Path,
+    extra_defines: tuple[str, ...],
+    *objects: Path,
+    pch: Path | None = None,
+    kernel: bool = False,
 ) -> subprocess.CompletedProcess:
     """Compile the TU to an object (with the C++ headers; with `pch` loaded
     first when given), then link it with `objects` (the runtime object)
-    without the C++ runtime libraries (see the module's doc). Returns the
+    without the C++ runtime libraries (see the module's doc). A `kernel`'s
+    object and library must pass mlxsci.backends.sim.kernel_symbols (what
+    it may call, define and export) or fail like a compile. Returns the
     failing step's result, else the link's."""
     obj = so.with_name(so.name + ".o")  # zig tells inputs apart by extension
     try:
@@ -253,6 +261,11 @@ def _compile_and_link(
         )
         if res.returncode != 0:
             return res
-        return _run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
+        if kernel and (why := kernel_symbols.object_violation(obj)):
+            return subprocess.CompletedProcess(res.args, 1, "", why)
+        res = _run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
+        if kernel and res.returncode == 0 and (why := kernel_symbols.library_violation(so)):
+            return subprocess.CompletedProcess(res.args, 1, "", why)
+        return res
     finally:
         obj.unlink(missing_ok=True)

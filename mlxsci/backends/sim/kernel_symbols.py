@@ -1,0 +1,147 @@
+"""What a kernel's object may call and define: the link-time fence of the simulator.
+
+A kernel is compiled to an object file, then linked with the runtime object
+(which alone talks to the C library) into one shared library. Before the link,
+the kernel's object is read here (its ELF symbol table) and refused when it
+- calls anything but the simulator's runtime (`__sim_*`), the linker's section
+  bounds, the compiler's own helpers (compiler-rt: half and bfloat16
+  conversions, wide arithmetic), C math functions and the memory functions the
+  compiler emits for copies: a call to `open`, `socket`, `system`, `getenv`,
+  `clock_gettime`, `dlsym`, `syscall`, ... is a compile error naming it;
+- defines a C-linkage symbol other than the entry points: such a definition
+  would take the place of the C library's for the runtime linked beside it
+  (a kernel defining `clock_gettime` would have set the simulator's clock).
+After the link, the library may export only its entry points.
+
+The rules read symbol names, not source text, so no spelling of the source
+(macros, casts, templates) changes what they see. What they do not see is a
+call through an address computed at run time; the worker's seccomp filter
+(mlxsci.sandbox) is the layer for that. ELF only (Linux); on another format
+the check is skipped, as is the sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+ENTRY_POINTS = frozenset({"__sim_entry", "__sim_tgmem_bytes"})
+# The glue's own C-linkage definitions besides the entry points (hidden).
+GLUE_DEFINITIONS = frozenset({"__sim_dyn_smem"})
+
+_MATH = (
+    "sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh exp exp2 exp10 expm1 "
+    "log log2 log10 log1p logb ilogb pow sqrt cbrt hypot fabs floor ceil round trunc rint "
+    "nearbyint lround llround lrint llrint fmod remainder remquo fma fmax fmin fdim copysign "
+    "nextafter nexttoward ldexp frexp modf scalbn scalbln erf erfc tgamma lgamma sincos nan"
+).split()
+ALLOWED_CALLS = frozenset(
+    [f + suffix for f in _MATH for suffix in ("", "f")] + ["memcpy", "memmove", "memset", "memcmp"]
+)
+# compiler-rt's helpers: __<operation><types><arity digit>, e.g. __extendhfsf2,
+# __truncsfbf2, __muldc3, __udivti3, __popcountdi2.
+_COMPILER_RT = re.compile(
+    r"__(extend|trunc|fix|fixuns|float|floatun|floatuns|mul|div|udiv|mod|umod|udivmod|divmod|"
+    r"pow|powi|popcount|parity|clz|ctz|ffs|bswap|ashl|ashr|lshr|neg|cmp|ucmp|abs|absv|addv|"
+    r"subv|mulv|negv|mulo|add|sub|eq|ne|lt|le|gt|ge|unord)[a-z]*[0-9]"
+)
+_LINKER_BOUNDS = re.compile(r"__(start|stop)_sim_\w+")
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    defined: bool
+    binding: int  # 0 local, 1 global, 2 weak
+    visibility: int  # 0 default, 1 internal, 2 hidden, 3 protected
+
+
+_SHT_SYMTAB, _SHT_DYNSYM = 2, 11
+
+
+def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
+    """The symbols of an ELF64 little-endian file: its static table (an
+    object) or its dynamic one (a library); None when the file is not such
+    an ELF file."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [
+        struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)
+    ]
+    wanted = _SHT_DYNSYM if dynamic else _SHT_SYMTAB
+    found: list[Symbol] = []
+    for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
+        if kind != wanted or not entsize:
+            continue
+        strtab = sections[link]
+        strings = data[strtab[4] : strtab[4] + strtab[5]]
+        for k in range(1, size // entsize):  # entry 0 is the null symbol
+            st_name, st_info, st_other, st_shndx = struct.unpack_from(
+                "<IBBH", data, offset + k * entsize
+            )
+            end = strings.index(b"\0", st_name)
+            name = strings[st_name:end].decode(errors="replace")
+            found.append(Symbol(name, st_shndx != 0, st_info >> 4, st_other & 3))
+    return found
+
+
+def _allowed_call(name: str) -> bool:
+    return (
+        name.startswith("__sim_")
+        or name in ALLOWED_CALLS
+        or bool(_COMPILER_RT.fullmatch(name))
+        or bool(_LINKER_BOUNDS.fullmatch(name))
+    )
+
+
+def object_violation(obj: Path) -> str | None:
+    """Why a kernel's object may not be linked, in compiler-log form (the
+    build reads it like clang's output); None when it may."""
+    table = symbols(obj)
+    if table is None:
+        return None
+    calls = sorted({s.name for s in table if not s.defined and s.name and s.binding != 0})
+    refused = [n for n in calls if not _allowed_call(n)]
+    if refused:
+        return (
+            f"error: undefined symbol: {', '.join(refused)} (a kernel can call only the "
+            "simulator's runtime, math functions and the kernel language's built-ins: "
+            "no C library or system function)"
+        )
+    own = sorted(
+        {
+            s.name
+            for s in table
+            if s.defined
+            and s.binding != 0
+            and not s.name.startswith("_Z")
+            and s.name not in ENTRY_POINTS | GLUE_DEFINITIONS
+        }
+    )
+    if own:
+        return (
+            f"error: the kernel defines the C-linkage symbol {', '.join(own)}: kernel code "
+            "may not define functions or objects with C linkage (they would replace the "
+            "C library's for the simulator's runtime)"
+        )
+    return None
+
+
+def library_violation(library: Path) -> str | None:
+    """Why a linked kernel library may not be loaded: it exports something
+    besides its entry points. None when it may."""
+    table = symbols(library, dynamic=True)
+    if table is None:
+        return None
+    exported = sorted(
+        {s.name for s in table if s.defined and s.binding != 0 and s.visibility in (0, 3)}
+    )
+    extra = [n for n in exported if n not in ENTRY_POINTS]
+    if extra:
+        return f"error: the kernel library exports {', '.join(extra)} besides its entry points"
+    return None
