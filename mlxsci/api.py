@@ -82,6 +82,12 @@ def _read_source(source) -> tuple[str | None, str | None]:
     return source, None
 
 
+def _in_run_directory(path: Path) -> bool:
+    """Whether a candidate file lies in a search's run directory (run.json
+    beside it), where every candidate is a model's."""
+    return (path.resolve().parent / "run.json").is_file()
+
+
 class KernelFunction:
     """A task's host pipeline with a candidate's kernels, callable on MLX arrays.
 
@@ -235,8 +241,15 @@ def kernel_function(
     backend: str = "auto",
     dialect: str | None = None,
     params: dict | None = None,
+    trusted: bool = False,
 ) -> KernelFunction:
     """A candidate's kernels as one Python function over MLX arrays.
+
+    It runs in your process and, on the simulator, as native code with your
+    rights: for kernels you trust. A file from a search's run directory
+    (beside its run.json) is model-written and is refused on the simulator
+    unless `trusted=True` says you have read it; `evaluate` runs any
+    candidate in a sandboxed worker instead.
 
     task: a task name ("heat2d"), the path of a task folder of your own
     ("examples/conv1d") or a Task. source: candidate text, the path of a
@@ -251,6 +264,12 @@ def kernel_function(
     t = _task(task)
     text, filename = _read_source(source)
     name = resolve_backend_name(backend)
+    if name == "sim" and not trusted and filename and _in_run_directory(Path(filename)):
+        raise ValueError(
+            f"{filename} is in a search's run directory, so a model wrote it; kernel_function "
+            "would run it in this process as you, outside the simulator's sandbox. Read it, "
+            "then pass trusted=True, or judge it with mlxsci.evaluate (sandboxed)."
+        )
     be = get_backend(name, **backend_options(name, dialect or name_of_file(filename)))
     if text is None:
         text, filename = t.seed(be.dialect), str(t.seed_path(be.dialect))

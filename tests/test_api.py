@@ -180,3 +180,15 @@ def test_search_cli_on_a_task_folder_writes_a_summary(tmp_path):
     assert summary["seed_score"] > 0 and summary["held_out_seed"] is not None
     assert json.loads((runs[0] / "run.json").read_text())["task"] == str(CONV1D)
     assert (runs[0] / "best.metal").is_file()
+
+
+def test_a_run_directorys_candidate_needs_trusted_on_the_simulator(tmp_path):
+    (tmp_path / "run.json").write_text("{}")  # a search's run directory
+    best = tmp_path / "best.metal"
+    best.write_text(mlxsci.load_task("saxpy").seed())
+    with pytest.raises(ValueError, match="trusted=True"):
+        mlxsci.kernel_function("saxpy", best, backend="sim")
+    saxpy = mlxsci.kernel_function("saxpy", best, backend="sim", trusted=True)
+    x = np.linspace(-1, 1, 50)
+    y = saxpy(x=x, y=np.ones(50), a=2, size={"N": 50})["y"]
+    np.testing.assert_allclose(np.array(y), 2 * x + 1, atol=1e-6)
