@@ -357,3 +357,17 @@ def test_a_library_planted_in_the_kernel_cache_is_rebuilt_not_run(tmp_path):
         shutil.copyfile(zeros_lib, lib)
     total, compiles = _run_in_fresh_process(None, cache)
     assert total == honest and compiles == 1  # rebuilt from the seed, not the planted code
+
+
+def test_memory_files_and_cpu_are_limited(tmp_path):
+    attack = (
+        "import resource\n"
+        "print('limits', resource.getrlimit(resource.RLIMIT_DATA)[0],"
+        " resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_CPU)[0])\n"
+        "try:\n    b = bytearray(int(sandbox.physical_memory() * 0.8)); print('ALLOCATED')\n"
+        "except MemoryError:\n    print('refused')"
+    )
+    out = probe(tmp_path, attack)
+    assert "refused" in out.stdout and "ALLOCATED" not in out.stdout, out.stdout + out.stderr
+    data, fsize, cpu = map(int, out.stdout.split("limits ")[1].split()[:3])
+    assert 0 < data < sandbox.physical_memory() and fsize == sandbox.FILE_BYTES and cpu > 0

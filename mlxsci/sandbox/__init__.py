@@ -10,7 +10,7 @@ privilege (an ordinary user on a stock distribution gets them all):
 | scrubbed environment | reading API keys and the user's variables | mlxsci.runner (parent) |
 | network namespace (bonus: root, or where unprivileged user namespaces are allowed) | any network at all, loopback included | `_own_network` |
 | Landlock | reading outside Python, MLX, mlxsci, the task and the kernel cache; writing outside the worker's own folder; TCP (ABI 4); signals to and abstract sockets of processes outside (ABI 6) | mlxsci.sandbox.landlock |
-| resource limits | runaway memory, CPU time, file size, open files, core dumps | `_limit_resources` |
+| resource limits | memory past 3/4 of the machine's, CPU time, file size, open files, core dumps | `_limit_resources` |
 | seccomp, at start | new processes, exec, sockets, ptrace, cross-process memory, namespaces, io_uring, BPF, ... (killed: SIGSYS) | mlxsci.sandbox.seccomp |
 | seccomp, before the first candidate library | new threads | `seal` |
 
@@ -56,7 +56,7 @@ class Policy:
 
     read: list[str]
     write: list[str]
-    address_space: int = 0  # bytes; 0: no limit
+    data_bytes: int = 0  # writable private memory (RLIMIT_DATA); 0: no limit
     cpu_seconds: int = 0  # 0: no limit
     file_size: int = 0  # bytes per file written; 0: no limit
     open_files: int = 1024
@@ -121,7 +121,7 @@ def _limit_resources(policy: Policy) -> None:
     limits = [
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_NOFILE, policy.open_files),
-        (resource.RLIMIT_AS, policy.address_space),
+        (resource.RLIMIT_DATA, policy.data_bytes),
         (resource.RLIMIT_CPU, policy.cpu_seconds),
         (resource.RLIMIT_FSIZE, policy.file_size),
     ]
@@ -215,10 +215,31 @@ SYSTEM_READ = (
 )
 
 
-def worker_policy(extra_read: list[str], write: list[str], *, memory_bytes: int = 0) -> Policy:
+# Limits of a worker that runs candidate code. Memory: RLIMIT_DATA (private
+# writable memory), not the address space, which the runtime's guard-page
+# reservations make hundreds of GiB of PROT_NONE (VmPeak 450-1150 GiB measured
+# for seeds whose VmData peaked at 0.1-0.7 GiB); three quarters of the
+# machine's memory, so a candidate cannot take the machine's last quarter
+# from its parent. CPU: a backstop for the whole worker (each size has its own
+# timeout, enforced by the parent). Files: one output archive is at most a few
+# hundred MB at the largest built-in sizes.
+MEMORY_SHARE = 0.75
+CPU_SECONDS = 6 * 3600
+FILE_BYTES = 4 * GiB
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+def worker_policy(extra_read: list[str], write: list[str]) -> Policy:
     """The policy of a worker that runs candidate code: read the Python
     installation, MLX, mlxsci's packages, `extra_read` (the task's folder,
-    the kernel cache) and the system's libraries; write `write` only."""
+    the kernel cache) and the system's libraries; write `write` only; the
+    limits above."""
     read = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     read.update(p for p in sys.path if p and os.path.isdir(p))
     read.update(package_dirs("mlxsci", "mlxsci.tasks", "mlxsci.reference", "mlx"))
@@ -227,7 +248,9 @@ def worker_policy(extra_read: list[str], write: list[str], *, memory_bytes: int 
     return Policy(
         read=sorted(read),
         write=sorted(set(write) | {"/dev/null"}),
-        address_space=memory_bytes,
+        data_bytes=int(MEMORY_SHARE * physical_memory()),
+        cpu_seconds=CPU_SECONDS,
+        file_size=FILE_BYTES,
     )
 
 
