@@ -22,6 +22,7 @@ import threading
 import click
 
 from mlxsci.eval_args import TaskArgument
+from mlxsci.sandbox import SandboxUnavailable
 
 # Options a run keeps in its run.json: a resume takes them from there, so they
 # cannot be given with --resume (the others may, to extend or re-cap the run).
@@ -301,7 +302,7 @@ def main(
                 quiet=quiet,
                 echo=lambda m: click.echo(m),
             )
-    except (ProposerError, FileExistsError, ValueError) as exc:
+    except (ProposerError, FileExistsError, ValueError, SandboxUnavailable) as exc:
         raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt as exc:  # run() said where the run is and how to resume it
         sys.exit(128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT))

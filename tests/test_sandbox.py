@@ -371,3 +371,48 @@ def test_memory_files_and_cpu_are_limited(tmp_path):
     assert "refused" in out.stdout and "ALLOCATED" not in out.stdout, out.stdout + out.stderr
     data, fsize, cpu = map(int, out.stdout.split("limits ")[1].split()[:3])
     assert 0 < data < sandbox.physical_memory() and fsize == sandbox.FILE_BYTES and cpu > 0
+
+
+# ------------------------------------------------------- no sandbox here
+UNAVAILABLE = (
+    sys.executable,
+    "-c",
+    "import sys; print('mlxsci-sandbox: Landlock: not available on this kernel', "
+    f"file=sys.stderr); sys.exit({sandbox.UNAVAILABLE_EXIT})",
+)
+
+
+@pytest.fixture
+def no_sandbox_here(monkeypatch):
+    """A machine where the boot cannot set up a required layer (a stand-in boot
+    that says so and exits as the real one does)."""
+    from mlxsci.runner import CandidateWorker
+
+    monkeypatch.setattr(CandidateWorker, "sandboxed_command", UNAVAILABLE)
+    monkeypatch.delenv("MLXSCI_UNSANDBOXED", raising=False)
+
+
+def test_without_a_sandbox_eval_refuses_and_says_which_layer(no_sandbox_here):
+    from click.testing import CliRunner
+
+    from mlxsci.evaluation import main as eval_main
+
+    out = CliRunner().invoke(eval_main, ["saxpy", "--backend", "sim"])
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert "Landlock: not available" in out.output and "MLXSCI_UNSANDBOXED=1" in out.output
+
+
+@pytest.mark.slow
+def test_without_a_sandbox_the_search_refuses_and_unsandboxed_runs(
+    no_sandbox_here, monkeypatch, tmp_path
+):
+    from click.testing import CliRunner
+
+    from mlxsci.search.__main__ import main as search_main
+
+    args = ["--task", "saxpy", "--backend", "sim", "--model", "autotune", "--iterations", "1"]
+    out = CliRunner().invoke(search_main, [*args, "--out", str(tmp_path / "a")])
+    assert out.exit_code == 2 and "sandbox could not be set up" in out.output, out.output
+    monkeypatch.setenv("MLXSCI_UNSANDBOXED", "1")  # the user's explicit choice
+    out = CliRunner().invoke(search_main, [*args, "--out", str(tmp_path / "b")])
+    assert out.exit_code == 0, out.output
