@@ -2,9 +2,11 @@
 
 `validate` checks a `Candidate` (mlxsci/candidate_model.py) against a task's kernel
 names and size scalars: every kernel the task names is there and no other,
-no empty body, no param named like a size scalar, and launch expressions
+no empty body, no param named like a size scalar, launch expressions
 well-formed over the size's scalars and the candidate's params
-(mlxsci/launch_expr.py). mlxsci.checks.misfit turns the failures into the one
+(mlxsci/launch_expr.py), and text that only kernel code holds
+(mlxsci/source_policy.py; the evaluation reports that one as a compile
+error, before anything else). mlxsci.checks.misfit turns the failures into the one
 line the evaluation, the API and the search report.
 
 Apart from the parser because it needs a task's names, which the format
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlxsci import launch_expr
+from mlxsci import launch_expr, source_policy
 from mlxsci.candidate_model import Candidate
 
 # The launch directives of a kernel (`//! grid = ...`, `//! threadgroup = ...`),
@@ -30,7 +32,8 @@ class CandidateFailure:
     """A structured reason a parsed candidate does not fit its task.
 
     kind: "missing_kernel", "unknown_kernel", "bad_expression",
-    "unknown_name", "name_conflict" or "empty_kernel".
+    "unknown_name", "name_conflict", "empty_kernel" or "refused" (the source
+    policy: something no kernel language allows).
     """
 
     kind: str
@@ -104,4 +107,7 @@ def validate(c: Candidate, kernel_names, allowed_launch_names) -> list[Candidate
                         line,
                     )
                 )
+    refused = source_policy.check_candidate(c)
+    if refused is not None:
+        failures.append(CandidateFailure("refused", refused.message, refused.line))
     return failures

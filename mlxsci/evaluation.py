@@ -6,7 +6,7 @@ TASK` (mlxsci/eval.py only runs this `main`). `compare()` times two
 candidates against each other (the search's noise-aware acceptance).
 
 The trusted side's protocol. It parses and validates the candidate
-(mlxsci.checks.misfit), holds the cached NumPy reference, runs the sizes of a
+(mlxsci.checks.misfit, mlxsci.source_policy), holds the cached NumPy reference, runs the sizes of a
 candidate in one worker subprocess (mlxsci.worker, started and watched by
 mlxsci/runner.py: CandidateWorker), each size under its own timeout and
 checked (mlxsci/checks.py: check_size, whose docstring lists the checks)
@@ -35,7 +35,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from mlxsci import dialects, sanitizer
+from mlxsci import dialects, sanitizer, source_policy
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, read_candidate_file
 from mlxsci.ceilings import Roofline
@@ -129,9 +129,10 @@ def evaluate(
     except CandidateError as exc:
         ev.compile_ok, ev.fail_reason = False, f"format error: {exc}"
         return ev
-    why = misfit(cand, task, f"{filename}:")
+    why = misfit(cand, task, f"{filename}:")  # the source policy's refusal ranks first
+    why = source_policy.refusal(cand, f"{filename}:") or (why and f"format error: {why}")
     if why:
-        ev.compile_ok, ev.fail_reason = False, f"format error: {why}"
+        ev.compile_ok, ev.fail_reason = False, why
         return ev
 
     kind = "sim" if backend_name == "sim" else "gpu"

@@ -15,12 +15,18 @@ specification sections they come from:
   CUDA     cuda_rules.py
 Both share the tokenizer and the violation -> CompileError mapping in
 language_tokens.py. This module is the per-dialect dispatch the kernel calls.
+After the dialect's rules, `check` applies the source policy
+(mlxsci/source_policy.py: what no kernel language allows) to the candidate's
+own lines of the text, so that the simulator refuses the same things however
+it is reached (the evaluation also checks before any worker starts).
 """
 
 from __future__ import annotations
 
+from mlxsci import source_policy
 from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim.cuda_rules import check_cuda
+from mlxsci.backends.sim.dialects import _SIGNATURE
 from mlxsci.backends.sim.metal_rules import check_metal
 
 __all__ = ["check", "check_metal", "check_cuda", "CHECKS"]
@@ -33,5 +39,21 @@ def check(
     dialect: str, text: str, regions, source_file: str = "<candidate>"
 ) -> CompileError | None:
     """The first violation of `dialect`'s language rules in `text` (the
-    exact text MLX compiles), or None."""
-    return CHECKS[dialect](text, regions, source_file)
+    exact text MLX compiles), or else the source policy's refusal of the
+    candidate's lines in it, or None."""
+    violation = CHECKS[dialect](text, regions, source_file)
+    if violation is not None:
+        return violation
+    return source_policy.check_parts(dialect, candidate_parts(text, regions), source_file)
+
+
+def candidate_parts(text: str, regions) -> list[tuple[str, int]]:
+    """The candidate's own parts of `text` (its header, its body) as
+    (text, first line in the candidate file); the generated lines are not
+    the candidate's."""
+    lines = text.split("\n")
+    return [
+        ("\n".join(lines[r.first - 1 : r.last]) + "\n", r.start_line)
+        for r in regions
+        if r.file != _SIGNATURE
+    ]
