@@ -36,7 +36,15 @@ from mlxsci.backends.sim import variants
 from mlxsci.cache import cache_dir
 from mlxsci.lifeline import GOODBYE, open_lifeline
 from mlxsci.redaction import minimal_worker_env, worker_text
-from mlxsci.worker_io import STDERR_KEEP_BYTES, STDERR_TAIL_CHARS, StderrTail, read_bounded
+from mlxsci.worker_io import (
+    STATUS_LINE_BYTES,
+    STDERR_KEEP_BYTES,
+    STDERR_TAIL_CHARS,
+    StderrTail,
+    death_reason,
+    read_bounded,
+    read_result,
+)
 
 
 def new_job_dir(job: dict, parent: Path | None = None) -> Path:
@@ -125,10 +133,10 @@ def finish_worker(
     found = sanitizer_finding(jobdir, sanitize)
     if found:
         return found, jobdir, tail
-    result_path = jobdir / "result.json"
-    if not result_path.exists():
+    result = read_result(jobdir / "result.json")
+    if result is None:
         return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
-    return json.loads(result_path.read_text()), jobdir, tail
+    return result, jobdir, tail
 
 
 class CandidateWorker:
@@ -236,12 +244,20 @@ class CandidateWorker:
             self.answer_build(jobdir, said[len("build ") :])
             said = self.wait_for_line(deadline)
         tail = self.stderr_tail(stderr_from)
-        if said == "done":
-            return json.loads((jobdir / "result.json").read_text()), jobdir, tail
         if said is None:
             self.kill()
             self.ended = f"timeout: no verdict within {timeout:g} s"
             return None, jobdir, self.ended
+        if said not in ("done", ""):
+            self.kill()
+            self.ended = f"the worker broke its protocol (it said {said[:80]!r})"
+            return None, jobdir, self.ended
+        if said == "done":
+            result = read_result(jobdir / "result.json")
+            if result is None:
+                self.kill()
+                self.ended = "the worker's result.json is missing, too large or not JSON"
+            return result, jobdir, self.ended or tail
         # The pipe closed without "done": the process ended during this size.
         returncode = self.reap(deadline)
         self.stderr.finish()
@@ -253,11 +269,12 @@ class CandidateWorker:
                 "candidates run only inside it; set MLXSCI_UNSANDBOXED=1 to run them without it "
                 "(unsafe: their code then runs as you, with your files and network)"
             )
-        if (jobdir / "result.json").exists():
+        result = read_result(jobdir / "result.json")
+        if result is not None:
             # It died after writing this size's verdict, which stands (as a
             # process per size had it); a next size gets a fresh process.
             self.forget()
-            return json.loads((jobdir / "result.json").read_text()), jobdir, tail
+            return result, jobdir, tail
         self.ended = death_reason(returncode, tail)
         return None, jobdir, self.ended
 
@@ -266,6 +283,8 @@ class CandidateWorker:
         (it died); None when the deadline passed first."""
         line = b""
         while not line.endswith(b"\n"):
+            if len(line) > STATUS_LINE_BYTES:
+                return line[:80].decode(errors="replace")  # no line of the protocol
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.status], [], [], left)[0]:
                 return None
@@ -416,30 +435,3 @@ def sanitizer_context(jobdir: Path) -> str:
         return ""
     said = sanitizer.tool_problems(log.read_text(errors="replace"))
     return ("\ncompute-sanitizer: " + "; ".join(said)) if said else ""
-
-
-def death_reason(returncode: int, stderr_tail: str) -> str:
-    """Why a worker ended without a result, never a bare "worker died": the
-    simulator's own last words when it left any (a fault it could not turn
-    into a verdict), else the signal or exit code by name with the end of
-    the worker's stderr."""
-    last_words = [ln for ln in stderr_tail.splitlines() if ln.startswith("mlxsci-sim:")]
-    if last_words:
-        return last_words[-1].strip()
-    tail = stderr_tail.strip()[-600:]
-    if returncode >= 0:
-        return f"the worker exited with exit code {returncode} without a result: {tail or '(no output)'}"
-    try:
-        name = signal.Signals(-returncode).name
-    except ValueError:
-        name = f"signal {-returncode}"
-    if name == "SIGSYS":
-        return (
-            "the sandbox stopped the worker: the candidate's code made a system call the "
-            "sandbox forbids (a new process or thread, exec, a socket, ptrace, ...)"
-        )
-    if name == "SIGKILL":
-        why = "killed from outside, most often by the system running out of memory"
-    else:
-        why = "a fault outside any kernel (in the harness or MLX)"
-    return f"the worker process died of {name}, {why}: {tail or '(no output)'}"

@@ -10,7 +10,9 @@ mlxsci.redaction.minimal_worker_env.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import threading
 from pathlib import Path
 
@@ -65,3 +67,48 @@ class StderrTail:
     def finish(self, wait: float = 2.0) -> None:
         """Wait (briefly) for the rest of a worker that has ended."""
         self.reader.join(wait)
+
+
+def death_reason(returncode: int, stderr_tail: str) -> str:
+    """Why a worker ended without a result, never a bare "worker died": the
+    simulator's own last words when it left any (a fault it could not turn
+    into a verdict), else the signal or exit code by name with the end of
+    the worker's stderr."""
+    last_words = [ln for ln in stderr_tail.splitlines() if ln.startswith("mlxsci-sim:")]
+    if last_words:
+        return last_words[-1].strip()
+    tail = stderr_tail.strip()[-600:]
+    if returncode >= 0:
+        return f"the worker exited with exit code {returncode} without a result: {tail or '(no output)'}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    if name == "SIGSYS":
+        return (
+            "the sandbox stopped the worker: the candidate's code made a system call the "
+            "sandbox forbids (a new process or thread, exec, a socket, ptrace, ...)"
+        )
+    if name == "SIGKILL":
+        why = "killed from outside, most often by the system running out of memory"
+    else:
+        why = "a fault outside any kernel (in the harness or MLX)"
+    return f"the worker process died of {name}, {why}: {tail or '(no output)'}"
+
+
+# The most of a result.json the parent reads (a verdict is a few KB; the
+# outputs travel in .npz files), and of one status line.
+RESULT_BYTES = 16 << 20
+STATUS_LINE_BYTES = 4096
+
+
+def read_result(path: Path) -> dict | None:
+    """A worker's result.json, or None when it is missing, larger than
+    RESULT_BYTES, not JSON or not an object (the size then fails, the parent
+    lives on)."""
+    data = read_bounded(path, RESULT_BYTES)
+    try:
+        result = json.loads(data) if data else None
+    except ValueError:
+        return None
+    return result if isinstance(result, dict) else None

@@ -10,16 +10,19 @@ and which sizes it was handed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import sys
 import textwrap
 import time
+import uuid
 
 import pytest
 from click.testing import CliRunner
 
 from mlxsci import worker as worker_module
+from mlxsci.backends.sim import kernel_symbols, language_rules
 from mlxsci.evaluation import evaluate
 from mlxsci.runner import CandidateWorker
 from mlxsci.task import Size
@@ -27,7 +30,10 @@ from mlxsci.task import Size
 SIZES = [Size("1000", {"N": 1000}), Size("2001", {"N": 2001}), Size("3000", {"N": 3000})]
 
 # saxpy that does `{fault}` at N == 2001 only, the second of SIZES. _exit is
-# libc's: the process ends at once, without a result, as a crash does.
+# libc's: the process ends at once, without a result, as a crash does. No
+# candidate may call it (the source policy and the kernel's symbol check refuse
+# it), so the tests that use it switch those off in this process, where kernels
+# are built (`libc_exit_allowed`): what they test is the worker's death.
 SAXPY_WITH_FAULT = {
     "metal": """//! header
 extern "C" void _exit(int);
@@ -64,7 +70,21 @@ HANG = {
 
 
 def saxpy_with_fault(dialect: str, fault: str, at: int = 2001) -> str:
-    return SAXPY_WITH_FAULT[dialect].format(fault=fault, at=at)
+    # A comment of its own: the kernel cache keeps refusals by text.
+    text = SAXPY_WITH_FAULT[dialect].format(fault=fault, at=at)
+    return text.replace("//! header\n", f"//! header\n// {uuid.uuid4().hex}\n", 1)
+
+
+def no_check(*args, **kwargs) -> None:
+    return None
+
+
+@pytest.fixture
+def libc_exit_allowed(monkeypatch):
+    monkeypatch.setattr(language_rules, "check", no_check)
+    monkeypatch.setattr(kernel_symbols, "object_violation", no_check)
+    if importlib.util.find_spec("mlxsci.source_policy") is not None:
+        monkeypatch.setattr("mlxsci.source_policy.check_candidate", no_check)
 
 
 def run_sizes(source: str, dialect: str, **kw):
@@ -74,7 +94,7 @@ def run_sizes(source: str, dialect: str, **kw):
 # ------------------------------------------------------------ real kernels
 @pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
-def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(dialect):
+def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(libc_exit_allowed, dialect):
     ev = run_sizes(saxpy_with_fault(dialect, EXIT), dialect)
     assert not ev.correct and ev.score == 0.0
     assert [s.label for s in ev.sizes] == ["1000", "2001"]  # the third never ran
@@ -87,7 +107,7 @@ def test_a_crash_at_the_second_size_is_its_verdict_and_the_first_stands(dialect)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
-def test_the_same_kernel_without_the_crash_passes_every_size(dialect):
+def test_the_same_kernel_without_the_crash_passes_every_size(libc_exit_allowed, dialect):
     ev = run_sizes(saxpy_with_fault(dialect, EXIT, at=7), dialect)  # no size has N == 7
     assert ev.correct, ev.fail_reason
     assert [s.label for s in ev.sizes] == ["1000", "2001", "3000"]
@@ -95,7 +115,7 @@ def test_the_same_kernel_without_the_crash_passes_every_size(dialect):
 
 
 @pytest.mark.slow
-def test_a_hang_at_one_size_times_out_that_size_only():
+def test_a_hang_at_one_size_times_out_that_size_only(libc_exit_allowed):
     source = saxpy_with_fault("metal", HANG["metal"])
     # The first size alone first, so its kernel is compiled and cached: the
     # 6 s limit then covers a process start and a cache hit (under 1 s), and
@@ -112,7 +132,9 @@ def test_a_hang_at_one_size_times_out_that_size_only():
 # Speaks mlxsci.worker's --serve protocol; what it does at each size comes from
 # the job ("act"): "ok", "exit" (dies without a result), "hang", "slow" (takes
 # 1.5 s, then answers), "die_after_result" (writes the result, then dies), and
-# "linger" (answers, then ignores the end of stdin). It logs every job folder
+# "linger" (answers, then ignores the end of stdin), and what a hostile worker
+# could do instead of answering: "junk" and "longline" (lines that are not the
+# protocol's), "bigresult" and "badresult" (a result.json too large or not JSON). It logs every job folder
 # it is handed, and its process id, to the file named by its first argument
 # (not an environment variable: a worker starts with a scrubbed environment).
 STANDIN = textwrap.dedent("""
@@ -131,6 +153,17 @@ STANDIN = textwrap.dedent("""
             time.sleep(3600)
         if act == "slow":
             time.sleep(1.5)
+        if act == "junk":
+            status.write("hello parent\\n")
+            time.sleep(3600)
+        if act == "longline":
+            status.write("x" * 100000)
+            time.sleep(3600)
+        if act in ("bigresult", "badresult"):
+            with open(os.path.join(jobdir, "result.json"), "w") as f:
+                f.write("[" * 100 if act == "badresult" else " " * (17 << 20) + "{}")
+            status.write("done\\n")
+            continue
         linger = linger or act == "linger"
         with open(os.path.join(jobdir, "result.json"), "w") as f:
             json.dump({"act": act}, f)
@@ -228,3 +261,12 @@ def test_each_candidate_has_its_own_process(standin):
 def test_the_worker_command_takes_one_jobdir_or_serve_not_both_or_neither(args):
     out = CliRunner().invoke(worker_module.main, args)
     assert out.exit_code == 2 and "give one JOBDIR or --serve FD" in out.output
+
+
+@pytest.mark.parametrize("act", ["junk", "longline", "bigresult", "badresult"])
+def test_a_worker_that_breaks_the_protocol_fails_its_size_and_the_parent_lives_on(standin, act):
+    started = time.monotonic()
+    answers = run_acts([act, "ok"], timeout=30)
+    assert time.monotonic() - started < 20  # not waited out to the size's limit
+    assert len(answers) == 1 and answers[0][0] is None
+    assert "protocol" in answers[0][1] or "result.json" in answers[0][1]

@@ -119,7 +119,8 @@ def _runtime_files() -> list[Path]:
 
 
 def runtime_digest() -> str:
-    """Hash of every runtime/prelude source, flags and compiler version."""
+    """Hash of every runtime/prelude source, flags, compiler version and the
+    kernel symbol check."""
     h = hashlib.sha256()
     for p in _runtime_files():
         h.update(str(p.relative_to(RUNTIME_DIR)).encode())
@@ -128,6 +129,8 @@ def runtime_digest() -> str:
         h.update(b"\0")
     h.update(" ".join(CXX_FLAGS + LINK_FLAGS).encode())
     h.update(zig_version().encode())
+    # The symbol check decides which builds fail, and failures are cached too.
+    h.update(Path(kernel_symbols.__file__).read_bytes())
     return h.hexdigest()
 
 
