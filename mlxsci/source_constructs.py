@@ -18,7 +18,8 @@ before its `;` and a closed parenthesised group).
               `(&)`, `(C::*)`, `(^)` followed by a parameter list; also a call
               through `(*p)(...)`), no `decltype(&...)`, no function type
               named by `typedef` or `using`, no computed `goto *`: the ways
-              to turn an integer into code to call
+              to turn an integer into code to call; no `operator new` or
+              `operator delete` of its own (they would replace the process's)
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ class _Checker:
                 self.function_pointer(k)
             elif t == "decltype" and self.text(k + 1) == "(" and self.text(k + 2) in ("&", "&&"):
                 raise self.refuse(k, f"`decltype(&...)` names a function pointer type; {_NO_FP}")
+            elif t == "operator" and self.text(k + 1) in ("new", "delete", ""):
+                raise self.refuse(
+                    k, "a kernel may not define its own `operator new` or `operator delete`"
+                )
             elif t == "goto" and self.text(k + 1) in ("*", ""):
                 raise self.refuse(
                     k, "a computed `goto *` jumps to an address; use structured control flow"

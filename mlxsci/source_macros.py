@@ -130,7 +130,8 @@ class Expander:
         if nesting > MAX_NESTING:
             raise Refused(toks[0].line if toks else None, "macro calls nested too deeply")
         self.unfinished = None
-        if not self.macros:
+        macros = self.macros
+        if not any(t.kind == "id" and t.text in macros for t in toks):
             return list(toks)
         out: list[Tok] = []
         stack = toks[::-1]
@@ -209,14 +210,12 @@ class Expander:
             if raw:
                 return args[k]
             if k not in expanded:
-                expanded[k] = [
-                    Tok(t.kind, t.text, t.line, t.space, t.hide, t.depth, True)
-                    for t in self.expand(args[k], nesting + 1)
-                ]
+                expanded[k] = self.expand(args[k], nesting + 1)
             return expanded[k]
 
         body = m.body
         chunks: list[list[Tok]] = []  # what each body position contributes
+        pre: list[bool] = []  # chunk k is an argument expanded before substitution
         glue: list[bool] = []  # chunk k is pasted onto chunk k-1
         paste_next = False
         i = 0
@@ -226,6 +225,7 @@ class Expander:
                 paste_next = True
                 i += 1
                 continue
+            expanded_arg = False
             if m.params is not None and t.kind == "punct" and t.text == "#":
                 chunk = [_stringize(args[params.index(body[i + 1].text)], at.line)]
                 i += 1
@@ -233,6 +233,7 @@ class Expander:
                 k = params.index(t.text)
                 beside_paste = paste_next or (i + 1 < len(body) and body[i + 1].text == "##")
                 chunk = param_value(k, beside_paste)
+                expanded_arg = not beside_paste
                 if paste_next and t.text == VA and chunks and _gnu_comma(chunks[-1]):
                     # GNU: `, ## __VA_ARGS__` drops the comma when there are none
                     if not chunk:
@@ -241,31 +242,33 @@ class Expander:
             else:
                 chunk = [t.copy(line=at.line)]
             chunks.append(chunk)
+            pre.append(expanded_arg)
             glue.append(paste_next)
             paste_next = False
             i += 1
         out: list[Tok] = []
         ends_in_token = False  # False after an empty argument: a placemarker
-        for chunk, pasted in zip(chunks, glue):
-            if pasted and ends_in_token and chunk:
-                out[-1] = self._paste(out[-1], chunk[0], at)
-                out.extend(chunk[1:])
+        for chunk, from_arg, pasted in zip(chunks, pre, glue):
+            made = [
+                Tok(
+                    t.kind,
+                    t.text,
+                    t.line,
+                    t.space,
+                    t.hide | hide if t.hide else hide,
+                    depth,
+                    from_arg or t.expanded,
+                )
+                for t in chunk
+            ]
+            if pasted and ends_in_token and made:
+                out[-1] = self._paste(out[-1], made[0], at)
+                out.extend(made[1:])
             else:
-                out.extend(chunk)
-            if chunk or not pasted:
-                ends_in_token = bool(chunk)
-        return [
-            Tok(
-                t.kind,
-                t.text,
-                t.line,
-                t.space,
-                t.hide | hide if t.hide else hide,
-                depth,
-                t.expanded,
-            )
-            for t in out
-        ]
+                out.extend(made)
+            if made or not pasted:
+                ends_in_token = bool(made)
+        return out
 
     def _paste(self, left: Tok, right: Tok, at: Tok) -> Tok:
         made = lex_pasted(left.text + right.text)
@@ -274,7 +277,7 @@ class Expander:
                 at.line,
                 f"`{left.text} ## {right.text}` does not form one valid token",
             )
-        made = made.copy(line=at.line, space=left.space)
+        made = Tok(made.kind, made.text, at.line, left.space, left.hide, left.depth)
         self.on_token(made)
         for t in (left, right):
             if t.expanded and t.kind == "id" and t.text not in self.known and _macro_like(t.text):
