@@ -180,16 +180,20 @@ def test_command_uses_the_documented_options(tmp_path):
 
 # ------------------------------------------------- the worker under it
 FAKE = """#!{python}
-# A stand-in for compute-sanitizer: writes the report in $FAKE_REPORT to the
-# --log-file, writes a result for the worker's job dir (the last argument)
-# when $FAKE_RESULT is set, and exits as the real one would.
+# A stand-in for compute-sanitizer: writes the report in report.txt (beside
+# its bin/ folder; not an environment variable: a worker's environment is an
+# allowlist) to the --log-file, writes result.txt there, when there is one, as
+# the result of the worker's job dir (the last argument), and exits as the
+# real one would.
 import os, sys
 args = sys.argv[1:]
+here = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))
 log = args[args.index("--log-file") + 1]
-report = open(os.environ["FAKE_REPORT"]).read()
+report = open(os.path.join(here, "report.txt")).read()
 open(log, "w").write(report)
-if os.environ.get("FAKE_RESULT"):
-    open(os.path.join(args[-1], "result.json"), "w").write(os.environ["FAKE_RESULT"])
+if os.path.exists(os.path.join(here, "result.txt")):
+    result = open(os.path.join(here, "result.txt")).read()
+    open(os.path.join(args[-1], "result.json"), "w").write(result)
 sys.exit(86 if "Invalid" in report or "Error: Potential" in report else 0)
 """
 
@@ -203,11 +207,8 @@ def fake_sanitizer(tmp_path, monkeypatch):
 
     def use(report: str, result: dict | None = None) -> str:
         (tmp_path / "report.txt").write_text(report)
-        monkeypatch.setenv("FAKE_REPORT", str(tmp_path / "report.txt"))
         if result is not None:
-            monkeypatch.setenv("FAKE_RESULT", json.dumps(result))
-        else:
-            monkeypatch.delenv("FAKE_RESULT", raising=False)
+            (tmp_path / "result.txt").write_text(json.dumps(result))
         return str(path)
 
     return use

@@ -8,9 +8,10 @@ the kernel's object is read here (its ELF symbol table) and refused when it
   conversions, wide arithmetic), C math functions and the memory functions the
   compiler emits for copies: a call to `open`, `socket`, `system`, `getenv`,
   `clock_gettime`, `dlsym`, `syscall`, ... is a compile error naming it;
-- defines a C-linkage symbol other than the entry points: such a definition
-  would take the place of the C library's for the runtime linked beside it
-  (a kernel defining `clock_gettime` would have set the simulator's clock).
+- defines a symbol the runtime object refers to: linked into one library,
+  that definition would take the place of the C library's for the runtime
+  (a kernel defining `clock_gettime` would have set the simulator's clock),
+  or any C-linkage function (a kernel has no business defining one).
 After the link, the library may export only its entry points.
 
 The rules read symbol names, not source text, so no spelling of the source
@@ -56,9 +57,11 @@ class Symbol:
     defined: bool
     binding: int  # 0 local, 1 global, 2 weak
     visibility: int  # 0 default, 1 internal, 2 hidden, 3 protected
+    kind: int = 0  # 0 none, 1 object, 2 function, ...
 
 
 _SHT_SYMTAB, _SHT_DYNSYM = 2, 11
+_STT_FUNC = 2
 
 
 def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
@@ -86,7 +89,7 @@ def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
             )
             end = strings.index(b"\0", st_name)
             name = strings[st_name:end].decode(errors="replace")
-            found.append(Symbol(name, st_shndx != 0, st_info >> 4, st_other & 3))
+            found.append(Symbol(name, st_shndx != 0, st_info >> 4, st_other & 3, st_info & 0xF))
     return found
 
 
@@ -99,12 +102,15 @@ def _allowed_call(name: str) -> bool:
     )
 
 
-def object_violation(obj: Path) -> str | None:
-    """Why a kernel's object may not be linked, in compiler-log form (the
-    build reads it like clang's output); None when it may."""
+def object_violation(obj: Path, runtime: Path | None = None) -> str | None:
+    """Why a kernel's object may not be linked with the `runtime` object, in
+    compiler-log form (the build reads it like clang's output); None when it
+    may."""
     table = symbols(obj)
     if table is None:
         return None
+    runtime_table = symbols(runtime) if runtime is not None else None
+    runtime_uses = {s.name for s in runtime_table or () if not s.defined}
     calls = sorted({s.name for s in table if not s.defined and s.name and s.binding != 0})
     refused = [n for n in calls if not _allowed_call(n)]
     if refused:
@@ -119,15 +125,15 @@ def object_violation(obj: Path) -> str | None:
             for s in table
             if s.defined
             and s.binding != 0
-            and not s.name.startswith("_Z")
             and s.name not in ENTRY_POINTS | GLUE_DEFINITIONS
+            and (s.name in runtime_uses or (s.kind == _STT_FUNC and not s.name.startswith("_Z")))
         }
     )
     if own:
         return (
             f"error: the kernel defines the C-linkage symbol {', '.join(own)}: kernel code "
-            "may not define functions or objects with C linkage (they would replace the "
-            "C library's for the simulator's runtime)"
+            "may not define C-linkage functions, nor anything the simulator's runtime uses "
+            "(it would replace the C library's for the runtime)"
         )
     return None
 

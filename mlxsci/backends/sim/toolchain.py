@@ -264,7 +264,7 @@ def _compile_and_link(
         )
         if res.returncode != 0:
             return res
-        if kernel and (why := kernel_symbols.object_violation(obj)):
+        if kernel and (why := kernel_symbols.object_violation(obj, *objects[:1])):
             return subprocess.CompletedProcess(res.args, 1, "", why)
         res = _run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
         if kernel and res.returncode == 0 and (why := kernel_symbols.library_violation(so)):
