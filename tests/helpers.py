@@ -36,3 +36,20 @@ def usage_error(command, args, *needles) -> str:
     for needle in needles:
         assert needle in out.output, out.output
     return out.output
+
+
+def _no_check(*args, **kwargs) -> None:
+    return None
+
+
+def kernel_rules_off(monkeypatch) -> None:
+    """Switch off, in this process (where kernels are checked and built), what
+    refuses hostile text before it runs: the source policy, the dialects'
+    language rules and the kernel's symbol check. For tests of what stands
+    behind them (the sandbox, the symbol check alone, a worker's death)."""
+    from mlxsci import source_policy
+    from mlxsci.backends.sim import kernel_symbols, language_rules
+
+    monkeypatch.setattr(source_policy, "check_candidate", _no_check)
+    monkeypatch.setattr(language_rules, "check", _no_check)
+    monkeypatch.setattr(kernel_symbols, "object_violation", _no_check)

@@ -10,14 +10,16 @@ check is what answers.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import uuid
 
 import pytest
+from helpers import kernel_rules_off
 
-from mlxsci.backends.sim import kernel_symbols, language_rules, toolchain
+from mlxsci.backends.sim import kernel_symbols, toolchain
 from mlxsci.evaluation import evaluate
+
+CHECK_OBJECT = kernel_symbols.object_violation
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="ELF objects")
 
@@ -29,15 +31,10 @@ BODY = {
 }
 
 
-def no_check(*args, **kwargs) -> None:
-    return None
-
-
 @pytest.fixture
 def symbols_only(monkeypatch):
-    monkeypatch.setattr(language_rules, "check", no_check)
-    if importlib.util.find_spec("mlxsci.source_policy") is not None:
-        monkeypatch.setattr("mlxsci.source_policy.check_candidate", no_check)
+    kernel_rules_off(monkeypatch)
+    monkeypatch.setattr(kernel_symbols, "object_violation", CHECK_OBJECT)  # this one stays
 
 
 def run(dialect: str, header: str, call: str):

@@ -12,7 +12,6 @@ so what is tested is the sandbox alone.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -25,9 +24,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import kernel_rules_off
 
 from mlxsci import sandbox
-from mlxsci.backends.sim import kernel_symbols, language_rules
 from mlxsci.cache import cache_dir
 from mlxsci.evaluation import evaluate
 from mlxsci.sandbox import landlock
@@ -235,19 +234,12 @@ def tree_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def no_check(*args, **kwargs) -> None:
-    return None
-
-
 @pytest.fixture
 def sandbox_only(monkeypatch):
     """The text rules and the kernel's symbol check off in this (the parent)
     process, where kernels are built: the candidates below reach native code
     and the sandbox is all that stands in their way."""
-    monkeypatch.setattr(language_rules, "check", no_check)
-    monkeypatch.setattr(kernel_symbols, "object_violation", no_check)
-    if importlib.util.find_spec("mlxsci.source_policy") is not None:
-        monkeypatch.setattr("mlxsci.source_policy.check_candidate", no_check)
+    kernel_rules_off(monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
 
 

@@ -10,7 +10,6 @@ and which sizes it was handed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import sys
@@ -20,9 +19,9 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
+from helpers import kernel_rules_off
 
 from mlxsci import worker as worker_module
-from mlxsci.backends.sim import kernel_symbols, language_rules
 from mlxsci.evaluation import evaluate
 from mlxsci.runner import CandidateWorker
 from mlxsci.task import Size
@@ -75,16 +74,9 @@ def saxpy_with_fault(dialect: str, fault: str, at: int = 2001) -> str:
     return text.replace("//! header\n", f"//! header\n// {uuid.uuid4().hex}\n", 1)
 
 
-def no_check(*args, **kwargs) -> None:
-    return None
-
-
 @pytest.fixture
 def libc_exit_allowed(monkeypatch):
-    monkeypatch.setattr(language_rules, "check", no_check)
-    monkeypatch.setattr(kernel_symbols, "object_violation", no_check)
-    if importlib.util.find_spec("mlxsci.source_policy") is not None:
-        monkeypatch.setattr("mlxsci.source_policy.check_candidate", no_check)
+    kernel_rules_off(monkeypatch)
 
 
 def run_sizes(source: str, dialect: str, **kw):
