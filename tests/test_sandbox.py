@@ -408,3 +408,16 @@ def test_without_a_sandbox_the_search_refuses_and_unsandboxed_runs(
     monkeypatch.setenv("MLXSCI_UNSANDBOXED", "1")  # the user's explicit choice
     out = CliRunner().invoke(search_main, [*args, "--out", str(tmp_path / "b")])
     assert out.exit_code == 0, out.output
+
+
+def test_the_current_folder_and_the_home_are_not_opened_by_sys_path(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home)
+    monkeypatch.setattr(
+        sys, "path", ["", str(home), str(tmp_path), str(home / "project"), *sys.path]
+    )
+    read = sandbox.worker_policy([], [str(tmp_path / "w")]).read
+    assert str(home) not in read and str(tmp_path) not in read and "" not in read
+    assert str(home / "project") in read  # a folder inside the home, named on its own, may be

@@ -235,13 +235,27 @@ def physical_memory() -> int:
         return 0
 
 
+def _importable_folder(path: str) -> bool:
+    """Whether a sys.path entry may be read by the worker: a folder, but not
+    the current one (`python -m` puts it first; a user in their home would
+    open the home to it) nor any folder holding the home (a PYTHONPATH of
+    ~ or /). The packages the worker imports are granted by their own
+    folders (package_dirs) wherever they are."""
+    if not path or not os.path.isdir(path):
+        return False
+    real = os.path.realpath(path)
+    home = os.path.realpath(os.path.expanduser("~"))
+    inside_home_or_above = home == real or home.startswith(real.rstrip("/") + "/")
+    return real != os.path.realpath(os.getcwd()) and not inside_home_or_above
+
+
 def worker_policy(extra_read: list[str], write: list[str]) -> Policy:
     """The policy of a worker that runs candidate code: read the Python
     installation, MLX, mlxsci's packages, `extra_read` (the task's folder,
     the kernel cache) and the system's libraries; write `write` only; the
     limits above."""
     read = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    read.update(p for p in sys.path if p and os.path.isdir(p))
+    read.update(p for p in sys.path if _importable_folder(p))
     read.update(package_dirs("mlxsci", "mlxsci.tasks", "mlxsci.reference", "mlx"))
     read.update(SYSTEM_READ)
     read.update(extra_read)
