@@ -21,6 +21,7 @@ read in one place, and can be tested without a worker (tests/test_checks.py).
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +117,28 @@ def check_size(
     ref: Reference | None = None,
 ) -> SizeResult:
     """Every integrity check of one size, against the trusted reference (loaded
-    from the cache unless the caller already holds it)."""
+    from the cache unless the caller already holds it). What the worker left
+    is hostile input: an answer the checks cannot read (an output missing,
+    larger than the task's, of the wrong names or shapes, not an archive, a
+    field of the wrong type) fails the size, never the parent."""
+    try:
+        return _check_size(task, size, result, jobdir, roof, backend_name, device_name, ref)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError,
+            zipfile.BadZipFile) as exc:  # fmt: skip
+        why = f"the worker's answer could not be read ({type(exc).__name__}: {exc})"[:400]
+        return failed_size(size, task, f"runtime error at size {size.label}: {why}", "crash")
+
+
+def _check_size(
+    task: Task,
+    size: Size,
+    result: dict,
+    jobdir: Path,
+    roof: Roofline,
+    backend_name: str,
+    device_name: str,
+    ref: Reference | None,
+) -> SizeResult:
     out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
     out.timings = result.get("timings", {})
     ref = ref or get_reference(task, size.params)

@@ -161,6 +161,7 @@ def evaluate(
                 "backend": backend_name,
                 "backend_options": options,
                 "params": size.params,
+                "output_bytes": sum(v.nbytes for v in ref.outputs.values()),  # read no more
                 "n_warmup": n_warmup if n_warmup is not None else warm,
                 "n_measure": n_measure if n_measure is not None else measure,
                 "param_overrides": param_overrides,
@@ -172,10 +173,8 @@ def evaluate(
             if sanitize:
                 job = sanitized_job(job, n_warmup, n_measure)
                 size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
-            say(
-                f"{task.name} {size.label}: running on {backend_name}"
-                + (f" under compute-sanitizer {sanitize}" if sanitize else "")
-            )
+            under = f" under compute-sanitizer {sanitize}" if sanitize else ""
+            say(f"{task.name} {size.label}: running on {backend_name}{under}")
             result, jobdir, tail = worker.run(job, size_timeout)
             try:
                 if result is None:

@@ -41,9 +41,10 @@ from mlxsci.worker_io import (
     STDERR_KEEP_BYTES,
     STDERR_TAIL_CHARS,
     StderrTail,
+    copy_outputs,
     death_reason,
-    read_bounded,
     read_result,
+    read_worker_file,
 )
 
 
@@ -108,7 +109,7 @@ def run_worker(
         for fd in passed:
             os.close(fd)
     try:
-        return finish_worker(proc, jobdir, timeout, sanitize)
+        return finish_worker(proc, jobdir, timeout, sanitize, job)
     except BaseException:
         kill_group(proc)
         shutil.rmtree(jobdir, ignore_errors=True)
@@ -119,7 +120,11 @@ def run_worker(
 
 
 def finish_worker(
-    proc: subprocess.Popen, jobdir: Path, timeout: float, sanitize: tuple[str, str] | None
+    proc: subprocess.Popen,
+    jobdir: Path,
+    timeout: float,
+    sanitize: tuple[str, str] | None,
+    job: dict,
 ) -> tuple[dict | None, Path, str]:
     """run_worker's answer, once its process has ended or been killed for its time."""
     try:
@@ -133,7 +138,11 @@ def finish_worker(
     found = sanitizer_finding(jobdir, sanitize)
     if found:
         return found, jobdir, tail
-    result = read_result(jobdir / "result.json")
+    dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        result = read_result(dir_fd, job)
+    finally:
+        os.close(dir_fd)
     if result is None:
         return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
     return result, jobdir, tail
@@ -218,46 +227,59 @@ class CandidateWorker:
         self.status = os.fdopen(read_end, "rb", buffering=0)
 
     def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
-        """Run one size: (result or None, job dir, stderr tail). Interrupted
-        (Ctrl-C, SIGTERM made an exception), it kills the worker and removes
-        the size's job folder before the exception goes on."""
-        jobdir = new_job_dir(job, self.logdir)
+        """Run one size: (result or None, folder, stderr tail). The folder is
+        the parent's own copy of what the worker wrote (its outputs, bounded):
+        the worker's job folder, which it can write, is never read by name.
+        Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker
+        and removes the size's folders before the exception goes on."""
+        jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=self.logdir))
+        # Held from its making: whatever the worker renames or links, this
+        # descriptor is the folder the parent made, and files are opened
+        # through it without following links.
+        dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            return self.hand_over(jobdir, timeout)
+            result, tail = self.hand_over(jobdir, dir_fd, job, timeout)
+            return result, copy_outputs(dir_fd, result, job), tail
         except BaseException:
             if self.proc is not None:
                 self.kill()  # first: a worker still writing could refill the folder
-            shutil.rmtree(jobdir, ignore_errors=True)
             raise
+        finally:
+            os.close(dir_fd)
+            shutil.rmtree(jobdir, ignore_errors=True)
 
-    def hand_over(self, jobdir: Path, timeout: float) -> tuple[dict | None, Path, str]:
+    def hand_over(
+        self, jobdir: Path, dir_fd: int, job: dict, timeout: float
+    ) -> tuple[dict | None, str]:
         if self.ended:
-            return None, jobdir, f"the worker ended at an earlier size: {self.ended}"
+            return None, f"the worker ended at an earlier size: {self.ended}"
         if self.proc is None:
             self.start()
         assert self.stderr is not None  # start() made it
         stderr_from = self.stderr.total
         deadline = time.monotonic() + timeout
-        self.tell(f"{jobdir}\n")
+        # The job itself travels on the pipe: nothing the parent writes goes
+        # into a folder the worker can write.
+        self.tell(json.dumps({"dir": str(jobdir), "job": job}) + "\n", deadline)
         said = self.wait_for_line(deadline)
         while said is not None and said.startswith("build "):
-            self.answer_build(jobdir, said[len("build ") :])
+            self.answer_build(dir_fd, said[len("build ") :], deadline, job)
             said = self.wait_for_line(deadline)
         tail = self.stderr_tail(stderr_from)
         if said is None:
             self.kill()
             self.ended = f"timeout: no verdict within {timeout:g} s"
-            return None, jobdir, self.ended
+            return None, self.ended
         if said not in ("done", ""):
             self.kill()
             self.ended = f"the worker broke its protocol (it said {said[:80]!r})"
-            return None, jobdir, self.ended
+            return None, self.ended
         if said == "done":
-            result = read_result(jobdir / "result.json")
+            result = read_result(dir_fd, job)
             if result is None:
                 self.kill()
-                self.ended = "the worker's result.json is missing, too large or not JSON"
-            return result, jobdir, self.ended or tail
+                self.ended = "the worker's result.json is missing, malformed or too large"
+            return result, self.ended or tail
         # The pipe closed without "done": the process ended during this size.
         returncode = self.reap(deadline)
         self.stderr.finish()
@@ -269,14 +291,14 @@ class CandidateWorker:
                 "candidates run only inside it; set MLXSCI_UNSANDBOXED=1 to run them without it "
                 "(unsafe: their code then runs as you, with your files and network)"
             )
-        result = read_result(jobdir / "result.json")
+        result = read_result(dir_fd, job)
         if result is not None:
             # It died after writing this size's verdict, which stands (as a
             # process per size had it); a next size gets a fresh process.
             self.forget()
-            return result, jobdir, tail
+            return result, tail
         self.ended = death_reason(returncode, tail)
-        return None, jobdir, self.ended
+        return None, self.ended
 
     def wait_for_line(self, deadline: float) -> str | None:
         """The worker's next line ("done"); "" when its end of the pipe closed
@@ -294,23 +316,37 @@ class CandidateWorker:
             line += chunk
         return line.decode(errors="replace").strip()
 
-    def tell(self, line: str) -> None:
-        """Write a line to the worker's stdin (a job folder, a build's answer)."""
-        try:
-            self.proc.stdin.write(line.encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:  # the process died before reading it: answered by the caller
-            pass
+    def tell(self, line: str, deadline: float) -> None:
+        """Write a line to the worker's stdin (a job, a build's answer), giving
+        up at `deadline`: a worker that stops reading cannot hold its parent."""
+        data = line.encode()
+        fd = self.proc.stdin.fileno()
+        os.set_blocking(fd, False)
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                return  # the size's deadline ends it
+            try:
+                data = data[os.write(fd, data[:65536]) :]
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, OSError):  # it died: answered by the caller
+                return
 
-    def answer_build(self, jobdir: Path, name: str) -> None:
+    def answer_build(self, dir_fd: int, name: str, deadline: float, job: dict) -> None:
         """Build the kernel variant a sandboxed worker asks for (its request
         file in the size's job folder) and tell it the library's path. Only a
-        sandboxed worker asks; any other gets a refusal."""
-        if self.sandbox_read is None or not re.fullmatch(r"build-\d{1,6}\.json", name):
+        sandboxed worker asks; any other gets a refusal. What it may ask for
+        is a kernel of the job's own candidate: the parent derives the spec
+        from the job it handed over (variants.serve_request)."""
+        data = None
+        if self.sandbox_read is not None and re.fullmatch(r"build-\d{1,6}\.json", name):
+            data = read_worker_file(dir_fd, name, variants.MAX_REQUEST_BYTES)
+        if data is None:
             reply: dict = {"error": {"kind": "compile", "message": "unexpected build request"}}
         else:
-            reply = variants.serve_request(read_bounded(jobdir / name, variants.MAX_REQUEST_BYTES))
-        self.tell(json.dumps(reply) + "\n")
+            reply = variants.serve_request(data, job, deadline)
+        self.tell(json.dumps(reply) + "\n", deadline)
 
     def stderr_tail(self, start: int) -> str:
         """What the worker wrote to stderr since `start` (this size), its end,

@@ -7,9 +7,9 @@ of the last timed run (last.npz). Two ways to run jobs:
   size under compute-sanitizer);
 - `python -m mlxsci.worker --serve FD`: the sizes of one candidate, in one
   process, so the imports and the backend's set-up are paid once per
-  candidate, not once per size. The parent writes a job's folder on stdin
-  (one line) only after it has checked the size before; the worker runs it,
-  writes result.json, then "done" on file descriptor FD. End of stdin ends
+  candidate, not once per size. The parent writes a job and its folder on
+  stdin (one JSON line) only after it has checked the size before; the worker
+  runs it, writes result.json, then "done" on file descriptor FD. End of stdin ends
   the worker. The parent times each size from the moment it sends its line,
   so a crash or a hang is that size's verdict and later sizes never run.
 The parent (mlxsci.evaluation, through mlxsci.runner and mlxsci.checks) holds
@@ -309,9 +309,11 @@ def run_compare(job: dict, outdir: Path) -> dict:
     return result
 
 
-def run_one(outdir: Path) -> None:
-    """The job in `outdir`, its result written to outdir/result.json."""
-    job = json.loads((outdir / "job.json").read_text())
+def run_one(outdir: Path, job: dict | None = None) -> None:
+    """`job` (else the one in outdir/job.json), its result written to
+    outdir/result.json."""
+    if job is None:
+        job = json.loads((outdir / "job.json").read_text())
     result = run_compare(job, outdir) if job.get("compare") else run_job(job, outdir)
     atomic_write_json(outdir / "result.json", result)
 
@@ -368,12 +370,13 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
         if sandbox.ACTIVE:
             start_threads()
         for line in sys.stdin:
-            outdir = line.strip()
-            if not outdir:
+            if not line.strip():
                 continue
+            handed = json.loads(line)  # {"dir": the size's folder, "job": the job}
+            outdir = Path(handed["dir"])
             if builds is not None:
-                builds.jobdir = Path(outdir)
-            run_one(Path(outdir))
+                builds.jobdir = outdir
+            run_one(outdir, handed["job"])
             release_memory()
             status.write("done\n")
     # End of stdin: the parent said goodbye on the lifeline first, or it is

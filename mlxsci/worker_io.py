@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -23,14 +25,30 @@ STDERR_TAIL_CHARS = 2000
 STDERR_KEEP_BYTES = 64 * 1024
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
-    """A file a worker wrote, refused (empty) past `limit` bytes or when unreadable."""
+def read_worker_file(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """A file a worker wrote into its job folder (held by `dir_fd`, the
+    descriptor of the folder the parent made), or None: missing, a link of
+    any kind (it is not followed), not a regular file (a FIFO or a device
+    would block or never end), or larger than `limit` bytes."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
     except OSError:
-        return b""
-    return b"" if len(data) > limit else data
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+        return None if size > limit else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class StderrTail:
@@ -102,13 +120,62 @@ RESULT_BYTES = 16 << 20
 STATUS_LINE_BYTES = 4096
 
 
-def read_result(path: Path) -> dict | None:
+def _numbers(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
+    )
+
+
+def well_formed(result, job: dict) -> bool:
+    """Whether a worker's result has the shape the parent's checks read: an
+    error with a kind and a message, or the measured seconds (a comparison's
+    two lists of them)."""
+    if not isinstance(result, dict):
+        return False
+    err = result.get("error")
+    if err is not None:
+        return (
+            isinstance(err, dict)
+            and isinstance(err.get("kind"), str)
+            and isinstance(err.get("message"), str)
+            and (err.get("line") is None or type(err.get("line")) is int)
+        )
+    seconds = result.get("seconds")
+    if job.get("compare"):
+        return isinstance(seconds, list) and len(seconds) == 2 and all(map(_numbers, seconds))
+    return _numbers(seconds) and bool(seconds)
+
+
+def read_result(dir_fd: int, job: dict) -> dict | None:
     """A worker's result.json, or None when it is missing, larger than
-    RESULT_BYTES, not JSON or not an object (the size then fails, the parent
-    lives on)."""
-    data = read_bounded(path, RESULT_BYTES)
+    RESULT_BYTES, not JSON or not of the shape its job's results have (the
+    size then fails; the parent lives on)."""
+    data = read_worker_file(dir_fd, "result.json", RESULT_BYTES)
     try:
         result = json.loads(data) if data else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return result if isinstance(result, dict) else None
+    return result if well_formed(result, job) else None
+
+
+# The files of outputs a worker leaves beside its result (mlxsci.worker).
+OUTPUT_FILES = ("verified.npz", "last.npz", "reversed.npz")
+# An output file's bytes beyond the outputs' own: the archive's headers.
+ARCHIVE_SLACK = 1 << 20
+
+
+def copy_outputs(dir_fd: int, result: dict | None, job: dict) -> Path:
+    """A folder of the parent's own (not writable by the worker) holding a
+    copy of each output file the worker left, read through `dir_fd` and no
+    larger than the task's outputs at this size (job["output_bytes"], which
+    the parent computed from the reference) plus archive headers; a file
+    that is not so is left out, and the checks fail the size for it."""
+    folder = Path(tempfile.mkdtemp(prefix="mlxsci-checked-"))
+    if result is None or "error" in result or "compare" in job:
+        return folder
+    limit = int(job.get("output_bytes", 0)) + ARCHIVE_SLACK
+    for name in OUTPUT_FILES:
+        data = read_worker_file(dir_fd, name, limit)
+        if data is not None:
+            (folder / name).write_bytes(data)
+    return folder

@@ -135,8 +135,8 @@ STANDIN = textwrap.dedent("""
     log = open(sys.argv[1], "a", buffering=1)
     linger = False
     for line in sys.stdin:
-        jobdir = line.strip()
-        act = json.load(open(os.path.join(jobdir, "job.json")))["act"]
+        handed = json.loads(line)
+        jobdir, act = handed["dir"], handed["job"]["act"]
         log.write(json.dumps({"pid": os.getpid(), "act": act}) + "\\n")
         if act == "exit":
             sys.stderr.write("boom\\n")
@@ -158,7 +158,7 @@ STANDIN = textwrap.dedent("""
             continue
         linger = linger or act == "linger"
         with open(os.path.join(jobdir, "result.json"), "w") as f:
-            json.dump({"act": act}, f)
+            json.dump({"act": act, "seconds": [0.001]}, f)
         if act == "die_after_result":
             os._exit(0)
         status.write("done\\n")
@@ -196,7 +196,7 @@ def run_acts(acts: list[str], timeout: float = 10.0) -> list[tuple]:
 def test_a_death_at_the_second_size_keeps_the_first_and_hands_over_no_third(standin):
     answers = run_acts(["ok", "exit", "ok"])
     assert len(answers) == 2
-    assert answers[0][0] == {"act": "ok"}
+    assert answers[0][0] == {"act": "ok", "seconds": [0.001]}
     assert answers[1][0] is None and "exit code 5" in answers[1][1] and "boom" in answers[1][1]
     assert [h["act"] for h in standin()] == ["ok", "exit"]
     assert len({h["pid"] for h in standin()}) == 1  # both sizes in one process
@@ -207,7 +207,7 @@ def test_a_hang_times_out_that_size_only(standin):
     started = time.monotonic()
     answers = run_acts(["ok", "hang", "ok"], timeout=2.0)
     assert time.monotonic() - started < 30  # killed, not waited for
-    assert answers[0][0] == {"act": "ok"}
+    assert answers[0][0] == {"act": "ok", "seconds": [0.001]}
     assert answers[1] == (None, "timeout: no verdict within 2 s")
     assert [h["act"] for h in standin()] == ["ok", "hang"]
 
@@ -216,20 +216,20 @@ def test_a_hang_times_out_that_size_only(standin):
 def test_each_size_has_its_own_time_limit(standin):
     # 3 s in all, 1.5 s each: within a 2.5 s limit per size.
     answers = run_acts(["slow", "slow"], timeout=2.5)
-    assert [a[0] for a in answers] == [{"act": "slow"}, {"act": "slow"}]
+    assert [a[0] for a in answers] == [{"act": "slow", "seconds": [0.001]}, {"act": "slow", "seconds": [0.001]}]
 
 
 def test_a_size_after_a_dead_process_is_refused_not_run(standin):
     with CandidateWorker() as worker:
         assert worker.run({"act": "exit"}, 10)[0] is None
-        result, _, tail = worker.run({"act": "ok"}, 10)
+        result, _, tail = worker.run({"act": "ok", "seconds": [0.001]}, 10)
     assert result is None and tail.startswith("the worker ended at an earlier size")
     assert [h["act"] for h in standin()] == ["exit"]
 
 
 def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_process(standin):
     answers = run_acts(["die_after_result", "ok"])
-    assert [a[0] for a in answers] == [{"act": "die_after_result"}, {"act": "ok"}]
+    assert [a[0] for a in answers] == [{"act": "die_after_result", "seconds": [0.001]}, {"act": "ok", "seconds": [0.001]}]
     assert len({h["pid"] for h in standin()}) == 2
 
 
@@ -237,7 +237,7 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
     monkeypatch.setattr("mlxsci.runner.CLOSE_GRACE_SECONDS", 0.5)
     with CandidateWorker() as worker:
-        assert worker.run({"act": "linger"}, 10)[0] == {"act": "linger"}
+        assert worker.run({"act": "linger", "seconds": [0.001]}, 10)[0] == {"act": "linger", "seconds": [0.001]}
         proc = worker.proc
     assert proc.returncode == -signal.SIGKILL  # killed, not left running
     assert not worker.logdir.exists()

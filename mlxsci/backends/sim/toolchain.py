@@ -19,12 +19,15 @@ test_sim_toolchain.py checks that no C++ runtime symbol is left undefined.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
@@ -153,10 +156,48 @@ def zig_cache_dir() -> Path:
     return path
 
 
+# A compile reads candidate text, which can make it take without end
+# (templates instantiated exponentially): every compile has a time limit (the
+# size's deadline when a worker asked for it, time_limit) and a memory limit.
+COMPILE_SECONDS = 600.0
+COMPILE_MEMORY = 8 << 30
+_deadline = threading.local()
+
+
+@contextlib.contextmanager
+def time_limit(deadline: float | None):
+    """Compiles in this thread stop at `deadline` (time.monotonic()) within."""
+    before = getattr(_deadline, "at", None)
+    _deadline.at = deadline
+    try:
+        yield
+    finally:
+        _deadline.at = before
+
+
+def _limit_compiler_memory() -> None:  # runs in the compiler's process, before exec
+    resource.setrlimit(resource.RLIMIT_DATA, (COMPILE_MEMORY, COMPILE_MEMORY))
+
+
 def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["ZIG_GLOBAL_CACHE_DIR"] = env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache_dir())
-    return subprocess.run([zig_executable(), *args], capture_output=True, text=True, env=env)
+    seconds = COMPILE_SECONDS
+    at = getattr(_deadline, "at", None)
+    if at is not None:
+        seconds = max(0.1, min(seconds, at - time.monotonic()))
+    try:
+        return subprocess.run(
+            [zig_executable(), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=seconds,
+            preexec_fn=_limit_compiler_memory if os.name == "posix" else None,
+        )
+    except subprocess.TimeoutExpired as exc:
+        why = f"error: the compiler did not finish within {seconds:.0f} s"
+        return subprocess.CompletedProcess(exc.cmd, 1, "", why)
 
 
 def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:

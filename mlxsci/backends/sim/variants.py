@@ -16,12 +16,13 @@ have asked for.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mlxsci.backends.base import CompileError, KernelSpec
-from mlxsci.backends.sim import build, language_rules
+from mlxsci.backends.sim import build, language_rules, toolchain
 from mlxsci.signature import METAL_TYPES, ArgInfo
 
 # Set in a sandboxed worker: request -> library path (raises CompileError).
@@ -155,36 +156,65 @@ def spec_of_request(req: Any) -> tuple[str, KernelSpec, list, list, list, tuple]
         }.get(kind, False)
         _need(ok, "template value")
         template.append((name, value))
+    names = (spec.name, *spec.input_names, *spec.output_names)
+    _need(all(n.isidentifier() for n in names), "names")
     defines = tuple(req.get("extra_defines", ()))
     _need(defines in ALLOWED_DEFINES, "defines")
     return req["dialect"], spec, infos, out, template, defines
 
 
-def serve_request(text: bytes) -> dict:
+def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
+    """Every (kernel spec, template) the candidates of `job` (the job the
+    parent handed over: one candidate, or a comparison's two) can ask for,
+    derived by the parent from their text as the worker's Launcher does."""
+    from mlxsci.candidate import parse, template_args, to_kernel_spec
+    from mlxsci.task import load_task
+
+    task = load_task(job["task"])
+    dialect = (job.get("backend_options") or {}).get("dialect", "metal")
+    sources = job.get("sources") or [job["source"]]
+    filenames = job.get("filenames") or [job["filename"]]
+    kernels = []
+    for source, filename in zip(sources, filenames):
+        c = parse(source, dialect=dialect, filename=filename)
+        template = template_args(c, job.get("param_overrides"))
+        for k in task.kernels:
+            spec = to_kernel_spec(
+                c, k.name, k.inputs, k.outputs, atomic_outputs=k.atomic_outputs, filename=filename
+            )
+            kernels.append((spec, template))
+    return kernels
+
+
+def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict:
     """The parent's answer to a worker's build request: {"library": path} or
     {"error": {"kind": "compile", "message", "line", "log"}} (also for a
-    request it refuses: the worker then reports a compile failure)."""
+    request it refuses: the worker then reports a compile failure). Only a
+    kernel of `job`'s own candidates is built, with the parent's spec of it;
+    the compiler stops at `deadline` (time.monotonic()), the size's."""
     from mlxsci.backends.sim.dialects import _DIALECTS
 
     try:
         if len(text) > MAX_REQUEST_BYTES:
             raise BadRequest(f"build request of {len(text)} bytes")
-        import json
-
         try:
             req = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise BadRequest("build request is not JSON") from exc
         dialect_name, spec, infos, out, template, defines = spec_of_request(req)
+        if (spec, template) not in job_kernels(job):
+            raise BadRequest("the build request names no kernel of the candidate handed over")
         dialect = _DIALECTS[dialect_name]()
         gen = dialect.generate(spec, infos, out, template)
-        return {"library": str(variant_library(dialect, spec, gen, defines))}
+        with toolchain.time_limit(deadline):
+            return {"library": str(variant_library(dialect, spec, gen, defines))}
     except CompileError as exc:
         return {
             "error": {"kind": "compile", "message": exc.message, "line": exc.line, "log": exc.log}
         }
-    except (BadRequest, ValueError, KeyError, TypeError) as exc:
-        return {"error": {"kind": "compile", "message": str(exc), "line": None, "log": ""}}
+    except Exception as exc:  # noqa: BLE001 - a worker's request never ends its parent
+        message = f"build request refused: {exc}"[:500]
+        return {"error": {"kind": "compile", "message": message, "line": None, "log": ""}}
 
 
 def raise_reply(reply: dict) -> Path:
