@@ -421,3 +421,90 @@ def test_the_current_folder_and_the_home_are_not_opened_by_sys_path(monkeypatch,
     read = sandbox.worker_policy([], [str(tmp_path / "w")]).read
     assert str(home) not in read and str(tmp_path) not in read and "" not in read
     assert str(home / "project") in read  # a folder inside the home, named on its own, may be
+
+
+# ------------------------------------------------------- after the seal
+def test_after_the_seal_only_the_kernels_calls_remain(tmp_path):
+    """The red team's ways past the text rules reach the system through any
+    call they like; after the seal the filter answers most with EPERM, kills
+    the worst, and takes the rest only for this process. The other process
+    here stands for the parent (the red team set its CPU limit to 1 s)."""
+    victim = tmp_path / "allowed" / "victim"
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        attack = textwrap.dedent(f"""
+            import ctypes, errno, resource
+            libc = ctypes.CDLL(None, use_errno=True)
+            sandbox.ACTIVE = True
+            sandbox.seal()
+            caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')]
+            print('caps', caps[0], flush=True)
+            r = (ctypes.c_long * 2)(1, 1)
+            got = libc.prlimit({other.pid}, resource.RLIMIT_CPU, r, None)
+            print('prlimit_other', got, ctypes.get_errno() == errno.EPERM, flush=True)
+            print('setpriority_other', libc.setpriority(0, {other.pid}, 19), flush=True)
+            print('own_prlimit', resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 0, flush=True)
+            libc.symlink(b'/etc/hostname', {str(victim).encode()!r})
+        """)
+        out = probe(tmp_path, attack)
+        limits = Path(f"/proc/{other.pid}/limits").read_text()
+        priority = os.getpriority(os.PRIO_PROCESS, other.pid)
+    finally:
+        other.kill()
+        other.wait()
+    lines = dict(ln.split(" ", 1) for ln in out.stdout.splitlines()[1:] if " " in ln)
+    assert lines["caps"] == "0000000000000000"
+    assert lines["prlimit_other"] == "-1 True" and lines["setpriority_other"] == "-1"
+    assert lines["own_prlimit"] == "True"
+    cpu_line = next(ln for ln in limits.splitlines() if ln.startswith("Max cpu time"))
+    assert "unlimited" in cpu_line and priority != 19  # the other process untouched
+    assert out.returncode == -31 and not victim.is_symlink()  # symlink: killed
+
+
+@pytest.mark.parametrize("call", ["libc.inotify_init()", "libc.fanotify_init(0, 0)"])
+def test_watching_files_kills_after_the_seal(tmp_path, call):
+    attack = (
+        f"import ctypes\nlibc = ctypes.CDLL(None)\nsandbox.ACTIVE = True\nsandbox.seal()\n{call}"
+    )
+    assert probe(tmp_path, attack).returncode == -31
+
+
+# ------------------------------------------------------- the build channel
+def build_job() -> dict:
+    from mlxsci.task import load_task
+
+    seed = load_task("saxpy").seed("metal")
+    return {"task": "saxpy", "source": seed, "filename": "seed.metal",
+            "backend_options": {"dialect": "metal"}}  # fmt: skip
+
+
+def saxpy_request(**changes) -> bytes:
+    import dataclasses
+
+    from mlxsci.backends.sim import variants
+    from mlxsci.candidate import parse, to_kernel_spec
+    from mlxsci.signature import ArgInfo
+    from mlxsci.task import load_task
+
+    job = build_job()
+    k = load_task("saxpy").kernel("saxpy")
+    spec = to_kernel_spec(parse(job["source"], dialect="metal"), "saxpy", k.inputs, k.outputs,
+                          filename=job["filename"])  # fmt: skip
+    spec = dataclasses.replace(spec, **changes)
+    infos = [ArgInfo("float32", (8,)), ArgInfo("float32", (8,)), ArgInfo("float32", ()),
+             ArgInfo("uint32", ())]  # fmt: skip
+    return json.dumps(variants.request("metal", spec, infos, ["float32"], [], ())).encode()
+
+
+def test_the_parent_builds_only_the_candidate_it_handed_over():
+    from mlxsci.backends.sim import variants
+
+    honest = variants.serve_request(saxpy_request(), build_job())
+    assert Path(honest["library"]).is_file()
+    forged = saxpy_request(header='#include "/etc/hostname"\n', source_file="<mlx-signature>")
+    reply = variants.serve_request(forged, build_job())
+    assert "names no kernel of the candidate" in reply["error"]["message"]
+    hostname = Path("/etc/hostname").read_text().strip() if Path("/etc/hostname").exists() else ""
+    assert len(hostname) < 6 or hostname not in json.dumps(reply)  # (a short one is any word)
+    bomb = variants.serve_request(b"[" * 100_000, build_job())  # a JSON bomb: an answer
+    assert bomb["error"]["kind"] == "compile"

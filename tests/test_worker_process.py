@@ -216,7 +216,10 @@ def test_a_hang_times_out_that_size_only(standin):
 def test_each_size_has_its_own_time_limit(standin):
     # 3 s in all, 1.5 s each: within a 2.5 s limit per size.
     answers = run_acts(["slow", "slow"], timeout=2.5)
-    assert [a[0] for a in answers] == [{"act": "slow", "seconds": [0.001]}, {"act": "slow", "seconds": [0.001]}]
+    assert [a[0] for a in answers] == [
+        {"act": "slow", "seconds": [0.001]},
+        {"act": "slow", "seconds": [0.001]},
+    ]
 
 
 def test_a_size_after_a_dead_process_is_refused_not_run(standin):
@@ -229,7 +232,10 @@ def test_a_size_after_a_dead_process_is_refused_not_run(standin):
 
 def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_process(standin):
     answers = run_acts(["die_after_result", "ok"])
-    assert [a[0] for a in answers] == [{"act": "die_after_result", "seconds": [0.001]}, {"act": "ok", "seconds": [0.001]}]
+    assert [a[0] for a in answers] == [
+        {"act": "die_after_result", "seconds": [0.001]},
+        {"act": "ok", "seconds": [0.001]},
+    ]
     assert len({h["pid"] for h in standin()}) == 2
 
 
@@ -237,7 +243,10 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
     monkeypatch.setattr("mlxsci.runner.CLOSE_GRACE_SECONDS", 0.5)
     with CandidateWorker() as worker:
-        assert worker.run({"act": "linger", "seconds": [0.001]}, 10)[0] == {"act": "linger", "seconds": [0.001]}
+        assert worker.run({"act": "linger", "seconds": [0.001]}, 10)[0] == {
+            "act": "linger",
+            "seconds": [0.001],
+        }
         proc = worker.proc
     assert proc.returncode == -signal.SIGKILL  # killed, not left running
     assert not worker.logdir.exists()
@@ -262,3 +271,72 @@ def test_a_worker_that_breaks_the_protocol_fails_its_size_and_the_parent_lives_o
     assert time.monotonic() - started < 20  # not waited out to the size's limit
     assert len(answers) == 1 and answers[0][0] is None
     assert "protocol" in answers[0][1] or "result.json" in answers[0][1]
+
+
+# ------------------------------------------------ a hostile worker's files
+# What the red team's worker did to its job folder: links for the parent to
+# follow (to a file to read, to its own pipe to hang on, to a reference to be
+# judged by), a result of the wrong shape, and a forged build request. The
+# stand-in does it and says "done" or "build".
+HOSTILE = textwrap.dedent("""
+    import json, os, sys, time
+    status = os.fdopen(int(sys.argv[-1]), "w", buffering=1)
+    victim = sys.argv[1]
+    for line in sys.stdin:
+        handed = json.loads(line)
+        jobdir, act = handed["dir"], handed["job"]["act"]
+        if act == "link_result":
+            os.symlink(victim, os.path.join(jobdir, "result.json"))
+        if act == "link_outputs":
+            with open(os.path.join(jobdir, "result.json"), "w") as f:
+                json.dump({"seconds": [0.001]}, f)
+            os.symlink(victim, os.path.join(jobdir, "verified.npz"))
+        if act == "fifo_request":
+            os.mkfifo(os.path.join(jobdir, "build-1.json"))
+            status.write("build build-1.json\\n")
+            if "unexpected build request" not in sys.stdin.readline():
+                time.sleep(3600)  # not answered as a refusal: the size times out
+        if act == "no_kind":
+            with open(os.path.join(jobdir, "result.json"), "w") as f:
+                json.dump({"error": {"message": "no kind"}}, f)
+        status.write("done\\n")
+""")
+
+
+@pytest.fixture
+def hostile(tmp_path, monkeypatch):
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE)
+    victim = tmp_path / "victim.json"
+    victim.write_text(json.dumps({"seconds": [1e-9], "planted": True}))
+    command = (sys.executable, str(script), str(victim))
+    monkeypatch.setattr(CandidateWorker, "sandboxed_command", command)
+    return victim
+
+
+def run_hostile(act: str) -> tuple:
+    with CandidateWorker(sandbox_read=[]) as worker:  # sandboxed: it may ask for builds
+        result, folder, tail = worker.run({"act": act, "output_bytes": 1000}, 10)
+        return result, sorted(p.name for p in folder.iterdir()), tail
+
+
+def test_a_result_that_is_a_link_is_not_followed(hostile):
+    result, _, tail = run_hostile("link_result")
+    assert result is None and "result.json" in tail
+
+
+def test_outputs_that_are_links_are_not_copied(hostile):
+    result, copied, _ = run_hostile("link_outputs")
+    assert result == {"seconds": [0.001]} and copied == []
+
+
+def test_a_build_request_that_is_not_a_file_is_refused_at_once(hostile):
+    started = time.monotonic()
+    result, _, tail = run_hostile("fifo_request")
+    assert time.monotonic() - started < 9.5  # refused at once, not blocked until the limit
+    assert result is None and not tail.startswith("timeout")
+
+
+def test_a_result_of_the_wrong_shape_is_no_result(hostile):
+    result, _, tail = run_hostile("no_kind")
+    assert result is None and "malformed" in tail

@@ -9,6 +9,7 @@ privilege (an ordinary user on a stock distribution gets them all):
 |---|---|---|
 | scrubbed environment | reading API keys and the user's variables | mlxsci.runner (parent) |
 | network namespace (bonus: root, or where unprivileged user namespaces are allowed) | any network at all, loopback included | `_own_network` |
+| no capabilities | what root could do beyond an ordinary user (fanotify, the kernel log, the host name, ...) | `_drop_capabilities` |
 | Landlock | reading outside Python, MLX, mlxsci, the task and the kernel cache; writing outside the worker's own folder; TCP (ABI 4); signals to and abstract sockets of processes outside (ABI 6) | mlxsci.sandbox.landlock |
 | resource limits | memory past 3/4 of the machine's, CPU time, file size, open files, core dumps | `_limit_resources` |
 | seccomp, at start | new processes, exec, sockets, ptrace, cross-process memory, namespaces, io_uring, BPF, ... (killed: SIGSYS) | mlxsci.sandbox.seccomp |
@@ -117,6 +118,32 @@ def _own_network() -> str | None:
     return None
 
 
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_CAPSET = {"x86_64": 126, "aarch64": 91}
+_CAP_VERSION_3 = 0x20080522
+
+
+def _drop_capabilities() -> str | None:
+    """Give up every capability (a worker started by root would otherwise
+    keep CAP_SYS_ADMIN and friends: fanotify, the kernel log, the host name):
+    the bounding set, the ambient set, then effective, permitted and
+    inheritable. Nothing to do for an ordinary user. None when done, else why
+    not."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last: ignored
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    number = _CAPSET.get(platform.machine())
+    if number is None:
+        return f"capset's number on {platform.machine()} is not known here"
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two 32-bit halves of effective, permitted, inheritable
+    if libc.syscall(number, header, data) != 0:
+        return os.strerror(ctypes.get_errno())
+    return None
+
+
 def _limit_resources(policy: Policy) -> None:
     limits = [
         (resource.RLIMIT_CORE, 0),
@@ -148,6 +175,9 @@ def apply(policy: Policy) -> Layers:
     layers.network_namespace = why is None
     if why is not None:
         layers.missing["network namespace"] = why + " (seccomp still stops sockets)"
+    why = _drop_capabilities()  # after the namespace, whose making may need them
+    if why is not None:
+        raise SandboxUnavailable(f"dropping capabilities: {why}")
     try:
         applied = landlock.restrict(policy.read, policy.write)
     except OSError as exc:

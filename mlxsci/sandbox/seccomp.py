@@ -10,10 +10,12 @@ good: seccomp filters can be added, never removed.
   kernel keyrings, modules or reboots. A forbidden call kills the whole
   worker (SIGSYS): the parent reports "the sandbox stopped ..." instead of
   a candidate carrying on past a refused call as if it had not tried.
-- `forbid_threads`, before the first candidate library is loaded: no new
-  thread either. The runtime, MLX and NumPy have made theirs by then; a
-  candidate's helper thread would run work the simulator's timer does not
-  see.
+- `forbid_threads`, before the first candidate library is loaded (the
+  seal): no new thread either (the runtime, MLX and NumPy have made theirs by
+  then; a candidate's helper thread would run work the simulator's timer does
+  not see), and from then on an allow-list: only the calls kernels, Python
+  and MLX make while running and writing results (AFTER_SEAL); any other
+  answers EPERM, and a few kill (KILLED_AFTER_SEAL).
 
 clone3 answers ENOSYS instead (its flags sit in a structure a filter cannot
 read), so the C library falls back to clone, which the filters can judge.
@@ -95,9 +97,11 @@ def load_library() -> None:
     _library()
 
 
-def _load(build) -> None:
+def _load(build, default: int | None = None) -> None:
+    """Load the filter `build` fills: allow by default, or answer `default`
+    (an errno) to every call it does not name."""
     sc = _library()
-    filt = sc.SyscallFilter(sc.ALLOW)
+    filt = sc.SyscallFilter(sc.ALLOW if default is None else sc.ERRNO(default))
     filt.set_attr(sc.Attr.CTL_TSYNC, 1)  # every thread of the process, not only this one
     build(sc, filt)
     try:
@@ -116,12 +120,65 @@ def forbid_escapes() -> None:
     _load(build)
 
 
+# After the seal, a candidate's code is in the process and may be any machine
+# code (C++ is not memory-safe: a text rule cannot stop a kernel from calling
+# an address it computed). So the second filter is an allow-list: what the
+# runtime, Python, NumPy and MLX call while kernels run and results are
+# written (read off strace of every seed in both dialects), everything else
+# EPERM. Calls that reach other processes or the system are taken only in
+# their harmless form (prlimit64 and friends on this process only; fcntl
+# without signal ownership or leases).
+AFTER_SEAL = (
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "lseek", "openat", "open",
+    "close", "close_range", "fstat", "newfstatat", "statx", "stat", "lstat", "access",
+    "faccessat", "faccessat2", "getdents64", "readlink", "readlinkat", "getcwd", "rename",
+    "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "ftruncate",
+    "fsync", "fdatasync", "ioctl", "dup", "dup2", "dup3", "pipe", "pipe2", "mmap", "munmap",
+    "mprotect", "mremap", "madvise", "mbind", "brk", "rt_sigaction", "rt_sigprocmask",
+    "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait", "sigaltstack", "setitimer",
+    "getitimer", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep",
+    "gettimeofday", "time", "futex", "set_robust_list", "get_robust_list", "rseq",
+    "set_tid_address", "arch_prctl", "membarrier", "sched_yield", "sched_getaffinity",
+    "sched_getparam", "sched_getscheduler", "getpriority", "getrandom", "uname", "sysinfo",
+    "getpid", "gettid", "getppid", "getpgid", "getpgrp", "getsid", "getuid", "geteuid",
+    "getgid", "getegid", "getgroups", "getresuid", "getresgid", "capget", "getrusage",
+    "times", "exit", "exit_group", "prctl", "select", "pselect6", "poll", "ppoll",
+    "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "eventfd2",
+)  # fmt: skip
+# fcntl commands a worker uses: F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, the
+# record locks, the open-file-description locks, F_DUPFD_CLOEXEC.
+FCNTL_COMMANDS = (0, 1, 2, 3, 4, 5, 6, 7, 36, 37, 38, 1030)
+# Killed after the seal besides the escapes: watching or signalling others'
+# files, planting links for the parent to follow, the machine's name and log.
+KILLED_AFTER_SEAL = (
+    "fanotify_init", "fanotify_mark", "inotify_init", "inotify_init1", "inotify_add_watch",
+    "symlink", "symlinkat", "link", "linkat", "sethostname", "setdomainname", "syslog",
+)  # fmt: skip
+_LOW32 = 0xFFFFFFFF
+
+
 def forbid_threads() -> None:
+    """The seal: no new thread, and only the calls in AFTER_SEAL."""
+    import os
+
+    pid = os.getpid()
+
     def build(sc, filt) -> None:
+        for name in AFTER_SEAL:
+            _rule(sc, filt, sc.ALLOW, name)
+        for command in FCNTL_COMMANDS:
+            _rule(sc, filt, sc.ALLOW, "fcntl", sc.Arg(1, sc.EQ, command))
+        # Resource limits and signals: this process (and its group) only.
+        _rule(sc, filt, sc.ALLOW, "prlimit64", sc.Arg(0, sc.EQ, 0))
+        for target in (0, pid, -pid & _LOW32):
+            _rule(sc, filt, sc.ALLOW, "kill", sc.Arg(0, sc.MASKED_EQ, _LOW32, target))
+        _rule(sc, filt, sc.ALLOW, "tgkill", sc.Arg(0, sc.MASKED_EQ, _LOW32, pid))
+        for name in KILLED_AFTER_SEAL:
+            _rule(sc, filt, sc.KILL_PROCESS, name)
         _rule(sc, filt, sc.KILL_PROCESS, "clone")
         _rule(sc, filt, sc.ERRNO(errno.ENOSYS), "clone3")
 
-    _load(build)
+    _load(build, default=errno.EPERM)
 
 
 def _rule(sc, filt, action: int, name: str, *args) -> None:
