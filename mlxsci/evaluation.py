@@ -43,6 +43,7 @@ from mlxsci.checks import check_size, failed_size, misfit
 from mlxsci.dialects import backend_options
 from mlxsci.eval_args import TaskArgument, check_overrides, parse_assignments, require_seed
 from mlxsci.noise import combined_noise, run_noise
+from mlxsci.per_size_runner import ProcessPerSize
 from mlxsci.reference_store import get_reference
 from mlxsci.results import Evaluation, format_evaluation, geometric_mean
 from mlxsci.run_budget import (
@@ -53,7 +54,7 @@ from mlxsci.run_budget import (
     mark_sanitized,
     sanitized_job,
 )
-from mlxsci.runner import ProcessPerSize, candidate_worker
+from mlxsci.runner import candidate_worker
 from mlxsci.sandbox import SandboxUnavailable
 from mlxsci.task import Size, check_memory, load_task
 from mlxsci.timers import TIMER_NAMES, check_timer

@@ -1,19 +1,19 @@
 """Worker processes: how the evaluation runs a candidate's sizes out of its own process.
 
-The parent (mlxsci/evaluation.py) hands a size to a worker (mlxsci/worker.py)
-as a job folder (job.json in; result.json and the outputs' .npz back) and
-gets back (result or None, job folder, end of the worker's stderr). This
-module owns everything about the process in between: starting it in a
-session of its own with a lifeline (mlxsci/lifeline.py), so it never
-outlives its parent; each size's timeout; killing it and all it started;
-saying why a worker that left no result died (death_reason); and, under
-NVIDIA's compute-sanitizer, one process per size and the faults the
-sanitizer reports as the size's result (mlxsci/sanitizer.py).
+The parent (mlxsci/evaluation.py) hands a size to a worker (mlxsci/worker.py):
+the job travels as one JSON line on the worker's stdin, with the folder the
+worker writes its result.json and outputs' .npz into; the parent gets back
+(result or None, a folder of its own copies of those outputs, the end of the
+worker's stderr). This module owns everything about the process in between:
+starting it in a session of its own with a lifeline (mlxsci/lifeline.py), so
+it never outlives its parent, and in the OS sandbox on the simulator
+(mlxsci.sandbox); each size's timeout; building kernels a sandboxed worker
+asks for (mlxsci.backends.sim.variants); reading its answer as hostile input
+(mlxsci.worker_io); killing it and all it started.
 
-`CandidateWorker` runs all sizes of one candidate in one process (the
-default); `ProcessPerSize` / `run_worker` start one per size (sanitized
-runs, and `compare`'s interleaved timings). Nothing here reads a result's
-numbers: the checks are mlxsci/checks.py's.
+`CandidateWorker` runs all sizes of one candidate (or one comparison) in one
+process; mlxsci.per_size_runner starts one per size under compute-sanitizer.
+Nothing here reads a result's numbers: the checks are mlxsci/checks.py's.
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlxsci import sandbox, sanitizer
+from mlxsci import sandbox
 from mlxsci.backends.sim import variants
 from mlxsci.cache import cache_dir
 from mlxsci.lifeline import GOODBYE, open_lifeline
 from mlxsci.redaction import minimal_worker_env, worker_text
 from mlxsci.worker_io import (
     STATUS_LINE_BYTES,
-    STDERR_KEEP_BYTES,
     STDERR_TAIL_CHARS,
     StderrTail,
     copy_outputs,
@@ -46,14 +45,6 @@ from mlxsci.worker_io import (
     read_result,
     read_worker_file,
 )
-
-
-def new_job_dir(job: dict, parent: Path | None = None) -> Path:
-    """A fresh folder holding job.json, for a worker to run (in `parent`, else
-    the system's temporary folder)."""
-    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=parent))
-    (jobdir / "job.json").write_text(json.dumps(job))
-    return jobdir
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -68,86 +59,6 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_worker(
-    job: dict, timeout: float, sanitize: tuple[str, str] | None = None
-) -> tuple[dict | None, Path, str]:
-    """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
-
-    sanitize: (tool, compute-sanitizer executable) to run the worker under
-    NVIDIA's compute-sanitizer (mlxsci.sanitizer); a kernel fault it reports
-    is returned as the result's error, whatever the worker itself wrote.
-    Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker and
-    removes the job folder before the exception goes on."""
-    jobdir = new_job_dir(job)
-    env = minimal_worker_env(job.get("backend", "cuda"))
-    argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
-    passed: tuple[int, ...] = ()
-    keep = None  # the lifeline's write end
-    if sanitize:
-        # No lifeline through compute-sanitizer: which descriptors it hands on
-        # to the worker is not ours to know.
-        argv = sanitizer.sanitizer_command(sanitize[1], sanitize[0], jobdir / "sanitizer.log", argv)
-    else:
-        read_end, keep, more = open_lifeline([jobdir])
-        env.update(more)
-        passed = (read_end,)
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-            pass_fds=passed,
-        )
-    except BaseException:
-        shutil.rmtree(jobdir, ignore_errors=True)
-        if keep is not None:
-            os.close(keep)
-        raise
-    finally:
-        for fd in passed:
-            os.close(fd)
-    try:
-        return finish_worker(proc, jobdir, timeout, sanitize, job)
-    except BaseException:
-        kill_group(proc)
-        shutil.rmtree(jobdir, ignore_errors=True)
-        raise
-    finally:
-        if keep is not None:
-            os.close(keep)  # the worker has ended: its lifeline may go
-
-
-def finish_worker(
-    proc: subprocess.Popen,
-    jobdir: Path,
-    timeout: float,
-    sanitize: tuple[str, str] | None,
-    job: dict,
-) -> tuple[dict | None, Path, str]:
-    """run_worker's answer, once its process has ended or been killed for its time."""
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
-        proc.communicate()
-        found = sanitizer_finding(jobdir, sanitize)
-        return found or None, jobdir, f"timeout: no verdict within {timeout:g} s"
-    tail = worker_text(err[-STDERR_KEEP_BYTES:], STDERR_TAIL_CHARS)
-    found = sanitizer_finding(jobdir, sanitize)
-    if found:
-        return found, jobdir, tail
-    dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        result = read_result(dir_fd, job)
-    finally:
-        os.close(dir_fd)
-    if result is None:
-        return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
-    return result, jobdir, tail
-
-
 class CandidateWorker:
     """One worker process (mlxsci.worker --serve) that runs the sizes of one
     candidate in order, so imports and set-up are paid once per candidate.
@@ -158,8 +69,9 @@ class CandidateWorker:
     process's start, as before); a crash or hang ends the process and is that
     size's verdict, and the parent hands over no later size. The parent hands
     a size over only after it has checked the size before, so no check runs
-    beside a timed run and nothing runs past a failing size. run() answers as
-    run_worker() does: (result or None, job dir, stderr tail).
+    beside a timed run and nothing runs past a failing size. run() answers
+    (result or None, the parent's folder of output copies, stderr tail), as
+    mlxsci.per_size_runner.run_worker does.
     """
 
     # The worker's command line, before "--serve FD" (tests put a stand-in here),
@@ -423,51 +335,3 @@ def candidate_worker(task, backend_name: str, unsandboxed: bool) -> CandidateWor
 
 # Seconds a worker may take to exit once told that no size follows.
 CLOSE_GRACE_SECONDS = 10.0
-
-
-class ProcessPerSize:
-    """A fresh worker process for every size (run_worker), for sizes under
-    compute-sanitizer: the sanitizer writes one log per process and its
-    records say nothing of which size was running, so one process holds one
-    size and every fault it reports is that size's. The imports a process per
-    size repeats (~0.4 s) are small beside a sanitized run."""
-
-    def __init__(self, sanitize: tuple[str, str] | None):
-        self.sanitize = sanitize  # (tool, executable); None: unsanitized, as bench/ compares
-
-    def __enter__(self) -> ProcessPerSize:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
-        return run_worker(job, timeout, self.sanitize)
-
-
-def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | None:
-    """The worker's result when compute-sanitizer reported a kernel fault: an
-    error of the tool's kind (memcheck, racecheck) naming what, where and who."""
-    log = jobdir / "sanitizer.log"
-    if not sanitize or not log.exists():
-        return None
-    text = log.read_text(errors="replace")
-    faults = sanitizer.kernel_faults(sanitizer.parse_sanitizer_log(text, sanitize[0]))
-    if not faults:
-        return None
-    return {
-        "error": {
-            "kind": sanitize[0],
-            "message": sanitizer.verdict(faults, text),
-            "details": {"log": text[-4000:]},
-        }
-    }
-
-
-def sanitizer_context(jobdir: Path) -> str:
-    """What compute-sanitizer said about itself, for a worker that died under it."""
-    log = jobdir / "sanitizer.log"
-    if not log.exists():
-        return ""
-    said = sanitizer.tool_problems(log.read_text(errors="replace"))
-    return ("\ncompute-sanitizer: " + "; ".join(said)) if said else ""

@@ -23,9 +23,9 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import sanitizer
+from mlxsci.per_size_runner import run_worker
 from mlxsci.results import Evaluation, SizeResult
 from mlxsci.run_budget import mark_sanitized, sanitized_job
-from mlxsci.runner import run_worker
 from mlxsci.sanitizer import (
     check_sanitize,
     kernel_faults,

@@ -1,0 +1,163 @@
+"""One worker process per size: the runs under NVIDIA's compute-sanitizer.
+
+The sanitizer writes one log per process and its records say nothing of which
+size was running, so under it each size gets a process of its own
+(`ProcessPerSize`, `run_worker`: `python -m mlxsci.worker JOBDIR`), and a
+fault it reports is that size's verdict (`sanitizer_finding`). These runs are
+on a GPU, whose candidate code runs on the device: no OS sandbox, the
+allowlisted environment and the bounded reading of the worker's answer as
+everywhere (mlxsci.runner holds the default, one worker per candidate).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from mlxsci import sanitizer
+from mlxsci.lifeline import open_lifeline
+from mlxsci.redaction import minimal_worker_env, worker_text
+from mlxsci.runner import kill_group
+from mlxsci.worker_io import STDERR_KEEP_BYTES, STDERR_TAIL_CHARS, death_reason, read_result
+
+
+def new_job_dir(job: dict, parent: Path | None = None) -> Path:
+    """A fresh folder holding job.json, for a worker to run (in `parent`, else
+    the system's temporary folder)."""
+    jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=parent))
+    (jobdir / "job.json").write_text(json.dumps(job))
+    return jobdir
+
+
+def run_worker(
+    job: dict, timeout: float, sanitize: tuple[str, str] | None = None
+) -> tuple[dict | None, Path, str]:
+    """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
+
+    sanitize: (tool, compute-sanitizer executable) to run the worker under
+    NVIDIA's compute-sanitizer (mlxsci.sanitizer); a kernel fault it reports
+    is returned as the result's error, whatever the worker itself wrote.
+    Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker and
+    removes the job folder before the exception goes on."""
+    jobdir = new_job_dir(job)
+    env = minimal_worker_env(job.get("backend", "cuda"))
+    argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
+    passed: tuple[int, ...] = ()
+    keep = None  # the lifeline's write end
+    if sanitize:
+        # No lifeline through compute-sanitizer: which descriptors it hands on
+        # to the worker is not ours to know.
+        argv = sanitizer.sanitizer_command(sanitize[1], sanitize[0], jobdir / "sanitizer.log", argv)
+    else:
+        read_end, keep, more = open_lifeline([jobdir])
+        env.update(more)
+        passed = (read_end,)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            pass_fds=passed,
+        )
+    except BaseException:
+        shutil.rmtree(jobdir, ignore_errors=True)
+        if keep is not None:
+            os.close(keep)
+        raise
+    finally:
+        for fd in passed:
+            os.close(fd)
+    try:
+        return finish_worker(proc, jobdir, timeout, sanitize, job)
+    except BaseException:
+        kill_group(proc)
+        shutil.rmtree(jobdir, ignore_errors=True)
+        raise
+    finally:
+        if keep is not None:
+            os.close(keep)  # the worker has ended: its lifeline may go
+
+
+def finish_worker(
+    proc: subprocess.Popen,
+    jobdir: Path,
+    timeout: float,
+    sanitize: tuple[str, str] | None,
+    job: dict,
+) -> tuple[dict | None, Path, str]:
+    """run_worker's answer, once its process has ended or been killed for its time."""
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
+        proc.communicate()
+        found = sanitizer_finding(jobdir, sanitize)
+        return found or None, jobdir, f"timeout: no verdict within {timeout:g} s"
+    tail = worker_text(err[-STDERR_KEEP_BYTES:], STDERR_TAIL_CHARS)
+    found = sanitizer_finding(jobdir, sanitize)
+    if found:
+        return found, jobdir, tail
+    dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        result = read_result(dir_fd, job)
+    finally:
+        os.close(dir_fd)
+    if result is None:
+        return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
+    return result, jobdir, tail
+
+
+class ProcessPerSize:
+    """A fresh worker process for every size (run_worker), for sizes under
+    compute-sanitizer: the sanitizer writes one log per process and its
+    records say nothing of which size was running, so one process holds one
+    size and every fault it reports is that size's. The imports a process per
+    size repeats (~0.4 s) are small beside a sanitized run."""
+
+    def __init__(self, sanitize: tuple[str, str] | None):
+        self.sanitize = sanitize  # (tool, executable); None: unsanitized, as bench/ compares
+
+    def __enter__(self) -> ProcessPerSize:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+        return run_worker(job, timeout, self.sanitize)
+
+
+def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | None:
+    """The worker's result when compute-sanitizer reported a kernel fault: an
+    error of the tool's kind (memcheck, racecheck) naming what, where and who."""
+    log = jobdir / "sanitizer.log"
+    if not sanitize or not log.exists():
+        return None
+    text = log.read_text(errors="replace")
+    faults = sanitizer.kernel_faults(sanitizer.parse_sanitizer_log(text, sanitize[0]))
+    if not faults:
+        return None
+    return {
+        "error": {
+            "kind": sanitize[0],
+            "message": sanitizer.verdict(faults, text),
+            "details": {"log": text[-4000:]},
+        }
+    }
+
+
+def sanitizer_context(jobdir: Path) -> str:
+    """What compute-sanitizer said about itself, for a worker that died under it."""
+    log = jobdir / "sanitizer.log"
+    if not log.exists():
+        return ""
+    said = sanitizer.tool_problems(log.read_text(errors="replace"))
+    return ("\ncompute-sanitizer: " + "; ".join(said)) if said else ""
