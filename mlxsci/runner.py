@@ -22,7 +22,6 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from mlxsci.worker_io import (
     death_reason,
     read_result,
     read_worker_file,
+    remove_tree,
 )
 
 
@@ -148,7 +148,10 @@ class CandidateWorker:
         # Held from its making: whatever the worker renames or links, this
         # descriptor is the folder the parent made, and files are opened
         # through it without following links.
-        dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # the worker removed it at once: a size it cannot run
+            return None, Path(tempfile.mkdtemp(prefix="mlxsci-checked-")), "job folder removed"
         try:
             result, tail = self.hand_over(jobdir, dir_fd, job, timeout)
             return result, copy_outputs(dir_fd, result, job), tail
@@ -158,7 +161,7 @@ class CandidateWorker:
             raise
         finally:
             os.close(dir_fd)
-            shutil.rmtree(jobdir, ignore_errors=True)
+            remove_tree(jobdir)
 
     def hand_over(
         self, jobdir: Path, dir_fd: int, job: dict, timeout: float
@@ -174,8 +177,11 @@ class CandidateWorker:
         # into a folder the worker can write.
         self.tell(json.dumps({"dir": str(jobdir), "job": job}) + "\n", deadline)
         said = self.wait_for_line(deadline)
+        builds = 0
         while said is not None and said.startswith("build "):
-            self.answer_build(dir_fd, said[len("build ") :], deadline, job)
+            builds += 1
+            name = said[len("build ") :] if builds <= variants.MAX_BUILDS_PER_SIZE else ""
+            self.answer_build(dir_fd, name, deadline, job)
             said = self.wait_for_line(deadline)
         tail = self.stderr_tail(stderr_from)
         if said is None:
@@ -315,7 +321,7 @@ class CandidateWorker:
             except subprocess.TimeoutExpired:
                 self.kill()
             self.close_pipes()
-        shutil.rmtree(self.logdir, ignore_errors=True)
+        remove_tree(self.logdir)
 
 
 # 1: the simulator runs candidates without the OS sandbox (unsafe: their code runs as you).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import tempfile
@@ -179,3 +180,13 @@ def copy_outputs(dir_fd: int, result: dict | None, job: dict) -> Path:
         if data is not None:
             (folder / name).write_bytes(data)
     return folder
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder a worker could write, whatever it holds: a tree made
+    to break the removal (too deep, links, files in use) leaves what cannot
+    go, never an exception for the parent."""
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    except Exception:  # noqa: BLE001 - RecursionError and the like: the size is judged already
+        pass

@@ -508,3 +508,59 @@ def test_the_parent_builds_only_the_candidate_it_handed_over():
     assert len(hostname) < 6 or hostname not in json.dumps(reply)  # (a short one is any word)
     bomb = variants.serve_request(b"[" * 100_000, build_job())  # a JSON bomb: an answer
     assert bomb["error"]["kind"] == "compile"
+
+
+def test_the_worker_cannot_make_folders_nor_undo_its_death_with_the_parent(tmp_path):
+    attack = textwrap.dedent(f"""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            os.mkdir({str(tmp_path / "allowed" / "d")!r}); print('mkdir ALLOWED', flush=True)
+        except PermissionError:
+            print('mkdir refused', flush=True)
+        sandbox._die_with(os.getppid())
+        sandbox.ACTIVE = True
+        sandbox.seal()
+        sig = ctypes.c_int(0)
+        libc.prctl(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG
+        print('deathsig', sig.value, flush=True)
+        print('unset', libc.prctl(1, 0, 0, 0, 0), flush=True)  # PR_SET_PDEATHSIG 0
+        print('rename', libc.prctl(15, b'sshd', 0, 0, 0), flush=True)  # PR_SET_NAME
+    """)
+    out = probe(tmp_path, attack)
+    assert "mkdir refused" in out.stdout and not (tmp_path / "allowed" / "d").exists()
+    assert "deathsig 9" in out.stdout and "unset -1" in out.stdout and "rename -1" in out.stdout
+
+
+def test_a_build_request_with_outputs_of_the_wrong_count_is_refused():
+    from mlxsci.backends.sim import variants
+
+    req = json.loads(saxpy_request())
+    req["out_dtypes"] = ["float32", "float64"]
+    reply = variants.serve_request(json.dumps(req).encode(), build_job())
+    assert "one output dtype per output" in reply["error"]["message"]
+
+
+@pytest.mark.slow
+def test_a_compile_past_its_deadline_leaves_no_compiler_running(tmp_path):
+    import time as clock
+
+    from mlxsci.backends.sim import toolchain
+
+    bomb = tmp_path / f"bomb-{uuid.uuid4().hex}.cpp"
+    bomb.write_text(
+        "template <int N, unsigned M> struct T { static constexpr unsigned v ="
+        " T<N - 1, 2 * M>::v + T<N - 1, 2 * M + 1>::v; };\n"
+        "template <unsigned M> struct T<0, M> { static constexpr unsigned v = M; };\n"
+        "unsigned x = T<24, 1>::v;\n"
+    )
+    started = clock.monotonic()
+    with toolchain.time_limit(started + 2):
+        res = toolchain._run_compiler(["c++", "-c", str(bomb), "-o", str(tmp_path / "b.o")])
+    # Ended at its deadline (with ten times the slack), not when the compiler
+    # it had left behind ran into its CPU limit half a minute later.
+    assert clock.monotonic() - started < 20
+    assert res.returncode != 0 and "did not finish" in res.stderr
+    clock.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", bomb.name], capture_output=True, text=True).stdout
+    assert left.strip() == ""  # zig and the clang it started, both gone

@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import sys
 from dataclasses import dataclass, field
 
@@ -298,10 +299,24 @@ def worker_policy(extra_read: list[str], write: list[str]) -> Policy:
     )
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> bool:
+    """Have the kernel kill this process when its parent ends, beside the
+    lifeline pipe (which a worker running arbitrary code could hold open by
+    reopening it through /proc/self/fd); the seal then forbids undoing it.
+    False when the parent is gone already."""
+    if platform.system() == "Linux":
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return os.getppid() == parent
+
+
 def main_of_boot(argv: list[str]) -> int:
     """`python -m mlxsci.sandbox.boot WORKER_ARGS...`: apply the policy in
     $MLXSCI_SANDBOX, then run mlxsci.worker with WORKER_ARGS."""
     global ACTIVE
+    parent = os.getppid()
     text = os.environ.pop(POLICY_ENV, "")
     if not text:
         print(UNAVAILABLE_PREFIX + f"no policy in ${POLICY_ENV}", file=sys.stderr)
@@ -311,6 +326,8 @@ def main_of_boot(argv: list[str]) -> int:
     except SandboxUnavailable as exc:
         print(UNAVAILABLE_PREFIX + str(exc), file=sys.stderr, flush=True)
         return UNAVAILABLE_EXIT
+    if not _die_with(parent):
+        return UNAVAILABLE_EXIT - 1  # the parent is gone already: nothing to run for
     ACTIVE = True
     os.environ["MLXSCI_SANDBOX_LAYERS"] = json.dumps(layers.__dict__)
     import runpy

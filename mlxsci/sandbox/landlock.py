@@ -54,17 +54,11 @@ NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 READ = EXECUTE | READ_FILE | READ_DIR
-WRITE = (
-    WRITE_FILE
-    | REMOVE_DIR
-    | REMOVE_FILE
-    | MAKE_DIR
-    | MAKE_REG
-    | MAKE_SYM
-    | MAKE_FIFO
-    | REFER
-    | TRUNCATE
-)
+# Writing beneath a folder: files, not folders (a worker writes its result and
+# outputs only; a tree thousands of folders deep was a way to make its parent's
+# clean-up recurse past Python's limit). Removing stays, for the lifeline's
+# clean-up of a dead parent's folders.
+WRITE = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_REG | MAKE_SYM | MAKE_FIFO | REFER | TRUNCATE
 
 
 class LandlockUnavailable(OSError):

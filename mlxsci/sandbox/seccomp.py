@@ -132,7 +132,7 @@ AFTER_SEAL = (
     "read", "write", "pread64", "pwrite64", "readv", "writev", "lseek", "openat", "open",
     "close", "close_range", "fstat", "newfstatat", "statx", "stat", "lstat", "access",
     "faccessat", "faccessat2", "getdents64", "readlink", "readlinkat", "getcwd", "rename",
-    "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "ftruncate",
+    "renameat", "renameat2", "unlink", "unlinkat", "rmdir", "ftruncate",
     "fsync", "fdatasync", "ioctl", "dup", "dup2", "dup3", "pipe", "pipe2", "mmap", "munmap",
     "mprotect", "mremap", "madvise", "mbind", "brk", "rt_sigaction", "rt_sigprocmask",
     "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait", "sigaltstack", "setitimer",
@@ -142,7 +142,7 @@ AFTER_SEAL = (
     "sched_getparam", "sched_getscheduler", "getpriority", "getrandom", "uname", "sysinfo",
     "getpid", "gettid", "getppid", "getpgid", "getpgrp", "getsid", "getuid", "geteuid",
     "getgid", "getegid", "getgroups", "getresuid", "getresgid", "capget", "getrusage",
-    "times", "exit", "exit_group", "prctl", "select", "pselect6", "poll", "ppoll",
+    "times", "exit", "exit_group", "select", "pselect6", "poll", "ppoll",
     "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "eventfd2",
 )  # fmt: skip
 # fcntl commands a worker uses: F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, the
@@ -155,6 +155,7 @@ KILLED_AFTER_SEAL = (
     "symlink", "symlinkat", "link", "linkat", "sethostname", "setdomainname", "syslog",
 )  # fmt: skip
 _LOW32 = 0xFFFFFFFF
+PR_GET_PDEATHSIG, PR_GET_NAME = 2, 16
 
 
 def forbid_threads() -> None:
@@ -168,6 +169,10 @@ def forbid_threads() -> None:
             _rule(sc, filt, sc.ALLOW, name)
         for command in FCNTL_COMMANDS:
             _rule(sc, filt, sc.ALLOW, "fcntl", sc.Arg(1, sc.EQ, command))
+        # prctl only to read (a process name, its death signal): setting them
+        # would hide the worker or undo what ends it with its parent.
+        for option in (PR_GET_PDEATHSIG, PR_GET_NAME):
+            _rule(sc, filt, sc.ALLOW, "prctl", sc.Arg(0, sc.EQ, option))
         # Resource limits and signals: this process (and its group) only.
         _rule(sc, filt, sc.ALLOW, "prlimit64", sc.Arg(0, sc.EQ, 0))
         for target in (0, pid, -pid & _LOW32):

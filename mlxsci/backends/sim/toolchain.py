@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -175,8 +176,12 @@ def time_limit(deadline: float | None):
         _deadline.at = before
 
 
-def _limit_compiler_memory() -> None:  # runs in the compiler's process, before exec
+def _limit_compiler(seconds: float) -> None:  # in the compiler's process, before exec
+    # Inherited by the clang zig starts: memory, and CPU past the deadline (a
+    # backstop for the process group kill below).
     resource.setrlimit(resource.RLIMIT_DATA, (COMPILE_MEMORY, COMPILE_MEMORY))
+    cpu = int(seconds) + 30
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
 
 def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
@@ -186,18 +191,36 @@ def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     at = getattr(_deadline, "at", None)
     if at is not None:
         seconds = max(0.1, min(seconds, at - time.monotonic()))
+    cmd = [zig_executable(), *args]
+    # A session of its own: zig runs clang as its child, and a time limit
+    # must end both (killing zig alone left clang running).
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=(lambda: _limit_compiler(seconds)) if os.name == "posix" else None,
+    )
     try:
-        return subprocess.run(
-            [zig_executable(), *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=seconds,
-            preexec_fn=_limit_compiler_memory if os.name == "posix" else None,
-        )
-    except subprocess.TimeoutExpired as exc:
-        why = f"error: the compiler did not finish within {seconds:.0f} s"
-        return subprocess.CompletedProcess(exc.cmd, 1, "", why)
+        out, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        why = f"error: the compiler did not finish within the time left ({seconds:.1f} s)"
+        return subprocess.CompletedProcess(cmd, 1, "", why)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:

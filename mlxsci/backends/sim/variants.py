@@ -32,6 +32,10 @@ REMOTE: Callable[[dict], Path] | None = None
 ALLOWED_DEFINES = ((), ("-DSIM_FIBER_UCONTEXT=1",))
 # A request is small (a candidate's text and a few shapes); more is an attack.
 MAX_REQUEST_BYTES = 4 << 20
+# Builds a worker may ask for in one size: a task's pipeline has a few kernels,
+# each at one or two call signatures; more is a worker making its parent
+# compile variants the job never runs.
+MAX_BUILDS_PER_SIZE = 16
 
 
 def variant_library(dialect, spec: KernelSpec, gen, extra_defines: tuple[str, ...]) -> Path:
@@ -156,6 +160,7 @@ def spec_of_request(req: Any) -> tuple[str, KernelSpec, list, list, list, tuple]
         }.get(kind, False)
         _need(ok, "template value")
         template.append((name, value))
+    _need(len(out) == len(spec.output_names), "one output dtype per output")
     names = (spec.name, *spec.input_names, *spec.output_names)
     _need(all(n.isidentifier() for n in names), "names")
     defines = tuple(req.get("extra_defines", ()))
