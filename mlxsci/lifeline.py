@@ -33,6 +33,8 @@ from pathlib import Path
 # worker (os.pathsep between them).
 LIFELINE_ENV = "MLXSCI_WORKER_LIFELINE"
 LEFTOVERS_ENV = "MLXSCI_WORKER_LEFTOVERS"
+# Set by a sandboxed worker's boot for itself: a pidfd of its parent.
+PARENT_PIDFD_ENV = "MLXSCI_PARENT_PIDFD"
 # What a parent writes on the lifeline when it ends a --serve worker itself
 # (before closing its stdin), so that end of stdin is not taken for its death.
 GOODBYE = b"."
@@ -53,9 +55,15 @@ class Lifeline:
     removes the parent's folders for this worker and kills this process's
     group once the parent is gone."""
 
-    def __init__(self, fd: int, leftovers: list[str]):
+    def __init__(self, fd: int, leftovers: list[str], parent_pidfd: int | None = None):
         self.fd = fd
         self.leftovers = leftovers
+        # A sandboxed worker's own watch on its parent (mlxsci.sandbox's boot
+        # opens it): readable once the parent has exited, however it ended,
+        # and whatever the worker's code did to the pipe (arbitrary code
+        # could reopen the pipe's write end through /proc/self/fd and so keep
+        # end-of-file from ever coming).
+        self.parent_pidfd = parent_pidfd
         self.watcher = threading.Thread(target=self.watch, name="lifeline", daemon=True)
 
     @classmethod
@@ -72,14 +80,20 @@ class Lifeline:
         except (ValueError, OSError):
             return None
         os.set_inheritable(fd, False)  # the compilers and tools this one starts need none
-        lifeline = cls(fd, leftovers)
+        pidfd = os.environ.pop(PARENT_PIDFD_ENV, "")
+        lifeline = cls(fd, leftovers, int(pidfd) if pidfd.isdigit() else None)
         lifeline.watcher.start()
         return lifeline
 
     def watch(self) -> None:
+        watched = [self.fd] + ([self.parent_pidfd] if self.parent_pidfd is not None else [])
         try:
-            said = os.read(self.fd, 1)
-        except OSError:
+            ready = select.select(watched, [], [])[0]
+            if self.parent_pidfd in ready:  # the parent has exited
+                said = b""
+            else:
+                said = os.read(self.fd, 1)
+        except (OSError, ValueError):  # a descriptor closed under us: no parent to trust
             said = b""
         if not said:  # end-of-file: the parent is gone; GOODBYE: it ends us itself
             self.parent_gone()

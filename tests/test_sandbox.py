@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -510,7 +511,7 @@ def test_the_parent_builds_only_the_candidate_it_handed_over():
     assert bomb["error"]["kind"] == "compile"
 
 
-def test_the_worker_cannot_make_folders_nor_undo_its_death_with_the_parent(tmp_path):
+def test_the_worker_cannot_make_folders_nor_set_its_process_attributes(tmp_path):
     attack = textwrap.dedent(f"""
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
@@ -518,18 +519,14 @@ def test_the_worker_cannot_make_folders_nor_undo_its_death_with_the_parent(tmp_p
             os.mkdir({str(tmp_path / "allowed" / "d")!r}); print('mkdir ALLOWED', flush=True)
         except PermissionError:
             print('mkdir refused', flush=True)
-        sandbox._die_with(os.getppid())
         sandbox.ACTIVE = True
         sandbox.seal()
-        sig = ctypes.c_int(0)
-        libc.prctl(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG
-        print('deathsig', sig.value, flush=True)
-        print('unset', libc.prctl(1, 0, 0, 0, 0), flush=True)  # PR_SET_PDEATHSIG 0
+        print('unset', libc.prctl(1, 0, 0, 0, 0), flush=True)  # PR_SET_PDEATHSIG
         print('rename', libc.prctl(15, b'sshd', 0, 0, 0), flush=True)  # PR_SET_NAME
     """)
     out = probe(tmp_path, attack)
     assert "mkdir refused" in out.stdout and not (tmp_path / "allowed" / "d").exists()
-    assert "deathsig 9" in out.stdout and "unset -1" in out.stdout and "rename -1" in out.stdout
+    assert "unset -1" in out.stdout and "rename -1" in out.stdout
 
 
 def test_a_build_request_with_outputs_of_the_wrong_count_is_refused():
@@ -564,3 +561,33 @@ def test_a_compile_past_its_deadline_leaves_no_compiler_running(tmp_path):
     clock.sleep(0.5)
     left = subprocess.run(["pgrep", "-f", bomb.name], capture_output=True, text=True).stdout
     assert left.strip() == ""  # zig and the clang it started, both gone
+
+
+def test_a_worker_holding_its_lifeline_open_still_ends_with_its_parent(tmp_path):
+    """The second red team reopened the lifeline's write end through
+    /proc/self/fd, so end-of-file never came and the worker outlived kill -9
+    of its parent; the parent's pidfd, which the boot opens, ends it anyway."""
+    leftover = tmp_path / "mlxsci-worker-left"
+    leftover.mkdir()
+    parent = subprocess.Popen(["sleep", "60"])
+    worker_script = textwrap.dedent(f"""
+        import os, time
+        from mlxsci.lifeline import Lifeline
+        read_end, write_end = os.pipe()  # the write end held here: no end-of-file
+        Lifeline(read_end, [{str(leftover)!r}], os.pidfd_open({parent.pid})).watcher.start()
+        print("watching", flush=True)
+        time.sleep(60)
+    """)
+    worker = subprocess.Popen([sys.executable, "-c", worker_script], start_new_session=True,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert worker.stdout.readline().strip() == "watching"
+        parent.kill()
+        parent.wait()
+        worker.wait(timeout=20)
+        assert worker.returncode == -signal.SIGKILL and not leftover.exists()
+    finally:
+        for proc in (parent, worker):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

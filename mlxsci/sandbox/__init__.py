@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import resource
-import signal
 import sys
 from dataclasses import dataclass, field
 
@@ -299,16 +298,19 @@ def worker_policy(extra_read: list[str], write: list[str]) -> Policy:
     )
 
 
-_PR_SET_PDEATHSIG = 1
+def _watch_parent(parent: int) -> bool:
+    """Give the worker's lifeline (mlxsci.lifeline) a pidfd of the parent,
+    readable once it exits: the pipe alone can be held open by a worker
+    running arbitrary code, which reopens its write end through
+    /proc/self/fd. Opened here, before the filters forbid pidfd_open. False
+    when the parent is gone already."""
+    from mlxsci.lifeline import PARENT_PIDFD_ENV
 
-
-def _die_with(parent: int) -> bool:
-    """Have the kernel kill this process when its parent ends, beside the
-    lifeline pipe (which a worker running arbitrary code could hold open by
-    reopening it through /proc/self/fd); the seal then forbids undoing it.
-    False when the parent is gone already."""
-    if platform.system() == "Linux":
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
+        pidfd = os.pidfd_open(parent)
+    except (AttributeError, OSError):  # no pidfds here: the pipe alone
+        return os.getppid() == parent
+    os.environ[PARENT_PIDFD_ENV] = str(pidfd)
     return os.getppid() == parent
 
 
@@ -321,13 +323,13 @@ def main_of_boot(argv: list[str]) -> int:
     if not text:
         print(UNAVAILABLE_PREFIX + f"no policy in ${POLICY_ENV}", file=sys.stderr)
         return UNAVAILABLE_EXIT
+    if not _watch_parent(parent):  # before the filters, which forbid pidfd_open
+        return UNAVAILABLE_EXIT - 1  # the parent is gone already: nothing to run for
     try:
         layers = apply(Policy.from_env(text))
     except SandboxUnavailable as exc:
         print(UNAVAILABLE_PREFIX + str(exc), file=sys.stderr, flush=True)
         return UNAVAILABLE_EXIT
-    if not _die_with(parent):
-        return UNAVAILABLE_EXIT - 1  # the parent is gone already: nothing to run for
     ACTIVE = True
     os.environ["MLXSCI_SANDBOX_LAYERS"] = json.dumps(layers.__dict__)
     import runpy
