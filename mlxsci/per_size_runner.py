@@ -24,7 +24,13 @@ from mlxsci import sanitizer
 from mlxsci.lifeline import open_lifeline
 from mlxsci.redaction import minimal_worker_env, worker_text
 from mlxsci.runner import kill_group
-from mlxsci.worker_io import STDERR_KEEP_BYTES, STDERR_TAIL_CHARS, death_reason, read_result
+from mlxsci.worker_io import (
+    STDERR_KEEP_BYTES,
+    STDERR_TAIL_CHARS,
+    death_reason,
+    open_folder,
+    read_result,
+)
 
 
 def new_job_dir(job: dict, parent: Path | None = None) -> Path:
@@ -105,7 +111,7 @@ def finish_worker(
     found = sanitizer_finding(jobdir, sanitize)
     if found:
         return found, jobdir, tail
-    dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    dir_fd = open_folder(jobdir)
     try:
         result = read_result(dir_fd, job)
     finally:

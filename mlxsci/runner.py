@@ -41,6 +41,7 @@ from mlxsci.worker_io import (
     StderrTail,
     copy_outputs,
     death_reason,
+    open_folder,
     read_result,
     read_worker_file,
     remove_tree,
@@ -145,11 +146,9 @@ class CandidateWorker:
         Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker
         and removes the size's folders before the exception goes on."""
         jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=self.logdir))
-        # Held from its making: whatever the worker renames or links, this
-        # descriptor is the folder the parent made, and files are opened
-        # through it without following links.
+        # Held from its making (worker_io.open_folder).
         try:
-            dir_fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            dir_fd = open_folder(jobdir)
         except OSError:  # the worker removed it at once: a size it cannot run
             return None, Path(tempfile.mkdtemp(prefix="mlxsci-checked-")), "job folder removed"
         try:

@@ -26,6 +26,13 @@ STDERR_TAIL_CHARS = 2000
 STDERR_KEEP_BYTES = 64 * 1024
 
 
+def open_folder(path: Path) -> int:
+    """A descriptor of a folder the parent made, not following a link in its
+    place: through it, files are opened where the parent made them, whatever
+    the worker renames or links afterwards."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
 def read_worker_file(dir_fd: int, name: str, limit: int) -> bytes | None:
     """A file a worker wrote into its job folder (held by `dir_fd`, the
     descriptor of the folder the parent made), or None: missing, a link of

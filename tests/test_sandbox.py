@@ -591,3 +591,26 @@ def test_a_worker_holding_its_lifeline_open_still_ends_with_its_parent(tmp_path)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+PARAMS = """//! param VEC = 2 {1, 2, 4}
+//! kernel saxpy
+//! grid = (ceil_div(N, VEC), 1, 1)
+//! threadgroup = (256, 1, 1)
+uint base = thread_position_in_grid.x * VEC;
+for (uint k = 0; k < VEC; ++k) {
+    uint i = base + k;
+    if (i < N) y_out[i] = a * x[i] + y[i];
+}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", [None, {"VEC": 4}])
+def test_a_candidates_params_reach_the_parents_build(overrides):
+    """The parent builds with the template it derives from the job (the
+    candidate's params, with the job's overrides): the worker's request must
+    name exactly that."""
+    ev = evaluate("saxpy", PARAMS, backend="sim", size_set="smoke", n_warmup=1, n_measure=1,
+                  param_overrides=overrides)  # fmt: skip
+    assert ev.correct, ev.fail_reason

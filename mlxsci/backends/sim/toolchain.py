@@ -206,20 +206,15 @@ def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     try:
         out, err = proc.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.communicate()
         why = f"error: the compiler did not finish within the time left ({seconds:.1f} s)"
         return subprocess.CompletedProcess(cmd, 1, "", why)
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        raise
+    finally:
+        if proc.returncode is None:  # stopped early (time, Ctrl-C): zig and its clang go
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 

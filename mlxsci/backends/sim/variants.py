@@ -7,7 +7,8 @@ evaluates, that happens right there. A sandboxed worker (mlxsci.sandbox) may
 start no compiler and write no cache, so it sends a *build request* to its
 parent instead (`REMOTE`, installed by mlxsci.worker): the kernel spec and the
 call signature as plain data, never generated text. The parent checks the
-request's shape (`spec_of_request`), generates the text itself, applies the
+request's shape and that it names a kernel of the job it handed over
+(`kernel_of_request`), generates the text itself, applies the
 same rules and builds into the cache it alone writes (`serve_request`); the
 worker only loads the library it is told of. A worker whose candidate code
 has taken it over can therefore ask for nothing a candidate file could not
@@ -59,16 +60,6 @@ def variant_library(dialect, spec: KernelSpec, gen, extra_defines: tuple[str, ..
     return build.build_library(tu, spec.source_file, extra_defines)
 
 
-def _template_entry(name: str, value: Any) -> list:
-    if isinstance(value, bool):
-        return [name, "bool", value]
-    if isinstance(value, int):
-        return [name, "int", value]
-    from mlxsci.signature import dtype_name
-
-    return [name, "typename", dtype_name(value)]
-
-
 def request(
     dialect: str,
     spec: KernelSpec,
@@ -85,7 +76,8 @@ def request(
         ),
         "inputs": [[i.dtype, list(i.shape)] for i in infos],
         "out_dtypes": list(out_dtypes),
-        "template": [_template_entry(n, v) for n, v in (template or ())],
+        # A candidate's template arguments are its params: (name, int) pairs.
+        "template": [[n, v] for n, v in (template or ())],
         "extra_defines": list(extra_defines),
     }
 
@@ -97,75 +89,6 @@ class BadRequest(ValueError):
 def _need(cond: bool, what: str) -> None:
     if not cond:
         raise BadRequest(f"malformed build request: {what}")
-
-
-def _names(value, what: str) -> tuple[str, ...]:
-    _need(isinstance(value, list) and all(isinstance(v, str) for v in value), what)
-    return tuple(value)
-
-
-def spec_of_request(req: Any) -> tuple[str, KernelSpec, list, list, list, tuple]:
-    """(dialect, spec, infos, out_dtypes, template, extra_defines) of a request
-    read from a worker, every field checked for type and range."""
-    _need(isinstance(req, dict), "not an object")
-    _need(req.get("dialect") in ("metal", "cuda"), "dialect")
-    s = req.get("spec")
-    _need(isinstance(s, dict), "spec")
-    fields = {
-        "name",
-        "input_names",
-        "output_names",
-        "source",
-        "header",
-        "atomic_outputs",
-        "dialect",
-        "source_file",
-        "header_line",
-        "body_line",
-    }
-    _need(set(s) == fields, "spec fields")
-    for key in ("name", "source", "header", "source_file", "dialect"):
-        _need(isinstance(s[key], str), f"spec.{key}")
-    for key in ("header_line", "body_line"):
-        _need(type(s[key]) is int and 0 <= s[key] < 1 << 31, f"spec.{key}")
-    _need(isinstance(s["atomic_outputs"], bool), "spec.atomic_outputs")
-    _need(s["dialect"] == req["dialect"], "spec.dialect")
-    spec = KernelSpec(
-        **dict(
-            s,
-            input_names=_names(s["input_names"], "input names"),
-            output_names=_names(s["output_names"], "output names"),
-        )
-    )
-    inputs = req.get("inputs")
-    _need(isinstance(inputs, list) and len(inputs) == len(spec.input_names), "inputs")
-    infos = []
-    for entry in inputs:
-        _need(isinstance(entry, list) and len(entry) == 2, "input")
-        dtype, shape = entry
-        _need(dtype in METAL_TYPES, "input dtype")
-        _need(isinstance(shape, list) and len(shape) <= 16, "input shape")
-        _need(all(type(d) is int and 0 <= d < 1 << 40 for d in shape), "input shape")
-        infos.append(ArgInfo(dtype, tuple(shape)))
-    out = req.get("out_dtypes")
-    _need(isinstance(out, list) and all(d in METAL_TYPES for d in out), "output dtypes")
-    template = []
-    for entry in req.get("template", []):
-        _need(isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str), "template")
-        name, kind, value = entry
-        ok = {
-            "bool": type(value) is bool,
-            "int": type(value) is int,
-            "typename": value in METAL_TYPES,
-        }.get(kind, False)
-        _need(ok, "template value")
-        template.append((name, value))
-    _need(len(out) == len(spec.output_names), "one output dtype per output")
-    names = (spec.name, *spec.input_names, *spec.output_names)
-    _need(all(n.isidentifier() for n in names), "names")
-    defines = tuple(req.get("extra_defines", ()))
-    _need(defines in ALLOWED_DEFINES, "defines")
-    return req["dialect"], spec, infos, out, template, defines
 
 
 def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
@@ -191,6 +114,52 @@ def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
     return kernels
 
 
+def kernel_of_request(req: Any, job: dict) -> tuple[str, KernelSpec, list, list, list, tuple]:
+    """(dialect, spec, infos, out_dtypes, template, extra_defines) of a request
+    read from a worker. The spec and template are the parent's own
+    (job_kernels): the request must name one of them exactly, so nothing of
+    the kernel's text comes from the worker. The call signature is checked
+    for type and range."""
+    _need(isinstance(req, dict), "not an object")
+    dialect = (job.get("backend_options") or {}).get("dialect", "metal")
+    _need(req.get("dialect") == dialect, "dialect")
+    asked = req.get("spec")
+    _need(isinstance(asked, dict), "spec")
+    asked = dict(
+        asked,
+        input_names=tuple(asked.get("input_names") or ()),
+        output_names=tuple(asked.get("output_names") or ()),
+    )
+    entries = req.get("template", [])
+    _need(isinstance(entries, list), "template")
+    _need(all(isinstance(e, list) and len(e) == 2 for e in entries), "template")
+    asked_template = [(name, value) for name, value in entries]
+    found = [
+        (spec, template)
+        for spec, template in job_kernels(job)
+        if spec.__dict__ == asked and template == asked_template
+    ]
+    if not found:
+        raise BadRequest("the build request names no kernel of the candidate handed over")
+    spec, template = found[0]
+    inputs = req.get("inputs")
+    _need(isinstance(inputs, list) and len(inputs) == len(spec.input_names), "inputs")
+    infos = []
+    for entry in inputs:
+        _need(isinstance(entry, list) and len(entry) == 2, "input")
+        dtype, shape = entry
+        _need(dtype in METAL_TYPES, "input dtype")
+        _need(isinstance(shape, list) and len(shape) <= 16, "input shape")
+        _need(all(type(d) is int and 0 <= d < 1 << 40 for d in shape), "input shape")
+        infos.append(ArgInfo(dtype, tuple(shape)))
+    out = req.get("out_dtypes")
+    _need(isinstance(out, list) and all(d in METAL_TYPES for d in out), "output dtypes")
+    _need(len(out) == len(spec.output_names), "one output dtype per output")
+    defines = tuple(req.get("extra_defines", ()))
+    _need(defines in ALLOWED_DEFINES, "defines")
+    return dialect, spec, infos, out, template, defines
+
+
 def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict:
     """The parent's answer to a worker's build request: {"library": path} or
     {"error": {"kind": "compile", "message", "line", "log"}} (also for a
@@ -206,9 +175,7 @@ def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict
             req = json.loads(text)
         except (ValueError, RecursionError) as exc:
             raise BadRequest("build request is not JSON") from exc
-        dialect_name, spec, infos, out, template, defines = spec_of_request(req)
-        if (spec, template) not in job_kernels(job):
-            raise BadRequest("the build request names no kernel of the candidate handed over")
+        dialect_name, spec, infos, out, template, defines = kernel_of_request(req, job)
         dialect = _DIALECTS[dialect_name]()
         gen = dialect.generate(spec, infos, out, template)
         with toolchain.time_limit(deadline):
