@@ -18,6 +18,7 @@ alternating order, and prints each pair and the ratio.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import subprocess
@@ -54,18 +55,34 @@ def timed_tests(unsandboxed: bool) -> float:
     return seconds
 
 
-def bench_tests(repeats: int) -> None:
+def alternating_pairs(measure, repeats: int, each=None) -> list[tuple[float, float]]:
+    """(unsandboxed, sandboxed) seconds of `measure(unsandboxed)`, `repeats`
+    times, alternating which goes first so a drift in load hits both alike;
+    `each` hears every pair as it comes."""
     pairs = []
     for k in range(repeats):
         order = (True, False) if k % 2 == 0 else (False, True)
-        got = {which: timed_tests(which) for which in order}
+        got = {which: measure(which) for which in order}
         pairs.append((got[True], got[False]))
-        print(f"fast tier: unsandboxed {got[True]:.1f} s, sandboxed {got[False]:.1f} s", flush=True)
+        if each is not None:
+            each(*pairs[-1])
+    return pairs
+
+
+def ratio_line(pairs: list[tuple[float, float]]) -> str:
     ratios = [sandboxed / plain for plain, sandboxed in pairs]
-    print(
-        f"fast tier ratio (sandboxed / unsandboxed) median {statistics.median(ratios):.3f}"
+    return (
+        f"ratio median {statistics.median(ratios):.3f}"
         f" (min {min(ratios):.3f}, max {max(ratios):.3f})"
     )
+
+
+def bench_tests(repeats: int) -> None:
+    def say(plain: float, sandboxed: float) -> None:
+        print(f"fast tier: unsandboxed {plain:.1f} s, sandboxed {sandboxed:.1f} s", flush=True)
+
+    pairs = alternating_pairs(timed_tests, repeats, say)
+    print(f"fast tier (sandboxed / unsandboxed) {ratio_line(pairs)}")
 
 
 def main() -> None:
@@ -83,19 +100,13 @@ def main() -> None:
         task, size_set, *rest = case.split(":")
         dialect = rest[0] if rest else "metal"
         timed(task, size_set, dialect, False)  # warm: roofline, references, kernels
-        pairs = []
-        for k in range(args.repeats):
-            order = (True, False) if k % 2 == 0 else (False, True)
-            got = {which: timed(task, size_set, dialect, which) for which in order}
-            pairs.append((got[True], got[False]))
-        ratios = [sandboxed / plain for plain, sandboxed in pairs]
+        pairs = alternating_pairs(functools.partial(timed, task, size_set, dialect), args.repeats)
         print(
             f"{case}: unsandboxed s "
             + " ".join(f"{p:.3f}" for p, _ in pairs)
             + " | sandboxed s "
             + " ".join(f"{s:.3f}" for _, s in pairs)
-            + f" | ratio median {statistics.median(ratios):.3f}"
-            f" (min {min(ratios):.3f}, max {max(ratios):.3f})",
+            + f" | {ratio_line(pairs)}",
             flush=True,
         )
 
