@@ -73,27 +73,37 @@ def _parse_entry(data: bytes) -> Reference | None:
         return None
 
 
-def get_reference(task: Task, params: dict, use_cache: bool = True) -> Reference:
+def get_reference(
+    task: Task, params: dict, use_cache: bool = True, seed: int | None = None
+) -> Reference:
+    """The reference of a size whose inputs come from `seed` (Task.inputs).
+    Only the fixed inputs' (seed None) are kept on disk: an evaluation draws a
+    fresh secret seed, whose reference no later evaluation asks for again."""
+    if seed is not None and task.takes_seed:
+        return _solve(task, params, task.inputs(params, seed))
     path = cache_dir("reference", task.name) / f"{_key(task, params)}.npz"
     if use_cache:
         data = read_verified(path)  # None: missing, unsealed, damaged or planted
         ref = _parse_entry(data) if data is not None else None
         if ref is not None:
             return ref
-    inputs = task.make_inputs(params)
-    ref_module = load_reference(task.name)
-    outputs = {k: np.asarray(v) for k, v in ref_module.solve(inputs, params).items()}
-    ref = Reference(outputs, float(ref_module.tolerance(outputs, params)), input_checksums(inputs))
+    ref = _solve(task, params, task.make_inputs(params))
     meta = {
-        "outputs": sorted(outputs),
+        "outputs": sorted(ref.outputs),
         "tolerance": ref.tolerance,
         "input_checksums": ref.input_checksums,
     }
     buf = io.BytesIO()
-    arrays: dict[str, Any] = {"__meta__": np.array(json.dumps(meta)), **outputs}
+    arrays: dict[str, Any] = {"__meta__": np.array(json.dumps(meta)), **ref.outputs}
     np.savez(buf, **arrays)
     write_verified(path, buf.getvalue())
     return ref
+
+
+def _solve(task: Task, params: dict, inputs: dict) -> Reference:
+    ref_module = load_reference(task.name)
+    outputs = {k: np.asarray(v) for k, v in ref_module.solve(inputs, params).items()}
+    return Reference(outputs, float(ref_module.tolerance(outputs, params)), input_checksums(inputs))
 
 
 def max_abs_error(out: np.ndarray, ref: np.ndarray) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import math
 import os
 import pkgutil
@@ -21,6 +22,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from mlxsci import dialects
 
@@ -62,7 +65,9 @@ class Task:
     kernels: tuple[KernelContract, ...]
     sizes: dict  # size set name -> tuple[Size, ...]
     defaults: dict  # default params for user-given sizes (--size)
-    make_inputs: Callable[[dict], dict]  # params -> {name: np.ndarray} (scalars 0-d)
+    # (params, seed=None) -> {name: np.ndarray} (scalars 0-d). seed None: the
+    # fixed (Metal-Sci) data; an int: data drawn from that secret seed (input_rng).
+    make_inputs: Callable[..., dict]
     run: Callable  # (launch, inputs, params) -> {result: array}
     bytes_moved: Callable[[dict], float]  # roofline model: bytes per pipeline run
     flops: Callable[[dict], float]  # FLOPs per pipeline run
@@ -150,9 +155,50 @@ class Task:
         label = ",".join(f"{k}={params[k]}" for k in self.defaults)
         return Size(label, params)
 
+    @property
+    def takes_seed(self) -> bool:
+        """Whether make_inputs draws its data from a seed it is given (every
+        built-in task; a task folder of your own may not)."""
+        try:
+            return "seed" in inspect.signature(self.make_inputs).parameters
+        except (TypeError, ValueError):
+            return False
+
+    def inputs(self, params: dict, seed: int | None = None) -> dict:
+        """The size's inputs: drawn from `seed` where make_inputs takes one,
+        else its fixed data (seed None, or a task that takes no seed)."""
+        if seed is None or not self.takes_seed:
+            return self.make_inputs(params)
+        return self.make_inputs(params, seed=seed)
+
     def launch_names(self, params: dict) -> dict:
         """Integer size parameters usable in launch expressions."""
         return {k: v for k, v in params.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def input_rng(seed: int | None, fixed: int) -> np.random.Generator:
+    """The generator a task's make_inputs draws data from: seeded with the
+    task's own fixed constant when `seed` is None (Metal-Sci's inputs, as
+    before), else with the pair (fixed, seed), so each constant of a task
+    gives its own stream of an evaluation's secret seed."""
+    return np.random.default_rng(fixed if seed is None else [fixed, int(seed)])
+
+
+def input_word(seed: int | None, fixed: int) -> int:
+    """A 32-bit input scalar (a kernel's PRNG seed): `fixed` when `seed` is
+    None, else a word drawn from the pair (fixed, seed)."""
+    return fixed if seed is None else int(input_rng(seed, fixed).integers(0, 2**32))
+
+
+def perturbed(field: np.ndarray, seed: int | None, fixed: int, amplitude: float = 0.02):
+    """A smooth initial field of a task whose Metal-Sci data has no random
+    draw, made unpredictable by a secret seed: each element scaled by its own
+    1 + U(-amplitude, amplitude), so zero edges stay zero and the field keeps
+    its sign and shape. `field` itself when `seed` is None."""
+    if seed is None:
+        return field
+    jitter = input_rng(seed, fixed).uniform(-amplitude, amplitude, size=field.shape)
+    return (field * (1.0 + jitter)).astype(field.dtype)
 
 
 def chain_inputs(task: Task, inputs: dict, results: dict) -> dict:

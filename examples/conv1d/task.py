@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, input_rng
 
 R = 3  # filter radius: 2R + 1 = 7 taps
 TAPS = 2 * R + 1
 
 
-def make_inputs(p):
-    rng = np.random.default_rng(0xC0FFEE)
+def make_inputs(p, seed=None):
+    rng = input_rng(seed, 0xC0FFEE)
     x = rng.standard_normal(p["N"]).astype(np.float32)
     w = rng.uniform(-1.0, 1.0, TAPS).astype(np.float32)  # drawn after x, same generator
     return {"x": x, "w": w, "N": np.array(p["N"], dtype=np.uint32)}

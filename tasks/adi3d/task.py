@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, perturbed
 
 MU = 0.5
 KERNELS = ("adi_x", "adi_y", "adi_z")
 
 
-def make_inputs(p):
+def make_inputs(p, seed=None):
     nx, ny, nz = p["NX"], p["NY"], p["NZ"]
     sigma = 0.15 * float(nx * ny * nz) ** (1.0 / 3.0)
     z = (np.arange(nz) - (nz - 1) / 2.0)[:, None, None]
@@ -45,7 +45,7 @@ def make_inputs(p):
     u[:, :, 0] = 0.0
     u[:, :, -1] = 0.0
     return {
-        "u_in": u,
+        "u_in": perturbed(u, seed, 0xAD13D),
         "NX": np.array(nx, dtype=np.uint32),
         "NY": np.array(ny, dtype=np.uint32),
         "NZ": np.array(nz, dtype=np.uint32),

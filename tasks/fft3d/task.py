@@ -32,14 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, input_rng
 
 KERNELS = ("fft3d_x", "fft3d_y", "fft3d_z")
 
 
-def make_inputs(p):
+def make_inputs(p, seed=None):
     n = p["N"]
-    rng = np.random.default_rng(0xF17F)
+    rng = input_rng(seed, 0xF17F)
     re = rng.standard_normal((n, n, n), dtype=np.float32)
     im = rng.standard_normal((n, n, n), dtype=np.float32)  # drawn after re
     data = np.stack([re, im], axis=-1)  # (N, N, N, 2): float2 per cell

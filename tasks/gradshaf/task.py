@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, perturbed
 
 R_MIN = 1.0
 P_AXIS = 200.0
@@ -33,12 +33,13 @@ MU0 = 1.0
 OMEGA = 1.0
 
 
-def make_inputs(p):
+def make_inputs(p, seed=None):
     nr, nz = p["NR"], p["NZ"]
     u = np.linspace(0.0, 1.0, nr, dtype=np.float32)
     v = np.linspace(0.0, 1.0, nz, dtype=np.float32)
     pi = np.float32(np.pi)
     psi0 = (np.sin(pi * v)[:, None] * np.sin(pi * u)[None, :]).astype(np.float32)
+    psi0 = perturbed(psi0, seed, 0x65)
     psi0[0, :] = 0.0
     psi0[-1, :] = 0.0
     psi0[:, 0] = 0.0

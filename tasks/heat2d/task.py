@@ -4,13 +4,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, input_rng
 
 ALPHA = 0.20
 
 
-def make_inputs(p):
-    u0 = np.random.default_rng(0xC0DE).uniform(0.0, 1.0, size=(p["NY"], p["NX"]))
+def make_inputs(p, seed=None):
+    u0 = input_rng(seed, 0xC0DE).uniform(0.0, 1.0, size=(p["NY"], p["NX"]))
     u0 = u0.astype(np.float32)
     u0[0, :] = 0.0
     u0[-1, :] = 0.0

@@ -35,15 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task, step_counter
+from mlxsci.task import KernelContract, Size, Task, input_rng, input_word, step_counter
 
 BETA = 0.42
 RNG_SEED = 0xC0FFEE01
 INIT_SEED = 0xBADC0DE
 
 
-def make_inputs(p):
-    bits = np.random.default_rng(INIT_SEED).integers(0, 2, size=(p["NY"], p["NX"]), dtype=np.int8)
+def make_inputs(p, seed=None):
+    bits = input_rng(seed, INIT_SEED).integers(0, 2, size=(p["NY"], p["NX"]), dtype=np.int8)
     spins = (2 * bits - 1).astype(np.int8)
     # Acceptance table in fp64, stored fp32; entries 0-2 are exactly 1 (always flip).
     p_accept = np.array([1.0, 1.0, 1.0, np.exp(-4.0 * BETA), np.exp(-8.0 * BETA)])
@@ -57,7 +57,7 @@ def make_inputs(p):
         "NX": u32(p["NX"]),
         "NY": u32(p["NY"]),
         "step_idx": u32(0),  # replaced at every launch by run() (a device counter)
-        "seed": u32(RNG_SEED),
+        "seed": u32(input_word(seed, RNG_SEED)),
     }
 
 

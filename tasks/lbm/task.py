@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, perturbed
 
 TAU = 0.8
 W = (
@@ -34,7 +34,7 @@ W = (
 )
 
 
-def make_inputs(p):
+def make_inputs(p, seed=None):
     nx, ny = p["NX"], p["NY"]
     # Density bump computed in fp64, cast to fp32; zero velocity, so f_k = W_k rho.
     cx, cy = (nx - 1) / 2.0, (ny - 1) / 2.0
@@ -42,7 +42,7 @@ def make_inputs(p):
     x = np.arange(nx, dtype=np.float64)[None, :]
     y = np.arange(ny, dtype=np.float64)[:, None]
     rho = 1.0 + 0.05 * np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2.0 * sigma**2))
-    rho = rho.astype(np.float32)
+    rho = perturbed(rho, seed, 0x1B3, amplitude=0.01).astype(np.float32)
     w = np.array(W, dtype=np.float32)
     f = (w[:, None, None] * rho[None, :, :]).astype(np.float32)
     return {

@@ -72,7 +72,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial import cKDTree
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, input_rng
 
 R_CUT = 2.5
 DT = 0.005
@@ -84,12 +84,12 @@ def cube_root(n: int) -> int:
     return k if k**3 == n else -1
 
 
-def initial_state(p):
+def initial_state(p, seed=None):
     """(pos, vel) as float32 (N, 3): perturbed cubic lattice, zero net momentum."""
     n, box = p["N"], p["L"]
     k = cube_root(n)
     spacing = p.get("spacing", box / k)
-    rng = np.random.default_rng(0xCAFE)
+    rng = input_rng(seed, 0xCAFE)
     # Particle a*K^2 + b*K + c sits at (a, b, c) * spacing: x varies slowest.
     lattice = np.indices((k, k, k), dtype=np.float32).reshape(3, -1).T * np.float32(spacing)
     pos = lattice + rng.uniform(-0.05 * spacing, 0.05 * spacing, size=(n, 3))  # drawn first
@@ -99,8 +99,8 @@ def initial_state(p):
     return pos.astype(np.float32), vel.astype(np.float32)
 
 
-def make_inputs(p):
-    pos, vel = initial_state(p)
+def make_inputs(p, seed=None):
+    pos, vel = initial_state(p, seed)
     n = p["N"]
     pos4 = np.zeros((n, 4), dtype=np.float32)
     vel4 = np.zeros((n, 4), dtype=np.float32)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, perturbed
 
 ALPHA = 0.10
 
@@ -50,10 +50,12 @@ def gaussian(n):
     return u
 
 
-def make_inputs(p):
+def make_inputs(p, seed=None):
     n = p["N"]
     u_morton = np.empty(n**3, dtype=np.float32)
-    u_morton[morton_index(n).ravel()] = gaussian(n).ravel()  # host scatter into Morton order
+    u_morton[morton_index(n).ravel()] = perturbed(
+        gaussian(n), seed, 0x3D0
+    ).ravel()  # host scatter into Morton order
     return {
         "u_in": u_morton,
         "N": np.array(n, dtype=np.uint32),

@@ -23,16 +23,16 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, input_rng
 
 G = 1.0
 EPS = 0.05
 DT = 1e-3
 
 
-def make_inputs(p):
+def make_inputs(p, seed=None):
     n = p["N"]
-    rng = np.random.default_rng(0xCAFE)
+    rng = input_rng(seed, 0xCAFE)
     # Draw order as Metal-Sci: positions, velocities, masses (float64, then fp32).
     pos = rng.uniform(-1.0, 1.0, size=(n, 3)).astype(np.float32)
     vel = rng.uniform(-0.01, 0.01, size=(n, 3)).astype(np.float32)

@@ -4,13 +4,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, input_rng
 
 A = 2.5
 
 
-def make_inputs(p):
-    rng = np.random.default_rng(0xBEEF)
+def make_inputs(p, seed=None):
+    rng = input_rng(seed, 0xBEEF)
     x = rng.standard_normal(p["N"]).astype(np.float32)
     y = rng.standard_normal(p["N"]).astype(np.float32)  # drawn after x, same generator
     return {

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task
+from mlxsci.task import KernelContract, Size, Task, perturbed
 
 ALPHA = 0.18
 
@@ -43,8 +43,8 @@ def gaussian_bump(nx, ny, nz):
     return u
 
 
-def make_inputs(p):
-    u0 = gaussian_bump(p["NX"], p["NY"], p["NZ"])
+def make_inputs(p, seed=None):
+    u0 = perturbed(gaussian_bump(p["NX"], p["NY"], p["NZ"]), seed, 0x3A7E)
     return {
         "u_prev": u0,
         "u_curr": u0.copy(),  # zero initial velocity
