@@ -33,6 +33,7 @@ from mlxsci.noise import run_noise
 from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.results import SizeResult
 from mlxsci.task import Size, Task
+from mlxsci.verdicts import NOISE_FLOOR
 
 
 def _load_npz(path: Path) -> dict:
@@ -115,14 +116,19 @@ def check_size(
     backend_name: str,
     device_name: str,
     ref: Reference | None = None,
+    rotation_refs: list | None = None,
 ) -> SizeResult:
     """Every integrity check of one size, against the trusted reference (loaded
-    from the cache unless the caller already holds it). What the worker left
+    from the cache unless the caller already holds it), and the references of
+    the other input sets the timed runs took in turn (`rotation_refs`, in the
+    order of the job's input_seeds after the first). What the worker left
     is hostile input: an answer the checks cannot read (an output missing,
     larger than the task's, of the wrong names or shapes, not an archive, a
     field of the wrong type) fails the size, never the parent."""
     try:
-        return _check_size(task, size, result, jobdir, roof, backend_name, device_name, ref)
+        return _check_size(
+            task, size, result, jobdir, roof, backend_name, device_name, ref, rotation_refs or []
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError,
             zipfile.BadZipFile) as exc:  # fmt: skip
         why = f"the worker's answer could not be read ({type(exc).__name__}: {exc})"[:400]
@@ -138,6 +144,7 @@ def _check_size(
     backend_name: str,
     device_name: str,
     ref: Reference | None,
+    rotation_refs: list,
 ) -> SizeResult:
     out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
     out.timings = result.get("timings", {})
@@ -172,6 +179,7 @@ def _check_size(
         )
         if not last_ok:
             problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
+    problems += _rotation_problems(task, size, result, jobdir, rotation_refs, out.flags)
     if not passed:
         problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
     if result.get("reversed_equals_verified") is False:  # the simulator's second schedule
@@ -196,7 +204,9 @@ def _check_size(
     out.seconds_min, out.seconds_max = seconds[0], seconds[-1]
     out.timer = info.pop("timer", None)
     out.timer_info = info
-    out.noise = result.get("noise", run_noise(seconds, info.get("statistic", "median")))
+    # From the raw seconds, never the worker's own figure: the noise widens
+    # the allowance of the physics floor below.
+    out.noise = run_noise(seconds, info.get("statistic", "median"))
     out.kernels = result.get("kernels", {})
     out.warmup = result.get("warmup", {})
     p = size.params
@@ -209,12 +219,82 @@ def _check_size(
     amount, out.unit = (nbytes, "GB/s") if task.bound == "bandwidth" else (flops, "GFLOPS")
     out.achieved = amount / out.seconds / 1e9
     out.ceiling = amount / roof_seconds / 1e9
-    if out.fraction > 1.0:
+    out.implausible = implausibility(out)
+    if out.implausible:
+        out.flags.append("implausible")
+    elif out.fraction > 1.0:
         out.flags.append("suspicious")
     if has_chip_table(backend_name):
         gflops, gbps = metal_sci_ceiling(device_name)
         out.metal_sci_fraction = out.achieved / (gbps if task.bound == "bandwidth" else gflops)
     return out
+
+
+def _rotation_problems(
+    task: Task, size: Size, result: dict, jobdir: Path, refs: list, flags: list
+) -> list[str]:
+    """The timed runs' checks beyond the first input set: each other set
+    reached the kernel as the parent made it and left unchanged, and the last
+    timed run of each is right against that set's own reference. The parent
+    gives a job only as many sets as its runs reach (run_budget.input_sets),
+    so each must have its timed run: the worker's word is not asked."""
+    problems: list[str] = []
+    if not refs:
+        return problems
+    before = result.get("rotation_checksums_before")
+    if before != [r.input_checksums for r in refs]:
+        problems.append("inputs given to the timed runs differ from the reference inputs")
+    after = result.get("rotation_checksums_after") or []
+    if after != before and "input_mutated" not in flags:
+        flags.append("input_mutated")
+        problems.append("input mutated by a timed run")
+    for k, ref in enumerate(refs, start=1):
+        err, ok, kind = verdict(task.name, _load_npz(jobdir / f"timed_{k}.npz"), ref, size.params)
+        if not ok:
+            if "timed_output_wrong" not in flags:
+                flags.append("timed_output_wrong")
+            problems.append(
+                f"a timed run's output is wrong on input set {k + 1} ({kind}={err:.4g})"
+            )
+    return problems
+
+
+# How far past the measured roofline a time may lie before it is not a win
+# but a time the machine cannot produce. The roofline is measured, at the
+# working set's level of the memory hierarchy, and a task's model of bytes
+# and FLOPs is what Metal-Sci scores, so a kernel may beat it only by reuse
+# the model does not credit (neighbours kept in registers, a fused step):
+# CACHE_MARGIN allows 50 % of that. The size's own run-to-run noise (at
+# least the verdicts' floor) widens the allowance further, but at most by
+# NOISE_ALLOWANCE_CAP: a kernel could make one run slow on purpose to widen it.
+CACHE_MARGIN = 0.5
+NOISE_ALLOWANCE_CAP = 0.25
+
+
+def noise_allowance(noise: float | None) -> float:
+    return min(max(noise or 0.0, NOISE_FLOOR), NOISE_ALLOWANCE_CAP)
+
+
+def plausible_limit(noise: float | None) -> float:
+    """The largest fraction of the roofline a size may reach and count."""
+    return (1.0 + CACHE_MARGIN) * (1.0 + noise_allowance(noise))
+
+
+def implausibility(out: SizeResult) -> str | None:
+    """Why a correct size's time is implausible (a physics floor: below what
+    the machine's measured ceilings allow), with the numbers; None when it
+    is within them."""
+    limit = plausible_limit(out.noise)
+    if out.fraction is None or out.seconds is None or out.fraction <= limit:
+        return None
+    floor = out.seconds * out.fraction / limit
+    return (
+        f"implausible at size {out.label}: {out.seconds * 1e3:.4g} ms per run is "
+        f"{out.fraction:.3g}x the roofline ({out.achieved:.4g} {out.unit} against a "
+        f"measured ceiling of {out.ceiling:.4g} {out.unit}); the machine allows no less "
+        f"than {floor * 1e3:.4g} ms ({limit:.3g}x: {CACHE_MARGIN:.0%} cache margin, "
+        f"noise {noise_allowance(out.noise):.1%})"
+    )
 
 
 def failed_size(size: Size, task: Task, reason: str, flag: str) -> SizeResult:

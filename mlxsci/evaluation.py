@@ -2,8 +2,8 @@
 
 `evaluate()` is the library function (`mlxsci.evaluate` is this function);
 `main()` is its command line, `mlxsci eval TASK` or `python -m mlxsci.eval
-TASK` (mlxsci/eval.py only runs this `main`). `compare()` times two
-candidates against each other (the search's noise-aware acceptance).
+TASK` (mlxsci/eval.py only runs this `main`). Two candidates timed against
+each other (the search's noise-aware acceptance) is mlxsci/comparison.py.
 
 The trusted side's protocol. It parses and validates the candidate
 (mlxsci.checks.misfit, mlxsci.source_policy), holds the cached NumPy reference, runs the sizes of a
@@ -29,11 +29,11 @@ unknown task or a task folder that cannot run (mlxsci.task.check_task), a
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 from pathlib import Path
 
 import click
-import numpy as np
 
 from mlxsci import dialects, sanitizer, source_policy
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
@@ -42,7 +42,7 @@ from mlxsci.ceilings import Roofline
 from mlxsci.checks import check_size, failed_size, misfit
 from mlxsci.dialects import backend_options
 from mlxsci.eval_args import TaskArgument, check_overrides, parse_assignments, require_seed
-from mlxsci.noise import combined_noise, run_noise
+from mlxsci.noise import combined_noise
 from mlxsci.per_size_runner import ProcessPerSize
 from mlxsci.reference_store import get_reference
 from mlxsci.results import Evaluation, format_evaluation, geometric_mean
@@ -51,6 +51,7 @@ from mlxsci.run_budget import (
     EXTRA_RUNS,
     SANITIZER_SLOWDOWN,
     SETTLE,
+    input_seeds,
     mark_sanitized,
     sanitized_job,
 )
@@ -75,6 +76,32 @@ def _prepare(be, timer_name: str, announce, detail) -> Roofline:
     return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
 
 
+def size_references(task, size: Size, job: dict, secret: int) -> tuple:
+    """The references a size's checks need, (first set's, [the other sets']),
+    and the job's input seeds set: one set per turn its runs reach
+    (run_budget.input_seeds). A task whose make_inputs takes no seed has
+    its one fixed set (cached on disk)."""
+    if not task.takes_seed:
+        return get_reference(task, size.params), []
+    job["input_seeds"] = input_seeds(secret, job["n_warmup"], job["n_measure"])
+    refs = [get_reference(task, size.params, seed=s) for s in job["input_seeds"]]
+    return refs[0], refs[1:]
+
+
+def judge_plausibility(ev: Evaluation, keep: bool) -> None:
+    """The verdict on a correct evaluation with a size faster than the
+    machine allows: `implausible`, with that size's numbers, and S 0 (Phi
+    none), so no search keeps it; with `keep`, the verdict stands and the
+    fractions count as measured."""
+    reasons = [s.implausible for s in ev.sizes if s.implausible]
+    if not reasons or not ev.correct:
+        return
+    ev.implausible = reasons[0]
+    ev.implausible_kept = keep
+    if not keep:
+        ev.score, ev.phi, ev.noise = 0.0, None, None
+
+
 def evaluate(
     task_name: str,
     source: str | None = None,
@@ -93,6 +120,8 @@ def evaluate(
     progress=None,
     announce=None,
     unsandboxed: bool = False,
+    input_seed: int | None = None,
+    keep_implausible: bool = False,
 ) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
 
@@ -110,7 +139,15 @@ def evaluate(
     the sanitizer is meaningless, so the result records `sanitized` and has no
     score (None) and no phi; correctness is checked as usual.
     unsandboxed: on the simulator, run the candidate without the OS sandbox
-    (mlxsci.sandbox; where it cannot be set up, SandboxUnavailable): unsafe."""
+    (mlxsci.sandbox; where it cannot be set up, SandboxUnavailable): unsafe.
+    input_seed: the secret seed the sizes' input data are drawn from (each
+    timed run takes one of a few sets in turn, run_budget.input_seeds);
+    default a fresh one per evaluation, recorded in the result afterwards
+    (Evaluation.input_seed) and never shown to a proposer.
+    keep_implausible: count the fraction of a size whose time is below what
+    the machine allows (mlxsci.checks.implausibility) instead of scoring the
+    candidate 0: for studying such kernels. The verdict says implausible
+    either way."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
     options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
@@ -123,6 +160,7 @@ def evaluate(
     filename = filename or "<candidate>"
     device = be.device_info()
     ev = Evaluation(task.name, backend_name, device["name"], be.dialect, timer_name)
+    secret = input_seed if input_seed is not None else secrets.randbits(62)
     say = progress or (lambda msg: None)
 
     try:
@@ -152,9 +190,6 @@ def evaluate(
     )
     with runner as worker:
         for size in sizes:
-            say(f"{task.name} {size.label}: reference")
-            # Before the worker takes the size: its cost is not the candidate's.
-            ref = get_reference(task, size.params)
             job = {
                 "task": task.ref,
                 "source": source,
@@ -162,7 +197,6 @@ def evaluate(
                 "backend": backend_name,
                 "backend_options": options,
                 "params": size.params,
-                "output_bytes": sum(v.nbytes for v in ref.outputs.values()),  # read no more
                 "n_warmup": n_warmup if n_warmup is not None else warm,
                 "n_measure": n_measure if n_measure is not None else measure,
                 "param_overrides": param_overrides,
@@ -174,6 +208,10 @@ def evaluate(
             if sanitize:
                 job = sanitized_job(job, n_warmup, n_measure)
                 size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
+            say(f"{task.name} {size.label}: reference")
+            # Before the worker takes the size: its cost is not the candidate's.
+            refs = size_references(task, size, job, secret)
+            job["output_bytes"] = sum(v.nbytes for v in refs[0].outputs.values())  # read no more
             under = f" under compute-sanitizer {sanitize}" if sanitize else ""
             say(f"{task.name} {size.label}: running on {backend_name}{under}")
             result, jobdir, tail = worker.run(job, size_timeout)
@@ -199,7 +237,7 @@ def evaluate(
                     )
                 else:
                     res = check_size(
-                        task, size, result, jobdir, roof, backend_name, device["name"], ref
+                        task, size, result, jobdir, roof, backend_name, device["name"], *refs
                     )
             finally:
                 shutil.rmtree(jobdir, ignore_errors=True)
@@ -209,6 +247,7 @@ def evaluate(
                 break
 
     ev.correct = ev.fail_reason is None and bool(ev.sizes)
+    ev.input_seed = secret if task.takes_seed else None
     # S is Metal-Sci's score over the in-distribution sizes whenever they ran;
     # otherwise (smoke or user-given sizes) over whatever non-held-out sizes ran.
     in_dist = [s for s, size in zip(ev.sizes, sizes) if task.is_in_dist(size)]
@@ -220,87 +259,10 @@ def evaluate(
     ev.noise = combined_noise([s.noise for s in scored]) if scored and ev.correct else None
     held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
     ev.phi = held[0] if held and ev.correct else None
+    judge_plausibility(ev, keep_implausible)
     if sanitize:
         mark_sanitized(ev, sanitize)
     return ev
-
-
-def compare(
-    task_name: str,
-    incumbent: str,
-    candidate: str,
-    *,
-    backend: str = "auto",
-    size_set: str = "in-dist",
-    sizes: list[Size] | None = None,
-    filenames: tuple[str, str] = ("incumbent", "candidate"),
-    dialect: str | None = None,
-    timer: str | None = None,
-    n_warmup: int | None = None,
-    n_measure: int | None = None,
-    timeout: float | None = None,
-    unsandboxed: bool = False,
-) -> dict:
-    """Time two correct candidates against each other, interleaved in one worker
-    per size (mlxsci.worker.run_compare), so both see the same machine state.
-
-    Returns {"timer", "sizes": [{"label", "incumbent", "candidate" (seconds, by
-    the timer's statistic as in an evaluation), "speedup" (incumbent / candidate), "noise"}], "speedup" (geometric
-    mean over sizes), "noise" (combined_noise of the sizes' noise, each the
-    larger of the two candidates' spreads)}, or {"error": ...} when a worker
-    failed. Noise-aware acceptance (search --accept noise-aware) takes a
-    candidate only when the speedup lies beyond the noise (mlxsci.verdicts).
-    """
-    task = load_task(task_name)
-    backend_name = resolve_backend_name(backend)
-    options = backend_options(backend_name, dialect)
-    timer_name = check_timer(timer, backend_name)
-    kind = "sim" if backend_name == "sim" else "gpu"
-    warm, measure, per_size = DEFAULTS[kind]
-    sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
-    out: dict = {"timer": timer_name, "sizes": []}
-    for size in sizes:
-        if task.is_held_out(size):
-            raise ValueError("a comparison never times held-out sizes")
-        job = {
-            "compare": True,
-            "task": task.ref,
-            "sources": [incumbent, candidate],
-            "filenames": list(filenames),
-            "backend": backend_name,
-            "backend_options": options,
-            "params": size.params,
-            "timer": timer_name,
-            "n_warmup": n_warmup if n_warmup is not None else warm,
-            # interleaved pairs: at least 5 of each, to see the spread
-            "n_measure": max(5, n_measure if n_measure is not None else measure),
-        }
-        with candidate_worker(task, backend_name, unsandboxed) as worker:
-            result, jobdir, tail = worker.run(job, timeout or per_size)
-        shutil.rmtree(jobdir, ignore_errors=True)
-        if result is None or "error" in result:
-            why = (
-                tail
-                if result is None
-                else f"{result['error']['kind']}: {result['error']['message']}"
-            )
-            return {"timer": timer_name, "error": f"comparison at size {size.label} failed: {why}"}
-        a, b = result["seconds"]
-        statistic = result.get("timer", {}).get("statistic", "median")
-        pick = min if statistic == "min" else np.median
-        med_a, med_b = float(pick(a)), float(pick(b))
-        out["sizes"].append(
-            {
-                "label": size.label,
-                "incumbent": med_a,
-                "candidate": med_b,
-                "speedup": med_a / med_b if med_b > 0 else float("inf"),
-                "noise": max(run_noise(a, statistic), run_noise(b, statistic)),
-            }
-        )
-    out["speedup"] = geometric_mean([s["speedup"] for s in out["sizes"]])
-    out["noise"] = combined_noise([s["noise"] for s in out["sizes"]])
-    return out
 
 
 # --- the command line: `mlxsci eval` / `python -m mlxsci.eval` ---------------
@@ -362,6 +324,20 @@ def compare(
     "races); a reported error fails the size. Timings under it mean nothing, "
     "so the result has no score.",
 )
+@click.option(
+    "--keep-implausible",
+    is_flag=True,
+    help="Count a size timed below what the machine's measured ceilings allow "
+    "(verdict implausible) as measured instead of scoring the candidate 0: for "
+    "studying such kernels.",
+)
+@click.option(
+    "--input-seed",
+    type=click.IntRange(min=0, max=2**63 - 1),
+    default=None,
+    help="The seed the inputs are drawn from (default: a fresh secret one, "
+    "printed in the result), to reproduce an evaluation.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def main(
     task,
@@ -376,6 +352,8 @@ def main(
     timeout,
     timer,
     sanitize,
+    keep_implausible,
+    input_seed,
     as_json,
 ):
     """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
@@ -444,6 +422,8 @@ def main(
             timer=timer,
             sanitize=sanitize,
             progress=progress,
+            input_seed=input_seed,
+            keep_implausible=keep_implausible,
         )
     except SandboxUnavailable as exc:
         raise click.UsageError(str(exc)) from None

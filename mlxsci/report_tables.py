@@ -156,6 +156,8 @@ def details_table(runs: list[dict]) -> list[dict]:
                     ),
                 ),
                 "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
+                # correct, but timed below what the machine allows (mlxsci.checks)
+                "implausible": _count(hist, lambda h: bool(h.get("implausible"))),
                 "best iteration": r.get("best_iteration"),
                 "seed S": r.get("seed_score"),
                 "best S": r.get("best_score"),

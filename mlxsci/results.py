@@ -48,6 +48,9 @@ class SizeResult:
     flags: list = field(default_factory=list)
     fail_reason: str | None = None
     timings: dict = field(default_factory=dict)
+    # Why the time is below what the machine allows (mlxsci.checks.implausibility):
+    # a correct size whose fraction is not counted.
+    implausible: str | None = None
 
 
 @dataclass
@@ -65,6 +68,13 @@ class Evaluation:
     fail_reason: str | None = None
     sizes: list = field(default_factory=list)
     sanitized: str | None = None  # the compute-sanitizer tool the sizes ran under (not scored)
+    # The secret seed the inputs were drawn from (recorded after the run; None:
+    # the task's fixed inputs). Never shown to a proposer.
+    input_seed: int | None = None
+    # Why a size's time is below what the machine allows (the first such size):
+    # S is 0 and Phi none unless the evaluation kept it (implausible_kept).
+    implausible: str | None = None
+    implausible_kept: bool = False
 
     def to_json(self) -> dict:
         data = {
@@ -80,7 +90,10 @@ class Evaluation:
                 "phi": self.phi,
                 "noise": self.noise,
                 "fail_reason": self.fail_reason,
+                "implausible": self.implausible,
+                "implausible_kept": self.implausible_kept,
             },
+            "input_seed": self.input_seed,
             "sizes": [json_size(s) for s in self.sizes],
         }
         if self.sanitized:  # only sanitized runs carry it; their score is None
@@ -119,7 +132,7 @@ def format_evaluation(ev: Evaluation) -> str:
 
     rows = []
     for s in ev.sizes:
-        verdict = "ok" if s.correct else "FAIL"
+        verdict = "FAIL" if not s.correct else "IMPLAUSIBLE" if s.implausible else "ok"
         rows.append(
             [
                 s.label + (" (held-out)" if s.held_out else ""),
@@ -180,6 +193,17 @@ def format_evaluation(ev: Evaluation) -> str:
         + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else "")
     )
     lines.append(S_AND_PHI)
+    if ev.input_seed is not None:
+        lines.append(f"inputs drawn from seed {ev.input_seed} (--input-seed reproduces them)")
     if ev.fail_reason:
         lines.append(f"fail_reason: {ev.fail_reason}")
+    if ev.implausible:
+        lines.append(
+            f"verdict: {ev.implausible}; "
+            + (
+                "kept as measured (--keep-implausible)"
+                if ev.implausible_kept
+                else "not counted: S 0 (--keep-implausible counts it, for study)"
+            )
+        )
     return redact("\n".join(lines))

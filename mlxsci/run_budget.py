@@ -26,6 +26,21 @@ SETTLE = {"sim": {"max_runs": 0, "max_seconds": 0.0}, "gpu": {"max_runs": 50, "m
 EXTRA_RUNS = {"sim": {"max_runs": 15, "max_seconds": 0.5}, "gpu": None}
 
 
+# Input sets a size's warm-up and timed runs take in turn (mlxsci.worker_runs.Rotation):
+# other buffers and other data from run to run, each set's last timed run
+# checked against its own reference (each costs one more reference solve).
+INPUT_SETS = 3
+
+
+def input_seeds(seed: int, n_warmup: int, n_measure: int) -> list[int]:
+    """The seeds of a size's input sets: the evaluation's secret seed first
+    (the verification runs' inputs too), then one more per set the runs reach
+    ((n_warmup - 1) warm-up runs and n_measure timed runs take them in turn),
+    at most INPUT_SETS."""
+    turns = max(0, n_warmup - 1) + n_measure
+    return [(seed + k) % 2**63 for k in range(max(1, min(INPUT_SETS, turns)))]
+
+
 # A sanitized worker runs slower (every memory access is checked), so the
 # default time allowed per size grows by this factor.
 SANITIZER_SLOWDOWN = 4

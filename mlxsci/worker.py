@@ -16,8 +16,11 @@ The parent (mlxsci.evaluation, through mlxsci.runner and mlxsci.checks) holds
 the reference and does every check against it; the worker only measures, so a
 crash, a hang or a GPU fault here costs the parent nothing but a verdict.
 
-Protocol per size: inputs, all on the device (0-d scalars too) -> first run
-(compiles) -> warm-up runs until timings settle -> timed runs, each timed by
+Protocol per size: inputs, all on the device (0-d scalars too), one set per
+input seed the job names (mlxsci.worker_runs) -> first run (compiles) ->
+warm-up runs until timings settle -> timed runs, the warm-up and timed runs
+taking the input sets in turn (the last of each set's outputs go back:
+last.npz, timed_K.npz), each timed by
 the backend's timer (mlxsci.timers: CUPTI kernel activity on CUDA, the
 simulator's own clock, or chained wall clock; each waits for the run's
 results, so lazy work cannot escape it) -> two verification runs whose
@@ -56,7 +59,8 @@ from mlxsci.lifeline import Lifeline
 from mlxsci.noise import run_noise
 from mlxsci.reference_store import input_checksums
 from mlxsci.task import load_task
-from mlxsci.timers import Work, default_timer_name, make_timer, median_kernels, settle
+from mlxsci.timers import Work, median_kernels
+from mlxsci.worker_runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
 
 # Two poison values for outputs. An element equal to sentinel A in the first
 # verification run and to sentinel B in the second was never written.
@@ -136,50 +140,6 @@ def error_record(exc: BaseException, backend) -> dict:
     }
 
 
-def pipeline_work(task, launcher, inputs: dict, params: dict, backend) -> Work:
-    """One pipeline run of a candidate, as the timers take it."""
-
-    def enqueue(inp: dict) -> dict:
-        return task.run(launcher, inp, params)
-
-    def wait(results) -> None:
-        if results is not None:
-            mx.eval(results)
-        backend.synchronize()
-
-    return Work(enqueue, inputs, wait, dict(task.chain), eager=backend.eager)
-
-
-def device_inputs(task, params: dict, backend) -> tuple[dict, dict]:
-    """The size's inputs on the device (all of them, 0-d scalars included, made
-    before anything is timed), and the checksums of the host originals."""
-    host = task.make_inputs(params)
-    checksums = input_checksums(host)
-    inputs = {k: backend.to_device(v) for k, v in host.items()}
-    mx.eval(list(inputs.values()))
-    return inputs, checksums
-
-
-def warm_up(timer, work: Work, job: dict) -> dict:
-    """Warm-up runs after the first (compiling) one: at least n_warmup - 1, then
-    on until timings settle (GPU clocks ramp), within the job's caps."""
-    extra = max(0, job["n_warmup"] - 1)
-    cap = job.get("settle") or {"max_runs": extra, "max_seconds": 0.0}
-    return settle(
-        lambda: timer.time(work).seconds,
-        min_runs=extra,
-        max_runs=max(extra, cap["max_runs"]),
-        max_seconds=cap["max_seconds"],
-    )
-
-
-def job_timer(job: dict, backend, task):
-    """The timer the job asks for, else the backend's own (mlxsci.timers)."""
-    return make_timer(
-        job.get("timer") or default_timer_name(backend.name), backend, task.kernel_names
-    )
-
-
 def run_job(job: dict, outdir: Path) -> dict:
     timings: dict = {}
     result: dict = {"phase": "setup", "timings": timings}
@@ -193,13 +153,21 @@ def run_job(job: dict, outdir: Path) -> dict:
 
         result["phase"] = "inputs"
         t = time.perf_counter()
-        inputs, result["input_checksums_before"] = device_inputs(task, params, backend)
+        sets, checksums = [], []
+        for seed in job.get("input_seeds") or [None]:
+            one, sums = device_inputs(task, params, backend, seed)
+            sets.append(one)
+            checksums.append(sums)
+        inputs = sets[0]  # the first set is also the verification runs' inputs
+        result["input_checksums_before"] = checksums[0]
+        result["rotation_checksums_before"] = checksums[1:]
         timings["inputs"] = time.perf_counter() - t
 
         launcher = Launcher(
             backend, task, candidate, params, job["filename"], job.get("param_overrides")
         )
         work = pipeline_work(task, launcher, inputs, params, backend)
+        rotation = Rotation(work, sets)
 
         result["phase"] = "compile"
         t = time.perf_counter()
@@ -209,20 +177,20 @@ def run_job(job: dict, outdir: Path) -> dict:
 
         result["phase"] = "warmup"
         t = time.perf_counter()
-        warm = warm_up(timer, work, job)
+        warm = warm_up(timer, rotation, job)
         result["warmup"] = {"runs": warm["runs"], "settled": warm["settled"]}
         timings["warmup"] = time.perf_counter() - t
 
         result["phase"] = "timed"
         t = time.perf_counter()
-        timed = [timer.time(work) for _ in range(job["n_measure"])]
+        timed = [rotation.time(timer) for _ in range(job["n_measure"])]
         extra = job.get("extra_runs")  # cheap runs: more of them, within a budget
         while (
             extra
             and len(timed) < extra["max_runs"]
             and time.perf_counter() - t < extra["max_seconds"]
         ):
-            timed.append(timer.time(work))
+            timed.append(rotation.time(timer))
         timings["timed"] = time.perf_counter() - t
         result["seconds"] = [x.seconds for x in timed]
         result["timer"] = timer.info()
@@ -232,8 +200,11 @@ def run_job(job: dict, outdir: Path) -> dict:
         result["kernels"] = median_kernels(
             [min(timed, key=lambda x: x.seconds)] if timer.statistic == "min" else timed
         )
-        last = to_numpy(timed[-1].results)
+        last = to_numpy(rotation.last[0])
+        others = [to_numpy(r) if r is not None else None for r in rotation.last[1:]]
         del timed
+        rotation.last = []
+        work.inputs = inputs
 
         result["phase"] = "verify"
         t = time.perf_counter()
@@ -250,12 +221,21 @@ def run_job(job: dict, outdir: Path) -> dict:
         result["input_checksums_after"] = input_checksums(
             {k: np.array(v) for k, v in inputs.items()}
         )
+        result["rotation_checksums_after"] = [
+            input_checksums({k: np.array(v) for k, v in one.items()}) for one in sets[1:]
+        ]
         timings["verify"] = time.perf_counter() - t
 
         np.savez(outdir / "verified.npz", **verified)
         result["last_equals_verified"] = same_bits(last, verified)
         if not result["last_equals_verified"]:
             np.savez(outdir / "last.npz", **last)
+        # The last timed run of every other input set, checked by the parent
+        # against that set's reference (a set no timed run took has none).
+        result["rotation_timed"] = [r is not None for r in others]
+        for k, outputs in enumerate(others, start=1):
+            if outputs is not None:
+                np.savez(outdir / f"timed_{k}.npz", **outputs)
         if reversed_run is not None and not result["reversed_equals_verified"]:
             np.savez(outdir / "reversed.npz", **reversed_run)
         result["phase"] = "done"
@@ -280,24 +260,28 @@ def run_compare(job: dict, outdir: Path) -> dict:
         backend = get_backend(job["backend"], **job.get("backend_options", {}))
         timer = job_timer(job, backend, task)
         result["phase"] = "inputs"
-        inputs, _ = device_inputs(task, params, backend)
+        sets = [
+            device_inputs(task, params, backend, s)[0] for s in job.get("input_seeds") or [None]
+        ]
         works = []
         for source, filename in zip(job["sources"], job["filenames"]):
             candidate = parse(source, dialect=backend.dialect, filename=filename)
             launcher = Launcher(backend, task, candidate, params, filename)
-            works.append(pipeline_work(task, launcher, inputs, params, backend))
+            works.append(pipeline_work(task, launcher, sets[0], params, backend))
         result["phase"] = "warmup"
         for work in works:
-            work.wait(work.enqueue(inputs))
+            work.wait(work.enqueue(sets[0]))
+        # Both take the same input sets in the same turn (Rotation).
+        rotations = [Rotation(work, sets) for work in works]
         for _ in range(max(1, job["n_warmup"] - 1)):
-            for work in works:
-                timer.time(work)
+            for rotation in rotations:
+                rotation.time(timer)
         result["phase"] = "timed"
         seconds: list = [[], []]
         for k in range(job["n_measure"]):
             order = (0, 1) if k % 2 == 0 else (1, 0)
             for i in order:
-                seconds[i].append(timer.time(works[i]).seconds)
+                seconds[i].append(rotations[i].time(timer).seconds)
         result["seconds"] = seconds
         result["timer"] = timer.info()
         result["phase"] = "done"

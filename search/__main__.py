@@ -36,6 +36,7 @@ FIXED_BY_THE_RUN = (
     "accept",
     "timer",
     "sanitize",
+    "keep_implausible",
     "out",
     "start",
     "seed",
@@ -157,6 +158,14 @@ def options_fixed_by_the_run(ctx: click.Context) -> list[str]:
     "fails, with that error as its verdict.",
 )
 @click.option(
+    "--keep-implausible",
+    is_flag=True,
+    default=None,
+    help="Count a candidate timed below what the machine's measured ceilings "
+    "allow (verdict implausible) as measured, so it may become the best: for "
+    "studying such kernels. Default: its S is 0 and it is never kept.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False),
     help="Run directory (default results/<task>_<model>_<timestamp>).",
@@ -231,6 +240,7 @@ def main(
     accept,
     timer,
     sanitize,
+    keep_implausible,
     out,
     resume,
     start,
@@ -287,6 +297,7 @@ def main(
                 accept=accept,
                 timer=timer,
                 sanitize=sanitize,
+                keep_implausible=bool(keep_implausible),
                 out=out,
                 resume=resume,
                 seed=seed,

@@ -12,7 +12,7 @@ giving Phi for each and the outcome.
 Whether S or Phi changed is judged against the measured noise, with the same
 verdicts the report uses (mlxsci.verdicts). With accept="noise-aware" a
 candidate the strict rule would take is re-timed against the incumbent in
-one worker (mlxsci.evaluation.compare) and taken only when the speedup lies
+one worker (mlxsci.comparison.compare) and taken only when the speedup lies
 beyond the noise.
 
 A failed call never ends a run: it is a skipped iteration, recorded with its
@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 from mlxsci.candidate import extract_from_response
-from mlxsci.evaluation import compare, evaluate
+from mlxsci.comparison import compare
+from mlxsci.evaluation import evaluate
 from mlxsci.search.iteration_files import IterationFiles
 from mlxsci.search.options import (
     check_extension,
@@ -85,6 +86,7 @@ class Search(IterationFiles):
             timeout=self.opts.get("timeout"),
             dialect=self.dialect,
             announce=self.say,
+            keep_implausible=self.opts.get("keep_implausible", False),
         )
         tool = self.opts.get("sanitize")
         if tool:
@@ -227,6 +229,7 @@ class Search(IterationFiles):
                 score=entry_score(result),
                 fail_reason=cand["fail_reason"],
                 source_path=path.name,
+                implausible=cand.get("implausible"),
             )
             accepted = self.strategy.accept(state, entry)
             if accepted and self.opts.get("accept", "strict") == "noise-aware":
@@ -262,6 +265,7 @@ def run(
     accept: str = "strict",
     timer: str | None = None,
     sanitize: str | None = None,
+    keep_implausible: bool = False,
     prices: str | dict | None = None,
     start: str | Path | None = None,
     timeout: float | None = None,
@@ -293,6 +297,9 @@ def run(
     timer: "cupti", "sim" or "wall" (mlxsci.timers; default: the backend's own).
     sanitize: "memcheck" or "racecheck" (cuda only): every candidate first runs
     under NVIDIA's compute-sanitizer, and one with a reported fault fails.
+    keep_implausible: a candidate timed below what the machine allows
+    (verdict implausible) keeps its S and may become the best, for study;
+    by default its S is 0 and it is never kept.
     proposer: a Proposer object to use instead of `model` (library use, tests).
     A resumed run keeps the options in its run.json (accept, timer included;
     iterations, max_cost, api_key_env, llm_timeout and llm_retries may be given
@@ -337,6 +344,7 @@ def run(
             timer=timer,
             sanitize=sanitize,
             start=start,
+            keep_implausible=keep_implausible,
         )
     if proposer is None:  # before any directory is made: a missing API key fails cleanly
         price_table = prices if isinstance(prices, dict) else load_prices(prices)

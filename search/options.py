@@ -111,6 +111,7 @@ def new_options(
     timer,
     sanitize,
     start,
+    keep_implausible=False,
 ) -> tuple[dict, Task]:
     """The options of a new run (run.json) and its task, every one checked
     (ValueError) before anything is made."""
@@ -146,6 +147,8 @@ def new_options(
         # fails early on one that cannot time this backend.
         "timer": check_timer(timer, backend),
         "sanitize": sanitize,
+        # Count candidates timed below what the machine allows (for study).
+        "keep_implausible": bool(keep_implausible),
         "start_source": None,
     }
     make_strategy(strategy)  # fails early on an unknown strategy
@@ -181,6 +184,7 @@ def resumed_options(rd_path: Path, **given) -> dict:
         ("accept", "strict"),
         ("timer", None),
         ("sanitize", None),
+        ("keep_implausible", False),
         ("api_key_env", None),
         ("llm_timeout", DEFAULT_LLM_TIMEOUT_S),
         ("llm_retries", DEFAULT_LLM_RETRIES),

@@ -30,10 +30,20 @@ def _comparison_note(comparison: dict) -> str:
 
 def iteration_line(it: int, iterations: int, rec: dict, best_score: float, cost: float) -> str:
     """The progress line of iteration `it` (its history record `rec`)."""
-    verdict = "skipped" if rec["role"] == "skipped" else "correct" if rec["correct"] else "FAIL"
+    verdict = (
+        "skipped"
+        if rec["role"] == "skipped"
+        else "FAIL"
+        if not rec["correct"]
+        else "IMPLAUS"
+        if rec.get("implausible")
+        else "correct"
+    )
     score = "-" if rec["score"] is None else f"{rec['score']:.4f}"
     note = _comparison_note(rec["comparison"]) if "comparison" in rec else ""
     why = f"  ({rec['fail_reason']})" if rec["role"] == "skipped" else ""
+    if rec.get("implausible"):  # why its S does not count (or, kept, why it is suspect)
+        why += f"  ({rec['implausible']})"
     return (
         f"iter {it}/{iterations}  {verdict:8s} S={score:8s} "
         f"best={best_score:.4f}{' (new)' if rec['is_new_best'] else ''}{note}  "
@@ -48,4 +58,13 @@ def done_line(summary: dict) -> str:
         f"({summary['improvement_verdict'] or 'n/a'}, band {summary['improvement_band']:.1%})  "
         f"Phi seed={fmt(summary['held_out_seed'])} best={fmt(summary['held_out_best'])} "
         f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}"
+        + _implausible_note(summary)
     )
+
+
+def _implausible_note(summary: dict) -> str:
+    n = summary.get("implausible_iterations") or 0
+    if not n:
+        return ""
+    kept = "counted, --keep-implausible" if summary.get("keep_implausible") else "not counted"
+    return f"  implausible candidates: {n} ({kept})"

@@ -149,7 +149,12 @@ def format_result(result: dict) -> str:
         lines.append("(no size was evaluated)")
     if any(not s.get("correct") for s in sizes):
         lines.append("(evaluation stops at the first failing size; later sizes were not run)")
-    if cand.get("correct") and cand.get("score") is not None:
+    if cand.get("correct") and cand.get("implausible") and not cand.get("implausible_kept"):
+        lines.append(
+            "score (gmean of fraction): 0.0000 (rejected: timed below what the "
+            "machine's measured ceilings allow, not counted)"
+        )
+    elif cand.get("correct") and cand.get("score") is not None:
         noise = cand.get("noise")
         lines.append(
             f"score (gmean of fraction): {float(cand['score']):.4f}"
@@ -159,6 +164,8 @@ def format_result(result: dict) -> str:
         lines.append("score (gmean of fraction): 0.0000 (rejected: not every size is correct)")
     if reason:
         lines.append(f"fail_reason: {_clip(reason)}")
+    if cand.get("implausible") and not any(h and h in cand["implausible"] for h in hidden):
+        lines.append(f"verdict: {_clip(cand['implausible'])}")
     return "\n".join(lines)
 
 
@@ -174,6 +181,8 @@ def format_history_line(record: dict) -> str:
         f"iter {record.get('iteration')}: compile={'OK' if compile_ok else 'FAIL'} | "
         f"correct={correct} | score={shown}"
     )
+    if record.get("implausible"):
+        line += " | implausible: timed below what the machine allows"
     comparison = record.get("comparison")
     if comparison:  # noise-aware acceptance re-timed it against the incumbent
         if comparison.get("speedup") is None:

@@ -122,6 +122,10 @@ def summarize(
         ),
         "outcome_reason": why_none,
         "skipped_iterations": len(skipped),
+        # Candidates timed below what the machine allows (never kept unless
+        # the run kept them for study: keep_implausible).
+        "implausible_iterations": sum(1 for r in history if r.get("implausible")),
+        "keep_implausible": bool(opts.get("keep_implausible")),
         "last_failure": skipped[-1]["fail_reason"] if skipped else None,
         "tokens": {
             "input": sum(r.get("input_tokens", 0) for r in history),

@@ -4,10 +4,11 @@ rule is shown to bite on its own (no kernel needed)."""
 import numpy as np
 import pytest
 
-from mlxsci.checks import check_size
+from mlxsci.checks import check_size, plausible_limit
 from mlxsci.reference_store import get_reference, max_abs_error, verdict
 from mlxsci.results import geometric_mean
 from mlxsci.roofline import Roofline, metal_sci_ceiling
+from mlxsci.run_budget import input_seeds
 from mlxsci.task import load_task
 
 TASK = load_task("saxpy")
@@ -44,9 +45,32 @@ def test_clean_result_passes_and_scores(tmp_path):
     assert res.flags == []
 
 
-def test_fraction_above_one_is_suspicious(tmp_path):
+def test_fraction_a_little_above_one_is_only_suspicious(tmp_path):
+    # saxpy 100003 moves 1.2 MB: 0.02 s at 0.06 GB/s is 1.0x; 0.05 GB/s: 1.2x
+    res = check(good_result(tmp_path), tmp_path, roofline(gbps=0.05))
+    assert res.correct and 1 < res.fraction < plausible_limit(res.noise)
+    assert res.flags == ["suspicious"] and res.implausible is None
+
+
+def test_time_below_the_physics_floor_is_implausible(tmp_path):
     res = check(good_result(tmp_path), tmp_path, roofline(gbps=0.01))
-    assert res.correct and res.fraction > 1 and "suspicious" in res.flags
+    assert res.correct and res.fraction == pytest.approx(6.0, rel=1e-3)
+    assert "implausible" in res.flags
+    # the numbers: the fraction, the ceiling and the least time the machine allows
+    assert "6x the roofline" in res.implausible and "0.01 GB/s" in res.implausible
+    assert "no less than" in res.implausible
+
+
+def test_a_slow_run_cannot_widen_the_physics_floor(tmp_path):
+    """The spread of the runs widens the allowance by at most a quarter: a kernel
+    that makes one run 100x slow on purpose is still implausible."""
+    result = good_result(tmp_path)
+    result["seconds"] = [0.02, 0.02, 2.0]
+    result["noise"] = 1000.0  # the worker's own figure is not read
+    res = check(result, tmp_path, roofline(gbps=0.03))  # 2x the roofline
+    assert res.noise == pytest.approx(99.0)
+    assert plausible_limit(res.noise) == pytest.approx(1.5 * 1.25)
+    assert res.implausible and "implausible" in res.flags
 
 
 def test_unwritten_elements_fail(tmp_path):
@@ -135,3 +159,69 @@ def test_verdict_uses_a_reference_modules_own_error(monkeypatch):
     assert verdict("saxpy", out, ref, SIZE.params) == (3.0, False, "spin_disagreements")
     monkeypatch.setattr(module, "error", lambda o, r, p: (float("nan"), True))
     assert verdict("saxpy", out, ref, SIZE.params)[1] is False
+
+
+def rotated_result(tmp_path, refs, outputs=None):
+    """A clean result of a job whose runs took the input sets of `refs` in turn."""
+    np.savez(tmp_path / "verified.npz", **refs[0].outputs)
+    for k, ref in enumerate(refs[1:], start=1):
+        np.savez(tmp_path / f"timed_{k}.npz", **(outputs or {}).get(k, ref.outputs))
+    sums = [dict(r.input_checksums) for r in refs]
+    return {
+        "seconds": [0.02, 0.01, 0.03],
+        "input_checksums_before": sums[0],
+        "input_checksums_after": sums[0],
+        "rotation_checksums_before": sums[1:],
+        "rotation_checksums_after": sums[1:],
+        "unwritten": {"y": 0},
+        "last_equals_verified": True,
+    }
+
+
+def seeded_refs(n=3):
+    return [get_reference(TASK, SIZE.params, seed=s) for s in input_seeds(7, 1, n)]
+
+
+def check_rotated(result, tmp_path, refs):
+    return check_size(TASK, SIZE, result, tmp_path, roofline(), "sim", "test", refs[0], refs[1:])
+
+
+def test_seeded_inputs_differ_from_the_fixed_ones_and_from_each_other():
+    refs = seeded_refs()
+    fixed = get_reference(TASK, SIZE.params)
+    sums = [r.input_checksums["x"] for r in refs] + [fixed.input_checksums["x"]]
+    assert len(set(sums)) == 4
+    assert input_seeds(7, 1, 1) == [7] and len(input_seeds(7, 3, 10)) == 3
+
+
+def test_timed_runs_on_every_input_set_are_checked(tmp_path):
+    refs = seeded_refs()
+    assert check_rotated(rotated_result(tmp_path, refs), tmp_path, refs).correct
+    # The last timed run on the third set gave the first set's answer (a kernel
+    # that replays what it computed once): wrong against that set's reference.
+    result = rotated_result(tmp_path, refs, outputs={2: refs[0].outputs})
+    res = check_rotated(result, tmp_path, refs)
+    assert not res.correct and "timed_output_wrong" in res.flags
+    assert "input set 3" in res.fail_reason
+
+
+def test_a_missing_timed_output_fails_the_size(tmp_path):
+    """The parent gave the job three sets, so three were reached: a worker that
+    leaves out a set's timed output (to skip its check) fails."""
+    refs = seeded_refs()
+    result = rotated_result(tmp_path, refs)
+    (tmp_path / "timed_2.npz").unlink()
+    res = check_rotated(result, tmp_path, refs)
+    assert not res.correct and "could not be read" in res.fail_reason
+
+
+def test_inputs_of_other_sets_are_checked(tmp_path):
+    refs = seeded_refs()
+    result = rotated_result(tmp_path, refs)
+    result["rotation_checksums_after"] = [dict(refs[1].input_checksums, x="0" * 32), {}]
+    res = check_rotated(result, tmp_path, refs)
+    assert not res.correct and "input_mutated" in res.flags
+    result = rotated_result(tmp_path, refs)
+    result["rotation_checksums_before"] = [refs[2].input_checksums, refs[1].input_checksums]
+    res = check_rotated(result, tmp_path, refs)
+    assert not res.correct and "differ from the reference inputs" in res.fail_reason

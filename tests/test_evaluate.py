@@ -106,9 +106,20 @@ def test_bad_launch_expression_is_a_structured_failure():
 def test_json_shape():
     data = run_smoke("saxpy", None).to_json()
     json.dumps(data)
-    assert set(data) == {"task", "backend", "device", "dialect", "timer", "candidate", "sizes"}
-    assert data["timer"] == "sim"
-    assert {"compile_ok", "correct", "score", "noise", "fail_reason"} <= set(data["candidate"])
+    assert set(data) == {
+        "task",
+        "backend",
+        "device",
+        "dialect",
+        "timer",
+        "candidate",
+        "sizes",
+        "input_seed",
+    }
+    assert data["timer"] == "sim" and isinstance(data["input_seed"], int)
+    assert {"compile_ok", "correct", "score", "noise", "fail_reason", "implausible"} <= set(
+        data["candidate"]
+    )
     assert {
         "label",
         "correct",

@@ -32,7 +32,7 @@ from mlxsci.timers import (
     median_kernels,
     settle,
 )
-from mlxsci.worker import pipeline_work
+from mlxsci.worker_runs import pipeline_work
 
 HEAT = (
     "void mlx::core::cu::custom_kernel_heat_step_float_uint32_ts_uint32_ts_floats_float"
