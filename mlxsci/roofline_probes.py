@@ -69,12 +69,17 @@ FMA_FLOPS_PER_ITER = 64  # 32 multiply-adds per thread and iteration (both diale
 # smallest size, where it is checked rather than needed. The simulator runs
 # a thread's passes back to back, so a shift of 256 float4 (4 KiB) would put
 # all of them in one set of the host's L1 and thrash it (under a quarter of the
-# one-pass bandwidth at 256 KiB): it uses threadgroups of 16 (a 256 B shift).
+# one-pass bandwidth at 256 KiB): it uses threadgroups of 32 (a 512 B shift),
+# the smallest that fills the 32 lanes its clock charges a group over
+# (docs/simulator-time.md: a group of 16 would be charged twice its share, and
+# every kernel with groups of 32 or more would outrun the probes). Of 16, 32,
+# 64 and 128 on a 2-core x86-64 host, 32 measured the highest modeled
+# bandwidth at every size but 1 MiB (within 4 % of 64 there).
 PLANS = {
     "sim": {
         "sizes": [2**k for k in range(16, 27, 2)],
         "bytes_per_launch": 2**23,
-        "threadgroup": 16,
+        "threadgroup": 32,
         "read_threads": 2**12,
         "fma_threads": 4096,
         "fma_iters": 256,

@@ -12,9 +12,9 @@ sees the device:
   plus the GPU time per kernel. Records are bracketed per run: the device is
   idle and the record buffer drained before the run is enqueued, and drained
   again after it finishes, so only this run's kernels count.
-- `sim` (the simulator): the CPU time of the simulating thread while it runs
-  the kernel's threads, measured inside the runtime around the kernel only
-  (no Python, no buffer set-up), summed over the run's launches.
+- `sim` (the simulator): the simulating thread's CPU time in the runtime
+  around each launch's threads, as the time of a GPU of 32 cores x 32 lanes
+  (docs/simulator-time.md), summed over the run's launches.
 - `wall` (Metal, which exposes no GPU timestamps, and any backend with
   `--timer wall`): R runs chained output -> input (Task.chain) in one eval,
   R chosen so one eval lasts >= 20 ms, time / R. The runs serialize (each
@@ -171,23 +171,34 @@ def settle(
 
 # ------------------------------------------------------------------ sim
 class SimTimer(Timer):
-    """The simulator's own clock: the CPU time its thread spends running the
-    kernels' threads (the runtime reads CLOCK_THREAD_CPUTIME_ID around them).
+    """The simulator's own clock: the modeled GPU time of the kernels.
+
+    The runtime reads its thread's CPU time around a launch and a cycle
+    counter around each threadgroup; a group is charged its share over
+    min(32 lanes, its threads), and the launch takes max(the charges' sum over
+    32 cores, the largest charge). A grid run by one thread costs its whole
+    host time, one spread over many full groups about 1/1024 of it
+    (docs/simulator-time.md: the model and its limits). The host's CPU time
+    of the fastest run is kept beside it (`info()["host_seconds"]`).
 
     Its statistic is the minimum: a run's simulated work is the same every time,
     so a run that took longer was slowed by the host (a busy hyperthread
-    sibling, caches and memory bandwidth shared with other processes), which a
-    thread's CPU clock still counts. On a shared 2-core machine such bursts
-    raised single runs by up to 1.5x; the fastest of a few runs is steady."""
+    sibling, caches and memory bandwidth shared with other processes). On a
+    shared 2-core machine such bursts raised single runs by up to 1.5x."""
 
     name = "sim"
     statistic = "min"
+    # The simulated GPU (sim_runtime.h: __SIM_CORES, __SIM_LANES).
+    CORES = 32
+    LANES = 32
 
     def __init__(self, backend, kernel_names=()):
         if not hasattr(backend, "activity"):
             raise TimerError(f"the sim timer needs the simulator backend, not {backend.name}")
         self.backend = backend
         self.kernel_names = tuple(kernel_names)
+        # (modeled, host) seconds of the fastest modeled run so far.
+        self.fastest: tuple[float, float] | None = None
 
     def time(self, work: Work) -> Timing:
         self.backend.activity = []
@@ -197,7 +208,19 @@ class SimTimer(Timer):
             records = self.backend.activity
         finally:
             self.backend.activity = None
-        return Timing(sum(s for _, s in records), by_kernel(records), results)
+        seconds = sum(r[1] for r in records)
+        host = sum(r[2] for r in records)
+        if self.fastest is None or seconds < self.fastest[0]:
+            self.fastest = (seconds, host)
+        return Timing(seconds, by_kernel((r[0], r[1]) for r in records), results)
+
+    def info(self) -> dict:
+        """The model, and the host's CPU seconds of the fastest run so far."""
+        out = super().info()
+        out["model"] = f"threadgroups on {self.CORES} cores x {self.LANES} lanes"
+        if self.fastest is not None:
+            out["host_seconds"] = self.fastest[1]
+        return out
 
 
 # ------------------------------------------------------------------ cupti

@@ -91,8 +91,8 @@ class SimBackend(Backend):
         # The order threads run in (runtime/sim_runtime.h, __SIM_SCHEDULE_*): 0 in order,
         # 1 reversed. The worker verifies once more under 1 to expose races.
         self.schedule = int(os.environ.get("MLXSCI_SIM_SCHEDULE", "0") or 0)
-        # (kernel name, seconds) of every launch while the sim timer records
-        # (mlxsci.timers.SimTimer); None when nobody listens.
+        # (kernel name, modeled seconds, host CPU seconds) of every launch while
+        # the sim timer records (mlxsci.timers.SimTimer); None when nobody listens.
         self.activity: list | None = None
         self.extra_defines: tuple[str, ...] = ()
         if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):

@@ -83,6 +83,7 @@ class _Result(ctypes.Structure):
         ("after", ctypes.c_int64),
         ("near_kind", ctypes.c_int64),
         ("near_dist", ctypes.c_int64),
+        ("model_ps", ctypes.c_int64),
     ]
 
 

@@ -291,7 +291,8 @@ class SimKernel(Kernel):
             if kind != _K_OK:
                 raise fault_of(R, guards, dtypes, self.dialect, self.backend)
             if self.backend.activity is not None:  # the sim timer is listening
-                self.backend.activity.append((spec.name, R.cpu_ns * 1e-9))
+                # The modeled GPU time (docs/simulator-time.md), then the host's CPU time.
+                self.backend.activity.append((spec.name, R.model_ps * 1e-12, R.cpu_ns * 1e-9))
             for gb, role, name, isz in guards:
                 off = gb.slack_violation()
                 if off is not None:

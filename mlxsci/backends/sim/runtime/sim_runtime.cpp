@@ -823,7 +823,9 @@ void run_fibers(__SimLaunch* L) {
             tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
         }
         __sim_tg_fill(L->tgmem, L->tgmem_size);
+        __sim_group_begin();
         run_group_fibers(gid, tsz);
+        __sim_group_end(tsz[0] * tsz[1] * tsz[2]);
     }
 }
 
@@ -844,6 +846,7 @@ void run_fast_reversed(__SimLaunch* L) {
         t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
         // Fresh threadgroup memory, as the forward loops give every group.
         __sim_tg_fill(L->tgmem, L->tgmem_size);
+        __sim_group_begin();
         uint32_t lin = t.nthr;
         for (int64_t z = t.tsz[2] - 1; z >= 0; --z)
         for (int64_t y = t.tsz[1] - 1; y >= 0; --y)
@@ -853,6 +856,7 @@ void run_fast_reversed(__SimLaunch* L) {
             set_progress(t);
             G.fn(L->bufs, &t);
         }
+        __sim_group_end(t.nthr);
     }
 }
 
@@ -955,6 +959,150 @@ extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void) {
     return G.cur < 0 ? 0u : (uint32_t)(G.cur & 31);
 }
 
+// ------------------------------------------------------------------ the simulator's clock
+// The model is sim_runtime.h's (__SIM_LANES, __SIM_CORES); docs/simulator-time.md
+// has it whole, with its limits.
+namespace {
+
+// A counter the kernel's thread reads without a system call: the TSC on
+// x86-64, the virtual counter on arm64, elsewhere the monotonic clock.
+inline uint64_t clock_ticks() {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+// Ticks between two reads of the thread's CPU clock (a system call): about
+// 90 us of x86-64 TSC, 170 us of a 24 MHz arm64 counter, 100 us elsewhere.
+#if defined(__x86_64__)
+const uint64_t kBlockTicks = 1u << 18;
+#elif defined(__aarch64__)
+const uint64_t kBlockTicks = 1u << 12;
+#else
+const uint64_t kBlockTicks = 100000;
+#endif
+// Less time off the CPU than this in a block is read noise, not a wait.
+const int64_t kMinOffNs = 5000;
+
+int64_t clock_ns(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Groups are charged in blocks of about kBlockTicks. A block reads the
+// thread's CPU clock and the monotonic clock at both ends; what the host
+// spent off the CPU inside it (it ran another process) is taken from the
+// block's largest group, where a wait of a time slice lands (milliseconds
+// against a block of 0.1 ms: at most one wait a block, in the group that
+// held it, unless the block is that one group). Without that a short launch
+// preempted once would be charged the whole wait in one group.
+struct GroupClock {
+    uint64_t group_start;   // ticks at the running group's begin
+    uint64_t ticks;         // every group's ticks, summed (closed blocks)
+    double work;            // every group's ticks over its lanes, summed
+    double longest;         // the largest of them
+    int64_t groups;         // groups charged in this launch
+    // The open block.
+    uint64_t b_start;       // ticks at its start
+    int64_t b_cpu, b_wall;  // the thread's CPU clock and the monotonic clock at its start
+    uint64_t b_ticks;
+    double b_work, b_top, b_second;  // its charges: sum, largest, second largest
+    uint64_t b_top_ticks;   // the largest charge's ticks and lanes
+    uint32_t b_top_lanes;
+};
+GroupClock g_clock;
+
+void block_open(uint64_t now, int64_t cpu, int64_t wall) {
+    g_clock.b_start = now;
+    g_clock.b_cpu = cpu;
+    g_clock.b_wall = wall;
+    g_clock.b_ticks = 0;
+    g_clock.b_work = g_clock.b_top = g_clock.b_second = 0;
+    g_clock.b_top_ticks = 0;
+    g_clock.b_top_lanes = 1;
+}
+
+void block_close(uint64_t now, int64_t cpu, int64_t wall) {
+    double top = g_clock.b_top;
+    const int64_t span_ns = wall - g_clock.b_wall;
+    const int64_t off_ns = span_ns - (cpu - g_clock.b_cpu);
+    if (off_ns > kMinOffNs && span_ns > 0 && g_clock.b_top_ticks > 0) {
+        double off = (double)off_ns * (double)(now - g_clock.b_start) / (double)span_ns;
+        if (off > (double)g_clock.b_top_ticks) off = (double)g_clock.b_top_ticks;
+        const double lanes = (double)g_clock.b_top_lanes;
+        top = ((double)g_clock.b_top_ticks - off) / lanes;
+        if (top < g_clock.b_second) top = g_clock.b_second;
+        g_clock.b_work = g_clock.b_work - off / lanes > 0 ? g_clock.b_work - off / lanes : 0;
+        g_clock.b_ticks -= (uint64_t)off;
+    }
+    g_clock.ticks += g_clock.b_ticks;
+    g_clock.work += g_clock.b_work;
+    if (top > g_clock.longest) g_clock.longest = top;
+}
+
+void clock_reset() {
+    memset(&g_clock, 0, sizeof g_clock);
+    block_open(clock_ticks(), clock_ns(CLOCK_THREAD_CPUTIME_ID), clock_ns(CLOCK_MONOTONIC));
+}
+
+// Closes the last block: at the launch's end, before its model is read.
+void clock_finish() {
+    block_close(clock_ticks(), clock_ns(CLOCK_THREAD_CPUTIME_ID), clock_ns(CLOCK_MONOTONIC));
+}
+
+// The launch's CPU time as the modeled makespan, in picoseconds: cpu_ns
+// times the makespan's share of the groups' ticks. The groups' ticks, not
+// the launch's: a counter keeps running while the thread waits for a core,
+// and a wait between two groups would shrink every share (the minimum of a
+// few runs would pick that run). So the model lies between
+// cpu_ns / (__SIM_LANES * __SIM_CORES) and cpu_ns. A launch that charged no
+// group keeps its whole CPU time, as a serial one would.
+int64_t clock_model_ps(int64_t cpu_ns) {
+    if (g_clock.groups == 0 || g_clock.ticks == 0) return cpu_ns * 1000;
+    const double spread = g_clock.work / __SIM_CORES;
+    const double share = (spread > g_clock.longest ? spread : g_clock.longest) / (double)g_clock.ticks;
+    return (int64_t)((double)cpu_ns * 1000.0 * (share < 1 ? share : 1) + 0.5);
+}
+
+}  // namespace
+
+extern "C" __SIM_HIDDEN void __sim_group_begin(void) { g_clock.group_start = clock_ticks(); }
+
+// A group's charge: its ticks over the lanes it can fill. The makespan
+// (clock_model_ps) needs only their sum and the largest, whatever the order
+// the schedule ran the groups in.
+extern "C" __SIM_HIDDEN void __sim_group_end(uint32_t nthreads) {
+    const uint64_t now = clock_ticks();
+    const uint64_t spent = now - g_clock.group_start;
+    const uint32_t lanes = nthreads < __SIM_LANES ? (nthreads > 0 ? nthreads : 1) : __SIM_LANES;
+    const double charge = (double)spent / (double)lanes;
+    g_clock.b_ticks += spent;
+    g_clock.b_work += charge;
+    if (charge > g_clock.b_top) {
+        g_clock.b_second = g_clock.b_top;
+        g_clock.b_top = charge;
+        g_clock.b_top_ticks = spent;
+        g_clock.b_top_lanes = lanes;
+    } else if (charge > g_clock.b_second) {
+        g_clock.b_second = charge;
+    }
+    ++g_clock.groups;
+    if (now - g_clock.b_start >= kBlockTicks) {
+        const int64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID), wall = clock_ns(CLOCK_MONOTONIC);
+        block_close(now, cpu, wall);
+        block_open(clock_ticks(), cpu, wall);
+    }
+}
+
 extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
                                            __SimThreadFn thread_fn, __SimFastFn fast_fn) {
     memset(R, 0, sizeof(*R));
@@ -1016,17 +1164,21 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
     // The simulator's timer: this thread's CPU clock around the kernel's
     // threads only (not the signal and timer set-up around them). A thread
     // clock does not count time the host spent running other processes,
-    // which a wall clock on a shared machine would.
+    // which a wall clock on a shared machine would. The group clock
+    // (clock_reset ... clock_model_ps) turns it into the modeled GPU's time.
     struct timespec cpu0, cpu1;
     if (sigsetjmp(G.jb, 1) == 0) {
         G.active = 1;
         if (L->timeout_s > 0) setitimer(ITIMER_REAL, &it, &old_it);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+        clock_reset();
         if (L->use_fibers) run_fibers(L);
         else if (L->schedule == __SIM_SCHEDULE_REVERSED) run_fast_reversed(L);
         else fast_fn(L);
+        clock_finish();
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
         R->cpu_ns = (int64_t)(cpu1.tv_sec - cpu0.tv_sec) * 1000000000 + (cpu1.tv_nsec - cpu0.tv_nsec);
+        R->model_ps = clock_model_ps(R->cpu_ns);
         G.active = 0;
         R->kind = __SIM_OK;
         // A write just outside an array's bound that stayed inside its pages

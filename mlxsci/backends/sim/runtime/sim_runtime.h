@@ -174,6 +174,8 @@ struct __SimResult {
     int64_t after;        // TG_OOB: 1 when found in the slack after the launch (no thread known)
     int64_t near_kind;    // CRASH at an address in no guard: 1 buffer `buf`, 2 threadgroup
     int64_t near_dist;    //   array tg_*, nearest to it (bytes away); elem is relative to it
+    int64_t model_ps;     // the simulator's clock: cpu_ns as the modeled GPU's makespan
+                          // (below), in picoseconds: a parallel launch can take a few ns
 };
 
 // Per-thread coordinates handed to the glue, which turns them into the
@@ -208,6 +210,21 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
                                            __SimThreadFn thread_fn, __SimFastFn fast_fn);
 // Where the running thread is, for diagnostics: group xyz, thread xyz.
 extern "C" __SIM_HIDDEN volatile int64_t __sim_progress[6];
+
+// The simulator's clock (docs/simulator-time.md). The host runs a launch's
+// threads one after another; a GPU runs its threadgroups side by side. The
+// runtime reads a cycle counter around each threadgroup (begin after its
+// memory is poisoned, end when its last thread returns) and charges the group
+// its cycles divided by min(__SIM_LANES, its threads). The launch's modeled
+// time (__SimResult::model_ps) is the makespan of __SIM_CORES virtual cores
+// that share the charges evenly but cannot split a group: max(sum of the
+// charges / __SIM_CORES, the largest charge), as the thread's CPU time (the
+// launch's CPU time times the makespan's share of the groups' cycles).
+// Constants, not the host's core count, so a score does not depend on the host.
+#define __SIM_LANES 32
+#define __SIM_CORES 32
+extern "C" __SIM_HIDDEN void __sim_group_begin(void);
+extern "C" __SIM_HIDDEN void __sim_group_end(uint32_t nthreads);
 
 // SIMD-group collectives. Each lane blocks with its operand; when every lane of
 // the simdgroup that will reach this call site has arrived, the runtime calls
@@ -261,6 +278,7 @@ static void __sim_fast_loop(const __SimLaunch* L) {
         t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
         __sim_progress[0] = gx; __sim_progress[1] = gy; __sim_progress[2] = gz;
         __sim_tg_fill(tgmem, tgsize);
+        __sim_group_begin();
         uint32_t lin = 0;
         for (uint32_t z = 0; z < t.tsz[2]; ++z)
         for (uint32_t y = 0; y < t.tsz[1]; ++y)
@@ -269,6 +287,7 @@ static void __sim_fast_loop(const __SimLaunch* L) {
             __sim_progress[3] = x; __sim_progress[4] = y; __sim_progress[5] = z;
             F(bufs, &t);
         }
+        __sim_group_end(t.nthr);
     }
 }
 
