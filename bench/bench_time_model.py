@@ -171,8 +171,9 @@ def launch_of(path: Path) -> str:
 
 
 def ranks(values: list) -> list:
-    order = sorted(range(len(values)), key=lambda i: -(values[i] or 0.0))
-    out = [0] * len(values)
+    """1 for the highest fraction; "-" where there is none (a failed run)."""
+    order = sorted((i for i, v in enumerate(values) if v is not None), key=lambda i: -values[i])
+    out: list = ["-"] * len(values)
     for r, i in enumerate(order, 1):
         out[i] = r
     return out
