@@ -10,8 +10,10 @@ measurements:
   NaN-safe (err <= tol);
 - no output element left unwritten;
 - the last timed run's output (when it differs bitwise) also within tolerance;
-- on the simulator, the verified outputs the same as those of a run with the
-  threads in reverse order (schedule_race): a difference is a race;
+- on the simulator, the verified outputs the same as those of the same run
+  with the threads in other orders (reversed, and shuffled by seeds:
+  mlxsci.worker.schedule_plan), each judged by schedule_race: a difference
+  that matters is a race;
 - every input's checksum before and after equal to the reference inputs';
 - the fraction of the roofline recomputed here from the raw seconds, and a
   fraction above 1.0 of the measured roofline flagged `suspicious`.
@@ -34,6 +36,7 @@ from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.results import SizeResult
 from mlxsci.task import Size, Task
 from mlxsci.verdicts import NOISE_FLOOR
+from mlxsci.worker_io import MAX_SCHEDULES, schedule_file
 
 
 def _load_npz(path: Path) -> dict:
@@ -53,17 +56,22 @@ def _scalar_text(x) -> str:
     return format(float(x), ".9g")
 
 
-def _race_message(name: str, a: np.ndarray, b: np.ndarray, i: int) -> str:
-    return (
-        f"{RACE_VERDICT} (output '{name}' differs between schedules at element {i}: "
-        f"{_scalar_text(a.flat[i])} vs {_scalar_text(b.flat[i])})"
-    )
+def _race_message(
+    name: str, a: np.ndarray, b: np.ndarray, i: int, orders: tuple[str, str] | None
+) -> str:
+    x, y = _scalar_text(a.flat[i]), _scalar_text(b.flat[i])
+    if orders:
+        x, y = f"{x} ({orders[0]})", f"{y} ({orders[1]})"
+    return f"{RACE_VERDICT} (output '{name}' differs between schedules at element {i}: {x} vs {y})"
 
 
-def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | None:
+def schedule_race(
+    first: dict, second: dict, ref: Reference, judge, orders: tuple[str, str] | None = None
+) -> str | None:
     """The race verdict when outputs of one run and of the same run with the
     threads in another order (the simulator's schedules) differ in a way
-    that matters, else None. Only outputs the reference checks count.
+    that matters, else None; `orders` names the two orders in the message
+    ("forward", "shuffled (seed 7)"). Only outputs the reference checks count.
 
     Integer and bool outputs must be bitwise equal: integer sums, minima and
     maxima (atomic or not) do not depend on the order of their terms. Float
@@ -81,29 +89,65 @@ def schedule_race(first: dict, second: dict, ref: Reference, judge) -> str | Non
             continue
         a, b = np.asarray(first[name]), np.asarray(second[name])
         if a.shape != b.shape or a.dtype != b.dtype:
+            one, other = orders or ("one", "the other")
             return (
-                f"{RACE_VERDICT} (output '{name}' has shape {a.shape} {a.dtype} in one "
-                f"schedule and {b.shape} {b.dtype} in the other)"
+                f"{RACE_VERDICT} (output '{name}' has shape {a.shape} {a.dtype} in {one} "
+                f"schedule and {b.shape} {b.dtype} in {other})"
             )
         a, b = a.reshape(-1), b.reshape(-1)
         if not np.issubdtype(a.dtype, np.inexact):
             differ = np.flatnonzero(a != b)
             if differ.size:
-                return _race_message(name, a, b, int(differ[0]))
+                return _race_message(name, a, b, int(differ[0]), orders)
             continue
         both_nan = np.isnan(a) & np.isnan(b)
         wide = np.complex128 if np.iscomplexobj(a) else np.float64
         diff = np.abs(a.astype(wide) - b.astype(wide))
         beyond = np.flatnonzero(~both_nan & ~(diff <= ref.tolerance))  # NaN-safe
         if beyond.size:
-            return _race_message(name, a, b, int(beyond[0]))
+            return _race_message(name, a, b, int(beyond[0]), orders)
         differ = np.flatnonzero(~both_nan & (a != b))
         if differ.size:
             i = int(differ[np.argmax(diff[differ])])
             close_calls.append((float(diff[i]), name, a, b, i))
     if close_calls and bool(judge(first)[1]) != bool(judge(second)[1]):
         _, name, a, b, i = max(close_calls, key=lambda c: c[0])
-        return _race_message(name, a, b, i)
+        return _race_message(name, a, b, i, orders)
+    return None
+
+
+def _order_name(order, seed) -> str:
+    """A schedule's name for a message, made here from what the worker said
+    (a known order, an integer seed), never its text."""
+    if order in ("forward", "reversed"):
+        return str(order)
+    if order == "shuffled" and type(seed) is int:
+        return f"shuffled (seed {seed})"
+    return "another order"
+
+
+def _schedule_race(task: Task, size: Size, result: dict, jobdir: Path, ref, verified) -> str | None:
+    """The race verdict from the simulator's verification runs under other
+    schedules (result["schedules"], mlxsci.worker.schedule_plan: reversed,
+    then shuffled orders): each whose outputs differ bitwise from the
+    verified ones (worker_io.schedule_file(k)) is judged by schedule_race;
+    the first race, naming both orders, or None (also on a GPU: no runs)."""
+    runs = result.get("schedules")
+    if not isinstance(runs, list):
+        return None
+    verified_order = _order_name(result.get("verified_order"), None)
+    for k, run in enumerate(runs[:MAX_SCHEDULES], start=1):
+        if not isinstance(run, dict) or run.get("equals_verified") is not False:
+            continue
+        race = schedule_race(
+            verified,
+            _load_npz(jobdir / schedule_file(k)),
+            ref,
+            lambda outputs: verdict(task.name, outputs, ref, size.params)[:2],
+            (verified_order, _order_name(run.get("order"), run.get("seed"))),
+        )
+        if race:
+            return race
     return None
 
 
@@ -182,16 +226,10 @@ def _check_size(
     problems += _rotation_problems(task, size, result, jobdir, rotation_refs, out.flags)
     if not passed:
         problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
-    if result.get("reversed_equals_verified") is False:  # the simulator's second schedule
-        race = schedule_race(
-            verified,
-            _load_npz(jobdir / "reversed.npz"),
-            ref,
-            lambda outputs: verdict(task.name, outputs, ref, size.params)[:2],
-        )
-        if race:
-            out.flags.append("race")
-            problems.insert(0, race)  # the cause of any wrong result above
+    race = _schedule_race(task, size, result, jobdir, ref, verified)  # the simulator's orders
+    if race:
+        out.flags.append("race")
+        problems.insert(0, race)  # the cause of any wrong result above
     out.correct = not problems
     if problems:
         out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)

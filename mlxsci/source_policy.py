@@ -27,6 +27,11 @@ file's line, with a message a model can act on:
   constructs  attributes, `extern` (CUDA's `extern __shared__ T name[];`
               only), function pointers and function types
               (mlxsci/source_constructs.py)
+  storage     no state that outlives a launch (mlxsci/source_storage.py):
+              Metal's program-scope variables only in `constant`, no
+              writable `static` variable; CUDA's `__device__`/`__managed__`
+              and other mutable globals and non-const `static` locals
+              refused (`__constant__`, const, `__shared__` stay)
   #define     no macro named like a keyword, a reserved name (`__x`, `_X`)
               or a name of the dialect's own (a header's macros also apply
               to the text MLX generates around a body)
@@ -71,6 +76,7 @@ from mlxsci.source_constructs import ATTRIBUTES, check_sequence
 from mlxsci.source_lexer import Refused, Tok, lex_part
 from mlxsci.source_macros import Macro
 from mlxsci.source_preprocess import Preprocessor
+from mlxsci.source_storage import check_storage
 
 __all__ = ["check_candidate", "check_parts", "refusal", "BUILTINS", "HOST_NAMES", "HEADERS"]
 
@@ -268,6 +274,7 @@ class _Check:
     """One candidate's check in one dialect."""
 
     def __init__(self, dialect: str, budget: int):
+        self.dialect = dialect
         self.rules = _RULES[dialect]
         self.language = dialects.get(dialect).language
         self.budget = budget
@@ -311,10 +318,11 @@ class _Check:
         self.names([t for ln in lines for t in ln.toks])
         return lines
 
-    def expanded(self, pp: Preprocessor, lines) -> None:
+    def expanded(self, pp: Preprocessor, lines, program_scope: bool = False) -> None:
         toks = pp.run(lines)
         self.names(toks)
         self.sequence(toks)
+        check_storage(toks, self.dialect, program_scope)
 
 
 def _budget(texts) -> int:
@@ -329,7 +337,7 @@ def _check(dialect: str, header: tuple, bodies: tuple, source_file: str) -> Comp
     try:
         header_lines = check.raw(*header)
         pp = check.preprocessor()
-        check.expanded(pp, header_lines)
+        check.expanded(pp, header_lines, program_scope=True)
         for body in bodies:
             check.expanded(pp.fork(), check.raw(*body))
     except Refused as exc:

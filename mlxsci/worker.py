@@ -25,8 +25,16 @@ the backend's timer (mlxsci.timers: CUPTI kernel activity on CUDA, the
 simulator's own clock, or chained wall clock; each waits for the run's
 results, so lazy work cannot escape it) -> two verification runs whose
 outputs are poisoned with two different sentinels -> on the simulator, the
-first verification run once more with the threads in reverse order (races show
-as a difference; the parent judges it) -> input checksums again.
+first verification run once more under each other schedule (run_schedules;
+races show as a difference, judged by the parent, mlxsci.checks):
+  reversed       groups, simdgroups and threads last first (forward where
+                 MLXSCI_SIM_SCHEDULE made reversed the simulator's own);
+  shuffled (S)   one per seed S of the job's "schedule_seeds" (two fresh
+                 random seeds when it names none): groups and threads in
+                 orders drawn from S, simdgroups interleaved at random
+                 around barriers and SIMD operations (runtime/sim_runtime.h);
+  outputs that differ bitwise go back as schedule_K.npz (K from 1, in
+  this order) -> input checksums again.
 A job with "compare" instead times two candidates interleaved (run_compare).
 
 A worker never outlives its parent for long, however the parent ends (kill -9
@@ -38,6 +46,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import secrets
 import sys
 import time
 import traceback
@@ -60,6 +69,7 @@ from mlxsci.noise import run_noise
 from mlxsci.reference_store import input_checksums
 from mlxsci.task import load_task
 from mlxsci.timers import Work, median_kernels
+from mlxsci.worker_io import MAX_SCHEDULES, schedule_file
 from mlxsci.worker_runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
 
 # Two poison values for outputs. An element equal to sentinel A in the first
@@ -68,9 +78,12 @@ SENTINEL_A = float("nan")
 SENTINEL_B = -1.25e30
 INT_SENTINEL_A = 0x5A
 INT_SENTINEL_B = 0x25
-# SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*): the
-# extra verification run uses the one the backend does not.
-FORWARD_SCHEDULE, REVERSED_SCHEDULE = 0, 1
+# SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*), and
+# how many shuffled orders a size's extra verification runs take when the
+# job names no seeds (each is one more pipeline run at the size).
+FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
+SCHEDULE_NAMES = {FORWARD_SCHEDULE: "forward", REVERSED_SCHEDULE: "reversed"}
+SHUFFLED_RUNS = 2
 
 
 def sentinels_for(dtype: np.dtype) -> tuple[float, float]:
@@ -86,30 +99,53 @@ def unwritten_count(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.count_nonzero(hit_a & hit_b))
 
 
-def run_reversed(work: Work, inputs: dict, launcher, backend) -> dict:
-    """The first verification run again (same poison), with the simulator's
-    threads in reverse order (mlxsci.backends.sim, SimBackend.schedule): a GPU
-    orders neither threadgroups nor simdgroups without a barrier, so a result
-    that depends on the order is a race the one fixed order would hide. One
-    extra run per size, no recompiling: the order is a launch field. (Where
-    MLXSCI_SIM_SCHEDULE made the reversed order the backend's own, the extra
-    run is in index order.)"""
-    own = backend.schedule
-    backend.schedule = FORWARD_SCHEDULE if own == REVERSED_SCHEDULE else REVERSED_SCHEDULE
-    launcher.init_value = SENTINEL_A
-    try:
-        return to_numpy(work.enqueue(inputs))
-    except KernelFault as exc:
-        raise KernelFault(
-            exc.kind,
-            f"{exc.message} (only with the threads in another order, "
-            f"{'reversed' if own == FORWARD_SCHEDULE else 'forward'}: the "
-            f"kernel depends on the order threads run in, a race)",
-            dict(exc.details, schedule=backend.schedule),
-        ) from exc
-    finally:
-        backend.schedule = own
-        launcher.init_value = None
+def schedule_plan(job: dict, backend) -> list[tuple[int, int | None]]:
+    """The other schedules' (schedule, seed): reversed (forward where
+    MLXSCI_SIM_SCHEDULE made reversed the backend's own), then shuffled by
+    each seed of job["schedule_seeds"] (else SHUFFLED_RUNS fresh ones)."""
+    other = FORWARD_SCHEDULE if backend.schedule == REVERSED_SCHEDULE else REVERSED_SCHEDULE
+    seeds = job.get("schedule_seeds")
+    if not (isinstance(seeds, list) and all(type(s) is int and 0 <= s < 1 << 64 for s in seeds)):
+        seeds = [secrets.randbits(63) for _ in range(SHUFFLED_RUNS)]
+    return [(other, None), *((SHUFFLED_SCHEDULE, s) for s in seeds)][:MAX_SCHEDULES]
+
+
+def schedule_name(schedule: int, seed: int | None) -> str:
+    """A schedule as messages name it: "reversed", "shuffled (seed 42)"."""
+    return f"shuffled (seed {seed})" if seed is not None else SCHEDULE_NAMES.get(schedule, "?")
+
+
+def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verified: dict):
+    """The first verification run again (same poison) under each schedule of
+    schedule_plan (SimBackend.schedule; a shuffled one's seed in
+    SimBackend.schedule_seed, one step on per launch): a GPU orders neither
+    threadgroups nor simdgroups without a barrier, so a result that depends
+    on the order is a race one order would hide. Returns, per schedule, its
+    record for result.json and its outputs where they differ bitwise from
+    `verified` (else None). A fault only in another order says so."""
+    own = backend.schedule, getattr(backend, "schedule_seed", 0)
+    records, differing = [], []
+    for schedule, seed in schedule_plan(job, backend):
+        backend.schedule, backend.schedule_seed = schedule, seed or 0
+        launcher.init_value = SENTINEL_A
+        try:
+            outputs = to_numpy(work.enqueue(inputs))
+        except KernelFault as exc:
+            name = schedule_name(schedule, seed)
+            raise KernelFault(
+                exc.kind,
+                f"{exc.message} (only with the threads in another order, {name}: the kernel "
+                "depends on the order threads run in, a race)",
+                dict(exc.details, schedule=name),
+            ) from exc
+        finally:
+            backend.schedule, backend.schedule_seed = own
+            launcher.init_value = None
+        same = same_bits(outputs, verified)
+        order = SCHEDULE_NAMES.get(schedule, "shuffled")
+        records.append({"order": order, "seed": seed, "equals_verified": same})
+        differing.append(None if same else outputs)
+    return records, differing
 
 
 def to_numpy(outputs: dict) -> dict:
@@ -214,17 +250,22 @@ def run_job(job: dict, outdir: Path) -> dict:
         second = to_numpy(work.enqueue(inputs))
         launcher.init_value = None
         result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
-        reversed_run = None
+        timings["verify"] = time.perf_counter() - t
+        result["phase"], t, other_orders = "schedules", time.perf_counter(), []
         if hasattr(backend, "schedule"):  # the simulator; GPUs have their own orders
-            reversed_run = run_reversed(work, inputs, launcher, backend)
-            result["reversed_equals_verified"] = same_bits(reversed_run, verified)
+            result["verified_order"] = SCHEDULE_NAMES.get(backend.schedule, "?")
+            result["schedules"], other_orders = run_schedules(
+                job, work, inputs, launcher, backend, verified
+            )
+        timings["schedules"] = time.perf_counter() - t
+        t = time.perf_counter()
         result["input_checksums_after"] = input_checksums(
             {k: np.array(v) for k, v in inputs.items()}
         )
         result["rotation_checksums_after"] = [
             input_checksums({k: np.array(v) for k, v in one.items()}) for one in sets[1:]
         ]
-        timings["verify"] = time.perf_counter() - t
+        timings["verify"] += time.perf_counter() - t
 
         np.savez(outdir / "verified.npz", **verified)
         result["last_equals_verified"] = same_bits(last, verified)
@@ -236,8 +277,9 @@ def run_job(job: dict, outdir: Path) -> dict:
         for k, outputs in enumerate(others, start=1):
             if outputs is not None:
                 np.savez(outdir / f"timed_{k}.npz", **outputs)
-        if reversed_run is not None and not result["reversed_equals_verified"]:
-            np.savez(outdir / "reversed.npz", **reversed_run)
+        for k, outputs in enumerate(other_orders, start=1):  # the parent reads these back
+            if outputs is not None:
+                np.savez(outdir / schedule_file(k), **outputs)
         result["phase"] = "done"
     except Exception as exc:  # every failure of the candidate becomes a verdict
         result["error"] = error_record(exc, backend)

@@ -166,8 +166,20 @@ def read_result(dir_fd: int, job: dict) -> dict | None:
     return result if well_formed(result, job) else None
 
 
+# The most verification runs under other schedules a size has on the
+# simulator (mlxsci.worker.schedule_plan), and the file of the k-th's outputs
+# (k from 1), left only when they differ bitwise from the verified ones.
+MAX_SCHEDULES = 8
+
+
+def schedule_file(k: int) -> str:
+    return f"schedule_{k}.npz"
+
+
 # The files of outputs a worker leaves beside its result (mlxsci.worker).
-OUTPUT_FILES = ("verified.npz", "last.npz", "reversed.npz")
+OUTPUT_FILES = ("verified.npz", "last.npz") + tuple(
+    schedule_file(k) for k in range(1, MAX_SCHEDULES + 1)
+)
 # An output file's bytes beyond the outputs' own: the archive's headers.
 ARCHIVE_SLACK = 1 << 20
 

@@ -124,3 +124,70 @@ def test_a_file_that_is_not_elf_is_not_read(tmp_path):
     other = tmp_path / "not-elf"
     other.write_bytes(b"\xcf\xfa\xed\xfe" + bytes(60))  # a Mach-O magic
     assert kernel_symbols.symbols(other) is None
+
+
+# ---------------------------------------------------------------- state between launches
+# Each keeps writable data a kernel could carry from launch to launch (count
+# its launches, memoise, tell the check's order from the timed one's): the
+# text rules refuse them first (mlxsci/source_storage.py); here the symbol
+# check alone sees the objects the compiler made.
+STATE = {
+    "metal": {
+        "static local": (
+            "inline uint next_call() { static uint calls = 0; return calls++; }\n",
+            "if (next_call() == 4000000000u) return;",
+            "calls",
+        ),
+        "run-time initialised const local": (
+            "",
+            "static const float first = a; if (first > 1e30f) return;",
+            "first",
+        ),
+        "program-scope variable": ("uint calls;\n", "calls += 1;", "calls"),
+    },
+    "cuda": {
+        "__device__ global": (
+            "__device__ unsigned int calls;\n",
+            "if (calls++ == 4000000000u) return;",
+            "calls",
+        ),
+        "static member": (
+            "struct Memo { static float last; };\nfloat Memo::last;\n",
+            "Memo::last = x[0];",
+            "last",
+        ),
+        "static global": ("static int seen;\n", "if (++seen == 123456789) return;", "seen"),
+    },
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect, name", [(d, n) for d, cases in STATE.items() for n in cases])
+def test_writable_state_is_a_compile_error_naming_it(symbols_only, dialect, name):
+    header, call, symbol = STATE[dialect][name]
+    ev = run(dialect, header, call)
+    assert not ev.compile_ok and not ev.correct
+    assert "writable data that outlives a launch" in ev.fail_reason, ev.fail_reason
+    assert symbol in ev.fail_reason
+
+
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+def test_constant_tables_and_group_memory_pass(symbols_only, dialect):
+    table = "constant float T[2]" if dialect == "metal" else "__constant__ float T[2]"
+    group = "threadgroup float s[256];" if dialect == "metal" else "__shared__ float s[256];"
+    ev = run(dialect, f"{table} = {{1.0f, 2.0f}};\n", f"{group} s[0] = T[0]; (void)s[0];")
+    assert ev.compile_ok and ev.correct, ev.fail_reason
+
+
+def test_writable_state_of_an_object_is_listed(tmp_path):
+    obj = build_object(
+        tmp_path,
+        "static int hits;\nint total;\n"
+        '__attribute__((visibility("hidden"))) int k(int v) {\n'
+        "  static int last; last += v; hits += 1; total += v; return last + hits;\n}\n",
+    )
+    table = kernel_symbols.symbols(obj)
+    names = kernel_symbols.writable_state(table)
+    assert {"total"} <= set(names) and any("hits" in n for n in names)
+    assert any("last" in n for n in names)
+    assert "writable data that outlives a launch" in kernel_symbols.object_violation(obj)

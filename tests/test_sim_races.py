@@ -1,4 +1,5 @@
-"""Races the simulator's fixed schedule would hide (issue 10, outcome 4).
+"""Races the simulator's fixed schedule would hide (issue 10, outcome 4; issue
+22, outcome 3: shuffled schedules).
 
 A GPU orders nothing between simdgroups (warps) without a barrier, and nothing
 between threadgroups (blocks) of one launch at all. The simulator runs one
@@ -6,8 +7,11 @@ order, so a kernel whose result depends on the order passes it by luck. Each
 launch can therefore run under schedule 0 (groups, simdgroups and threads in
 order) or schedule 1 (everything reversed, one simdgroup at a time up to the
 next threadgroup barrier); the evaluation repeats the verification run under
-schedule 1 and calls any difference a race. Each racy kernel here has a twin
-with the barrier (or without the cross-group dependency) that passes.
+schedule 1 and under schedule 2 (shuffled: group and thread orders drawn
+from a seed, simdgroups interleaved at random around barriers) with a few
+seeds, and calls any difference a race. Each racy kernel here has a twin
+with the barrier (or without the cross-group dependency) that passes; some
+races show only in a shuffled order, not in the reversed one.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not 
 
 N = 100  # two threadgroups of 64; Metal's second is partial (36 threads)
 TG = 64
-FORWARD, REVERSED = 0, 1
+FORWARD, REVERSED, SHUFFLED = 0, 1, 2
+SEEDS = (1, 2, 3)
 
 # Simdgroup 1 stores its own result and that of its partner lane in simdgroup 0,
 # read from threadgroup memory. Without the barrier that is a race: in order,
@@ -90,17 +95,25 @@ GLOBAL_TWIN = {
 }
 
 
-def run(dialect: str, source: str, schedule: int, name: str = "race") -> np.ndarray:
+def run(
+    dialect: str,
+    source: str,
+    schedule: int,
+    name: str = "race",
+    seed: int = 0,
+    n: int = N,
+    tg: int = TG,
+) -> np.ndarray:
     backend = SimBackend(dialect=dialect, launch_timeout_s=30.0)
-    backend.schedule = schedule
+    backend.schedule, backend.schedule_seed = schedule, seed
     k = backend.kernel(KernelSpec(name, ("x", "count"), ("out",), source, dialect=dialect))
-    x = mx.arange(N, dtype=mx.float32) + 1.0
+    x = mx.arange(n, dtype=mx.float32) + 1.0
     (o,) = k(
-        inputs=[x, mx.array(N, dtype=mx.uint32)],
-        output_shapes=[(N,)],
+        inputs=[x, mx.array(n, dtype=mx.uint32)],
+        output_shapes=[(n,)],
         output_dtypes=[mx.float32],
-        grid=(N, 1, 1),
-        threadgroup=(TG, 1, 1),
+        grid=(n, 1, 1),
+        threadgroup=(tg, 1, 1),
     )
     return np.asarray(o)
 
@@ -351,3 +364,164 @@ if (l >= 32 || l + 32 >= threads_per_threadgroup.x) y_out[i] = a * x[i] + y[i];
     assert ev.sizes[0].flags == ["out_of_bounds"]
     assert "only with the threads in another order, reversed" in ev.fail_reason
     assert "a race" in ev.fail_reason
+
+
+# ---------------------------------------------------------------- shuffled schedules
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.parametrize("fibers", [False, True])
+def test_shuffled_schedules_show_the_race_between_simdgroups(dialect, fibers):
+    # The fiber path: a SIMD operation between write and read.
+    op = (METAL_SIMD_OP if dialect == "metal" else CUDA_WARP_OP) if fibers else ""
+    src, name = tg_source(dialect, op), "race_simd" if fibers else "race"
+    got = [run(dialect, src, SHUFFLED, name, seed) for seed in SEEDS]
+    assert any(not np.array_equal(g, WANT_TG) for g in got)
+    # One seed, one order: the same outputs again.
+    np.testing.assert_array_equal(run(dialect, src, SHUFFLED, name, SEEDS[0]), got[0])
+    twin = tg_source(dialect, op + "\n" + BARRIER[dialect])
+    for seed in SEEDS:
+        np.testing.assert_array_equal(run(dialect, twin, SHUFFLED, "twin", seed), WANT_TG)
+
+
+# Each group but the first and the last counts which of those two ran before
+# it (reading an element each writes) and adds the count less one. In order,
+# and reversed, exactly one of them ran first: the right answer, twice. In a
+# random order of 8 groups, every middle group sees exactly one only when the
+# first and the last group run first (2 orders in 56).
+ORDER_RACE = {
+    "metal": """
+uint i = thread_position_in_grid.x;
+uint g = threadgroup_position_in_grid.x;
+uint e = threadgroups_per_grid.x * threads_per_threadgroup.x - 1;
+float c = 1.0f;
+if (g > 0 && g + 1 < threadgroups_per_grid.x)
+    c = (out[0] == x[0] * 2.0f ? 1.0f : 0.0f) + (out[e] == x[e] * 2.0f ? 1.0f : 0.0f);
+out[i] = x[i] * 2.0f + (c - 1.0f);
+""",
+    "cuda": """
+uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+uint32_t e = count[0] - 1;
+float c = 1.0f;
+if (blockIdx.x > 0 && blockIdx.x + 1 < gridDim.x)
+    c = (out[0] == x[0] * 2.0f ? 1.0f : 0.0f) + (out[e] == x[e] * 2.0f ? 1.0f : 0.0f);
+if (i < count[0]) out[i] = x[i] * 2.0f + (c - 1.0f);
+""",
+}
+# Simdgroup 1 of 3 counts which of its neighbours' tile entries are written
+# after the barrier: in order simdgroup 0's, reversed simdgroup 2's, one
+# either way; shuffled around the barrier, often none or both.
+BARRIER_RACE = {
+    "metal": """
+threadgroup float tile[96];
+uint i = thread_position_in_grid.x;
+uint l = thread_position_in_threadgroup.x;
+threadgroup_barrier(mem_flags::mem_threadgroup);
+tile[l] = x[i];
+float c = 1.0f;
+if (l >= 32 && l < 64)
+    c = (tile[l - 32] == x[i - 32] ? 1.0f : 0.0f) + (tile[l + 32] == x[i + 32] ? 1.0f : 0.0f);
+out[i] = x[i] * 2.0f + (c - 1.0f);
+""",
+    "cuda": """
+__shared__ float tile[96];
+uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+uint32_t l = threadIdx.x;
+__syncthreads();
+tile[l] = x[i];
+float c = 1.0f;
+if (l >= 32 && l < 64)
+    c = (tile[l - 32] == x[i - 32] ? 1.0f : 0.0f) + (tile[l + 32] == x[i + 32] ? 1.0f : 0.0f);
+out[i] = x[i] * 2.0f + (c - 1.0f);
+""",
+}
+
+
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.parametrize(
+    "races, name, n, tg", [(ORDER_RACE, "order", 512, 64), (BARRIER_RACE, "barrier", 384, 96)]
+)
+def test_race_that_only_a_shuffled_order_shows(dialect, races, name, n, tg):
+    want = (np.arange(n) + 1.0) * 2.0
+    for schedule in (FORWARD, REVERSED):
+        np.testing.assert_array_equal(run(dialect, races[dialect], schedule, name, 0, n, tg), want)
+    for seed in SEEDS:
+        got = run(dialect, races[dialect], SHUFFLED, name, seed, n, tg)
+        assert not np.array_equal(got, want), seed
+
+
+SAXPY_ORDER = {
+    "metal": """//! kernel saxpy
+//! grid = (N, 1, 1)
+//! threadgroup = (64, 1, 1)
+uint i = thread_position_in_grid.x;
+uint g = threadgroup_position_in_grid.x;
+float c = 1.0f;
+if (g > 0 && g + 1 < threadgroups_per_grid.x)
+    c = (y_out[0] == a * x[0] + y[0] ? 1.0f : 0.0f)
+        + (y_out[N - 1] == a * x[N - 1] + y[N - 1] ? 1.0f : 0.0f);
+y_out[i] = a * x[i] + y[i] + (c - 1.0f);
+""",
+    "cuda": """//! kernel saxpy
+//! grid = (ceil_div(N, 64) * 64, 1, 1)
+//! threadgroup = (64, 1, 1)
+uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+uint32_t n = N[0];
+float c = 1.0f;
+if (blockIdx.x > 0 && blockIdx.x + 1 < gridDim.x)
+    c = (y_out[0] == a[0] * x[0] + y[0] ? 1.0f : 0.0f)
+        + (y_out[n - 1] == a[0] * x[n - 1] + y[n - 1] ? 1.0f : 0.0f);
+if (i < n) y_out[i] = a[0] * x[i] + y[i] + (c - 1.0f);
+""",
+}
+
+
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+def test_race_only_in_a_shuffled_order_is_a_failed_size_naming_the_order(dialect):
+    # 1563 groups: the worker's two fresh seeds give orders that show it
+    # (unless the first and the last group both run first, 1 in a million).
+    ev = evaluate_smoke(SAXPY_ORDER[dialect], dialect)
+    assert not ev.correct and "race" in ev.sizes[0].flags
+    assert RACE_VERDICT in ev.fail_reason
+    assert "(forward) vs " in ev.fail_reason and "(shuffled (seed " in ev.fail_reason
+
+
+# A real race (thread i writes garbage to element i + 1, which thread i + 1
+# overwrites only if it runs later) hidden by a kernel that counts its
+# threads' calls across launches: thread i is the (launch * total + i)-th
+# call only in index order, so the garbage is written only then, and every
+# other order "agrees" with the verified one. The state it counts in is
+# refused before anything runs.
+SNIFFING = {
+    "metal": """//! header
+inline uint next_call() { static uint calls = 0; return calls++; }
+//! kernel saxpy
+//! grid = (N, 1, 1)
+//! threadgroup = (64, 1, 1)
+uint i = thread_position_in_grid.x;
+bool in_order = next_call() % N == i;
+y_out[i] = a * x[i] + y[i];
+if (in_order && i + 1 < N) y_out[i + 1] = -1.0f;
+""",
+    "cuda": """//! header
+__device__ unsigned int calls;
+//! kernel saxpy
+//! grid = (ceil_div(N, 64) * 64, 1, 1)
+//! threadgroup = (64, 1, 1)
+uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+uint32_t n = N[0];
+bool in_order = calls++ % (gridDim.x * blockDim.x) == i;
+if (i < n) y_out[i] = a[0] * x[i] + y[i];
+if (in_order && i + 1 < n) y_out[i + 1] = -1.0f;
+""",
+}
+SNIFFING_REFUSAL = {
+    "metal": "function-scope static variables are not supported in Metal: 'calls'",
+    "cuda": "'calls' is a mutable __device__ variable",
+}
+
+
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+def test_kernel_that_detects_the_order_through_kept_state_is_refused(dialect):
+    ev = evaluate("saxpy", SNIFFING[dialect], backend="sim", dialect=dialect, filename="c.x")
+    assert not ev.compile_ok and not ev.correct and ev.score == 0.0
+    assert ev.fail_reason.startswith("compile error: c.x:2: "), ev.fail_reason
+    assert SNIFFING_REFUSAL[dialect] in ev.fail_reason

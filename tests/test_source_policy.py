@@ -404,3 +404,59 @@ def test_the_lexer_keeps_candidate_lines_across_splices_and_comments():
         [("d", 9)],
         [("#", 10), ("define", 10), ("q", 10), ("r", 11)],
     ]
+
+
+# ---------------------------------------------------------------- state between launches
+# (mlxsci/source_storage.py) Each text keeps, or does not keep, writable state
+# from launch to launch: (header, body, refused?, words of the refusal).
+STORAGE = {
+    "metal": [
+        ("device int counter;\n", "", True, "program scope variable must reside in constant"),
+        ("static int n;\n", "", True, "'n' is declared outside any function without `constant`"),
+        ("constexpr int M = 4;\n", "", True, "without `constant`"),
+        ("int flag(0);\n", "", True, "'flag'"),
+        ("namespace d { int hits; }\n", "", True, "'hits'"),
+        ("template <typename T> T v = T(1);\n", "", True, "'v'"),
+        ("struct P { float x; } p;\n", "", True, "'p'"),
+        ("struct S { static int count; };\n", "", True, "non-const `static` member"),
+        ("struct M { mutable int k; };\n", "", True, "`mutable`"),
+        ("", "static int n = 0;\nn += 1;\n", True, "function-scope static variables"),
+        ("", "if (i == 0) { static bool seen; seen = true; }\n", True, "'seen'"),
+        ("inline float f(float v) { static float s; return s += v; }\n", "", True, "'s'"),
+        ("constant int N = 4;\nconstant float K[2] = {1, 2};\n", "float k = K[N - 4];\n", False, ""),
+        ("inline float f(float v) { constant static float t[1] = {2}; return t[0] * v; }\n"
+         "template <typename T> T twice(T v) { return v + v; }\nfloat helper(float);\n"
+         "struct Q { static constexpr int N = 2; float x; };\nusing F = float;\n",
+         "threadgroup float tile[32];\ntile[0] = twice(1.0f);\n", False, ""),
+    ],
+    "cuda": [
+        ("__device__ int memo[64];\n", "", True, "'memo' is a mutable __device__ variable"),
+        ("__managed__ int m;\n", "", True, "mutable __managed__ variable"),
+        ("int g;\n", "", True, "mutable namespace-scope variable"),
+        ("__device__ const float* p = nullptr;\n", "", True, "`T* const`"),
+        ("", "static int n;\nn += 1;\n", True, "'n' is a non-const `static` local"),
+        ("__device__ float g(float v) { static int c; return v + c++; }\n", "", True, "'c'"),
+        ("", "auto f = [](float v) { static int c; return v + c++; };\n", True, "'c'"),
+        ("__constant__ float K[2] = {1, 2};\nconstexpr int N = 4;\n"
+         "static const float T[2] = {1, 2};\n__device__ float* const q = nullptr;\n"
+         "__shared__ float top[32];\n",
+         "extern __shared__ float dyn[];\n__shared__ float t[32];\nstatic __shared__ float u[8];\n"
+         "static constexpr int M = 2;\nt[0] = K[0] + T[M - 2];\n", False, ""),
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "dialect, case", [(d, k) for d, cases in STORAGE.items() for k in range(len(cases))]
+)
+def test_state_that_outlives_a_launch_is_refused_at_its_line(dialect, case):
+    header, body, refused, words = STORAGE[dialect][case]
+    text = saxpy(dialect, header, body)
+    err = source_policy.check_candidate(parse(text, dialect=dialect))
+    if not refused:
+        assert err is None, err
+        return
+    assert err is not None and words in err.message, err
+    assert "from launch to launch" in err.message or "`mutable`" in err.message
+    snippet = (header or body).split("\n")[0].strip()
+    assert err.line == line_of(text, snippet), (err.line, text)

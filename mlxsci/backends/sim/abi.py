@@ -28,6 +28,21 @@ import signal
 ) = range(12)
 
 
+# _Launch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.
+FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
+_SEED_STEP = 0x9E3779B97F4A7C15  # an odd step: consecutive seeds never repeat
+
+
+def next_schedule_seed(backend) -> int:
+    """The shuffled schedule's seed for the next launch, from the backend's
+    `schedule_seed` (set by whoever asks for the schedule: mlxsci.worker),
+    which moves on by one step: each launch of a pipeline run gets its own
+    order, and the same starting seed gives the same orders again."""
+    seed = int(getattr(backend, "schedule_seed", 0) or 0) % (1 << 64)
+    backend.schedule_seed = (seed + _SEED_STEP) % (1 << 64)
+    return seed
+
+
 class _Guard(ctypes.Structure):
     _fields_ = [
         ("lo", ctypes.c_uint64),
@@ -55,6 +70,7 @@ class _Launch(ctypes.Structure):
         ("tgmem_size", ctypes.c_int64),
         ("kernel", ctypes.c_char_p),
         ("schedule", ctypes.c_int64),
+        ("schedule_seed", ctypes.c_uint64),
     ]
 
 

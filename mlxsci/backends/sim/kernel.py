@@ -19,7 +19,16 @@ import numpy as np
 from mlxsci import sandbox
 from mlxsci.backends.base import Kernel, KernelFault, KernelSpec
 from mlxsci.backends.sim import build, variants
-from mlxsci.backends.sim.abi import _K_NEED_FIBERS, _K_OK, _Guard, _Launch, _libc, _Result
+from mlxsci.backends.sim.abi import (
+    _K_NEED_FIBERS,
+    _K_OK,
+    SHUFFLED_SCHEDULE,
+    _Guard,
+    _Launch,
+    _libc,
+    _Result,
+    next_schedule_seed,
+)
 from mlxsci.backends.sim.buffers import _POOL, _fill_output, _GuardedBuffer, _host_bytes, _np_dtype
 from mlxsci.backends.sim.faults import fault_of
 from mlxsci.signature import CUDA_MAX_NDIM, ArgInfo, _template_kind, _template_value, dtype_name
@@ -284,6 +293,8 @@ class SimKernel(Kernel):
             L.stack_size = self.backend.stack_size
             L.kernel = v.kernel_name.encode()
             L.schedule = self.backend.schedule
+            if L.schedule == SHUFFLED_SCHEDULE:
+                L.schedule_seed = next_schedule_seed(self.backend)
             R = _Result()
             kind = v.entry(ctypes.byref(L), ctypes.byref(R))
             if kind == _K_NEED_FIBERS:

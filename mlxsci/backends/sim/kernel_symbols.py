@@ -11,7 +11,13 @@ the kernel's object is read here (its ELF symbol table) and refused when it
 - defines a symbol the runtime object refers to: linked into one library,
   that definition would take the place of the C library's for the runtime
   (a kernel defining `clock_gettime` would have set the simulator's clock),
-  or any C-linkage function (a kernel has no business defining one).
+  or any C-linkage function (a kernel has no business defining one);
+- defines writable data that is not the runtime's own (`writable_state`: a
+  data or thread-local symbol, local ones included, in a writable section:
+  .data, .bss and the like): a variable that keeps its value from launch to
+  launch, where a kernel could memoise answers or tell the check's runs from
+  the timed ones. The runtime's threadgroup memory (refilled before each
+  group) and its launch constants are its own.
 After the link, the library may export only its entry points.
 
 The rules read symbol names, not source text, so no spelling of the source
@@ -57,11 +63,27 @@ class Symbol:
     defined: bool
     binding: int  # 0 local, 1 global, 2 weak
     visibility: int  # 0 default, 1 internal, 2 hidden, 3 protected
-    kind: int = 0  # 0 none, 1 object, 2 function, ...
+    kind: int = 0  # 0 none, 1 object, 2 function, 3 section, 4 file, 6 thread-local
+    section: str = ""  # the name of the section it is defined in
+    writable: bool = False  # defined in memory the program can write (or a common/TLS symbol)
 
 
 _SHT_SYMTAB, _SHT_DYNSYM = 2, 11
-_STT_FUNC = 2
+_STT_FUNC, _STT_SECTION, _STT_FILE, _STT_TLS = 2, 3, 4, 6
+_SHF_WRITE, _SHF_ALLOC, _SHF_TLS = 0x1, 0x2, 0x400
+_SHN_LORESERVE, _SHN_COMMON = 0xFF00, 0xFFF2
+# Writable data a kernel object may define: the runtime's own. The threadgroup
+# statics and the records of guarded threadgroup arrays (sim_runtime.h: the
+# runtime refills them before each group, so nothing written there outlives
+# a group), the preludes' internal objects (`__sim_c`, the launch constants
+# the fiber-free loop reads, rewritten at every launch; CUDA's running
+# thread `__sim_cu_t`, clock and __syncthreads_count accumulator; the
+# optimiser may split one into `.0`, `.1`, ...: a kernel cannot name
+# `__sim*`, the source policy refuses it), and what is writable only while
+# the loader relocates it (.data.rel.ro: read-only once loaded).
+RUNTIME_DATA_SECTIONS = frozenset({"sim_tgmem", "sim_tgarrays"})
+RUNTIME_OBJECTS = re.compile(r"_ZL\d+__sim_\w+(?:\.\d+)*")
+_RELRO = ".data.rel.ro"
 
 
 def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
@@ -72,10 +94,16 @@ def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     sections = [
         struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)
     ]
+    names = data[sections[shstrndx][4] :] if shstrndx < shnum else b""
+
+    def section_name(i: int) -> str:
+        start = sections[i][0]
+        return names[start : names.index(b"\0", start)].decode(errors="replace")
+
     wanted = _SHT_DYNSYM if dynamic else _SHT_SYMTAB
     found: list[Symbol] = []
     for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
@@ -89,7 +117,22 @@ def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
             )
             end = strings.index(b"\0", st_name)
             name = strings[st_name:end].decode(errors="replace")
-            found.append(Symbol(name, st_shndx != 0, st_info >> 4, st_other & 3, st_info & 0xF))
+            where, writable = "", st_shndx == _SHN_COMMON or st_info & 0xF == _STT_TLS
+            if 0 < st_shndx < min(shnum, _SHN_LORESERVE):
+                where = section_name(st_shndx)
+                flags = sections[st_shndx][2]
+                writable = writable or (flags & _SHF_ALLOC and flags & (_SHF_WRITE | _SHF_TLS))
+            found.append(
+                Symbol(
+                    name,
+                    st_shndx != 0,
+                    st_info >> 4,
+                    st_other & 3,
+                    st_info & 0xF,
+                    where,
+                    bool(writable),
+                )  # fmt: skip
+            )
     return found
 
 
@@ -135,7 +178,36 @@ def object_violation(obj: Path, runtime: Path | None = None) -> str | None:
             "may not define C-linkage functions, nor anything the simulator's runtime uses "
             "(it would replace the C library's for the runtime)"
         )
+    state = writable_state(table)
+    if state:
+        return (
+            f"error: the kernel defines writable data that outlives a launch: "
+            f"{', '.join(state[:8])} (a variable at program scope, a `static` local, a static "
+            "data member or a thread_local that is not constant; a kernel's outputs must "
+            "follow from its inputs within one launch: make it constant, or a local variable)"
+        )
     return None
+
+
+def writable_state(table: list[Symbol]) -> list[str]:
+    """The data objects of a kernel's object (local ones included: a
+    `static` keeps its value whatever its linkage) that live in writable
+    memory and are not the runtime's own: state a kernel could keep from
+    launch to launch. The source policy refuses such variables in the text
+    (mlxsci/source_storage.py); this sees what the compiler made of it, a
+    run-time initialised constant's guard variable included."""
+    return sorted(
+        {
+            s.name or f"data in section {s.section}"
+            for s in table
+            if s.defined
+            and s.writable
+            and s.kind not in (_STT_SECTION, _STT_FILE, _STT_FUNC)
+            and s.section not in RUNTIME_DATA_SECTIONS
+            and not s.section.startswith(_RELRO)
+            and not RUNTIME_OBJECTS.fullmatch(s.name)
+        }
+    )
 
 
 def library_violation(library: Path) -> str | None:

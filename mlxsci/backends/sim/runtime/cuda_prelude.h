@@ -43,7 +43,9 @@
 #define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict
 #define __grid_constant__
-#define __constant__
+// Device code can only read constant memory (NVCC refuses a write): const here,
+// so the object is read-only data, not state a kernel could keep between launches.
+#define __constant__ const
 #define __managed__
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))

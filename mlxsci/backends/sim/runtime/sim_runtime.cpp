@@ -714,6 +714,51 @@ bool resolve_simdgroup(int64_t lo, int64_t hi, int pass, bool* any_deferred) {
     return resolved;
 }
 
+// ---- __SIM_SCHEDULE_SHUFFLED's orders
+// splitmix64's finaliser: a well-mixed 64-bit hash of x.
+uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// A keyed pseudo-random permutation of [0, n) that needs no memory: a
+// four-round Feistel network on the smallest even number of bits (2 * half)
+// that covers n is a bijection of [0, 4^half); walking its cycle until the
+// value falls below n restricts it to a bijection of [0, n) (4^half < 4n, so
+// a few steps on average).
+struct Perm {
+    uint64_t n, key, mask;
+    int half;
+};
+
+Perm make_perm(uint64_t n, uint64_t key) {
+    Perm p = {n, key, 0, 1};
+    while (p.half < 32 && ((uint64_t)1 << (2 * p.half)) < n) ++p.half;
+    p.mask = ((uint64_t)1 << p.half) - 1;
+    return p;
+}
+
+uint64_t perm_at(const Perm& p, uint64_t k) {
+    if (p.n <= 1) return k;
+    uint64_t x = k;
+    do {
+        uint64_t l = x >> p.half, r = x & p.mask;
+        for (uint64_t round = 0; round < 4; ++round) {
+            const uint64_t f = mix64(r ^ p.key ^ (round << 56)) & p.mask;
+            const uint64_t next = l ^ f;
+            l = r;
+            r = next;
+        }
+        x = (l << p.half) | r;
+    } while (x >= p.n);
+    return x;
+}
+
+// Keys for the orders of one launch, a part of it and one round of it.
+uint64_t sub_key(uint64_t key, uint64_t salt) { return mix64(key ^ mix64(salt)) | 1; }
+
 // __SIM_SCHEDULE_REVERSED: runs the simdgroup of fibers [lo, hi) on its own,
 // lanes in reverse order, resolving its SIMD operations as it goes, until
 // every lane waits at a threadgroup barrier, has returned, or waits for
@@ -725,6 +770,41 @@ void run_simdgroup_alone(int64_t lo, int64_t hi) {
     do {
         for (int64_t i = hi - 1; i >= lo; --i) run_fiber(i);
     } while (resolve_simdgroup(lo, hi, 0, &deferred));
+}
+
+bool simdgroup_runnable(int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+        if (G.fibers[i].state == F_RUNNABLE) return true;
+    return false;
+}
+
+// __SIM_SCHEDULE_SHUFFLED on the group's n fibers, until none can run: step
+// after step, a simdgroup picked at random among those with a runnable lane
+// runs those lanes in a permuted order, each until it blocks (a barrier, a
+// SIMD operation) or returns, then resolves its SIMD operations whose lanes
+// are all there. So simdgroups advance in random interleavings, one stretch
+// between synchronisation points at a time, as a GPU's may: one may run on
+// past several SIMD operations while another has not started, and which
+// simdgroup leaves a barrier first is drawn too. `key` moves on at each step.
+void run_steps_shuffled(int64_t n, uint64_t* key) {
+    const int64_t groups = (n + 31) / 32;
+    for (;;) {
+        int64_t movable = 0;
+        for (int64_t lo = 0; lo < n; lo += 32) movable += simdgroup_runnable(lo, lo + 32 < n ? lo + 32 : n);
+        if (movable == 0) return;
+        *key = sub_key(*key, 0x5E);
+        int64_t pick = (int64_t)((*key >> 8) % (uint64_t)movable);
+        int64_t lo = 0;
+        for (int64_t s = 0; s < groups; ++s) {
+            lo = s * 32;
+            if (simdgroup_runnable(lo, lo + 32 < n ? lo + 32 : n) && pick-- == 0) break;
+        }
+        const int64_t hi = lo + 32 < n ? lo + 32 : n;
+        const Perm lanes = make_perm((uint64_t)(hi - lo), *key);
+        for (int64_t j = 0; j < hi - lo; ++j) run_fiber(lo + (int64_t)perm_at(lanes, (uint64_t)j));
+        bool deferred = false;
+        resolve_simdgroup(lo, hi, 0, &deferred);
+    }
 }
 
 // Runs one threadgroup to completion with one fiber per thread.
@@ -744,10 +824,16 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
         init_fiber(f, G.stacks + lin * G.stack_stride + G.page, G.stack_size);
     }
     const bool reversed = G.L->schedule == __SIM_SCHEDULE_REVERSED;
+    const bool shuffled = G.L->schedule == __SIM_SCHEDULE_SHUFFLED;
+    // The group's own key: its rounds' orders differ from other groups'.
+    uint64_t round_key = sub_key(G.L->schedule_seed, 0x6F00 + (((uint64_t)gid[2] << 42) ^
+                                                          ((uint64_t)gid[1] << 21) ^ gid[0]));
     for (;;) {
         if (reversed) {
             for (int64_t lo = (n - 1) / 32 * 32; lo >= 0; lo -= 32)
                 run_simdgroup_alone(lo, lo + 32 < n ? lo + 32 : n);
+        } else if (shuffled) {
+            run_steps_shuffled(n, &round_key);
         } else {
             for (int64_t i = 0; i < n; ++i) run_fiber(i);
         }
@@ -806,17 +892,36 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
 }
 
 // The k-th of the indices 0..n-1 in the schedule's order (reversed or not).
-uint32_t in_order(int64_t k, int64_t n, bool reversed) {
-    return (uint32_t)(reversed ? n - 1 - k : k);
-}
+// The order of a launch's threadgroups: the k-th group to run, as its
+// position in the grid. In index order (x fastest), reversed (the last
+// first), or a permutation drawn from the launch's seed (shuffled).
+struct GroupOrder {
+    int64_t n0, n01, total;
+    int64_t schedule;
+    Perm perm;
+
+    explicit GroupOrder(const __SimLaunch* L)
+        : n0(L->ngroups[0]),
+          n01(L->ngroups[0] * L->ngroups[1]),
+          total(L->ngroups[0] * L->ngroups[1] * L->ngroups[2]),
+          schedule(L->schedule),
+          perm(make_perm((uint64_t)total, sub_key(L->schedule_seed, 0x6A))) {}
+
+    void at(int64_t k, uint32_t gid[3]) const {
+        const int64_t g = schedule == __SIM_SCHEDULE_SHUFFLED ? (int64_t)perm_at(perm, (uint64_t)k)
+                          : schedule == __SIM_SCHEDULE_REVERSED ? total - 1 - k
+                                                                 : k;
+        gid[0] = (uint32_t)(g % n0);
+        gid[1] = (uint32_t)(g % n01 / n0);
+        gid[2] = (uint32_t)(g / n01);
+    }
+};
 
 void run_fibers(__SimLaunch* L) {
-    const bool rev = L->schedule == __SIM_SCHEDULE_REVERSED;
-    for (int64_t kz = 0; kz < L->ngroups[2]; ++kz)
-    for (int64_t ky = 0; ky < L->ngroups[1]; ++ky)
-    for (int64_t kx = 0; kx < L->ngroups[0]; ++kx) {
-        uint32_t gid[3] = {in_order(kx, L->ngroups[0], rev), in_order(ky, L->ngroups[1], rev),
-                           in_order(kz, L->ngroups[2], rev)};
+    const GroupOrder order(L);
+    for (int64_t k = 0; k < order.total; ++k) {
+        uint32_t gid[3];
+        order.at(k, gid);
         uint32_t tsz[3];
         for (int d = 0; d < 3; ++d) {
             int64_t rest = L->grid[d] - (int64_t)gid[d] * L->tg[d];
@@ -853,6 +958,38 @@ void run_fast_reversed(__SimLaunch* L) {
         for (int64_t x = t.tsz[0] - 1; x >= 0; --x) {
             t.lid[0] = (uint32_t)x; t.lid[1] = (uint32_t)y; t.lid[2] = (uint32_t)z;
             t.lin = --lin;
+            set_progress(t);
+            G.fn(L->bufs, &t);
+        }
+        __sim_group_end(t.nthr);
+    }
+}
+
+// __SIM_SCHEDULE_SHUFFLED on the fiber-free path: the groups in the order
+// GroupOrder draws, the threads of each in a permutation of their own
+// (drawn from the seed and the group), through the thread function's
+// pointer as run_fast_reversed does.
+void run_fast_shuffled(__SimLaunch* L) {
+    const GroupOrder order(L);
+    __SimThread t;
+    for (int64_t k = 0; k < order.total; ++k) {
+        order.at(k, t.gid);
+        for (int d = 0; d < 3; ++d) {
+            int64_t rest = L->grid[d] - (int64_t)t.gid[d] * L->tg[d];
+            t.tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
+        }
+        t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
+        __sim_tg_fill(L->tgmem, L->tgmem_size);
+        __sim_group_begin();
+        const uint64_t g = (uint64_t)t.gid[0] + ((uint64_t)t.gid[1] << 21) + ((uint64_t)t.gid[2] << 42);
+        const Perm threads = make_perm(t.nthr, sub_key(L->schedule_seed, 0x7B00 + g));
+        const uint32_t plane = t.tsz[0] * t.tsz[1];
+        for (uint32_t j = 0; j < t.nthr; ++j) {
+            const uint32_t lin = (uint32_t)perm_at(threads, j);
+            t.lid[0] = lin % t.tsz[0];
+            t.lid[1] = lin % plane / t.tsz[0];
+            t.lid[2] = lin / plane;
+            t.lin = lin;
             set_progress(t);
             G.fn(L->bufs, &t);
         }
@@ -1174,6 +1311,7 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
         clock_reset();
         if (L->use_fibers) run_fibers(L);
         else if (L->schedule == __SIM_SCHEDULE_REVERSED) run_fast_reversed(L);
+        else if (L->schedule == __SIM_SCHEDULE_SHUFFLED) run_fast_shuffled(L);
         else fast_fn(L);
         clock_finish();
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);

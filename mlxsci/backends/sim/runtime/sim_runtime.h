@@ -119,8 +119,11 @@ struct __SimLaunch {
     // The order threads run in (a GPU guarantees none between simdgroups
     // without a barrier, and none between threadgroups of one launch), so a
     // result that depends on it shows as a difference between two schedules:
-    // __SIM_SCHEDULE_FORWARD or __SIM_SCHEDULE_REVERSED.
+    // __SIM_SCHEDULE_FORWARD, __SIM_SCHEDULE_REVERSED or __SIM_SCHEDULE_SHUFFLED.
     int64_t schedule;
+    // The shuffled schedule's seed: one seed, one order (groups, threads,
+    // and the fibers' interleaving at every scheduling round).
+    uint64_t schedule_seed;
 };
 
 enum {
@@ -133,6 +136,17 @@ enum {
     // SIMD operations resolved as it goes), threads of a simdgroup in
     // reverse order, as are threads of a group on the fiber-free path.
     __SIM_SCHEDULE_REVERSED = 1,
+    // A pseudo-random order drawn from schedule_seed: threadgroups in a
+    // permuted order, the threads of a group in a permuted order on the
+    // fiber-free path; on the fiber path each scheduling round (until every
+    // fiber waits at a barrier or a SIMD operation, or has returned) runs
+    // either every runnable fiber in a permuted order, or each simdgroup on
+    // its own up to the next threadgroup barrier, simdgroups and their lanes
+    // in permuted orders. SIMD operations still resolve with all the lanes
+    // of their simdgroup. A GPU may run any of these orders, so a kernel
+    // whose result changes with them has a race; a kernel cannot tell this
+    // order from the others by the first threads it sees.
+    __SIM_SCHEDULE_SHUFFLED = 2,
 };
 
 enum {
