@@ -54,6 +54,7 @@ from mlxsci.run_budget import (
     input_seeds,
     mark_sanitized,
     sanitized_job,
+    schedule_seeds,
 )
 from mlxsci.runner import candidate_worker
 from mlxsci.sandbox import SandboxUnavailable
@@ -189,7 +190,7 @@ def evaluate(
         else candidate_worker(task, backend_name, unsandboxed)
     )
     with runner as worker:
-        for size in sizes:
+        for index, size in enumerate(sizes):
             job = {
                 "task": task.ref,
                 "source": source,
@@ -211,6 +212,8 @@ def evaluate(
             say(f"{task.name} {size.label}: reference")
             # Before the worker takes the size: its cost is not the candidate's.
             refs = size_references(task, size, job, secret)
+            if backend_name == "sim":
+                job["schedule_seeds"] = schedule_seeds(secret, index)
             job["output_bytes"] = sum(v.nbytes for v in refs[0].outputs.values())  # read no more
             under = f" under compute-sanitizer {sanitize}" if sanitize else ""
             say(f"{task.name} {size.label}: running on {backend_name}{under}")

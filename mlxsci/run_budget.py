@@ -11,6 +11,8 @@ mlxsci/evaluation.py so that the protocol's numbers sit in one place that
 
 from __future__ import annotations
 
+import numpy as np
+
 from mlxsci.results import Evaluation
 
 # (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
@@ -39,6 +41,20 @@ def input_seeds(seed: int, n_warmup: int, n_measure: int) -> list[int]:
     at most INPUT_SETS."""
     turns = max(0, n_warmup - 1) + n_measure
     return [(seed + k) % 2**63 for k in range(max(1, min(INPUT_SETS, turns)))]
+
+
+# Shuffled thread orders the simulator's race check runs per size beside the
+# reversed one (mlxsci.worker.schedule_plan).
+SHUFFLED_SCHEDULES = 2
+
+
+def schedule_seeds(seed: int, size_index: int) -> list[int]:
+    """The seeds of a size's shuffled orders, drawn from the evaluation's
+    secret seed (so --input-seed replays them too) and the size's place."""
+    words = np.random.default_rng([seed, size_index, 0x5C4ED]).integers(
+        0, 2**63, SHUFFLED_SCHEDULES
+    )
+    return [int(w) for w in words]
 
 
 # A sanitized worker runs slower (every memory access is checked), so the

@@ -123,7 +123,7 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
     on the order is a race one order would hide. Returns, per schedule, its
     record for result.json and its outputs where they differ bitwise from
     `verified` (else None). A fault only in another order says so."""
-    own = backend.schedule, getattr(backend, "schedule_seed", 0)
+    own = backend.schedule, backend.schedule_seed
     records, differing = [], []
     for schedule, seed in schedule_plan(job, backend):
         backend.schedule, backend.schedule_seed = schedule, seed or 0

@@ -576,3 +576,23 @@ def test_timeout():
             threadgroup=(1, 1, 1),
         )
     assert e.value.kind == "timeout"
+
+
+def test_clock64_starts_again_at_every_launch(backend):
+    """clock64() counts calls within a launch only: a kernel cannot number its
+    launches with it (and so tell a timed run from a check that comes after)."""
+    src = """
+        if (threadIdx.x == 0) o[0] = (float)clock64();
+    """
+    k = make(backend, "clock_probe", [], ["o"], src)
+    seen = []
+    for _ in range(3):
+        (o,) = k(
+            inputs=[],
+            output_shapes=[(1,)],
+            output_dtypes=[mx.float32],
+            grid=(32, 1, 1),
+            threadgroup=(32, 1, 1),
+        )
+        seen.append(float(np.asarray(o)[0]))
+    assert seen == [seen[0]] * 3

@@ -89,8 +89,11 @@ class SimBackend(Backend):
             force_fibers = os.environ.get("MLXSCI_SIM_FIBERS", "") not in ("", "0")
         self.force_fibers = bool(force_fibers)
         # The order threads run in (runtime/sim_runtime.h, __SIM_SCHEDULE_*): 0 in order,
-        # 1 reversed. The worker verifies once more under 1 to expose races.
+        # 1 reversed, 2 shuffled from schedule_seed (which moves on one step per
+        # launch: abi.next_schedule_seed). The worker verifies once more under
+        # the other orders to expose races (mlxsci.worker.run_schedules).
         self.schedule = int(os.environ.get("MLXSCI_SIM_SCHEDULE", "0") or 0)
+        self.schedule_seed = 0
         # (kernel name, modeled seconds, host CPU seconds) of every launch while
         # the sim timer records (mlxsci.timers.SimTimer); None when nobody listens.
         self.activity: list | None = None

@@ -206,6 +206,8 @@ def writable_state(table: list[Symbol]) -> list[str]:
             and s.section not in RUNTIME_DATA_SECTIONS
             and not s.section.startswith(_RELRO)
             and not RUNTIME_OBJECTS.fullmatch(s.name)
+            # the dynamic shared memory's binding: a reference, set once at load
+            and s.name not in GLUE_DEFINITIONS
         }
     )
 

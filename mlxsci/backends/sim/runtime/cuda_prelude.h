@@ -329,9 +329,8 @@ static __SIM_CU_ALWAYS void __threadfence() {}
 static __SIM_CU_ALWAYS void __threadfence_block() {}
 static __SIM_CU_ALWAYS void __threadfence_system() {}
 static __SIM_CU_ALWAYS void __nanosleep(unsigned) {}
-static long long __sim_cu_clock;
-static __SIM_CU_ALWAYS long long clock64() { return ++__sim_cu_clock; }
-static __SIM_CU_ALWAYS long long __sim_cu_clock32() { return ++__sim_cu_clock; }
+static __SIM_CU_ALWAYS long long clock64() { return ++__sim_launch_clock; }
+static __SIM_CU_ALWAYS long long __sim_cu_clock32() { return ++__sim_launch_clock; }
 #define clock() ((int)::__sim_cu_clock32())
 static __SIM_CU_ALWAYS void __trap() { __builtin_trap(); }
 static __SIM_CU_ALWAYS void __brkpt() { __builtin_trap(); }

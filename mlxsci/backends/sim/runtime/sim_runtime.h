@@ -320,8 +320,14 @@ template <class P> struct __sim_bind { static P get(void* p) { return *(P*)p; } 
 template <class T> struct __sim_bind<T*> { static T* get(void* p) { return (T*)p; } };
 template <class T> struct __sim_bind<T&> { static T& get(void* p) { return *(T*)p; } };
 
+// What CUDA's clock64() counts on the simulator: calls within one launch. It
+// starts again at every launch, so a kernel cannot count launches with it
+// (tell a timed run from a check by how many came before).
+static long long __sim_launch_clock;
+
 #define __SIM_DEFINE_ENTRY(THREAD_FN)                                              \
     __SIM_EXPORT int64_t __sim_entry(__SimLaunch* L, __SimResult* R) {             \
+        __sim_launch_clock = 0;                                                    \
         L->tgmem = __start_sim_tgmem;                                              \
         L->tgmem_size = (int64_t)(__stop_sim_tgmem - __start_sim_tgmem);           \
         __sim_tg_register(__start_sim_tgarrays, __stop_sim_tgarrays);              \
