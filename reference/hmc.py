@@ -8,6 +8,26 @@ sum(accept_cnt) / (K T) in [0.45, 0.999]. The reported error is
 max(mean_err / 0.15, cov_err / 0.30, acc_excess) and passing requires all
 three checks, so an acceptance of 0.9995 fails although its error is 0.5.
 
+The statistics alone pass a kernel that does no sampling: the start is drawn
+from N(0, 4 Sigma), so halving it once (and counting 9 acceptances in 10) is a
+perfect sample. Two checks beyond Metal-Sci's close that gap:
+- mixing (`start_correlation`): the largest canonical-style correlation between
+  the whitened start and the whitened final q, sigma_max(R) with
+  R_ij = corr(z0_i, zT_j) over chains, must stay <= MIX_TOL + 3 sqrt(d / K)
+  (the 3 sqrt(d/K) covers the noise of a d x d sample correlation, ~2 sqrt(d/K));
+  a start only scaled, negated or permuted in the whitened basis keeps it at 1.
+- replay (`replay_agreement`): `solve` runs `sample`, the fp32 mirror, from the
+  same start with the same PRNG seed, and at least REPLAY_MIN of the chains must
+  end where the mirror's do (every coordinate within 1e-3 (1 + |q_ref|), and an
+  acceptance count within 2 of the mirror's). The draws are the spec's
+  counter-based RNG, so a correct kernel follows the mirror chain by chain; a
+  float difference that flips one Metropolis decision moves that chain off and
+  the shared momenta pull it back (the leapfrog map contracts a difference), so
+  correct kernels agree on ~99.9 % of chains. Sampling from another stream, from
+  the target directly, or faking the counts fails.
+`error` skips the two when the reference outputs hold no start (unit tests of
+the statistics alone).
+
 `solve` rebuilds the target covariance from the spec's construction (not from
 the task's inputs) and cross-checks it against the precision matrix it is given.
 `sample` is a vectorised fp32 mirror of the kernel (same counter-based RNG and
@@ -23,6 +43,10 @@ ERROR_KIND = "hmc_stats"
 MEAN_TOL = 0.15
 COV_TOL = 0.30
 ACC_LO, ACC_HI = 0.45, 0.999
+MIX_TOL = 0.3  # plus 3 sqrt(d / K) of sampling noise
+REPLAY_MIN = 0.9  # fraction of chains that must agree with the mirror
+REPLAY_RTOL = 1e-3
+REPLAY_COUNT_SLACK = 2
 TARGET_SEED = 0xC0FFEE
 RNG_SEED = 0xCAFEBEEF
 GOLDEN = 0x9E3779B9
@@ -118,13 +142,52 @@ def statistics(q, accept_cnt, sigma, T: int) -> dict:
     }
 
 
+def mix_limit(d: int, K: int) -> float:
+    return MIX_TOL + 3.0 * float(np.sqrt(d / K))
+
+
+def start_correlation(q_start, q, sigma) -> float:
+    """sigma_max of the chains' correlation matrix between the start and the final
+    q, both whitened by Sigma (its eigenbasis, scaled to unit variance)."""
+    lam, vecs = np.linalg.eigh(np.asarray(sigma, dtype=np.float64))
+    w = vecs / np.sqrt(lam)
+    z0 = np.asarray(q_start, dtype=np.float64) @ w
+    zt = np.asarray(q, dtype=np.float64) @ w
+    z0 = z0 - z0.mean(axis=0)
+    zt = zt - zt.mean(axis=0)
+    n0 = np.linalg.norm(z0, axis=0)
+    nt = np.linalg.norm(zt, axis=0)
+    if not (np.all(n0 > 0) and np.all(nt > 0)):
+        return 1.0  # a coordinate constant over the chains: nothing moved there
+    r = (z0 / n0).T @ (zt / nt)
+    return float(np.linalg.norm(r, 2))
+
+
+def replay_agreement(q, accept_cnt, q_ref, acc_ref) -> float:
+    """Fraction of chains whose final q and acceptance count match the mirror's."""
+    q = np.asarray(q, dtype=np.float64)
+    q_ref = np.asarray(q_ref, dtype=np.float64)
+    close = np.all(np.abs(q - q_ref) <= REPLAY_RTOL * (1.0 + np.abs(q_ref)), axis=1)
+    counts = np.abs(np.asarray(accept_cnt, dtype=np.int64) - np.asarray(acc_ref, dtype=np.int64))
+    return float(np.mean(close & (counts <= REPLAY_COUNT_SLACK)))
+
+
 def solve(inputs, params):
     d = params["d"]
     sigma, prec = target(d)
     # The checker's target must be the one the task samples: A Sigma = I.
     if not np.allclose(np.asarray(inputs["A"], np.float64) @ sigma, np.eye(d), atol=1e-4):
         raise ValueError("hmc inputs: A is not the inverse of the reference target covariance")
-    return {"Sigma": sigma}
+    q0 = np.asarray(inputs["q_in"], dtype=np.float32)
+    q, acc = sample(
+        q0,
+        inputs["A"],
+        params["T"],
+        L=int(inputs["L"]),
+        eps=float(inputs["eps"]),
+        seed=int(inputs["seed"]),
+    )
+    return {"Sigma": sigma, "q_start": q0, "q": q, "accept_cnt": acc}
 
 
 def tolerance(ref, params):
@@ -145,4 +208,19 @@ def error(outputs, ref_outputs, params):
         f"cov_err={s['cov_err']:.4f} (<= {COV_TOL}), "
         f"acceptance={s['acceptance']:.4f} (in [{ACC_LO}, {ACC_HI}])]"
     )
-    return s["error"], s["passed"], kind
+    if not s["passed"] or "q_start" not in ref_outputs:
+        return s["error"], s["passed"], kind
+    limit = mix_limit(d, K)
+    corr = start_correlation(ref_outputs["q_start"], q, ref_outputs["Sigma"])
+    if corr > limit:
+        why = f"hmc_not_mixed[start_correlation={corr:.4f} (<= {limit:.4f})]"
+        return max(s["error"], corr / limit), False, why
+    agree = replay_agreement(q, acc, ref_outputs["q"], ref_outputs["accept_cnt"])
+    if agree < REPLAY_MIN:
+        why = (
+            f"hmc_replay[agreement={agree:.4f} (>= {REPLAY_MIN}): final q or acceptance "
+            "counts differ from the spec's chains with the same PRNG draws]"
+        )
+        return max(s["error"], (1.0 - agree) / (1.0 - REPLAY_MIN)), False, why
+    err = max(s["error"], corr / limit, (1.0 - agree) / (1.0 - REPLAY_MIN))
+    return err, True, kind

@@ -25,7 +25,12 @@ def test_tolerance_matches_spec(label, tol):
     s = size(label)
     ref = REF.solve(TASK.make_inputs(s.params), s.params)
     assert ref["pos"].shape == (s.params["N"], 3) and ref["pos"].dtype == np.float32
-    assert REF.tolerance(ref, s.params) == pytest.approx(tol, abs=5e-7)
+    # Metal-Sci's 1e-3 + 1e-3 max|ref| as the spec gives it, bounded by the
+    # force-driven displacement (reference/nbody.py): far tighter at these sizes.
+    scale = float(np.max(np.abs(ref["pos"])))
+    assert 1e-3 + 1e-3 * scale == pytest.approx(tol, abs=5e-7)
+    forces = REF.FORCE_RTOL * float(ref["force_disp"]) + 1e-5 * scale
+    assert REF.tolerance(ref, s.params) == pytest.approx(forces) and forces < tol / 10
 
 
 def test_flop_model_matches_spec():

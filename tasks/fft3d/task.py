@@ -111,8 +111,8 @@ TASK = Task(
     # N^1.5 a run (unnormalised), so fp32 overflows after about 12 runs at N = 128.
     chain={"in_data": "data"},
     regime="R6 butterfly (3 axis passes)",
-    check="max abs of re and im",
-    tolerance="1e-3 + 1e-3 * max|ref|",
+    check="max abs of re and im; relative RMS over all coefficients",
+    tolerance="1e-3 + 1e-3 * max|ref|; relative RMS 5e-5",
     model="96 N^3 bytes (Metal-Sci's; physically 48 N^3)",
     folder=Path(__file__).parent,
 )

