@@ -18,14 +18,19 @@ perfect sample. Two checks beyond Metal-Sci's close that gap:
   a start only scaled, negated or permuted in the whitened basis keeps it at
   ~1 + 2 sqrt(d / K) (an empirical correlation matrix of the start itself).
 - replay (`replay_agreement`): `solve` runs `sample`, the fp32 mirror, from the
-  same start with the same PRNG seed, and at least REPLAY_MIN of the chains must
+  same start with the same PRNG seed, and all but max(3, 3 % of K) chains must
   end where the mirror's do (every coordinate within 1e-3 (1 + |q_ref|), and an
   acceptance count within 2 of the mirror's). The draws are the spec's
   counter-based RNG, so a correct kernel follows the mirror chain by chain; a
   float difference that flips one Metropolis decision moves that chain off and
   the shared momenta pull it back (the leapfrog map contracts a difference), so
-  correct kernels agree on ~99.9 % of chains. Sampling from another stream, from
-  the target directly, or faking the counts fails.
+  correct kernels agree on ~99.9 % of chains (a float64 sampler: >= 99.9 % over
+  300 seeds at smoke and 12 at d32; one whose dH is off by a random 1e-5 |H|,
+  ~10x fp32 rounding or fast-math log/cos: >= 99.5 % at smoke, >= 98.5 % at
+  d32). Sampling from another stream, from the target directly, with fewer
+  leapfrog steps, or faking the counts fails (~0 % agree). Not caught: half
+  precision in one energy term (~98 % agree), inside the allowance kept for
+  other float rounding on real devices.
 `error` skips the two when the reference outputs hold no start (unit tests of
 the statistics alone).
 
@@ -46,7 +51,8 @@ MEAN_TOL = 0.15
 COV_TOL = 0.30
 ACC_LO, ACC_HI = 0.45, 0.999
 MIX_TOL = 0.3  # plus 3 sqrt(d / K) of sampling noise
-REPLAY_MIN = 0.9  # fraction of chains that must agree with the mirror
+REPLAY_MISS = 0.03  # fraction of chains that may end away from the mirror's,
+REPLAY_MISS_CHAINS = 3  # or this many, whichever is more
 REPLAY_RTOL = 1e-3
 REPLAY_COUNT_SLACK = 2
 TARGET_SEED = 0xC0FFEE
@@ -165,6 +171,11 @@ def start_correlation(q_start, q, sigma) -> float:
     return float(np.linalg.norm(r, 2))
 
 
+def replay_allowance(K: int) -> float:
+    """Fraction of K chains that may disagree with the mirror."""
+    return max(REPLAY_MISS, REPLAY_MISS_CHAINS / K)
+
+
 def replay_agreement(q, accept_cnt, q_ref, acc_ref) -> float:
     """Fraction of chains whose final q and acceptance count match the mirror's."""
     q = np.asarray(q, dtype=np.float64)
@@ -218,11 +229,12 @@ def error(outputs, ref_outputs, params):
         why = f"hmc_not_mixed[start_correlation={corr:.4f} (<= {limit:.4f})]"
         return max(s["error"], corr / limit), False, why
     agree = replay_agreement(q, acc, ref_outputs["q"], ref_outputs["accept_cnt"])
-    if agree < REPLAY_MIN:
+    missed = (1.0 - agree) / replay_allowance(K)
+    if missed > 1.0:
         why = (
-            f"hmc_replay[agreement={agree:.4f} (>= {REPLAY_MIN}): final q or acceptance "
-            "counts differ from the spec's chains with the same PRNG draws]"
+            f"hmc_replay[agreement={agree:.4f} (>= {1.0 - replay_allowance(K):.4f}): final q "
+            "or acceptance counts differ from the spec's chains with the same PRNG draws]"
         )
-        return max(s["error"], (1.0 - agree) / (1.0 - REPLAY_MIN)), False, why
-    err = max(s["error"], corr / limit, (1.0 - agree) / (1.0 - REPLAY_MIN))
+        return max(s["error"], missed), False, why
+    err = max(s["error"], corr / limit, missed)
     return err, True, kind

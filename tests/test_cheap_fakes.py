@@ -80,6 +80,11 @@ def test_hmc_two_leapfrog_steps_is_caught():
     assert_caught(smoke_eval("hmc", source), "hmc_replay[")
 
 
+def test_hmc_replay_allowance():
+    assert hmc_ref.replay_allowance(16384) == pytest.approx(0.03)
+    assert hmc_ref.replay_allowance(50) == pytest.approx(0.06)  # 3 chains
+
+
 def test_hmc_mirror_passes_every_check_for_many_seeds():
     # The kernel's own computation (the fp32 mirror is what solve replays) passes,
     # and so does a sampler in float64 (other rounding, other Metropolis flips).
@@ -91,7 +96,7 @@ def test_hmc_mirror_passes_every_check_for_many_seeds():
     q64, acc64 = sample_fp64(inputs, HMC_SMOKE)
     err, passed, kind = hmc_ref.error({"q": q64, "accept_cnt": acc64}, ref, HMC_SMOKE)
     assert passed, kind
-    assert hmc_ref.replay_agreement(q64, acc64, ref["q"], ref["accept_cnt"]) > 0.98
+    assert hmc_ref.replay_agreement(q64, acc64, ref["q"], ref["accept_cnt"]) > 0.995
 
 
 def sample_fp64(inputs, params):
