@@ -34,6 +34,7 @@ from mlxsci.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.noise import run_noise
 from mlxsci.reference_store import Reference, get_reference, verdict
 from mlxsci.results import SizeResult
+from mlxsci.run_outputs import outputs_digest, same_bits, unwritten_count
 from mlxsci.task import Size, Task
 from mlxsci.verdicts import NOISE_FLOOR
 from mlxsci.worker_io import MAX_SCHEDULES, schedule_file
@@ -161,6 +162,7 @@ def check_size(
     device_name: str,
     ref: Reference | None = None,
     rotation_refs: list | None = None,
+    job: dict | None = None,
 ) -> SizeResult:
     """Every integrity check of one size, against the trusted reference (loaded
     from the cache unless the caller already holds it), and the references of
@@ -171,7 +173,16 @@ def check_size(
     field of the wrong type) fails the size, never the parent."""
     try:
         return _check_size(
-            task, size, result, jobdir, roof, backend_name, device_name, ref, rotation_refs or []
+            task,
+            size,
+            result,
+            jobdir,
+            roof,
+            backend_name,
+            device_name,
+            ref,
+            rotation_refs or [],
+            job,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError,
             zipfile.BadZipFile) as exc:  # fmt: skip
@@ -189,12 +200,15 @@ def _check_size(
     device_name: str,
     ref: Reference | None,
     rotation_refs: list,
+    job: dict | None,
 ) -> SizeResult:
     out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
     out.timings = result.get("timings", {})
     ref = ref or get_reference(task, size.params)
     out.tol = ref.tolerance
     verified = _load_npz(jobdir / "verified.npz")
+    if job and job.get("every_output"):
+        result = own_findings(result, jobdir, verified, job)
     out.error, passed, kind = verdict(task.name, verified, ref, size.params)
     problems = []
     if result.get("input_checksums_before") != ref.input_checksums:
@@ -224,6 +238,8 @@ def _check_size(
         if not last_ok:
             problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
     problems += _rotation_problems(task, size, result, jobdir, rotation_refs, out.flags)
+    if job and job.get("every_output"):
+        problems += _unchecked_runs(result, jobdir, len(rotation_refs) + 1, out.flags)
     if not passed:
         problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
     race = _schedule_race(task, size, result, jobdir, ref, verified)  # the simulator's orders
@@ -333,6 +349,50 @@ def implausibility(out: SizeResult) -> str | None:
         f"than {floor * 1e3:.4g} ms ({limit:.3g}x: {CACHE_MARGIN:.0%} cache margin, "
         f"noise {noise_allowance(out.noise):.1%})"
     )
+
+
+def own_findings(result: dict, jobdir: Path, verified: dict, job: dict) -> dict:
+    """The worker's result with what the parent can find out itself from the
+    outputs the worker sent back (job "every_output", the simulator, where
+    the worker's process runs the candidate's native code and so could
+    write any result): the unwritten counts (the second verification run),
+    whether the last timed run on the first set gave the verified bits, and
+    whether each other order's run did, for every order the job planned."""
+    result = dict(result)
+    second = _load_npz(jobdir / "second.npz")
+    result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
+    result["last_equals_verified"] = same_bits(_load_npz(jobdir / "last.npz"), verified)
+    planned = 1 + len(job.get("schedule_seeds") or ())
+    told = result.get("schedules")
+    told = told if isinstance(told, list) and len(told) == planned else [{}] * planned
+    result["schedules"] = [
+        {
+            "order": run.get("order") if isinstance(run, dict) else None,
+            "seed": run.get("seed") if isinstance(run, dict) else None,
+            "equals_verified": same_bits(_load_npz(jobdir / schedule_file(k)), verified),
+        }
+        for k, run in enumerate(told, start=1)
+    ]
+    return result
+
+
+def _unchecked_runs(result: dict, jobdir: Path, sets: int, flags: list) -> list[str]:
+    """Every warm-up and timed run gave the same bits as its set's checked
+    run (the simulator's runs do, run after run): a kernel that does less
+    work in the runs it believes unchecked fails."""
+    digests = result.get("run_digests")
+    if not isinstance(digests, list) or len(digests) != sets:
+        raise ValueError("the worker sent no digest of its runs' outputs")
+    files = ["last.npz"] + [f"timed_{k}.npz" for k in range(1, sets)]
+    for k, (name, seen) in enumerate(zip(files, digests), start=1):
+        checked = outputs_digest(_load_npz(jobdir / name))
+        if not isinstance(seen, list) or any(d != checked for d in seen):
+            flags.append("unchecked_run_differs")
+            return [
+                f"a warm-up or timed run on input set {k} gave other outputs than the "
+                "run that was checked (the simulator's runs give the same bits every time)"
+            ]
+    return []
 
 
 def failed_size(size: Size, task: Task, reason: str, flag: str) -> SizeResult:

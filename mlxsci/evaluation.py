@@ -214,6 +214,9 @@ def evaluate(
             refs = size_references(task, size, job, secret)
             if backend_name == "sim":
                 job["schedule_seeds"] = schedule_seeds(secret, index)
+                # The candidate's native code runs in the worker: the parent
+                # finds out what it can from outputs (checks.own_findings).
+                job["every_output"] = True
             job["output_bytes"] = sum(v.nbytes for v in refs[0].outputs.values())  # read no more
             under = f" under compute-sanitizer {sanitize}" if sanitize else ""
             say(f"{task.name} {size.label}: running on {backend_name}{under}")
@@ -240,7 +243,16 @@ def evaluate(
                     )
                 else:
                     res = check_size(
-                        task, size, result, jobdir, roof, backend_name, device["name"], *refs
+                        task,
+                        size,
+                        result,
+                        jobdir,
+                        roof,
+                        backend_name,
+                        device["name"],
+                        refs[0],
+                        refs[1],
+                        job=job,
                     )
             finally:
                 shutil.rmtree(jobdir, ignore_errors=True)

@@ -67,36 +67,24 @@ from mlxsci.launch_expr import LaunchExprError
 from mlxsci.lifeline import Lifeline
 from mlxsci.noise import run_noise
 from mlxsci.reference_store import input_checksums
+from mlxsci.run_outputs import (
+    SENTINEL_A,
+    SENTINEL_B,
+    same_bits,
+    to_numpy,
+    unwritten_count,
+)
 from mlxsci.task import load_task
 from mlxsci.timers import Work, median_kernels
 from mlxsci.worker_io import MAX_SCHEDULES, schedule_file
 from mlxsci.worker_runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
 
-# Two poison values for outputs. An element equal to sentinel A in the first
-# verification run and to sentinel B in the second was never written.
-SENTINEL_A = float("nan")
-SENTINEL_B = -1.25e30
-INT_SENTINEL_A = 0x5A
-INT_SENTINEL_B = 0x25
 # SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*), and
 # how many shuffled orders a size's extra verification runs take when the
 # job names no seeds (each is one more pipeline run at the size).
 FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
 SCHEDULE_NAMES = {FORWARD_SCHEDULE: "forward", REVERSED_SCHEDULE: "reversed"}
 SHUFFLED_RUNS = 2
-
-
-def sentinels_for(dtype: np.dtype) -> tuple[float, float]:
-    if np.issubdtype(dtype, np.floating):
-        return SENTINEL_A, SENTINEL_B
-    return INT_SENTINEL_A, INT_SENTINEL_B
-
-
-def unwritten_count(a: np.ndarray, b: np.ndarray) -> int:
-    sa, sb = sentinels_for(a.dtype)
-    hit_b = b == np.array(sb).astype(b.dtype)
-    hit_a = np.isnan(a) if np.isnan(sa) else a == np.array(sa).astype(a.dtype)
-    return int(np.count_nonzero(hit_a & hit_b))
 
 
 def schedule_plan(job: dict, backend) -> list[tuple[int, int | None]]:
@@ -122,7 +110,8 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
     threadgroups nor simdgroups without a barrier, so a result that depends
     on the order is a race one order would hide. Returns, per schedule, its
     record for result.json and its outputs where they differ bitwise from
-    `verified` (else None). A fault only in another order says so."""
+    `verified` (else None; all of them with job "every_output"). A fault
+    only in another order says so."""
     own = backend.schedule, backend.schedule_seed
     records, differing = [], []
     for schedule, seed in schedule_plan(job, backend):
@@ -144,19 +133,9 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
         same = same_bits(outputs, verified)
         order = SCHEDULE_NAMES.get(schedule, "shuffled")
         records.append({"order": order, "seed": seed, "equals_verified": same})
-        differing.append(None if same else outputs)
+        # every one when the parent compares them itself (job "every_output")
+        differing.append(None if same and not job.get("every_output") else outputs)
     return records, differing
-
-
-def to_numpy(outputs: dict) -> dict:
-    return {k: np.array(v) for k, v in outputs.items()}
-
-
-def same_bits(a: dict, b: dict) -> bool:
-    return all(
-        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes()
-        for k in a
-    )
 
 
 def error_record(exc: BaseException, backend) -> dict:
@@ -203,7 +182,8 @@ def run_job(job: dict, outdir: Path) -> dict:
             backend, task, candidate, params, job["filename"], job.get("param_overrides")
         )
         work = pipeline_work(task, launcher, inputs, params, backend)
-        rotation = Rotation(work, sets)
+        every_output = bool(job.get("every_output"))  # the parent checks them itself
+        rotation = Rotation(work, sets, digests=every_output)
 
         result["phase"] = "compile"
         t = time.perf_counter()
@@ -269,8 +249,11 @@ def run_job(job: dict, outdir: Path) -> dict:
 
         np.savez(outdir / "verified.npz", **verified)
         result["last_equals_verified"] = same_bits(last, verified)
-        if not result["last_equals_verified"]:
+        if every_output or not result["last_equals_verified"]:
             np.savez(outdir / "last.npz", **last)
+        if every_output:
+            np.savez(outdir / "second.npz", **second)
+            result["run_digests"] = rotation.digests
         # The last timed run of every other input set, checked by the parent
         # against that set's reference (a set no timed run took has none).
         result["rotation_timed"] = [r is not None for r in others]

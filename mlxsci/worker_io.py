@@ -177,7 +177,7 @@ def schedule_file(k: int) -> str:
 
 
 # The files of outputs a worker leaves beside its result (mlxsci.worker).
-OUTPUT_FILES = ("verified.npz", "last.npz") + tuple(
+OUTPUT_FILES = ("verified.npz", "second.npz", "last.npz") + tuple(
     schedule_file(k) for k in range(1, MAX_SCHEDULES + 1)
 )
 # An output file's bytes beyond the outputs' own: the archive's headers.

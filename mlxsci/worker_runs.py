@@ -10,6 +10,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from mlxsci.reference_store import input_checksums
+from mlxsci.run_outputs import outputs_digest, to_numpy
 from mlxsci.timers import Work, default_timer_name, make_timer, settle
 
 
@@ -44,12 +45,16 @@ class Rotation:
     that keeps what it computed for one input, or keys anything on a
     pointer, gains nothing. Keeps the results of the last run of each set:
     the parent checks them against that set's reference (job
-    "input_seeds"; one set, the fixed inputs, when the job names none)."""
+    "input_seeds"; one set, the fixed inputs, when the job names none).
+    With `digests` (the simulator, whose runs give the same bits every
+    time), also a digest of every run's outputs, per set: the parent asks
+    each to equal its set's checked run, so no run may do less work."""
 
-    def __init__(self, work: Work, sets: list):
+    def __init__(self, work: Work, sets: list, digests: bool = False):
         self.work, self.sets = work, sets
         self.runs = 0
         self.last: list = [None] * len(sets)
+        self.digests: list | None = [[] for _ in sets] if digests else None
 
     def time(self, timer):
         k = self.runs % len(self.sets)
@@ -57,6 +62,8 @@ class Rotation:
         self.work.inputs = self.sets[k]
         timing = timer.time(self.work)
         self.last[k] = timing.results
+        if self.digests is not None:
+            self.digests[k].append(outputs_digest(to_numpy(timing.results)))
         return timing
 
 

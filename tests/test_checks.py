@@ -9,6 +9,7 @@ from mlxsci.reference_store import get_reference, max_abs_error, verdict
 from mlxsci.results import geometric_mean
 from mlxsci.roofline import Roofline, metal_sci_ceiling
 from mlxsci.run_budget import input_seeds
+from mlxsci.run_outputs import outputs_digest
 from mlxsci.task import load_task
 
 TASK = load_task("saxpy")
@@ -225,3 +226,67 @@ def test_inputs_of_other_sets_are_checked(tmp_path):
     result["rotation_checksums_before"] = [refs[2].input_checksums, refs[1].input_checksums]
     res = check_rotated(result, tmp_path, refs)
     assert not res.correct and "differ from the reference inputs" in res.fail_reason
+
+
+def worker_says_all_is_well(tmp_path, refs, verified, second, last, schedules):
+    """A simulator job's result whose worker claims everything matched, beside
+    the outputs it really sent back (job "every_output")."""
+    result = rotated_result(tmp_path, refs)
+    np.savez(tmp_path / "verified.npz", **verified)
+    np.savez(tmp_path / "second.npz", **second)
+    np.savez(tmp_path / "last.npz", **last)
+    for k, outputs in enumerate(schedules, start=1):
+        np.savez(tmp_path / f"schedule_{k}.npz", **outputs)
+    digests = [outputs_digest(last)] + [outputs_digest(r.outputs) for r in refs[1:]]
+    result.update(
+        unwritten={"y": 0},
+        last_equals_verified=True,
+        schedules=[{"order": "reversed", "seed": None, "equals_verified": True}]
+        + [{"order": "shuffled", "seed": 5, "equals_verified": True}],
+        run_digests=[[d, d] for d in digests],
+    )
+    return result
+
+
+SIM_JOB = {"every_output": True, "schedule_seeds": [5]}
+
+
+def check_sim(result, tmp_path, refs):
+    return check_size(
+        TASK, SIZE, result, tmp_path, roofline(), "sim", "test", refs[0], refs[1:], job=SIM_JOB
+    )
+
+
+def test_on_the_simulator_the_parent_reads_the_outputs_not_the_workers_word(tmp_path):
+    refs = seeded_refs()
+    good = refs[0].outputs
+    clean = worker_says_all_is_well(tmp_path, refs, good, good, good, [good, good])
+    assert check_sim(clean, tmp_path, refs).correct
+    # unwritten: sentinel A then B at element 3, whatever the worker counted
+    a, b = dict(y=good["y"].copy()), dict(y=good["y"].copy())
+    a["y"][3], b["y"][3] = np.nan, -1.25e30
+    res = check_sim(worker_says_all_is_well(tmp_path, refs, a, b, a, [a, a]), tmp_path, refs)
+    assert "unwritten" in res.flags
+    # a last timed run that is wrong, though the worker said it equalled the verified one
+    wrong = dict(y=good["y"] + 1.0)
+    result = worker_says_all_is_well(tmp_path, refs, good, good, wrong, [good, good])
+    res = check_sim(result, tmp_path, refs)
+    assert not res.correct and "nondeterministic" in res.flags
+    # another order's run differs: a race, whatever equals_verified said
+    raced = dict(y=good["y"].copy())
+    raced["y"][7] = 1e6
+    res = check_sim(worker_says_all_is_well(tmp_path, refs, good, good, good, [good, raced]),
+                    tmp_path, refs)  # fmt: skip
+    assert not res.correct and "race" in res.flags
+
+
+def test_every_run_must_give_its_sets_checked_bits(tmp_path):
+    refs = seeded_refs()
+    good = refs[0].outputs
+    result = worker_says_all_is_well(tmp_path, refs, good, good, good, [good, good])
+    result["run_digests"][1][0] = "0" * 32  # one timed run on set 2 gave other outputs
+    res = check_sim(result, tmp_path, refs)
+    assert not res.correct and "unchecked_run_differs" in res.flags
+    del result["run_digests"]
+    res = check_sim(result, tmp_path, refs)
+    assert not res.correct and "could not be read" in res.fail_reason

@@ -183,3 +183,35 @@ def test_the_input_seed_never_reaches_a_prompt(tmp_path):
     prompts = "".join(p.read_text() for p in (tmp_path / "run").glob("*prompt*.md"))
     assert prompts and not any(str(s) in prompts for s in seeds)
     assert np.all([str(s) not in json.dumps(summary) for s in seeds])
+
+
+# Counts its launches in an uninitialised local on its (fiber) stack and does
+# the work only in launches it believes are checked: launch 0 and from 16 on.
+LAUNCH_COUNTER = """//! kernel saxpy
+//! grid = (1024, 1, 1)
+//! threadgroup = (32, 1, 1)
+volatile uint slot[2];
+uint c = slot[0];
+slot[0] = c + 1u;
+threadgroup_barrier(mem_flags::mem_none);
+if (thread_position_in_threadgroup.x != 0) {
+    return;
+}
+uint launch = c / threadgroups_per_grid.x;
+bool cheap = launch >= 1u && launch <= 15u;
+uint chunk = (N + 31u) / 32u;
+uint lo = threadgroup_position_in_grid.x * chunk;
+uint hi = min(N, lo + chunk);
+for (uint i = lo; i < hi; ++i) {
+    y_out[i] = cheap ? 7.0f : a * x[i] + y[i];
+}
+"""
+
+
+def test_a_local_cannot_count_launches():
+    """A reused fiber stack had kept an uninitialised local from launch to
+    launch: this kernel then knew which runs were timed (it wrote 7s there)
+    and failed only on the last timed run of each input set. Locals now
+    start as a fill pattern, so it counts nothing and always does the work."""
+    ev = mlxsci.evaluate("saxpy", LAUNCH_COUNTER, backend="sim", size_set="smoke")
+    assert ev.correct, ev.fail_reason

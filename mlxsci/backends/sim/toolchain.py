@@ -43,9 +43,15 @@ RUNTIME_SRC = RUNTIME_DIR / "sim_runtime.cpp"
 # machine; the simulator must give the same bits everywhere.
 # -g0: nothing reads the kernels' debug info (faults are located by the
 # runtime's own records), and writing it was a tenth of a compile.
+# -ftrivial-auto-var-init=pattern: a local without an initialiser starts as a
+# fill pattern, never as what the thread that used the same stack before left
+# there (fiber stacks are reused launch after launch: an uninitialised local
+# had counted launches, to tell timed runs from checked ones), and undefined
+# values are poison, as the simulator's other undefined memory is.
 CXX_FLAGS = (
     "-O2",
     "-g0",
+    "-ftrivial-auto-var-init=pattern",
     "-std=c++17",
     "-mcpu=baseline",
     "-ffp-contract=off",
