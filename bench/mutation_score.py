@@ -13,8 +13,8 @@ evaluates each on the simulator exactly as a candidate is evaluated
 (`mlxsci.evaluate(..., backend="sim")`; by default at the smoke sizes, then at
 the first in-distribution size for the mutants smoke lets through: half
 precision, for one, passes heat2d's 5 smoke steps and fails its 50) and sorts
-it (the seed itself is evaluated first; a seed that fails has its mutants
-reported as not run):
+it (the seed itself is evaluated first; a seed failing at these sizes has its mutants
+run at smoke where it passes there, else not run):
 
   stillborn   it does not compile (or parse): not a mutant the checks face
   killed      it compiles and the evaluation fails; the checks that fired are
@@ -49,6 +49,7 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -127,6 +128,31 @@ def evaluate_mutant(job: dict) -> dict:
         "sizes_run": [s.label for s in ev.sizes],
         "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def evaluate_all(jobs_list: list[dict], n: int):
+    """(job, record) for every job, in order, `n` at a time in spawned
+    processes. A process that dies (a crash in the parent side of an
+    evaluation) breaks the pool: the unfinished jobs go to a new one, and a
+    job that was in flight twice when that happened is recorded as an error."""
+    pending, tries = list(jobs_list), [0] * len(jobs_list)
+    index = {id(j): i for i, j in enumerate(jobs_list)}
+    while pending:
+        with ProcessPoolExecutor(max(n, 1), mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(evaluate_mutant, job) for job in pending]
+            done = 0
+            try:
+                for job, fut in zip(pending, futures):
+                    yield job, fut.result()
+                    done += 1
+            except BrokenProcessPool:
+                pass
+        pending = pending[done:]
+        for job in pending[: max(n, 1)]:  # the ones that were running
+            tries[index[id(job)]] += 1
+        while pending and tries[index[id(pending[0])]] >= 2:
+            why = "its evaluation process died twice (not a verdict of the checks)"
+            yield pending.pop(0), {"status": "error", "checks": [], "reason": why}
 
 
 def load_equivalents(path: Path = EQUIVALENTS) -> dict:
@@ -360,45 +386,35 @@ def main(tasks, dialects, operators, sizes, max_sites, jobs, timeout, out, only,
             f"{res['status']}{f' ({checks})' if checks else ''}"
         )
 
-    with ProcessPoolExecutor(max(jobs, 1), mp_context=get_context("spawn")) as pool:
-        # The seeds first: a mutant of a seed that fails at these sizes says
-        # nothing about the checks (its records say why it was not run).
-        pairs = sorted({(j["task"], j["dialect"]) for j in jobs_list})
-        seed_jobs = [
-            {
-                "task": t,
-                "dialect": d,
-                "text": seed_info(t, d).text,
-                "sizes": sizes,
-                "timeout": timeout,
-            }
-            for t, d in pairs
-        ]
-        failing, notes = {}, []
-        for job, res in zip(seed_jobs, pool.map(evaluate_mutant, seed_jobs)):
-            if res["status"] == "survived":
-                continue
-            key = (job["task"], job["dialect"])
-            note = f"{key[0]}/{key[1]}: the seed fails at {sizes}: {res['reason'][:300]}"
-            if (
-                sizes != "smoke"
-                and evaluate_mutant({**job, "sizes": "smoke"})["status"] == "survived"
-            ):
-                notes.append(note + "; its mutants ran at the smoke sizes only")
-                for j in jobs_list:
-                    if (j["task"], j["dialect"]) == key:
-                        j["sizes"] = "smoke"
-            else:
-                failing[key] = f"the seed itself fails: {res['reason']}"
-                notes.append(note + "; its mutants were not run")
-            say(notes[-1])
-        runnable = [j for j in jobs_list if (j["task"], j["dialect"]) not in failing]
-        for job in jobs_list:
-            why = failing.get((job["task"], job["dialect"]))
-            if why:
-                record(job, {"status": "error", "checks": [], "reason": why[:400]})
-        for job, res in zip(runnable, pool.map(evaluate_mutant, runnable)):
-            record(job, res)
+    # The seeds first: a mutant of a seed that fails at these sizes says
+    # nothing about the checks.
+    pairs = sorted({(j["task"], j["dialect"]) for j in jobs_list})
+    seed_jobs = [
+        {"task": t, "dialect": d, "text": seed_info(t, d).text, "sizes": sizes, "timeout": timeout}
+        for t, d in pairs
+    ]
+    failing, notes = {}, []
+    for job, res in evaluate_all(seed_jobs, jobs):
+        if res["status"] == "survived":
+            continue
+        key = (job["task"], job["dialect"])
+        note = f"{key[0]}/{key[1]}: the seed fails at {sizes}: {res['reason'][:300]}"
+        if sizes != "smoke" and evaluate_mutant({**job, "sizes": "smoke"})["status"] == "survived":
+            notes.append(note + "; its mutants ran at the smoke sizes only")
+            for j in jobs_list:
+                if (j["task"], j["dialect"]) == key:
+                    j["sizes"] = "smoke"
+        else:
+            failing[key] = f"the seed itself fails: {res['reason']}"
+            notes.append(note + "; its mutants were not run")
+        say(notes[-1])
+    for job in jobs_list:
+        why = failing.get((job["task"], job["dialect"]))
+        if why:
+            record(job, {"status": "error", "checks": [], "reason": why[:400]})
+    runnable = [j for j in jobs_list if (j["task"], j["dialect"]) not in failing]
+    for job, res in evaluate_all(runnable, jobs):
+        record(job, res)
     judge(records, load_equivalents())
     s = summary(records, sizes)
     s["seed_failures"] = notes
