@@ -289,11 +289,10 @@ def markdown(s: dict) -> str:
     if not s["survivors"]:
         lines.append("none")
     if s.get("seed_failures") or s.get("errors"):
-        lines += ["", "## Not run", ""]
+        lines += ["", "## Notes on this run", ""]
         lines += [f"- {why}" for why in s.get("seed_failures", [])]
-        lines.append(
-            f"- {s.get('errors', 0)} mutant(s) not evaluated (seed failures, harness errors)"
-        )
+        if s.get("errors"):
+            lines.append(f"- {s['errors']} mutant(s) not evaluated (seed failures, harness errors)")
     return "\n".join(lines) + "\n"
 
 
@@ -333,7 +332,24 @@ def find_mutant(ident: str) -> tuple[Mutant, str]:
 @click.option("--only", default=None,
               help="Only these mutant ids (comma-separated), or the survivors of a results JSON.")  # fmt: skip
 @click.option("--show", default=None, help="Print one mutant's diff (its id) and exit.")
-def main(tasks, dialects, operators, sizes, max_sites, jobs, timeout, out, only, show) -> None:
+@click.option("--relabel", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Re-read the equivalents for a results JSON's records, "
+              "rewrite its .json and .md (no evaluation) and exit.")  # fmt: skip
+def main(tasks, dialects, operators, sizes, max_sites, jobs, timeout, out, only, show, relabel):
+    if relabel:
+        old = json.loads(relabel.read_text())
+        records = old["records"]
+        for r in records:
+            r.pop("why", None), r.pop("note", None)
+            if r["status"] == "equivalent":
+                r["status"] = "survived"
+        judge(records, load_equivalents())
+        s = {**summary(records, old["sizes"]), "seed_failures": old.get("seed_failures", [])}
+        for name in ("machine", "mlxsci_commit", "date"):  # of the run, not of the relabel
+            s[name] = old[name]
+        write_results(s, relabel.parent, relabel.stem)
+        print(markdown(s))
+        return
     if show:
         m, seed_text = find_mutant(show)
         print(m.description)
