@@ -217,7 +217,7 @@ def evaluate(
                 # The candidate's native code runs in the worker: the parent
                 # finds out what it can from outputs (checks.own_findings).
                 job["every_output"] = True
-            job["output_bytes"] = sum(v.nbytes for v in refs[0].outputs.values())  # read no more
+            job["output_bytes"] = refs[0].result_bytes(task)  # read no more than a run returns
             under = f" under compute-sanitizer {sanitize}" if sanitize else ""
             say(f"{task.name} {size.label}: running on {backend_name}{under}")
             result, jobdir, tail = worker.run(job, size_timeout)

@@ -19,7 +19,7 @@ import io
 import json
 import math
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,18 @@ class Reference:
     outputs: dict  # result name -> np.ndarray
     tolerance: float
     input_checksums: dict  # input name -> checksum
+    input_bytes: dict = field(default_factory=dict)  # input name -> bytes
+
+    def result_bytes(self, task: Task) -> int:
+        """The bytes of every result a run returns: the outputs the reference
+        checks, and the results that only feed chained inputs (Task.chain:
+        each the shape and dtype of its input). What a worker may send back."""
+        extra = sum(
+            self.input_bytes.get(name, 0)
+            for name, result in task.chain.items()
+            if result not in self.outputs
+        )
+        return sum(v.nbytes for v in self.outputs.values()) + extra
 
 
 def _key(task: Task, params: dict) -> str:
@@ -68,7 +80,12 @@ def _parse_entry(data: bytes) -> Reference | None:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             meta = json.loads(str(z["__meta__"]))
             outputs = {k: np.asarray(z[k]) for k in meta["outputs"]}
-        return Reference(outputs, float(meta["tolerance"]), dict(meta["input_checksums"]))
+        return Reference(
+            outputs,
+            float(meta["tolerance"]),
+            dict(meta["input_checksums"]),
+            {k: int(v) for k, v in meta["input_bytes"].items()},
+        )
     except (OSError, EOFError, KeyError, TypeError, ValueError, zipfile.BadZipFile):
         return None
 
@@ -92,6 +109,7 @@ def get_reference(
         "outputs": sorted(ref.outputs),
         "tolerance": ref.tolerance,
         "input_checksums": ref.input_checksums,
+        "input_bytes": ref.input_bytes,
     }
     buf = io.BytesIO()
     arrays: dict[str, Any] = {"__meta__": np.array(json.dumps(meta)), **ref.outputs}
@@ -103,7 +121,12 @@ def get_reference(
 def _solve(task: Task, params: dict, inputs: dict) -> Reference:
     ref_module = load_reference(task.name)
     outputs = {k: np.asarray(v) for k, v in ref_module.solve(inputs, params).items()}
-    return Reference(outputs, float(ref_module.tolerance(outputs, params)), input_checksums(inputs))
+    return Reference(
+        outputs,
+        float(ref_module.tolerance(outputs, params)),
+        input_checksums(inputs),
+        {k: int(np.asarray(v).nbytes) for k, v in inputs.items()},
+    )
 
 
 def max_abs_error(out: np.ndarray, ref: np.ndarray) -> float:

@@ -215,3 +215,12 @@ def test_a_local_cannot_count_launches():
     start as a fill pattern, so it counts nothing and always does the work."""
     ev = mlxsci.evaluate("saxpy", LAUNCH_COUNTER, backend="sim", size_set="smoke")
     assert ev.correct, ev.fail_reason
+
+
+def test_results_that_only_feed_a_chain_come_back_whole():
+    """wave3d's run returns u and u_prev (which only feeds a chained run); the
+    bound on what the parent reads back once counted only u, so at 64^3 the
+    seed's own outputs were left out and it failed (every in-dist size)."""
+    size = load_task("wave3d").custom_size({"NX": 64, "NY": 64, "NZ": 64, "n_steps": 2})
+    ev = mlxsci.evaluate("wave3d", backend="sim", sizes=[size])
+    assert ev.correct, ev.fail_reason
