@@ -28,3 +28,32 @@ def solve(inputs, params):
 
 def tolerance(ref, params):
     return 1e-4 + 1e-5 * float(np.max(np.abs(ref["u"])))
+
+
+# Metal-Sci's tolerance bounds the largest error; a Laplacian rounded to half
+# precision stays under it (7e-5 against 1.05e-4) while it moves the whole
+# field. The relative RMS error over the field must also stay within RMS_TOL:
+# a float64 computation of the same steps is 1.6e-7 to 3.8e-7 from this
+# fp32 reference at every size (50x inside), the half Laplacian 1.5e-4.
+RMS_TOL = 2e-5
+ERROR_KIND = "max_abs"
+
+
+def error(outputs, ref_outputs, params):
+    """(max abs error, passed, kind): within Metal-Sci's tolerance and the
+    relative RMS error within RMS_TOL."""
+    ref = np.asarray(ref_outputs["u"], dtype=np.float64)
+    out = outputs.get("u")
+    if out is None or np.shape(out) != ref.shape:
+        return float("inf"), False, ERROR_KIND
+    diff = np.asarray(out, dtype=np.float64) - ref
+    err = float(np.max(np.abs(diff))) if diff.size else 0.0
+    if not np.isfinite(err):
+        return float("inf"), False, ERROR_KIND
+    if err > tolerance(ref_outputs, params):
+        return err, False, ERROR_KIND
+    norm = float(np.linalg.norm(ref))
+    rms = float(np.linalg.norm(diff)) / norm if norm > 0 else 0.0
+    if rms > RMS_TOL:
+        return err, False, f"wave_rms[relative_rms={rms:.3g} (<= {RMS_TOL:g})]"
+    return err, True, ERROR_KIND

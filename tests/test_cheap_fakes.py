@@ -21,6 +21,7 @@ from helpers import replace_once, smoke_eval
 from mlxsci.reference import fft3d as fft_ref
 from mlxsci.reference import hmc as hmc_ref
 from mlxsci.reference import nbody as nbody_ref
+from mlxsci.reference_store import get_reference
 from mlxsci.task import load_task
 
 FAKES = Path(__file__).parent / "data" / "fakes"
@@ -220,3 +221,35 @@ def test_fft3d_single_precision_fft_passes_for_many_seeds():
             err, passed, kind = fft_ref.error({"data": out}, ref, size.params)
             assert passed, (size.label, seed, kind)
             assert fft_ref.relative_rms(out, ref["data"]) < 0.02 * fft_ref.RMS_TOL
+
+
+def _wave_steps(inputs, params, lap_dtype, dtype=np.float32):
+    """wave3d's steps with the Laplacian held in `lap_dtype` (a kernel that
+    rounds it to half), in `dtype` arithmetic otherwise."""
+    prev = inputs["u_prev"].astype(dtype)
+    curr = inputs["u_curr"].astype(dtype)
+    alpha = dtype(inputs["alpha"])
+    for _ in range(params["n_steps"]):
+        nxt = curr.copy()
+        c = curr[1:-1, 1:-1, 1:-1]
+        s = (curr[1:-1, 1:-1, :-2] + curr[1:-1, 1:-1, 2:] + curr[1:-1, :-2, 1:-1]
+             + curr[1:-1, 2:, 1:-1] + curr[:-2, 1:-1, 1:-1] + curr[2:, 1:-1, 1:-1])  # fmt: skip
+        lap = (s - dtype(6.0) * c).astype(lap_dtype).astype(dtype)
+        nxt[1:-1, 1:-1, 1:-1] = dtype(2.0) * c - prev[1:-1, 1:-1, 1:-1] + alpha * lap
+        prev, curr = curr, nxt
+    return {"u": curr.astype(np.float32)}
+
+
+def test_wave3d_half_laplacian_fails_and_float64_passes():
+    from mlxsci.reference_store import verdict
+
+    task = load_task("wave3d")
+    size = task.size_set("smoke")[0]
+    for seed in (1, 2, 3):
+        ref = get_reference(task, size.params, seed=seed)
+        inputs = task.inputs(size.params, seed)
+        err, passed, kind = verdict("wave3d", _wave_steps(inputs, size.params, np.float16), ref,
+                                    size.params)  # fmt: skip
+        assert err <= ref.tolerance and not passed and kind.startswith("wave_rms")
+        honest = _wave_steps(inputs, size.params, np.float64, np.float64)
+        assert verdict("wave3d", honest, ref, size.params)[1]
