@@ -9,14 +9,21 @@ measurements:
 - the verified outputs (poisoned with two sentinels) against the reference,
   NaN-safe (err <= tol);
 - no output element left unwritten;
-- the last timed run's output (when it differs bitwise) also within tolerance;
+- the last timed run's output (when it differs bitwise) also within tolerance,
+  and the last timed run on each other input set against that set's own
+  reference (`_rotation_problems`, flag `timed_output_wrong`);
 - on the simulator, the verified outputs the same as those of the same run
   with the threads in other orders (reversed, and shuffled by seeds:
   mlxsci.worker.schedule_plan), each judged by schedule_race: a difference
-  that matters is a race;
+  that matters is a race; there the unwritten counts and these comparisons
+  are worked out here from the outputs sent back (`own_findings`), and every
+  warm-up and timed run must have given its set's checked bits
+  (`_unchecked_runs`, flag `unchecked_run_differs`);
 - every input's checksum before and after equal to the reference inputs';
-- the fraction of the roofline recomputed here from the raw seconds, and a
-  fraction above 1.0 of the measured roofline flagged `suspicious`.
+- the fraction of the roofline recomputed here from the raw seconds: above
+  `plausible_limit` (1.5 x (1 + noise), the noise counted 5-25 %) the size
+  is `implausible` (a physics floor; the evaluation then scores 0), above
+  1.0 within it flagged `suspicious`.
 Apart from the verb (mlxsci/evaluation.py) so that the rules of a verdict
 read in one place, and can be tested without a worker (tests/test_checks.py).
 """
