@@ -244,9 +244,6 @@ def _signal_crash(R: _Result, guards, dialect, where: str, details: dict) -> Ker
             extra = f": invalid address {R.addr:#x}{_uninitialised_hint(int(R.addr))}"
     elif R.sig == signal.SIGFPE:
         extra = ": arithmetic exception (integer division by zero?)"
-    elif R.sig == signal.SIGILL:
-        # the trap -fsanitize=array-bounds puts on every fixed-size array index
-        extra = ": an index past the end of a fixed-size array (a local array or a table)"
     return KernelFault("crash", f"{signame} in {where}{extra}", details)
 
 

@@ -52,11 +52,6 @@ CXX_FLAGS = (
     "-O2",
     "-g0",
     "-ftrivial-auto-var-init=pattern",
-    # An index past a fixed-size array (a thread's private array, a constant
-    # table) traps, where -O2 had deleted an out-of-bounds read as undefined
-    # and left the answer right; the runtime reports the trap as a fault.
-    "-fsanitize=array-bounds",
-    "-fsanitize-trap=array-bounds",
     "-std=c++17",
     "-mcpu=baseline",
     "-ffp-contract=off",
