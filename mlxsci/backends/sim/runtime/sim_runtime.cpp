@@ -891,6 +891,15 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
     }
 }
 
+// The threads of group `gid` per dimension: the launch's threadgroup size,
+// less where the grid ends inside the group (a partial last group).
+void group_size(const __SimLaunch* L, const uint32_t gid[3], uint32_t tsz[3]) {
+    for (int d = 0; d < 3; ++d) {
+        int64_t rest = L->grid[d] - (int64_t)gid[d] * L->tg[d];
+        tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
+    }
+}
+
 // The k-th of the indices 0..n-1 in the schedule's order (reversed or not).
 // The order of a launch's threadgroups: the k-th group to run, as its
 // position in the grid. In index order (x fastest), reversed (the last
@@ -923,10 +932,7 @@ void run_fibers(__SimLaunch* L) {
         uint32_t gid[3];
         order.at(k, gid);
         uint32_t tsz[3];
-        for (int d = 0; d < 3; ++d) {
-            int64_t rest = L->grid[d] - (int64_t)gid[d] * L->tg[d];
-            tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
-        }
+        group_size(L, gid, tsz);
         __sim_tg_fill(L->tgmem, L->tgmem_size);
         __sim_group_begin();
         run_group_fibers(gid, tsz);
@@ -944,10 +950,7 @@ void run_fast_reversed(__SimLaunch* L) {
     for (int64_t gy = L->ngroups[1] - 1; gy >= 0; --gy)
     for (int64_t gx = L->ngroups[0] - 1; gx >= 0; --gx) {
         t.gid[0] = (uint32_t)gx; t.gid[1] = (uint32_t)gy; t.gid[2] = (uint32_t)gz;
-        for (int d = 0; d < 3; ++d) {
-            int64_t rest = L->grid[d] - (int64_t)t.gid[d] * L->tg[d];
-            t.tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
-        }
+        group_size(L, t.gid, t.tsz);
         t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
         // Fresh threadgroup memory, as the forward loops give every group.
         __sim_tg_fill(L->tgmem, L->tgmem_size);
@@ -974,10 +977,7 @@ void run_fast_shuffled(__SimLaunch* L) {
     __SimThread t;
     for (int64_t k = 0; k < order.total; ++k) {
         order.at(k, t.gid);
-        for (int d = 0; d < 3; ++d) {
-            int64_t rest = L->grid[d] - (int64_t)t.gid[d] * L->tg[d];
-            t.tsz[d] = (uint32_t)(rest < L->tg[d] ? rest : L->tg[d]);
-        }
+        group_size(L, t.gid, t.tsz);
         t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
         __sim_tg_fill(L->tgmem, L->tgmem_size);
         __sim_group_begin();
