@@ -24,7 +24,7 @@ HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 # subcommand -> (module holding its click command `main`, one line of help)
 VERBS = {
-    "eval": ("mlxsci.evaluation", "Evaluate a kernel candidate for a task: verdicts and score."),
+    "eval": ("mlxsci.eval", "Evaluate a kernel candidate for a task: verdicts and score."),
     "search": (
         "mlxsci.search.__main__",
         "Search for faster correct kernels (LLM or offline autotune).",

@@ -1,16 +1,201 @@
-"""`python -m mlxsci.eval TASK`: the evaluation verb's command line, which
-lives with `evaluate()` in mlxsci/evaluation.py (`mlxsci eval TASK` is the same).
+"""`python -m mlxsci.eval TASK` (= `mlxsci eval TASK`): the evaluation verb's
+command line. The function it calls, `evaluate()`, is in mlxsci/evaluation.py.
 
-Only this spelling needs a module of its own: `import mlxsci` imports
-mlxsci.evaluation, and runpy warns when a module run with -m is already in
-sys.modules, so `python -m mlxsci.evaluation` would warn on every run.
+It exits 0 whenever the evaluation ran, whatever the verdict; 2 for usage
+errors, each a one-line message, found before anything runs: an unknown task
+or a task folder that cannot run (mlxsci.task.check_task), a --size the task
+rejects or this machine's memory cannot hold (mlxsci.task.check_memory), a
+--source that is not a candidate text file (binary, not UTF-8, empty); and
+environment_faults.EXIT_CODE (3) when the machine stopped the evaluation (no
+space, a read-only folder, a worker that could not start): no verdict then.
+The argument types and checks are in mlxsci/eval_args.py.
 """
 
+from __future__ import annotations
+
+import json
 import sys
+from pathlib import Path
 
-from mlxsci.evaluation import main
+import click
 
-__all__ = ["main"]
+from mlxsci import dialects, sanitizer
+from mlxsci.backends import backend_class, resolve_backend_name
+from mlxsci.candidate import read_candidate_file
+from mlxsci.dialects import backend_options
+from mlxsci.environment_faults import EXIT_CODE, EnvironmentFault
+from mlxsci.eval_args import TaskArgument, check_overrides, parse_assignments, require_seed
+from mlxsci.evaluation import evaluate
+from mlxsci.results import format_evaluation
+from mlxsci.sandbox import SandboxUnavailable
+from mlxsci.task import check_memory, load_task
+from mlxsci.timers import TIMER_NAMES, check_timer
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("task", type=TaskArgument())
+@click.option(
+    "--source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Candidate file (.metal or .cu). Default: the task's seed.",
+)
+@click.option(
+    "--backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "metal", "cuda", "sim"]),
+)
+@click.option(
+    "--dialect",
+    type=click.Choice(["metal", "cuda"]),
+    default=None,
+    help="Kernel dialect. Default: the --source file's extension (.cu / .metal), "
+    "else the backend's own (metal on the simulator).",
+)
+@click.option(
+    "--sizes",
+    "size_set",
+    default=None,
+    type=click.Choice(["smoke", "in-dist", "held-out", "all"]),
+    help="Size set. Default: in-dist on a GPU, smoke on the simulator.",
+)
+@click.option(
+    "--size",
+    "custom",
+    metavar="KEY=VALUE,...",
+    help="Evaluate one size you give, e.g. NX=67,NY=45,n_steps=4.",
+)
+@click.option(
+    "--param", "params", metavar="NAME=INT,...", help="Override the candidate's //! param values."
+)
+@click.option("--warmup", type=click.IntRange(min=1), help="Warm-up runs per size.")
+@click.option("--measure", type=click.IntRange(min=1), help="Timed runs per size.")
+@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
+@click.option(
+    "--timer",
+    type=click.Choice(TIMER_NAMES),
+    default=None,
+    help="How a run is timed: cupti (CUDA kernel activity; the default on CUDA), "
+    "sim (the simulator's own clock; its default), wall (chained runs per "
+    "eval, an upper bound; the default on Metal).",
+)
+@click.option(
+    "--sanitize",
+    type=click.Choice(sanitizer.TOOLS),
+    default=None,
+    help="CUDA only: run each size's worker under NVIDIA's compute-sanitizer "
+    "(memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory "
+    "races); a reported error fails the size. Timings under it mean nothing, "
+    "so the result has no score.",
+)
+@click.option(
+    "--keep-implausible",
+    is_flag=True,
+    help="Count a size timed below what the machine's measured ceilings allow "
+    "(verdict implausible) as measured instead of scoring the candidate 0: for "
+    "studying such kernels.",
+)
+@click.option(
+    "--input-seed",
+    type=click.IntRange(min=0, max=2**63 - 1),
+    default=None,
+    help="The seed the inputs are drawn from (default: a fresh secret one, "
+    "printed in the result), to reproduce an evaluation.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def main(
+    task,
+    source,
+    backend,
+    dialect,
+    size_set,
+    custom,
+    params,
+    warmup,
+    measure,
+    timeout,
+    timer,
+    sanitize,
+    keep_implausible,
+    input_seed,
+    as_json,
+):
+    """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
+
+    TASK is a built-in task name or the path of a task folder of your own
+    (task.py, reference.py, seed.metal; see examples/conv1d)."""
+    t = load_task(task)  # TaskArgument checked the task folder
+    try:  # before availability: say what --sanitize needs even where CUDA is missing
+        sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
+    if backend != "auto" and not backend_class(backend).available():
+        raise click.BadParameter(
+            f"{backend} is not available on this machine (use --backend sim or auto)",
+            param_hint="--backend",
+        )
+    sizes = None
+    if custom:
+        try:  # a size the machine cannot hold is refused before anything is allocated
+            sizes = [t.custom_size(parse_assignments(custom, "--size"))]
+            check_memory(t, sizes[0])
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--size") from exc
+    overrides = None
+    if params:
+        try:
+            overrides = {k: int(v) for k, v in parse_assignments(params, "--param").items()}
+        except ValueError:
+            raise click.BadParameter(
+                "param values must be integers", param_hint="--param"
+            ) from None
+    try:
+        text = read_candidate_file(source) if source else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--source") from exc
+    backend_name = resolve_backend_name(backend)
+    dialect = dialect or dialects.name_of_file(source)
+    try:
+        backend_options(backend_name, dialect)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--dialect") from exc
+    try:
+        check_timer(timer, backend_name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timer") from exc
+    if text is None:  # the seed runs: the one of the dialect the backend will run
+        require_seed(t, dialect or dialects.for_backend(backend_name).name)
+    if overrides:
+        check_overrides(t, text, overrides, dialect or dialects.for_backend(backend_name).name)
+    if size_set is None:
+        size_set = "smoke" if backend_name == "sim" else "in-dist"
+    progress = None if as_json else (lambda msg: click.echo(msg, err=True))
+    try:
+        ev = evaluate(
+            task,
+            text,
+            backend=backend,
+            size_set=size_set,
+            sizes=sizes,
+            filename=str(source) if source else None,
+            n_warmup=warmup,
+            n_measure=measure,
+            timeout=timeout,
+            param_overrides=overrides,
+            dialect=dialect,
+            timer=timer,
+            sanitize=sanitize,
+            progress=progress,
+            input_seed=input_seed,
+            keep_implausible=keep_implausible,
+        )
+    except SandboxUnavailable as exc:
+        raise click.UsageError(str(exc)) from None
+    except EnvironmentFault as exc:
+        click.echo(f"error: the machine stopped the evaluation, no verdict: {exc}", err=True)
+        sys.exit(EXIT_CODE)
+    click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,9 +1,9 @@
-"""The evaluation verb: a candidate, a task, sizes -> a verdict and a score.
+"""The evaluation: a candidate, a task, sizes -> a verdict and a score.
 
 `evaluate()` is the library function (`mlxsci.evaluate` is this function);
-`main()` is its command line, `mlxsci eval TASK` or `python -m mlxsci.eval
-TASK` (mlxsci/eval.py only runs this `main`). Two candidates timed against
-each other (the search's noise-aware acceptance) is mlxsci/comparison.py.
+its command line, `mlxsci eval TASK` or `python -m mlxsci.eval TASK`, is
+mlxsci/eval.py. Two candidates timed against each other (the search's
+noise-aware acceptance) is mlxsci/comparison.py.
 
 The trusted side's protocol. It parses and validates the candidate
 (mlxsci.checks.misfit, mlxsci.source_policy), holds the cached NumPy reference, runs the sizes of a
@@ -12,40 +12,33 @@ mlxsci/runner.py: CandidateWorker), each size under its own timeout and
 checked (mlxsci/checks.py: check_size, whose docstring lists the checks)
 before the next is handed over, and scores what passed (mlxsci/results.py
 holds the records). The runs and seconds each size gets, and what a
-compute-sanitizer run changes, are in mlxsci/run_budget.py; the command
-line's argument types and checks in mlxsci/eval_args.py.
+compute-sanitizer run changes, are in mlxsci/run_budget.py.
 Score S = geometric mean of the fractions of the in-distribution sizes (of the
 other non-held-out sizes when none of those ran), 0 if any size fails; evaluation stops at the first failing size (as Metal-Sci).
 Phi = the fraction at a held-out size, reported apart from S.
 
-The command line exits 0 whenever the evaluation ran, whatever the verdict;
-2 for usage errors, each a one-line message, found before anything runs: an
-unknown task or a task folder that cannot run (mlxsci.task.check_task), a
---size the task rejects or this machine's memory cannot hold
-(mlxsci.task.check_memory), a --source that is not a candidate text file
-(binary, not UTF-8, empty).
+The machine's faults are not verdicts (mlxsci/environment_faults.py): an
+evaluation that meets one (no space, a read-only folder, a worker that
+could not start) raises EnvironmentFault instead of failing the candidate.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
-from pathlib import Path
-
-import click
 
 from mlxsci import dialects, sanitizer, source_policy
-from mlxsci.backends import backend_class, get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, parse, read_candidate_file
+from mlxsci.backends import get_backend, resolve_backend_name
+from mlxsci.cache import cache_dir
+from mlxsci.candidate import CandidateError, parse
 from mlxsci.ceilings import Roofline
 from mlxsci.checks import check_size, failed_size, misfit
 from mlxsci.dialects import backend_options
-from mlxsci.eval_args import TaskArgument, check_overrides, parse_assignments, require_seed
+from mlxsci.environment_faults import check_machine, faults_raised
 from mlxsci.noise import combined_noise
 from mlxsci.per_size_runner import ProcessPerSize
 from mlxsci.reference_store import get_reference
-from mlxsci.results import Evaluation, format_evaluation, geometric_mean
+from mlxsci.results import Evaluation, geometric_mean
 from mlxsci.run_budget import (
     DEFAULTS,
     EXTRA_RUNS,
@@ -57,9 +50,8 @@ from mlxsci.run_budget import (
     schedule_seeds,
 )
 from mlxsci.runner import candidate_worker
-from mlxsci.sandbox import SandboxUnavailable
-from mlxsci.task import Size, check_memory, load_task
-from mlxsci.timers import TIMER_NAMES, check_timer
+from mlxsci.task import Size, load_task
+from mlxsci.timers import check_timer
 
 
 def _prepare(be, timer_name: str, announce, detail) -> Roofline:
@@ -103,6 +95,17 @@ def judge_plausibility(ev: Evaluation, keep: bool) -> None:
         ev.score, ev.phi, ev.noise = 0.0, None, None
 
 
+def blame_machine_first(result: dict | None, job: dict) -> None:
+    """A size that failed without a verdict of the parent's (the worker died,
+    or reported an error) is the machine's fault, not the candidate's, when the
+    machine cannot write what an evaluation writes: EnvironmentFault then
+    (mlxsci/environment_faults.py). A compile error needs only the kernel
+    cache; a run needs room for its outputs in the temporary folder too."""
+    compiled = result is not None and result["error"].get("kind") in ("compile", "format")
+    check_machine(0 if compiled else job["output_bytes"], [cache_dir()], temp=not compiled)
+
+
+@faults_raised
 def evaluate(
     task_name: str,
     source: str | None = None,
@@ -222,6 +225,8 @@ def evaluate(
             say(f"{task.name} {size.label}: running on {backend_name}{under}")
             result, jobdir, tail = worker.run(job, size_timeout)
             try:
+                if result is None or "error" in result:
+                    blame_machine_first(result, job)
                 if result is None:
                     flag = "timeout" if tail.startswith("timeout") else "crash"
                     res = failed_size(
@@ -278,168 +283,3 @@ def evaluate(
     if sanitize:
         mark_sanitized(ev, sanitize)
     return ev
-
-
-# --- the command line: `mlxsci eval` / `python -m mlxsci.eval` ---------------
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("task", type=TaskArgument())
-@click.option(
-    "--source",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Candidate file (.metal or .cu). Default: the task's seed.",
-)
-@click.option(
-    "--backend",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "metal", "cuda", "sim"]),
-)
-@click.option(
-    "--dialect",
-    type=click.Choice(["metal", "cuda"]),
-    default=None,
-    help="Kernel dialect. Default: the --source file's extension (.cu / .metal), "
-    "else the backend's own (metal on the simulator).",
-)
-@click.option(
-    "--sizes",
-    "size_set",
-    default=None,
-    type=click.Choice(["smoke", "in-dist", "held-out", "all"]),
-    help="Size set. Default: in-dist on a GPU, smoke on the simulator.",
-)
-@click.option(
-    "--size",
-    "custom",
-    metavar="KEY=VALUE,...",
-    help="Evaluate one size you give, e.g. NX=67,NY=45,n_steps=4.",
-)
-@click.option(
-    "--param", "params", metavar="NAME=INT,...", help="Override the candidate's //! param values."
-)
-@click.option("--warmup", type=click.IntRange(min=1), help="Warm-up runs per size.")
-@click.option("--measure", type=click.IntRange(min=1), help="Timed runs per size.")
-@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
-@click.option(
-    "--timer",
-    type=click.Choice(TIMER_NAMES),
-    default=None,
-    help="How a run is timed: cupti (CUDA kernel activity; the default on CUDA), "
-    "sim (the simulator's own clock; its default), wall (chained runs per "
-    "eval, an upper bound; the default on Metal).",
-)
-@click.option(
-    "--sanitize",
-    type=click.Choice(sanitizer.TOOLS),
-    default=None,
-    help="CUDA only: run each size's worker under NVIDIA's compute-sanitizer "
-    "(memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory "
-    "races); a reported error fails the size. Timings under it mean nothing, "
-    "so the result has no score.",
-)
-@click.option(
-    "--keep-implausible",
-    is_flag=True,
-    help="Count a size timed below what the machine's measured ceilings allow "
-    "(verdict implausible) as measured instead of scoring the candidate 0: for "
-    "studying such kernels.",
-)
-@click.option(
-    "--input-seed",
-    type=click.IntRange(min=0, max=2**63 - 1),
-    default=None,
-    help="The seed the inputs are drawn from (default: a fresh secret one, "
-    "printed in the result), to reproduce an evaluation.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def main(
-    task,
-    source,
-    backend,
-    dialect,
-    size_set,
-    custom,
-    params,
-    warmup,
-    measure,
-    timeout,
-    timer,
-    sanitize,
-    keep_implausible,
-    input_seed,
-    as_json,
-):
-    """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
-
-    TASK is a built-in task name or the path of a task folder of your own
-    (task.py, reference.py, seed.metal; see examples/conv1d)."""
-    t = load_task(task)  # TaskArgument checked the task folder
-    try:  # before availability: say what --sanitize needs even where CUDA is missing
-        sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
-    if backend != "auto" and not backend_class(backend).available():
-        raise click.BadParameter(
-            f"{backend} is not available on this machine (use --backend sim or auto)",
-            param_hint="--backend",
-        )
-    sizes = None
-    if custom:
-        try:  # a size the machine cannot hold is refused before anything is allocated
-            sizes = [t.custom_size(parse_assignments(custom, "--size"))]
-            check_memory(t, sizes[0])
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--size") from exc
-    overrides = None
-    if params:
-        try:
-            overrides = {k: int(v) for k, v in parse_assignments(params, "--param").items()}
-        except ValueError:
-            raise click.BadParameter(
-                "param values must be integers", param_hint="--param"
-            ) from None
-    try:
-        text = read_candidate_file(source) if source else None
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--source") from exc
-    backend_name = resolve_backend_name(backend)
-    dialect = dialect or dialects.name_of_file(source)
-    try:
-        backend_options(backend_name, dialect)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--dialect") from exc
-    try:
-        check_timer(timer, backend_name)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--timer") from exc
-    if text is None:  # the seed runs: the one of the dialect the backend will run
-        require_seed(t, dialect or dialects.for_backend(backend_name).name)
-    if overrides:
-        check_overrides(t, text, overrides, dialect or dialects.for_backend(backend_name).name)
-    if size_set is None:
-        size_set = "smoke" if backend_name == "sim" else "in-dist"
-    progress = None if as_json else (lambda msg: click.echo(msg, err=True))
-    try:
-        ev = evaluate(
-            task,
-            text,
-            backend=backend,
-            size_set=size_set,
-            sizes=sizes,
-            filename=str(source) if source else None,
-            n_warmup=warmup,
-            n_measure=measure,
-            timeout=timeout,
-            param_overrides=overrides,
-            dialect=dialect,
-            timer=timer,
-            sanitize=sanitize,
-            progress=progress,
-            input_seed=input_seed,
-            keep_implausible=keep_implausible,
-        )
-    except SandboxUnavailable as exc:
-        raise click.UsageError(str(exc)) from None
-    click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))

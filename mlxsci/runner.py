@@ -33,6 +33,7 @@ from typing import Any
 from mlxsci import sandbox
 from mlxsci.backends.sim import variants
 from mlxsci.cache import cache_dir
+from mlxsci.environment_faults import EnvironmentFault
 from mlxsci.lifeline import GOODBYE, open_lifeline
 from mlxsci.redaction import minimal_worker_env, worker_text
 from mlxsci.worker_io import (
@@ -127,10 +128,12 @@ class CandidateWorker:
                 pass_fds=(write_end, life_read),
                 start_new_session=True,
             )
-        except BaseException:
+        except BaseException as exc:
             os.close(self.lifeline)
             os.close(err_read)
             self.lifeline = None
+            if isinstance(exc, OSError):  # no process at all: fork or exec failed
+                raise EnvironmentFault(f"the worker could not start: {exc}") from exc
             raise
         finally:
             os.close(write_end)
@@ -167,11 +170,14 @@ class CandidateWorker:
     ) -> tuple[dict | None, str]:
         if self.ended:
             return None, f"the worker ended at an earlier size: {self.ended}"
-        if self.proc is None:
+        fresh = self.proc is None
+        if fresh:
             self.start()
         assert self.stderr is not None  # start() made it
         stderr_from = self.stderr.total
         deadline = time.monotonic() + timeout
+        if fresh:
+            self.await_ready(deadline, timeout)
         # The job itself travels on the pipe: nothing the parent writes goes
         # into a folder the worker can write.
         self.tell(json.dumps({"dir": str(jobdir), "job": job}) + "\n", deadline)
@@ -201,13 +207,6 @@ class CandidateWorker:
         returncode = self.reap(deadline)
         self.stderr.finish()
         tail = self.stderr_tail(stderr_from)
-        if returncode == sandbox.UNAVAILABLE_EXIT and sandbox.UNAVAILABLE_PREFIX in tail:
-            said_why = tail.split(sandbox.UNAVAILABLE_PREFIX, 1)[1].strip()
-            raise sandbox.SandboxUnavailable(
-                f"the simulator's sandbox could not be set up here: {said_why}. Model-written "
-                "candidates run only inside it; set MLXSCI_UNSANDBOXED=1 to run them without it "
-                "(unsafe: their code then runs as you, with your files and network)"
-            )
         result = read_result(dir_fd, job)
         if result is not None:
             # It died after writing this size's verdict, which stands (as a
@@ -216,6 +215,37 @@ class CandidateWorker:
             return result, tail
         self.ended = death_reason(returncode, tail)
         return None, self.ended
+
+    def await_ready(self, deadline: float, timeout: float) -> None:
+        """Wait for a new worker's "ready": it has set itself up (imports, the
+        sandbox) and loaded no candidate code yet. A worker that ends or stalls
+        before saying it failed on the machine, not on a candidate: an
+        EnvironmentFault (SandboxUnavailable where the sandbox said why)."""
+        said = self.wait_for_line(deadline)
+        if said == "ready":
+            return
+        assert self.stderr is not None  # start() made it
+        if said is None:
+            self.kill()
+            self.forget()
+            raise EnvironmentFault(f"the worker did not start within {timeout:g} s")
+        returncode = self.reap(deadline) if said == "" else None
+        self.kill()
+        self.stderr.finish()
+        tail = self.stderr_tail(0)
+        self.forget()
+        if returncode == sandbox.UNAVAILABLE_EXIT and sandbox.UNAVAILABLE_PREFIX in tail:
+            said_why = tail.split(sandbox.UNAVAILABLE_PREFIX, 1)[1].strip()
+            raise sandbox.SandboxUnavailable(
+                f"the simulator's sandbox could not be set up here: {said_why}. Model-written "
+                "candidates run only inside it; set MLXSCI_UNSANDBOXED=1 to run them without it "
+                "(unsafe: their code then runs as you, with your files and network)"
+            )
+        if returncode is None:
+            raise EnvironmentFault(
+                f"the worker broke its start-up protocol (it said {said[:80]!r})"
+            )
+        raise EnvironmentFault(f"the worker could not start: {death_reason(returncode, tail)}")
 
     def wait_for_line(self, deadline: float) -> str | None:
         """The worker's next line ("done"); "" when its end of the pipe closed

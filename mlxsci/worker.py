@@ -378,6 +378,9 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
         variants.REMOTE = builds
         if sandbox.ACTIVE:
             start_threads()
+        # Set up, no candidate code loaded yet: a death before this line is
+        # the machine's fault, after it may be the candidate's (mlxsci.runner).
+        status.write("ready\n")
         for line in sys.stdin:
             if not line.strip():
                 continue

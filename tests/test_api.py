@@ -35,7 +35,7 @@ def test_no_exported_name_hides_a_module():
     hidden = [n for n in mlxsci.__all__ if importlib.util.find_spec(f"mlxsci.{n}") is not None]
     assert hidden == []
     alias = importlib.import_module("mlxsci.eval")  # the `python -m mlxsci.eval` spelling
-    assert callable(mlxsci.evaluate) and alias.main is mlxsci.evaluation.main
+    assert callable(mlxsci.evaluate) and alias.evaluate is mlxsci.evaluate
 
 
 def test_saxpy_function_matches_the_reference():

@@ -388,7 +388,7 @@ def no_sandbox_here(monkeypatch):
 def test_without_a_sandbox_eval_refuses_and_says_which_layer(no_sandbox_here):
     from click.testing import CliRunner
 
-    from mlxsci.evaluation import main as eval_main
+    from mlxsci.eval import main as eval_main
 
     out = CliRunner().invoke(eval_main, ["saxpy", "--backend", "sim"])
     assert out.exit_code == 2 and "Traceback" not in out.output, out.output

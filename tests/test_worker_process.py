@@ -132,6 +132,7 @@ def test_a_hang_at_one_size_times_out_that_size_only(libc_exit_allowed):
 STANDIN = textwrap.dedent("""
     import json, os, sys, time
     status = os.fdopen(int(sys.argv[-1]), "w", buffering=1)
+    status.write("ready\\n")
     log = open(sys.argv[1], "a", buffering=1)
     linger = False
     for line in sys.stdin:
@@ -281,6 +282,7 @@ def test_a_worker_that_breaks_the_protocol_fails_its_size_and_the_parent_lives_o
 HOSTILE = textwrap.dedent("""
     import json, os, sys, time
     status = os.fdopen(int(sys.argv[-1]), "w", buffering=1)
+    status.write("ready\\n")
     victim = sys.argv[1]
     for line in sys.stdin:
         handed = json.loads(line)
