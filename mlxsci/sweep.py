@@ -20,7 +20,10 @@ A sweep started again finds its own runs:
   now asks for more): resumed and extended to K;
 - a run directory without summary.json (a killed run): resumed;
 - nothing there: a new search.
-A search that raises is recorded as failed and the sweep goes on.
+A search that raises is recorded as failed and the sweep goes on; one the
+machine stopped (mlxsci/environment_faults.py: no space, a read-only folder, a
+worker that could not start) is left unfinished, no other run starts, and
+the sweep exits 3: the same command resumes them once the machine is fixed.
 
 Executors: `local` (the default) runs the searches one after another in
 this process; `ray` (mlxsci.sweep_ray, `pip install 'mlxsci[ray]'`) runs each
@@ -50,6 +53,7 @@ from pathlib import Path
 import click
 
 from mlxsci.backends import backend_class, resolve_backend_name, sanitizable
+from mlxsci.environment_faults import EXIT_CODE as ENVIRONMENT_EXIT
 from mlxsci.sweep_budget import CostBudget, spent_by_run
 from mlxsci.sweep_runs import (
     Driver,
@@ -429,6 +433,14 @@ def main(
     click.echo(
         f"{len(done)}/{len(entries)} runs finished; index: {Path(out) / 'index.json'}", err=True
     )
+    faults = [e for e in entries if e.get("machine_fault") and e.get("error")]
+    if faults:  # nothing was the runs' fault: the same command resumes them
+        click.echo(
+            f"error: the machine stopped the sweep ({faults[0]['error']}); once fixed, run the "
+            "same command again: finished runs are kept and the others resume",
+            err=True,
+        )
+        sys.exit(ENVIRONMENT_EXIT)
     if len(done) < len(entries):
         sys.exit(1)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlxsci.cache import atomic_write_json
+from mlxsci.environment_faults import EnvironmentFault
 from mlxsci.names import safe_name
 from mlxsci.sweep_budget import CostBudget, spent_by_run
 
@@ -117,6 +118,12 @@ def run_one(spec: dict, echo=None) -> dict:
                 **common,
             )
         result["status"] = run_status(run_dir, spec["iterations"])
+    except EnvironmentFault as exc:  # the machine's, not the run's: unfinished, to resume
+        result.update(
+            status=run_status(run_dir, spec["iterations"]),
+            error=f"stopped by the machine: {exc}",
+            machine_fault=True,
+        )
     except Exception as exc:  # noqa: BLE001 - one failed search must not end a sweep
         result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     result["cost_usd"] = spent_by_run(run_dir)
@@ -165,6 +172,7 @@ class Driver:
         self.prior: dict[str, float] = {}  # run name -> spent before it started now
         self.budget = budget
         self.echo = echo
+        self.halted: str | None = None  # why the machine stopped the sweep
         self.write()
 
     def write(self) -> None:
@@ -175,7 +183,7 @@ class Driver:
         budget is spent only runs that cannot spend (free_model) start;
         the others wait while runs in flight may give some back, and once
         nothing is in flight either they are marked not started."""
-        if not self.waiting or slots <= 0:
+        if not self.waiting or slots <= 0 or self.halted:
             return []
         spent_out = self.budget.exhausted()
         starting = [s for s in self.waiting if not spent_out or free_model(s["model"])][:slots]
@@ -203,14 +211,28 @@ class Driver:
         self.write()
         return starting
 
-    def give_up(self) -> None:
+    def give_up(self, why: str = "") -> None:
+        """Mark every waiting run not started: the budget is spent, or `why`."""
+        why = why or f"--max-cost reached ({self.budget.describe()})"
         for spec in self.waiting:
-            self.echo(f"{spec['name']}: not started: --max-cost reached ({self.budget.describe()})")
+            self.echo(f"{spec['name']}: not started: {why}")
             status = run_status(Path(spec["run_dir"]), spec["iterations"])
             self.entries[spec["name"]].update(
-                status=status, action="not started", error="--max-cost reached before it started"
+                status=status, action="not started", error=f"{why}, before it started"
             )
         self.waiting = []
+        self.write()
+
+    def halt(self, name: str, error: str) -> None:
+        """The machine stopped run `name` (no space, a worker that could not
+        start): every other run would meet it too, so none starts; the runs in
+        flight finish. The sweep run again once it is fixed resumes them all."""
+        self.halted = f"{name}: {error}"
+        self.give_up(f"the machine stopped {name}")
+        for entry in self.entries.values():
+            if entry.get("action") == "not started" and entry.get("status") != "finished":
+                entry["machine_fault"] = True
+        self.entries[name]["machine_fault"] = True
         self.write()
 
     def finish(self, spec: dict, result: dict) -> None:
@@ -235,6 +257,8 @@ class Driver:
         cost = "" if result.get("cost_usd") is None else f", ${result['cost_usd']:.4f}"
         self.echo(f"{name}: {result['status']}{cost}{note}")
         self.write()
+        if result.get("machine_fault"):
+            self.halt(name, result["error"])
 
 
 class LocalExecutor:

@@ -21,6 +21,8 @@ import threading
 
 import click
 
+from mlxsci.environment_faults import EXIT_CODE as ENVIRONMENT_EXIT
+from mlxsci.environment_faults import EnvironmentFault
 from mlxsci.eval_args import TaskArgument
 from mlxsci.sandbox import SandboxUnavailable
 
@@ -317,6 +319,9 @@ def main(
         raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt as exc:  # run() said where the run is and how to resume it
         sys.exit(128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT))
+    except EnvironmentFault as exc:  # run() said how to resume, if there is a run to resume
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ENVIRONMENT_EXIT)
     s = summary
 
     def f(x):

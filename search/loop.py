@@ -35,6 +35,7 @@ from pathlib import Path
 
 from mlxsci.candidate import extract_from_response
 from mlxsci.comparison import compare
+from mlxsci.environment_faults import fault_of
 from mlxsci.evaluation import evaluate
 from mlxsci.search.iteration_files import IterationFiles
 from mlxsci.search.options import (
@@ -47,7 +48,7 @@ from mlxsci.search.options import (
     search_dialect,
 )
 from mlxsci.search.prices import load_prices
-from mlxsci.search.progress import S_AND_PHI, done_line, iteration_line
+from mlxsci.search.progress import S_AND_PHI, done_line, iteration_line, stops_say_how_to_resume
 from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
 from mlxsci.search.proposer import PromptContext, Proposal
 from mlxsci.search.proposers import make_proposer
@@ -117,6 +118,9 @@ class Search(IterationFiles):
                 timeout=self.opts.get("timeout"),
             )
         except Exception as exc:  # noqa: BLE001 - a failed re-timing rejects, never ends a run
+            fault = fault_of(exc)
+            if fault is not None:  # but the machine's fault ends it: no verdict either way
+                raise fault from exc
             comparison = {"error": f"comparison failed: {type(exc).__name__}: {exc}"}
         return noise_aware_decision(comparison)
 
@@ -379,14 +383,8 @@ def run(
     rd.write_json(rd.file("run.json"), opts)
     say(f"run directory {rd.path}")
     say(S_AND_PHI)
-    try:
+    with stops_say_how_to_resume(rd.path, echo):  # Ctrl-C, SIGTERM, the machine's faults
         summary = run_search(opts, rd, proposer, say, history)
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM in `python -m mlxsci.search`
-        echo(
-            f"interrupted: every finished iteration is kept in {rd.path}; continue with "
-            f"python -m mlxsci.search --resume {rd.path}"
-        )
-        raise
     summary["run_dir"] = str(rd.path)
     return summary
 

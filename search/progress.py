@@ -1,11 +1,15 @@
 """A run's console lines: what S and Phi mean, the line of each finished
-iteration, and the final line.
+iteration, the final line, and how to resume a run that stopped.
 
 It is separate from search/loop.py because it only words numbers the loop has
 computed; nothing here evaluates, proposes or touches the run directory.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlxsci.environment_faults import EnvironmentFault, parent_writes
 
 # What S and Phi mean, said once per run (progress output, or the final line).
 S_AND_PHI = (
@@ -68,3 +72,28 @@ def _implausible_note(summary: dict) -> str:
         return ""
     kept = "counted, --keep-implausible" if summary.get("keep_implausible") else "not counted"
     return f"  implausible candidates: {n} ({kept})"
+
+
+@contextmanager
+def stops_say_how_to_resume(run_dir, echo):
+    """Around a run's iterations: a stop that is not the run's end (Ctrl-C,
+    SIGTERM made KeyboardInterrupt, a fault of the machine: a full or
+    read-only disk, a worker that could not start) says what is kept and the
+    command that goes on, and goes on up. A fault of the machine records
+    nothing of the iteration it met: the candidate did nothing wrong."""
+    try:
+        with parent_writes():  # the run directory's own OSErrors: EnvironmentFault
+            yield
+    except KeyboardInterrupt:
+        echo(
+            f"interrupted: every finished iteration is kept in {run_dir}; continue with "
+            f"python -m mlxsci.search --resume {run_dir}"
+        )
+        raise
+    except EnvironmentFault as fault:
+        echo(
+            f"stopped by the machine: {fault}. Every finished iteration is kept in {run_dir}; "
+            f"the one it was on is not recorded. Once fixed, continue with "
+            f"python -m mlxsci.search --resume {run_dir}"
+        )
+        raise
