@@ -59,10 +59,8 @@ _OF_A_PATH = {
 # job's folders, result.json, the parent's copies), and in the cache (a kernel
 # library, a reference).
 SPARE_BYTES = 16 << 20
-# What a worker may write for one size, in multiples of its outputs: the
-# verified, last and schedule runs' .npz files, and the parent's copies.
-OUTPUT_COPIES = 4
 _PROBE_BYTES = 64 << 10
+ROOM_FIX = "free some space (or point TMPDIR / MLXSCI_CACHE_DIR elsewhere) and resume"
 
 
 class EnvironmentFault(Exception):
@@ -91,7 +89,7 @@ def fault_of(exc: BaseException) -> EnvironmentFault | None:
     if why is None:
         return None
     fix = {
-        errno.ENOSPC: "free some space (or point TMPDIR / MLXSCI_CACHE_DIR elsewhere)",
+        errno.ENOSPC: ROOM_FIX,
         errno.EDQUOT: "free some space within your quota",
         errno.EROFS: "use a folder you can write",
         errno.EACCES: "use a folder you can write",
@@ -148,20 +146,22 @@ def room_problem(folder: str | os.PathLike, need: int) -> str | None:
     return None
 
 
-def check_machine(output_bytes: int, folders: list[str | os.PathLike], temp: bool = True) -> None:
+def check_machine(
+    temp_bytes: int, folders: list[str | os.PathLike], temp: bool = True, failure: str = ""
+) -> None:
     """After a size failed without a verdict of the parent's own (the worker
-    died, or reported an error): raise EnvironmentFault when the temporary
-    folder (unless `temp` is False) or one of `folders` (caches) cannot take
-    what an evaluation writes there. Call it once the size's job folder has been removed, so the
-    room a worker took for itself is not counted against the machine."""
+    died, or reported an error; `failure` says how): raise EnvironmentFault
+    when the temporary folder cannot take `temp_bytes` more (unless `temp`
+    is False) or one of `folders` (caches) cannot take SPARE_BYTES. Call it
+    once the size's job folder has been removed, so the room a worker took
+    for itself is not counted against the machine."""
     wanted = [(folder, SPARE_BYTES) for folder in folders]
     if temp:
-        need = OUTPUT_COPIES * max(0, output_bytes) + SPARE_BYTES
-        wanted.insert(0, (tempfile.gettempdir(), need))
+        wanted.insert(0, (tempfile.gettempdir(), temp_bytes + SPARE_BYTES))
     for folder, need in wanted:
         why = room_problem(folder, need)
         if why:
             raise EnvironmentFault(
-                f"the machine cannot run the evaluation: {why}",
-                fix="free some space (or point TMPDIR / MLXSCI_CACHE_DIR elsewhere) and resume",
+                f"{failure or 'a size failed'}, and the machine cannot run the evaluation: {why}",
+                fix=ROOM_FIX,
             )

@@ -21,6 +21,7 @@ import click
 
 from mlxsci import dialects, sanitizer
 from mlxsci.backends import backend_class, resolve_backend_name
+from mlxsci.backends.sim.toolchain import zig_executable
 from mlxsci.candidate import read_candidate_file
 from mlxsci.dialects import backend_options
 from mlxsci.environment_faults import EXIT_CODE, EnvironmentFault
@@ -129,6 +130,12 @@ def main(
         sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
+    if backend == "sim":  # its one requirement the machine may lack: the compiler
+        try:
+            zig_executable()
+        except EnvironmentFault as exc:
+            click.echo(f"error: the simulator cannot run here: {exc}", err=True)
+            sys.exit(EXIT_CODE)
     if backend != "auto" and not backend_class(backend).available():
         raise click.BadParameter(
             f"{backend} is not available on this machine (use --backend sim or auto)",

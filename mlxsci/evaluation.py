@@ -52,6 +52,7 @@ from mlxsci.run_budget import (
 from mlxsci.runner import candidate_worker
 from mlxsci.task import Size, load_task
 from mlxsci.timers import check_timer
+from mlxsci.worker_io import ARCHIVE_SLACK, OUTPUT_FILES
 
 
 def _prepare(be, timer_name: str, announce, detail) -> Roofline:
@@ -95,14 +96,17 @@ def judge_plausibility(ev: Evaluation, keep: bool) -> None:
         ev.score, ev.phi, ev.noise = 0.0, None, None
 
 
-def blame_machine_first(result: dict | None, job: dict) -> None:
+def blame_machine_first(result: dict | None, job: dict, failure: str) -> None:
     """A size that failed without a verdict of the parent's (the worker died,
     or reported an error) is the machine's fault, not the candidate's, when the
     machine cannot write what an evaluation writes: EnvironmentFault then
     (mlxsci/environment_faults.py). A compile error needs only the kernel
-    cache; a run needs room for its outputs in the temporary folder too."""
+    cache; a run needs room in the temporary folder for every output file a
+    worker may write at this size and the parent's copy of each."""
     compiled = result is not None and result["error"].get("kind") in ("compile", "format")
-    check_machine(0 if compiled else job["output_bytes"], [cache_dir()], temp=not compiled)
+    files = len(OUTPUT_FILES) + max(0, len(job.get("input_seeds") or ()) - 1)
+    need = 0 if compiled else 2 * files * (job["output_bytes"] + ARCHIVE_SLACK)
+    check_machine(need, [cache_dir()], temp=not compiled, failure=failure)
 
 
 @faults_raised
@@ -226,7 +230,8 @@ def evaluate(
             result, jobdir, tail = worker.run(job, size_timeout)
             try:
                 if result is None or "error" in result:
-                    blame_machine_first(result, job)
+                    said = tail if result is None else str(result["error"].get("message"))
+                    blame_machine_first(result, job, f"size {size.label} failed ({said[-300:]})")
                 if result is None:
                     flag = "timeout" if tail.startswith("timeout") else "crash"
                     res = failed_size(

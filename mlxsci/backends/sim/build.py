@@ -39,6 +39,7 @@ from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim.pch import _compile_with_pch
 from mlxsci.backends.sim.toolchain import STATS, _lock, _runtime_object, cache_dir, runtime_digest
 from mlxsci.cache import read_verified, seal_file, verify_file, write_verified
+from mlxsci.environment_faults import ROOM_FIX, SPARE_BYTES, EnvironmentFault, room_problem
 
 _loaded: dict[str, ctypes.CDLL] = {}
 
@@ -186,7 +187,12 @@ def build_library(
             # compiler's own cache): possibly transient, so try once more and
             # never cache it.
         if res.returncode != 0:
-            os.unlink(tmp_so)
+            Path(tmp_so).unlink(missing_ok=True)  # the compiler may have removed it
+            # A build that failed for want of room is the machine's fault, and
+            # its log must not be cached as the candidate's compile error.
+            no_room = room_problem(d, SPARE_BYTES)
+            if no_room:
+                raise EnvironmentFault(f"a kernel build failed, and {no_room}", fix=ROOM_FIX)
             if deterministic:
                 write_verified(err, raw.encode())
             raise parse_compile_error(log, source_file)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
 from mlxsci.cache import seal_file, verify_file
+from mlxsci.environment_faults import EnvironmentFault
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 INCLUDE_DIR = RUNTIME_DIR / "include"
@@ -92,11 +93,18 @@ _zig_version: str | None = None
 
 
 def zig_executable() -> str:
-    import ziglang
-
+    """The compiler the simulator builds kernels with (the ziglang wheel's).
+    Missing, it is the machine's fault, not a candidate's (EnvironmentFault)."""
+    fix = "install it: pip install 'mlxsci[cpu]' (or pip install ziglang)"
+    try:
+        import ziglang
+    except ImportError as exc:
+        raise EnvironmentFault(
+            "the simulator's compiler (ziglang) is not installed", fix=fix
+        ) from exc
     exe = Path(ziglang.__file__).resolve().parent / ("zig.exe" if os.name == "nt" else "zig")
     if not exe.exists():
-        raise RuntimeError(f"zig binary not found at {exe}")
+        raise EnvironmentFault("the simulator's compiler is missing", exe, fix)
     return str(exe)
 
 
