@@ -22,8 +22,9 @@ import threading
 import click
 
 from mlxsci.environment_faults import EXIT_CODE as ENVIRONMENT_EXIT
-from mlxsci.environment_faults import EnvironmentFault
+from mlxsci.environment_faults import EnvironmentFault, fault_of
 from mlxsci.eval_args import TaskArgument
+from mlxsci.locks import LockHeld
 from mlxsci.sandbox import SandboxUnavailable
 
 # Options a run keeps in its run.json: a resume takes them from there, so they
@@ -261,6 +262,7 @@ def main(
     from mlxsci.search.loop import run
     from mlxsci.search.progress import S_AND_PHI
     from mlxsci.search.proposer import ProposerError
+    from mlxsci.search.run_lock import RunDirUnwritable
 
     if not task and not resume:
         raise click.UsageError("give --task (or --resume RUN_DIR)")
@@ -319,8 +321,14 @@ def main(
         raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt as exc:  # run() said where the run is and how to resume it
         sys.exit(128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT))
-    except EnvironmentFault as exc:  # run() said how to resume, if there is a run to resume
+    except (LockHeld, RunDirUnwritable) as exc:  # another process's run; one not writable
         click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except (EnvironmentFault, OSError) as exc:  # run() said how to resume, if it can
+        fault = fault_of(exc)
+        if fault is None:
+            raise
+        click.echo(f"error: {fault}", err=True)
         sys.exit(ENVIRONMENT_EXIT)
     s = summary
 
