@@ -30,6 +30,7 @@ from mlxsci.cache import (
     sign,
     signature_matches,
 )
+from mlxsci.locks import LOCK_NAME
 
 MANIFEST = "manifest.json"
 VERSION = 1
@@ -61,7 +62,9 @@ def _sha256(path: Path) -> str:
 
 
 def file_digests(run_dir: Path) -> dict[str, str]:
-    """{relative path: sha256} of every file under run_dir but the manifest,
+    """{relative path: sha256} of every file under run_dir but the manifest
+    and the lock file (mlxsci/locks.py: no record of the run; whoever takes
+    the lock later stamps it; a read-only copy may lack it),
     links not followed (a link's digest is its target's name)."""
     run_dir = Path(run_dir)
     digests = {}
@@ -69,7 +72,7 @@ def file_digests(run_dir: Path) -> dict[str, str]:
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             path = Path(root, name)
             rel = path.relative_to(run_dir).as_posix()
-            if rel == MANIFEST:
+            if rel in (MANIFEST, LOCK_NAME):
                 continue
             if path.is_symlink():
                 digests[rel] = "link:" + os.readlink(path)

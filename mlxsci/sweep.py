@@ -151,7 +151,7 @@ def sweep(
     budget = CostBudget(
         max_cost, per_run=max_cost_per_run, spent=sum(e["cost_usd"] for e in entries)
     )
-    driver = Driver(out, entries, waiting, budget, echo)
+    driver = Driver(out, entries, waiting, budget, echo, iterations)
     try:
         executor.run(driver)
     finally:

@@ -54,6 +54,7 @@ from pathlib import Path
 
 from mlxsci.backends import BACKENDS
 from mlxsci.cache import atomic_write_bytes
+from mlxsci.locks import LOCK_NAME
 from mlxsci.sweep_budget import spent_by_run
 from mlxsci.sweep_runs import run_one, run_status
 
@@ -91,14 +92,16 @@ def resources_for(backend: str) -> tuple[dict, str]:
 
 
 def take_files(run_dir: Path) -> dict:
-    """{relative path: bytes} of every file under run_dir ({} when there is none)."""
+    """{relative path: bytes} of every file under run_dir ({} when there is
+    none) but its lock file: a lock is no record, and one written over by
+    put_files would be a new file that the holder of the old does not hold."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return {}
     return {
         p.relative_to(run_dir).as_posix(): p.read_bytes()
         for p in sorted(run_dir.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.relative_to(run_dir).as_posix() != LOCK_NAME
     }
 
 

@@ -14,10 +14,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlxsci import locks
 from mlxsci.cache import atomic_write_json
-from mlxsci.environment_faults import EnvironmentFault
+from mlxsci.environment_faults import EnvironmentFault, fault_of
+from mlxsci.locks import Lock, LockHeld
 from mlxsci.names import safe_name
 from mlxsci.sweep_budget import CostBudget, spent_by_run
+
+# In the sweep folder: held while a sweep writes index.json (Driver.write).
+INDEX_LOCK = ".index.lock"
+# How a run left to the process holding it is noted in index.json (its error).
+LEFT_TO_HOLDER = "left to its holder: "
 
 
 def run_name(task: str, model: str, repeat: int = 1) -> str:
@@ -85,18 +92,34 @@ def _prefixed_echo(name: str):
     return echo
 
 
+def _lock(run_dir: Path, name: str) -> Lock:
+    """The run's lock (made with its folder): LockHeld while another process
+    (a sweep sharing the folder, a search) holds it."""
+    from mlxsci.search.run_lock import take
+
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise (fault_of(exc) or exc) from exc
+    return take(run_dir, f"sweep run {name}")
+
+
 def run_one(spec: dict, echo=None) -> dict:
     """Run or resume the search `spec` describes (run_spec), here: in the
     sweep's process or in a Ray worker. Never raises. Returns status, action,
-    cost_usd (all sessions), stopped, and error when the search raised."""
+    cost_usd (all sessions), stopped, and error when the search raised.
+
+    The run's lock is taken here, where the run executes, and what to do is
+    decided under it: a run another process holds is left to it (status
+    unfinished, action "in use"); one another sweep finished since this sweep
+    looked is not run again (action "skipped"). Decided here, not by the
+    driver, also because a Ray task retried after its worker was lost resumes
+    what the lost one began."""
     from mlxsci.search import run
 
     run_dir = Path(spec["run_dir"])
     echo = echo or _prefixed_echo(spec["name"])
-    # Decided here, not by the driver: a Ray task retried after its worker was
-    # lost resumes what the lost one began.
-    resume = (run_dir / "run.json").exists()
-    result: dict[str, object] = {"action": "resumed" if resume else "ran", "error": None}
+    result: dict[str, object] = {"action": "ran", "error": None}
     common = dict(
         iterations=spec["iterations"],
         max_cost=spec.get("max_cost"),
@@ -104,9 +127,14 @@ def run_one(spec: dict, echo=None) -> dict:
         echo=echo,
         **spec.get("options", {}),
     )
+    lock = None
     try:
-        if resume:
-            run(None, resume=run_dir, **common)
+        lock = _lock(run_dir, spec["name"])
+        if is_finished(run_dir, spec["iterations"]):
+            result["action"] = "skipped"
+        elif (run_dir / "run.json").exists():
+            result["action"] = "resumed"
+            run(None, resume=run_dir, lock=lock, **common)
         else:
             run(
                 spec["task"],
@@ -115,9 +143,12 @@ def run_one(spec: dict, echo=None) -> dict:
                 backend=spec["backend"],
                 seed=spec["seed"],
                 out=run_dir,
+                lock=lock,
                 **common,
             )
         result["status"] = run_status(run_dir, spec["iterations"])
+    except LockHeld as exc:  # another sweep's or a search's: left to it, written nothing
+        result.update(status="unfinished", action="in use", error=f"{LEFT_TO_HOLDER}{exc}")
     except EnvironmentFault as exc:  # the machine's, not the run's: unfinished, to resume
         result.update(
             status=run_status(run_dir, spec["iterations"]),
@@ -126,6 +157,9 @@ def run_one(spec: dict, echo=None) -> dict:
         )
     except Exception as exc:  # noqa: BLE001 - one failed search must not end a sweep
         result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    finally:
+        if lock is not None:
+            lock.release()
     result["cost_usd"] = spent_by_run(run_dir)
     result["stopped"] = (_summary(run_dir) or {}).get("stopped")
     return result
@@ -163,9 +197,16 @@ class Driver:
     which runs wait, the cost budget, and index.json after every change."""
 
     def __init__(
-        self, out: Path, entries: list[dict], waiting: list[dict], budget: CostBudget, echo
+        self,
+        out: Path,
+        entries: list[dict],
+        waiting: list[dict],
+        budget: CostBudget,
+        echo,
+        iterations: int,
     ):
         self.out = out
+        self.iterations = iterations  # what a finished run of this sweep has
         self.entries = {e["path"]: e for e in entries}
         self.order = [e["path"] for e in entries]
         self.waiting = waiting  # specs, in plan order
@@ -176,7 +217,33 @@ class Driver:
         self.write()
 
     def write(self) -> None:
-        write_index(self.out, [self.entries[p] for p in self.order])
+        """index.json, as the runs are now. Another sweep on the folder writes
+        it too: each takes the index lock, reads from disk the runs it is not
+        running itself (refresh) and replaces the file whole, so whichever
+        writes last writes what the disk holds."""
+        index_lock = locks.acquire_blocking(self.out / INDEX_LOCK, "writing index.json")
+        try:
+            self.refresh()
+            write_index(self.out, [self.entries[p] for p in self.order])
+        finally:
+            index_lock.release()
+
+    def refresh(self) -> None:
+        """The runs this sweep has not run, as they are on disk: one waiting
+        here, or left to the process that held it ("in use"), may have been
+        run by another sweep since."""
+        for entry in self.entries.values():
+            if entry.get("action") not in ("pending", "in use", "not started"):
+                continue
+            run_dir = self.out / entry["path"]
+            entry["status"] = run_status(run_dir, self.iterations)
+            if entry["action"] != "in use":
+                continue
+            entry["cost_usd"] = spent_by_run(run_dir)
+            if locks.is_held(run_dir / locks.LOCK_NAME):
+                entry["status"] = "unfinished"  # whatever it was: its holder is at it
+            elif entry.get("error", "").startswith(LEFT_TO_HOLDER):
+                entry.pop("error")  # the holder is gone; the disk says the rest
 
     def start(self, slots: int, running: int) -> list[dict]:
         """Up to `slots` runs to start now, each with its search cap. Once the

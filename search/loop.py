@@ -31,12 +31,14 @@ in search/progress.py.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from mlxsci.candidate import extract_from_response
 from mlxsci.comparison import compare
 from mlxsci.environment_faults import fault_of
 from mlxsci.evaluation import evaluate
+from mlxsci.search import run_lock
 from mlxsci.search.iteration_files import IterationFiles
 from mlxsci.search.options import (
     check_extension,
@@ -44,14 +46,12 @@ from mlxsci.search.options import (
     default_run_dir,
     make_run_dir,
     new_options,
-    resumed_options,
+    proposer_for,
     search_dialect,
 )
-from mlxsci.search.prices import load_prices
 from mlxsci.search.progress import S_AND_PHI, done_line, iteration_line, stops_say_how_to_resume
 from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
 from mlxsci.search.proposer import PromptContext, Proposal
-from mlxsci.search.proposers import make_proposer
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import Entry, State, make_strategy, noise_aware_decision
 from mlxsci.search.summary import entry_score, reopen_record, summarize, write_record
@@ -279,6 +279,7 @@ def run(
     quiet: bool = True,
     echo=print,
     proposer=None,
+    lock=None,
 ) -> dict:
     """Run (or resume) a search and return its summary (also in summary.json).
 
@@ -305,6 +306,8 @@ def run(
     (verdict implausible) keeps its S and may become the best, for study;
     by default its S is 0 and it is never kept.
     proposer: a Proposer object to use instead of `model` (library use, tests).
+    lock: the run directory's lock (mlxsci.locks) when the caller holds it (a
+    sweep's run); else run() takes it (LockHeld when another process has it).
     A resumed run keeps the options in its run.json (accept, timer included;
     iterations, max_cost, api_key_env, llm_timeout and llm_retries may be given
     anew, and run.json is rewritten with them; iterations never below those done).
@@ -317,74 +320,70 @@ def run(
     proposal gave a candidate has outcome "no_candidates".
     """
     say = (lambda msg: None) if quiet else echo
-    if resume is not None:
-        rd_path = Path(resume)
-        opts = resumed_options(
-            rd_path,
-            iterations=iterations,
-            max_cost=max_cost,
-            api_key_env=api_key_env,
-            llm_timeout=llm_timeout,
-            llm_retries=llm_retries,
+    # One process per run directory (search/run_lock.py): a resume takes its lock
+    # before it reads the run, a new run before it writes run.json; held to the end.
+    with ExitStack() as held:
+        if resume is not None:
+            rd_path = Path(resume)
+            given = dict(
+                iterations=iterations,
+                max_cost=max_cost,
+                api_key_env=api_key_env,
+                llm_timeout=llm_timeout,
+                llm_retries=llm_retries,
+            )
+            try:
+                opts = held.enter_context(run_lock.resuming(rd_path, given, lock))
+            except run_lock.RunDirUnwritable as exc:  # a finished run's result, else exc
+                summary = run_lock.recorded_result(rd_path, exc, **given)
+                echo(f"{rd_path} cannot be written, and nothing is left to do: its result")
+                return summary
+        else:
+            opts, task_def = new_options(
+                task,
+                model if proposer is None else proposer.name,
+                iterations=iterations,
+                strategy=strategy,
+                backend=backend,
+                sizes=sizes,
+                seed=seed,
+                max_cost=max_cost,
+                base_url=base_url,
+                api=api,
+                timeout=timeout,
+                dialect=dialect,
+                api_key_env=api_key_env,
+                llm_timeout=llm_timeout,
+                llm_retries=llm_retries,
+                accept=accept,
+                timer=timer,
+                sanitize=sanitize,
+                start=start,
+                keep_implausible=keep_implausible,
+            )
+        if proposer is None:  # before any directory is made: a missing API key fails cleanly
+            proposer = proposer_for(opts, prices)
+        check_priced(proposer, opts["max_cost"], echo)
+        where = (
+            resume if resume is not None else out or default_run_dir(task_def.name, opts["model"])
         )
-    else:
-        opts, task_def = new_options(
-            task,
-            model if proposer is None else proposer.name,
-            iterations=iterations,
-            strategy=strategy,
-            backend=backend,
-            sizes=sizes,
-            seed=seed,
-            max_cost=max_cost,
-            base_url=base_url,
-            api=api,
-            timeout=timeout,
-            dialect=dialect,
-            api_key_env=api_key_env,
-            llm_timeout=llm_timeout,
-            llm_retries=llm_retries,
-            accept=accept,
-            timer=timer,
-            sanitize=sanitize,
-            start=start,
-            keep_implausible=keep_implausible,
-        )
-    if proposer is None:  # before any directory is made: a missing API key fails cleanly
-        price_table = prices if isinstance(prices, dict) else load_prices(prices)
-        proposer = make_proposer(
-            opts["model"],
-            api=opts["api"],
-            base_url=opts["base_url"],
-            seed=opts["seed"],
-            prices=price_table,
-            timeout_s=opts["llm_timeout"],
-            max_retries=opts["llm_retries"],
-            api_key_env=opts["api_key_env"],
-        )
-    check_priced(proposer, opts["max_cost"], echo)
-    rd = RunDir(
-        resume
-        if resume is not None
-        else Path(out)
-        if out
-        else default_run_dir(task_def.name, opts["model"]),
-        search_dialect(opts),
-    )
-    history = rd.history()
-    if resume is not None:
-        check_extension(history, iterations)
-        reopen_record(rd)  # a finished run's manifest is written anew at its end
-    else:
-        make_run_dir(rd.path)
-    for line in rd.skipped_report():  # damaged lines of history.jsonl, by number
-        echo(line)
-    # run.json says what this session runs: a resume's new iterations, cap, timeouts.
-    rd.write_json(rd.file("run.json"), opts)
-    say(f"run directory {rd.path}")
-    say(S_AND_PHI)
-    with stops_say_how_to_resume(rd.path, echo):  # Ctrl-C, SIGTERM, the machine's faults
-        summary = run_search(opts, rd, proposer, say, history)
+        rd = RunDir(Path(where), search_dialect(opts))
+        if resume is None and lock is None:
+            held.enter_context(run_lock.starting(rd.path))  # makes the folder
+        elif resume is None:
+            make_run_dir(rd.path)  # the caller (a sweep) holds its lock
+        history = rd.history()
+        if resume is not None:
+            check_extension(history, iterations)
+            reopen_record(rd)  # a finished run's manifest is written anew at its end
+        for line in rd.skipped_report():  # damaged lines of history.jsonl, by number
+            echo(line)
+        # run.json says what this session runs: a resume's new iterations, cap, timeouts.
+        rd.write_json(rd.file("run.json"), opts)
+        say(f"run directory {rd.path}")
+        say(S_AND_PHI)
+        with stops_say_how_to_resume(rd.path, echo):  # Ctrl-C, SIGTERM, the machine's faults
+            summary = run_search(opts, rd, proposer, say, history)
     summary["run_dir"] = str(rd.path)
     return summary
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+from mlxsci import locks
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
 from mlxsci.candidate import CandidateError, parse, read_candidate_file
 from mlxsci.dialects import backend_options, name_of_file
@@ -19,6 +20,8 @@ from mlxsci.evaluation import misfit
 from mlxsci.names import safe_name
 from mlxsci.sanitizer import check_sanitize
 from mlxsci.search.llm_proposers import DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S
+from mlxsci.search.prices import load_prices
+from mlxsci.search.proposers import make_proposer
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import check_accept_rule, make_strategy
 from mlxsci.task import Task, check_task, load_task
@@ -67,12 +70,28 @@ def make_run_dir(path: Path) -> None:
         raise ValueError(
             f"{path} is a file, not a folder: give --out the path of a new run directory"
         )
-    if path.exists() and any(path.iterdir()):
+    # The lock file alone is no run: a search that took it ended before writing.
+    if path.exists() and any(p.name != locks.LOCK_NAME for p in path.iterdir()):
         raise FileExistsError(f"{path} is not empty; use --resume {path} to continue it")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"cannot make the run directory {path}: {exc.strerror or exc}") from None
+
+
+def proposer_for(opts: dict, prices: str | dict | None):
+    """The proposer the options name; `prices`: a price table, the path of a
+    JSON one, or None (the built-in table)."""
+    return make_proposer(
+        opts["model"],
+        api=opts["api"],
+        base_url=opts["base_url"],
+        seed=opts["seed"],
+        prices=prices if isinstance(prices, dict) else load_prices(prices),
+        timeout_s=opts["llm_timeout"],
+        max_retries=opts["llm_retries"],
+        api_key_env=opts["api_key_env"],
+    )
 
 
 def check_priced(proposer, max_cost: float | None, echo) -> None:
