@@ -54,9 +54,10 @@ from pathlib import Path
 
 from mlxsci.backends import BACKENDS
 from mlxsci.cache import atomic_write_bytes
-from mlxsci.locks import LOCK_NAME
+from mlxsci.environment_faults import EnvironmentFault
+from mlxsci.locks import LOCK_NAME, Lock, LockHeld
 from mlxsci.sweep_budget import spent_by_run
-from mlxsci.sweep_runs import run_one, run_status
+from mlxsci.sweep_runs import is_finished, left_to_holder, lock_run, run_one, run_status
 
 # Re-runs of a task whose worker or node died, each resuming the run from the
 # shared folder. Shipped runs get none: what a lost task spent never comes
@@ -144,6 +145,7 @@ class RayExecutor:
         self.backend = resolve_backend_name(backend)
         self.options, self.limiting = resources_for(self.backend)
         self.ship_results = ship_results
+        self.held: dict[str, Lock] = {}  # run name -> its lock, held here while shipped
         self.started_here = False
         self.connect(address)
         # Registered once; each submit names its run (Ray's dashboard and logs).
@@ -209,15 +211,46 @@ class RayExecutor:
             return task.remote(spec, take_files(Path(spec["run_dir"])))
         return task.remote(spec)
 
+    def hold(self, spec: dict) -> dict | None:
+        """Shipped, a run executes where the sweep folder is not, so the
+        driver holds the run's lock (mlxsci/locks.py) from before its files
+        leave until they land (collect). None when it holds it now; else the
+        run's result: another process holds it (left to it), or finished it."""
+        if not self.ship_results:
+            return None  # the task takes the lock where it runs (sweep_runs.run_one)
+        run_dir = Path(spec["run_dir"])
+        try:
+            lock = lock_run(run_dir, f"{spec['name']} (shipped to a Ray node)")
+        except LockHeld as exc:
+            return dict(left_to_holder(exc), cost_usd=spent_by_run(run_dir), stopped=None)
+        except EnvironmentFault as exc:  # the sweep folder cannot be written: no run can go on
+            return {
+                "status": run_status(run_dir, spec["iterations"]),
+                "action": "not started",
+                "cost_usd": spent_by_run(run_dir),
+                "error": f"stopped by the machine: {exc}",
+                "machine_fault": True,
+            }
+        if is_finished(run_dir, spec["iterations"]):  # by another sweep, since this one looked
+            lock.release()
+            return {"status": "finished", "action": "skipped", "cost_usd": spent_by_run(run_dir)}
+        self.held[spec["name"]] = lock
+        return None
+
     def collect(self, ref, spec: dict) -> dict:
         """The run's result; its files written into the sweep folder when shipped."""
         try:
-            result = self.ray.get(ref)
-        except self.ray.exceptions.RayError as exc:  # its worker or node lost, retries spent
-            return self.lost(spec, exc)
-        if self.ship_results:
-            put_files(Path(spec["run_dir"]), result.pop("files"))
-        return result
+            try:
+                result = self.ray.get(ref)
+            except self.ray.exceptions.RayError as exc:  # its worker or node lost, retries spent
+                return self.lost(spec, exc)
+            if self.ship_results:
+                put_files(Path(spec["run_dir"]), result.pop("files"))
+            return result
+        finally:
+            lock = self.held.pop(spec["name"], None)
+            if lock is not None:
+                lock.release()
 
     def lost(self, spec: dict, exc: Exception) -> dict:
         """A run whose task could not finish. With a shared filesystem its
@@ -242,7 +275,11 @@ class RayExecutor:
             # until a node that fits joins, rather than the sweep spinning.
             room = max(self.capacity() - len(in_flight), 0 if in_flight else 1)
             for spec in driver.start(slots=room, running=len(in_flight)):
-                in_flight[self.submit(spec)] = spec
+                settled = self.hold(spec)
+                if settled is not None:
+                    driver.finish(spec, settled)
+                else:
+                    in_flight[self.submit(spec)] = spec
             if not in_flight:
                 return
             ready, _ = self.ray.wait(list(in_flight), num_returns=1)

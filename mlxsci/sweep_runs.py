@@ -92,7 +92,7 @@ def _prefixed_echo(name: str):
     return echo
 
 
-def _lock(run_dir: Path, name: str) -> Lock:
+def lock_run(run_dir: Path, name: str) -> Lock:
     """The run's lock (made with its folder): LockHeld while another process
     (a sweep sharing the folder, a search) holds it."""
     from mlxsci.search.run_lock import take
@@ -129,7 +129,7 @@ def run_one(spec: dict, echo=None) -> dict:
     )
     lock = None
     try:
-        lock = _lock(run_dir, spec["name"])
+        lock = lock_run(run_dir, spec["name"])
         if is_finished(run_dir, spec["iterations"]):
             result["action"] = "skipped"
         elif (run_dir / "run.json").exists():
@@ -148,7 +148,7 @@ def run_one(spec: dict, echo=None) -> dict:
             )
         result["status"] = run_status(run_dir, spec["iterations"])
     except LockHeld as exc:  # another sweep's or a search's: left to it, written nothing
-        result.update(status="unfinished", action="in use", error=f"{LEFT_TO_HOLDER}{exc}")
+        result.update(left_to_holder(exc))
     except EnvironmentFault as exc:  # the machine's, not the run's: unfinished, to resume
         result.update(
             status=run_status(run_dir, spec["iterations"]),
@@ -163,6 +163,12 @@ def run_one(spec: dict, echo=None) -> dict:
     result["cost_usd"] = spent_by_run(run_dir)
     result["stopped"] = (_summary(run_dir) or {}).get("stopped")
     return result
+
+
+def left_to_holder(refusal: LockHeld) -> dict:
+    """What a sweep records of a run another process holds (Driver.refresh
+    follows it on disk from then on)."""
+    return {"status": "unfinished", "action": "in use", "error": f"{LEFT_TO_HOLDER}{refusal}"}
 
 
 def free_model(model: str) -> bool:

@@ -332,3 +332,42 @@ def test_a_read_only_finished_run_shows_its_result_and_refuses_more_work(tmp_pat
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert str(run_dir) in err and "cannot be written" in err
     assert snapshot(run_dir) == before
+
+
+# -- the Ray executor ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ship_results", [False, True])
+def test_a_ray_sweep_leaves_a_held_run_to_its_holder(tmp_path, ship_results):
+    """Real runs in Ray workers. Shared folder: the task takes the lock where
+    the run executes; shipped: the driver holds it while the files are away."""
+    ray = pytest.importorskip("ray")
+    from mlxsci.sweep_ray import RayExecutor
+
+    out = tmp_path / "sweep"
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    try:
+        with lock_held_elsewhere(out / "saxpy_autotune") as pid:
+            executor = RayExecutor(backend="sim", ship_results=ship_results)
+            entries = sweep.sweep(
+                ["saxpy"], ["autotune"], 1, repeats=2, backend="sim", out=out, executor=executor
+            )
+            held, ran = entries
+            assert (held["status"], held["action"]) == ("unfinished", "in use")
+            assert f"process {pid}" in held["error"]
+            assert sorted(os.listdir(out / "saxpy_autotune")) == [locks.LOCK_NAME]
+            assert locks.holder(out / "saxpy_autotune" / locks.LOCK_NAME)[0] == pid
+    finally:
+        ray.shutdown()
+    assert (ran["status"], ran["action"]) == ("finished", "ran")
+    assert iterations_of(out / "saxpy_autotune_r2") == [0, 1]
+    who, doing = locks.holder(out / "saxpy_autotune_r2" / locks.LOCK_NAME)
+    if ship_results:  # the driver held it; the worker's own lock stayed on its node
+        assert who == os.getpid() and "shipped" in doing
+    else:  # the Ray worker took it, not the driver
+        assert who != os.getpid() and doing == "sweep run saxpy_autotune_r2"
+    index = {e["path"]: e for e in json.loads((out / "index.json").read_text())["runs"]}
+    assert index["saxpy_autotune"]["status"] == "unfinished"
