@@ -25,6 +25,32 @@ lives), so it can neither read the key nor forge a sidecar. Under
 layer still stops blind corruption and planting by code that does not look for
 the key (the attacks issue 21 lists), not an attack aimed at it.
 
+Damage is said (issue 23): an entry that is there but empty, unsealed,
+unreadable or not what its sidecar vouches for is named in one line on
+stderr, once per entry per process, as it is rebuilt (`report_damaged`); a
+missing entry (a first run) is rebuilt without a word. A sidecar is written
+before its entry is renamed into place (`install_verified`), so a reader never
+sees a new entry without its seal; one that reads an old entry against a new
+seal (a rebuild in flight) reads both again before calling it damaged.
+Entries whose bytes differ from build to build (a reference's zip, a
+roofline, a precompiled header) are built by one process at a time under
+`entry_lock`, so two builders cannot leave one's seal over the other's bytes.
+
+Everything under the cache directory, and what guards it:
+
+| file | written | checked when read |
+|---|---|---|
+| `.integrity-key` | 0600 temp file, fsynced, linked into place | size and owner; a damaged key is replaced (one line) and what it sealed is rebuilt |
+| `reference/<task>/<key>.npz` (+ `.hmac`, `.lock`) | `write_verified` under `entry_lock` | `read_verified` (mlxsci/reference_store.py) |
+| `roofline/<device>-<dialect>-<timer>.json` (+ `.hmac`, `.lock`) | `write_verified_json` under `entry_lock` | `read_verified` (mlxsci/roofline.py) |
+| `sim/k-<key>.so` (+ `.hmac`) | `install_verified` of the linked temp file | `verify_file` before loading (mlxsci/backends/sim/build.py) |
+| `sim/k-<key>.err` (+ `.hmac`): a cached compile error | `write_verified` | `read_verified` |
+| `sim/rt-<key>.o` (+ `.hmac`): the runtime object | `install_verified` | `verify_file` before linking (backends/sim/toolchain.py) |
+| `sim/pch-<key>.pch` and `.h` (+ `.hmac`, `.pch.lock`) | `install_verified`, the header first, under `entry_lock` | `verify_file` of both before use (backends/sim/pch.py); a PCH the compiler refuses is removed and named |
+| `sim/k-<key>.cpp`: a kernel's translation unit | temp file plus rename, before every compile of it | never read back: the compiler's input, rewritten by each build |
+| `*.lock` | by mlxsci/locks.py | never trusted: the kernel's flock decides, the text only names the holder |
+| `.<name>.*`, `*.tmp` | temp files of a write in flight | never read; a killed writer's stay behind, harmless |
+
 What stays the caller's concern: `verify_file` checks a file as it is now; a
 writer that replaces it between the check and its use (loading a library)
 wins, which only the sandbox prevents.
@@ -32,14 +58,20 @@ wins, which only the sandbox prevents.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
 import os
 import secrets
 import stat
+import sys
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
+
+from mlxsci import locks
 
 KEY_NAME = ".integrity-key"
 KEY_BYTES = 32
@@ -47,6 +79,15 @@ SIDECAR_SUFFIX = ".hmac"
 _SIDECAR_PREFIX = "hmac-sha256 "
 _DOMAIN = b"mlxsci-integrity-v1\0"
 _CHUNK = 1 << 20
+REBUILDING = "rebuilding it"
+# How long a reader waits before reading an entry that did not match its seal
+# a second time: a rebuild in flight renames the entry just after its seal.
+_SETTLE_SECONDS = 0.05
+
+# Entries named on stderr by this process (each once), and whether this process
+# replaced a damaged key (then every entry is rebuilt, and that line said so).
+_REPORTED: set[str] = set()
+_KEY_REPLACED: list[bool] = []
 
 
 def cache_dir(*parts: str) -> Path:
@@ -144,8 +185,27 @@ def integrity_key() -> bytes:
         key = _read_key(path)
         if key:
             return key
+        if key == b"":
+            _say_key_replaced(path)
         _install_key(path, replace=key == b"")
     raise OSError(f"cannot set up the cache's integrity key {path}: remove it and retry")
+
+
+def _say_key_replaced(path: Path) -> None:
+    """One line for a damaged key: every entry it sealed reads as damaged now
+    and is rebuilt, which this line says for all of them (no line each)."""
+    if _KEY_REPLACED:
+        return
+    _KEY_REPLACED.append(True)
+    try:
+        size = f"{os.lstat(path).st_size} bytes"
+    except OSError:
+        size = "unreadable"
+    _say(
+        f"mlxsci: the cache's integrity key {path} is not a usable key ({size}, not a "
+        f"private file of {KEY_BYTES} bytes); making a new one and rebuilding every entry "
+        "the old one sealed"
+    )
 
 
 def existing_key() -> bytes | None:
@@ -210,12 +270,89 @@ def _file_chunks(path: Path):
             yield chunk
 
 
-def write_verified(path: Path, data: bytes) -> None:
-    """Write an entry atomically, then its sidecar. A reader between the two
-    sees a mismatch and rebuilds: wasted work, never a wrong entry."""
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # a closed or full stderr must not stop a rebuild
+        pass
+
+
+def report_damaged(path: Path, why: str) -> None:
+    """Say on stderr, in one line, that the entry at `path` is damaged (`why`)
+    and is being rebuilt: once per entry per process, so a search's hundred
+    evaluations do not repeat it; nothing after this process replaced a
+    damaged key (its own line covers every entry)."""
+    name = entry_name(path)
+    if name in _REPORTED or _KEY_REPLACED:
+        return
+    _REPORTED.add(name)
+    _say(f"mlxsci: cache entry {path} is {why}; {REBUILDING}")
+
+
+def _examine(path: Path, whole: bool) -> tuple[bytes | None, str | None]:
+    """(its bytes, or b"" unless `whole`; None) when the entry matches its seal;
+    (None, None) when there is no entry (a first run); (None, why) when it is
+    damaged."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return None, "not a regular file"
+    expected = _read_sidecar(path)
+    try:
+        data = path.read_bytes() if whole else b""
+        chunks = [data] if whole else _file_chunks(path)
+        actual = _mac(integrity_key(), entry_name(path), chunks)
+    except FileNotFoundError:  # removed since the stat: missing, not damaged
+        return None, None
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+    if expected is not None and hmac.compare_digest(actual, expected):
+        return data, None
+    if st.st_size == 0:
+        return None, "empty"
+    if expected is None:
+        return None, f"unsealed (its {SIDECAR_SUFFIX} sidecar is missing or unreadable)"
+    return None, "not what its seal vouches for (cut short, altered or planted)"
+
+
+def _verified(path: Path, whole: bool) -> bytes | None:
+    data, why = _examine(path, whole)
+    if why is not None:
+        # Read seal and entry again once: a reader between a rebuild's new
+        # seal and its rename sees the old entry against the new seal.
+        time.sleep(_SETTLE_SECONDS)
+        data, why = _examine(path, whole)
+    if why is not None:
+        report_damaged(path, why)
+    return data
+
+
+def install_verified(tmp: Path, path: Path) -> None:
+    """Make the finished file `tmp` (in `path`'s folder) the entry `path`:
+    its sidecar first, then the rename, so a reader never finds the new entry
+    unsealed; one between the two sees a mismatch, reads again, and at worst
+    rebuilds (wasted work, never a wrong entry)."""
     path = Path(path)
-    atomic_write_bytes(path, data)
-    _write_sidecar(path, _mac(integrity_key(), entry_name(path), [data]))
+    _write_sidecar(path, _mac(integrity_key(), entry_name(path), _file_chunks(Path(tmp))))
+    os.replace(tmp, path)
+
+
+def write_verified(path: Path, data: bytes) -> None:
+    """Write an entry atomically with its sidecar (install_verified)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        install_verified(Path(tmp), path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def write_verified_json(path: Path, obj) -> None:
@@ -224,37 +361,65 @@ def write_verified_json(path: Path, obj) -> None:
 
 def read_verified(path: Path) -> bytes | None:
     """The entry's bytes if its sidecar vouches for them; None when it is
-    missing, unsealed, damaged or planted (the caller rebuilds it). The bytes
-    returned are the ones checked: parse them, do not read the file again."""
-    path = Path(path)
-    expected = _read_sidecar(path)
-    if expected is None:
-        return None
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    actual = _mac(integrity_key(), entry_name(path), [data])
-    return data if hmac.compare_digest(actual, expected) else None
+    missing, unsealed, damaged or planted (the caller rebuilds it; damage is
+    named on stderr, report_damaged). The bytes returned are the ones checked:
+    parse them, do not read the file again."""
+    return _verified(Path(path), whole=True)
 
 
 def seal_file(path: Path) -> None:
     """Write the sidecar of a file already in place (written atomically by the
-    caller, e.g. a compiled library), reading it once in chunks."""
+    caller), reading it once in chunks. A new entry is better installed with
+    install_verified, which seals it before it is in place."""
     path = Path(path)
     _write_sidecar(path, _mac(integrity_key(), entry_name(path), _file_chunks(path)))
 
 
 def verify_file(path: Path) -> bool:
     """Whether a file in place matches its sidecar (read once, in chunks; a
-    missing file or sidecar is False). See the module docstring for what a
-    check before use cannot promise."""
-    path = Path(path)
-    expected = _read_sidecar(path)
-    if expected is None:
-        return False
+    missing file is False without a word, a damaged one is named on stderr).
+    See the module docstring for what a check before use cannot promise."""
+    return _verified(Path(path), whole=False) is not None
+
+
+def discard(path: Path) -> None:
+    """Remove an entry and its sidecar (one found unusable after its check)."""
+    for p in (Path(path), sidecar(Path(path))):
+        p.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ building an entry once
+def lock_path(path: Path) -> Path:
+    return Path(path).with_name(Path(path).name + ".lock")
+
+
+# A file system without flock (some network mounts): build without the lock.
+_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
+
+
+@contextmanager
+def entry_lock(path: Path, doing: str, waiting=None):
+    """Hold the lock beside the entry at `path` (`<entry>.lock`,
+    mlxsci/locks.py) while building it: one process builds, the others wait,
+    then read what it wrote; so the caller reads the entry again once it holds
+    the lock. `waiting` (a callable taking a line) hears who it waits for.
+    Where the file system has no flock, it builds without (a duplicate build
+    costs time; the seal still guards what is read)."""
+    where = lock_path(path)
+    lock = None
     try:
-        actual = _mac(integrity_key(), entry_name(path), _file_chunks(path))
-    except OSError:
-        return False
-    return hmac.compare_digest(actual, expected)
+        try:
+            lock = locks.acquire(where, doing)
+        except locks.LockHeld as held:
+            if waiting is not None:
+                who = f"process {held.pid}" if held.pid is not None else "another process"
+                waiting(f"waiting for {who}, {held.doing or 'building ' + where.stem}...")
+            lock = locks.acquire_blocking(where, doing)
+    except OSError as exc:
+        if exc.errno not in _NO_FLOCK:
+            raise
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()

@@ -59,6 +59,11 @@ class Roofline:
     reference_copy_gbps: float | None = None  # MLX's own copy-like op (GPU backends)
     plan: dict = field(default_factory=dict)  # what was launched (see PLANS)
     probe_digest: str = ""  # of the probe source and plan: a changed probe measures again
+    # Which cache entry these ceilings were read from or written to: {"entry":
+    # its name in the cache, "sha256": of its bytes, "measured_at"}, so results
+    # can be checked to have used the same ones. Not stored in the entry itself
+    # (mlxsci.roofline.STORED) and not part of equality.
+    source: dict = field(default_factory=dict, compare=False)
 
     def bw(self, working_set: float) -> float:
         """GB/s at a working set: log-linear between probe points, flat beyond them."""

@@ -187,6 +187,7 @@ def evaluate(
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     say(f"{task.name}: roofline for {device['name']}")
     roof = _prepare(be, timer_name, announce or say, say)
+    ev.roofline = dict(roof.source)  # which ceilings this result is scored against
 
     # One process runs all sizes of the candidate (CandidateWorker), one size
     # at a time, each checked before the next is handed over.

@@ -8,7 +8,10 @@ makes the inputs), so editing any of them invalidates the entry.
 
 Entries are verified (mlxsci/cache.py `write_verified` / `read_verified`): an
 entry the parent did not write itself (planted, copied from another key, a
-tolerance edited to 1e30), cut short or empty is computed again, never used.
+tolerance edited to 1e30), cut short or empty is computed again, never used,
+and named in one line on stderr. Only the fixed inputs' references are kept
+(a task whose make_inputs takes no seed, or get_reference without one); one
+process computes an entry at a time (cache.entry_lock).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from mlxsci.cache import cache_dir, read_verified, write_verified
+from mlxsci.cache import cache_dir, entry_lock, read_verified, write_verified
 from mlxsci.task import Task, load_reference
 
 
@@ -99,12 +102,27 @@ def get_reference(
     if seed is not None and task.takes_seed:
         return _solve(task, params, task.inputs(params, seed))
     path = cache_dir("reference", task.name) / f"{_key(task, params)}.npz"
-    if use_cache:
-        data = read_verified(path)  # None: missing, unsealed, damaged or planted
-        ref = _parse_entry(data) if data is not None else None
-        if ref is not None:
-            return ref
-    ref = _solve(task, params, task.make_inputs(params))
+    ref = _cached(path) if use_cache else None
+    if ref is not None:
+        return ref
+    # One process solves a size at a time; one that waited reads what the
+    # first wrote (two writers would leave one's seal over the other's zip,
+    # whose timestamps differ: a mismatch the next reader rebuilds).
+    with entry_lock(path, f"computing the {task.name} reference"):
+        ref = _cached(path) if use_cache else None
+        if ref is None:
+            ref = _solve(task, params, task.make_inputs(params))
+            write_verified(path, _entry_bytes(ref))
+    return ref
+
+
+def _cached(path: Path) -> Reference | None:
+    # None: missing, unsealed, damaged or planted (read_verified names damage).
+    data = read_verified(path)
+    return _parse_entry(data) if data is not None else None
+
+
+def _entry_bytes(ref: Reference) -> bytes:
     meta = {
         "outputs": sorted(ref.outputs),
         "tolerance": ref.tolerance,
@@ -114,8 +132,7 @@ def get_reference(
     buf = io.BytesIO()
     arrays: dict[str, Any] = {"__meta__": np.array(json.dumps(meta)), **ref.outputs}
     np.savez(buf, **arrays)
-    write_verified(path, buf.getvalue())
-    return ref
+    return buf.getvalue()
 
 
 def _solve(task: Task, params: dict, inputs: dict) -> Reference:

@@ -75,6 +75,10 @@ class Evaluation:
     # S is 0 and Phi none unless the evaluation kept it (implausible_kept).
     implausible: str | None = None
     implausible_kept: bool = False
+    # The ceilings the sizes were scored against (mlxsci.ceilings.Roofline.source:
+    # the roofline cache entry's name, the sha256 of its bytes, measured_at);
+    # {} when no size ran.
+    roofline: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         data = {
@@ -94,6 +98,7 @@ class Evaluation:
                 "implausible_kept": self.implausible_kept,
             },
             "input_seed": self.input_seed,
+            "roofline": dict(self.roofline),
             "sizes": [json_size(s) for s in self.sizes],
         }
         if self.sanitized:  # only sanitized runs carry it; their score is None
@@ -195,6 +200,11 @@ def format_evaluation(ev: Evaluation) -> str:
     lines.append(S_AND_PHI)
     if ev.input_seed is not None:
         lines.append(f"inputs drawn from seed {ev.input_seed} (--input-seed reproduces them)")
+    if ev.roofline:
+        lines.append(
+            f"ceilings: {ev.roofline.get('entry')} (sha256 {str(ev.roofline.get('sha256'))[:12]}, "
+            f"measured {ev.roofline.get('measured_at')})"
+        )
     if ev.fail_reason:
         lines.append(f"fail_reason: {ev.fail_reason}")
     if ev.implausible:

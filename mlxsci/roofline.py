@@ -5,13 +5,15 @@ flops / peak); the fraction a candidate scores is roofline time / measured
 time. The bandwidth curve bw and the FP32 peak are measured by probe kernels
 (mlxsci.roofline_probes), timed by the same timer as the kernels they are
 compared with; the record they fill is mlxsci.ceilings.Roofline. This module
-caches a measured roofline per device fingerprint, dialect and timer, prints
+caches a measured roofline per device fingerprint, dialect and timer
+(measured by one process at a time: the others wait and read it), prints
 it beside the driver's theoretical figures and MLX's own copy, and keeps
 Metal-Sci's static chip table as a paper-comparable column on Apple GPUs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from dataclasses import asdict, fields
@@ -23,7 +25,14 @@ from tabulate import tabulate
 from mlxsci import timers
 from mlxsci.backends import backend_class, get_backend, has_chip_table
 from mlxsci.backends.base import Backend
-from mlxsci.cache import cache_dir, read_verified, write_verified_json
+from mlxsci.cache import (
+    cache_dir,
+    entry_lock,
+    entry_name,
+    json_bytes,
+    read_verified,
+    write_verified,
+)
 from mlxsci.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.roofline_probes import measure, plan_for, probe_digest
 
@@ -38,12 +47,27 @@ def cache_path(backend: Backend, timer: str | None = None) -> Path:
     return cache_dir("roofline") / name
 
 
+# What an entry holds: every field but where it came from (Roofline.source).
+STORED = frozenset(f.name for f in fields(Roofline)) - {"source"}
+
+
+def identity(path: Path, raw: bytes, roof: Roofline) -> dict:
+    """Which ceilings a result used: the entry's name in the cache, the sha256
+    of its bytes and when it was measured (Roofline.source)."""
+    return {
+        "entry": entry_name(path),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "measured_at": roof.measured_at,
+    }
+
+
 def load_cached(path: Path, digest: str) -> Roofline | None:
     """The cached roofline, or None where there is none, it is not one this
     machine's parent wrote (mlxsci/cache.py `read_verified`: planted ceilings
-    would score every candidate against them) or it is stale: written by
-    another version of this module (missing or unknown fields: e.g. one whose
-    probes were wall-clock timed) or by other probes or plans."""
+    would score every candidate against them; damage is named on stderr) or it
+    is stale: written by another version of this module (missing or unknown
+    fields: e.g. one whose probes were wall-clock timed) or by other probes or
+    plans."""
     raw = read_verified(path)
     if raw is None:
         return None
@@ -51,10 +75,13 @@ def load_cached(path: Path, digest: str) -> Roofline | None:
         data = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(data, dict) or set(data) != {f.name for f in fields(Roofline)}:
+    if not isinstance(data, dict) or set(data) != STORED:
         return None
     roof = Roofline(**data)
-    return roof if roof.probe_digest == digest else None
+    if roof.probe_digest != digest:
+        return None
+    roof.source = identity(path, raw, roof)
+    return roof
 
 
 MEASURING = "measuring the roofline of this machine (once)..."
@@ -64,18 +91,29 @@ def load_or_measure(
     backend: Backend, refresh: bool = False, progress=None, timer: str | None = None, announce=None
 ) -> Roofline:
     """The cached roofline, else a measured one. `announce` (default:
-    `progress`) hears MEASURING before a measurement (not on a cache hit);
-    `progress` hears each probe's result."""
+    `progress`) hears MEASURING before a measurement (not on a cache hit), or
+    whom it waits for; `progress` hears each probe's result.
+
+    Measured once per machine however many evaluations start at once: the
+    measuring process holds the lock beside the entry (cache.entry_lock), the
+    others wait for it and then read its entry, so every one scores against
+    the same ceilings (concurrent first runs had each measured their own and
+    the last writer's stayed)."""
     path = cache_path(backend, timer)
-    if not refresh:
-        roof = load_cached(path, probe_digest(backend, plan_for(backend)))
-        if roof is not None:
-            return roof
+    digest = probe_digest(backend, plan_for(backend))
+    roof = None if refresh else load_cached(path, digest)
+    if roof is not None:
+        return roof
     announce = announce or progress
-    if announce is not None:
-        announce(MEASURING)
-    roof = measure(backend, progress, timer)
-    write_verified_json(path, asdict(roof))
+    with entry_lock(path, "measuring the roofline", waiting=announce):
+        roof = None if refresh else load_cached(path, digest)
+        if roof is None:
+            if announce is not None:
+                announce(MEASURING)
+            roof = measure(backend, progress, timer)
+            raw = json_bytes({k: v for k, v in asdict(roof).items() if k in STORED})
+            write_verified(path, raw)
+            roof.source = identity(path, raw, roof)
     return roof
 
 

@@ -19,8 +19,10 @@ the header or body carries the candidate file's own line number.
 It is compiled to an object file, then linked with the runtime object
 (sim_runtime.cpp, compiled once) into a shared library cached under
 $MLXSCI_CACHE_DIR/sim/ by the sha256 of the TU, the runtime sources, the flags
-and the compiler version, and sealed (mlxsci.cache.seal_file): a cached entry
-is used only while its seal matches. The compiler, its flags and the runtime object are
+and the compiler version, and sealed (mlxsci.cache.install_verified): a cached entry
+is used only while its seal matches (a damaged one is named on stderr and
+rebuilt). The TU itself, `k-<key>.cpp`, is the compiler's input, rewritten by
+every build of it and never read back. The compiler, its flags and the runtime object are
 toolchain.py's; the precompiled header every compile of a dialect loads is
 pch.py's.
 """
@@ -38,7 +40,7 @@ from pathlib import Path
 from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim.pch import _compile_with_pch
 from mlxsci.backends.sim.toolchain import STATS, _lock, _runtime_object, cache_dir, runtime_digest
-from mlxsci.cache import read_verified, seal_file, verify_file, write_verified
+from mlxsci.cache import install_verified, read_verified, verify_file, write_verified
 from mlxsci.environment_faults import ROOM_FIX, SPARE_BYTES, EnvironmentFault, room_problem
 
 _loaded: dict[str, ctypes.CDLL] = {}
@@ -159,10 +161,10 @@ def build_library(
         err = d / f"k-{key}.err"
         # An entry counts only when its seal (mlxsci.cache) vouches for it: a
         # library or compile log planted or altered in the cache is rebuilt.
-        if so.exists() and verify_file(so):
+        if verify_file(so):
             STATS["cache_hits"] += 1
             return so
-        cached_err = read_verified(err) if err.exists() else None
+        cached_err = read_verified(err)
         if cached_err is not None:
             STATS["cache_hits"] += 1
             raise parse_compile_error(named(cached_err.decode(errors="replace")), source_file)
@@ -196,8 +198,7 @@ def build_library(
             if deterministic:
                 write_verified(err, raw.encode())
             raise parse_compile_error(log, source_file)
-        os.replace(tmp_so, so)
-        seal_file(so)
+        install_verified(Path(tmp_so), so)  # sealed before it is in place
         return so
 
 

@@ -9,6 +9,11 @@ their #include lines in the TU. The object code is the same as without it
 (checked with objdump on seed kernels). A PCH that cannot be built or loaded
 costs nothing but the speed: the compile runs without it.
 
+Cache entries: `pch-<key>.pch` and the header it is built from, `pch-<key>.h`,
+both sealed (mlxsci/cache.py) and both checked before use, built by one
+process at a time (`pch-<key>.pch.lock`). A damaged one, or a PCH the
+compiler refuses, is named on stderr and built again.
+
 Separate from build.py (the TU, the library cache) and toolchain.py (the
 compiler itself) because it is a speed-up with its own cache entries and
 failure handling, which neither of them needs to know about.
@@ -32,7 +37,7 @@ from mlxsci.backends.sim.toolchain import (
     runtime_digest,
     zig_executable,
 )
-from mlxsci.cache import seal_file, verify_file
+from mlxsci.cache import discard, entry_lock, install_verified, report_damaged, verify_file
 
 _PCH_FAILED: set = set()
 
@@ -55,6 +60,13 @@ def _pch_path(prefix: str, extra_defines: tuple[str, ...]) -> Path:
     return cache_dir() / f"pch-{key.hexdigest()[:32]}.pch"
 
 
+def _usable(pch: Path, header: Path) -> bool:
+    """Whether the PCH and the header it was built from are both as sealed
+    (each checked, so each damaged one is named)."""
+    header_ok = verify_file(header)
+    return verify_file(pch) and header_ok
+
+
 def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
     """The PCH of `tu`'s include prefix, built on first use; None where there
     is no prefix or building it failed in this process."""
@@ -62,38 +74,44 @@ def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
     if not prefix:
         return None
     pch = _pch_path(prefix, extra_defines)
-    if pch.exists() and verify_file(pch):  # sealed by this cache's key, not planted
+    header = pch.with_suffix(".h")
+    if _usable(pch, header):  # sealed by this cache's key, not planted or damaged
         return pch
     if pch in _PCH_FAILED:
         return None
-    header = pch.with_suffix(".h")
-    fd, tmp_h = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".h.tmp", dir=pch.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(prefix)
-    os.replace(tmp_h, header)
-    fd, tmp = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".pch.tmp", dir=pch.parent)
-    os.close(fd)
-    res = _run_compiler(
-        [
-            "c++",
-            *CXX_FLAGS,
-            *extra_defines,
-            "-I",
-            str(INCLUDE_DIR),
-            "-x",
-            "c++-header",
-            str(header),
-            "-o",
-            tmp,
-        ]
-    )
-    STATS["pch_builds"] += 1
-    if res.returncode != 0:
-        os.unlink(tmp)
-        _PCH_FAILED.add(pch)
-        return None
-    os.replace(tmp, pch)
-    seal_file(pch)
+    # One builder at a time: a PCH's bytes differ from build to build, and it
+    # records its header's size and mtime, so a second builder rewriting the
+    # header would make the compiler refuse the first one's PCH.
+    with entry_lock(pch, "building a precompiled header"):
+        if _usable(pch, header):
+            return pch
+        if not verify_file(header):
+            fd, tmp_h = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".h.tmp", dir=pch.parent)
+            with os.fdopen(fd, "w") as f:
+                f.write(prefix)
+            install_verified(Path(tmp_h), header)
+        fd, tmp = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".pch.tmp", dir=pch.parent)
+        os.close(fd)
+        res = _run_compiler(
+            [
+                "c++",
+                *CXX_FLAGS,
+                *extra_defines,
+                "-I",
+                str(INCLUDE_DIR),
+                "-x",
+                "c++-header",
+                str(header),
+                "-o",
+                tmp,
+            ]
+        )
+        STATS["pch_builds"] += 1
+        if res.returncode != 0:
+            Path(tmp).unlink(missing_ok=True)
+            _PCH_FAILED.add(pch)
+            return None
+        install_verified(Path(tmp), pch)  # sealed before it is in place
     return pch
 
 
@@ -114,7 +132,8 @@ def _compile_with_pch(
     res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch, kernel=True)
     STATS["compiles"] += 1
     if res.returncode != 0 and pch is not None and _pch_refused(res.stderr + res.stdout, pch):
-        pch.unlink(missing_ok=True)
+        report_damaged(pch, "refused by the compiler (its header changed since it was built)")
+        discard(pch)
         res = _compile_and_link(cpp, so, extra_defines, rt, kernel=True)
         STATS["compiles"] += 1
     return res

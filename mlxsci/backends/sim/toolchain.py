@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
-from mlxsci.cache import seal_file, verify_file
+from mlxsci.cache import install_verified, verify_file
 from mlxsci.environment_faults import EnvironmentFault
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
@@ -152,10 +152,6 @@ def runtime_digest() -> str:
     return h.hexdigest()
 
 
-def _atomic_write_from(tmp: Path, final: Path) -> None:
-    os.replace(tmp, final)
-
-
 def zig_cache_dir() -> Path:
     """The zig cache the simulator's builds use: one per zig version, inside
     zig's own global cache ($ZIG_GLOBAL_CACHE_DIR, else $XDG_CACHE_HOME/zig or
@@ -237,7 +233,7 @@ def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
         (runtime_digest() + "|rt|" + " ".join(extra_defines)).encode()
     ).hexdigest()[:32]
     obj = cache_dir() / f"rt-{key}.o"
-    if obj.exists() and verify_file(obj):  # sealed by this cache's key, not planted
+    if verify_file(obj):  # sealed by this cache's key, not planted (damage is named)
         return obj
     fd, tmp = tempfile.mkstemp(prefix=f"rt-{key}.", suffix=".o.tmp", dir=cache_dir())
     os.close(fd)
@@ -258,8 +254,7 @@ def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
     if res.returncode != 0:
         os.unlink(tmp)
         raise RuntimeError("building the simulator runtime failed:\n" + res.stderr)
-    _atomic_write_from(Path(tmp), obj)
-    seal_file(obj)
+    install_verified(Path(tmp), obj)  # sealed before it is in place
     return obj
 
 
