@@ -20,10 +20,11 @@ A sweep started again finds its own runs:
   now asks for more): resumed and extended to K;
 - a run directory without summary.json (a killed run): resumed;
 - nothing there: a new search.
-A search that raises is recorded as failed and the sweep goes on; one the
-machine stopped (mlxsci/environment_faults.py: no space, a read-only folder, a
-worker that could not start) is left unfinished, no other run starts, and
-the sweep exits 3: the same command resumes them once the machine is fixed.
+Each run is locked where it runs (search/run_lock.py): two sweeps on one
+folder share the runs. A search that raises is recorded as failed and the
+sweep goes on; one the machine stopped (mlxsci/environment_faults.py: no space,
+a read-only folder, a worker that could not start) is left unfinished, no other
+run starts, and the sweep exits 3: the same command resumes them once fixed.
 
 Executors: `local` (the default) runs the searches one after another in
 this process; `ray` (mlxsci.sweep_ray, `pip install 'mlxsci[ray]'`) runs each
@@ -38,7 +39,7 @@ DIR, status, action, cost_usd; max_cost: the cap a run was given; stopped:
 why a run stopped short; error: why it failed, was lost or did not start)
 and is rewritten whenever a run starts or ends. status: finished; stopped (a
 summary with fewer iterations than asked: the cost cap); unfinished
-(pending, running, killed, lost or not started); failed.
+(pending, running, in use, killed, lost or not started); failed.
 `python -m mlxsci.report DIR` reads it.
 
 The runs' machinery (naming, running one, the driver's bookkeeping) is in
@@ -113,7 +114,7 @@ def sweep(
     per search. run_options go to each mlxsci.search.run (accept, timer,
     prices, base_url, ...). Each entry: task, model, repeat, seed, path
     (relative to out), status (finished, stopped, unfinished, failed), action
-    (skipped, ran, resumed, lost, not started; pending or running while the
+    (skipped, ran, resumed, lost, not started, in use; pending or running while the
     sweep goes on), cost_usd, and max_cost, stopped, error where they apply."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
