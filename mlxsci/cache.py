@@ -64,6 +64,7 @@ import hmac
 import json
 import os
 import secrets
+import shutil
 import stat
 import sys
 import tempfile
@@ -338,7 +339,13 @@ def install_verified(tmp: Path, path: Path) -> None:
     rebuilds (wasted work, never a wrong entry)."""
     path = Path(path)
     _write_sidecar(path, _mac(integrity_key(), entry_name(path), _file_chunks(Path(tmp))))
-    os.replace(tmp, path)
+    try:
+        os.replace(tmp, path)
+    except IsADirectoryError:
+        # A folder where the entry belongs (_examine: "not a regular file"):
+        # it is no entry of ours, and it is in the way of the rebuilt one.
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
 
 
 def write_verified(path: Path, data: bytes) -> None:

@@ -45,7 +45,7 @@ ENTRIES = {
     "precompiled header's source": "sim/pch-*.h",
     "roofline": "roofline/*.json",
 }
-DAMAGES = ("empty", "truncated", "flipped", "unsealed")
+DAMAGES = ("empty", "truncated", "flipped", "unsealed", "folder")
 
 
 def damage(path: Path, how: str) -> None:
@@ -57,8 +57,12 @@ def damage(path: Path, how: str) -> None:
     elif how == "flipped":
         middle = len(data) // 2
         path.write_bytes(data[:middle] + bytes([data[middle] ^ 0x40]) + data[middle + 1 :])
-    else:
+    elif how == "unsealed":
         cache.sidecar(path).unlink(missing_ok=True)
+    else:  # a folder where the entry belongs
+        path.unlink()
+        path.mkdir()
+        (path / "inside").write_bytes(data)
 
 
 def run_eval(folder, cache_dir: Path, *args: str) -> subprocess.CompletedProcess:
