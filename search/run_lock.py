@@ -25,6 +25,7 @@ The lock file is no record of the run: mlxsci/run_manifest.py leaves it out.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,13 +49,20 @@ def lock_path(run_dir: Path) -> Path:
 def take(run_dir: Path, doing: str) -> locks.Lock:
     """Run_dir's lock, now: LockHeld while another process holds it,
     RunDirUnwritable when the lock file cannot be made or locked."""
+    fix = "copy it to a folder you can write and resume the copy"
     try:
-        return locks.acquire(lock_path(run_dir), doing)
+        lock = locks.acquire(lock_path(run_dir), doing)
     except OSError as exc:
         raise RunDirUnwritable(
             f"{run_dir} cannot be written ({exc.strerror or exc}), so it cannot be locked",
-            fix="copy it to a folder you can write and resume the copy",
+            fix=fix,
         ) from None
+    # A lock file left writable in a folder that is not (chmod a-w, as its
+    # owner) opens and locks: the folder itself must take new files too.
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        lock.release()
+        raise RunDirUnwritable(f"{run_dir} cannot be written (permission denied)", fix=fix)
+    return lock
 
 
 def refuse_if_held(run_dir: Path) -> None:

@@ -371,3 +371,26 @@ def test_a_ray_sweep_leaves_a_held_run_to_its_holder(tmp_path, ship_results):
         assert who != os.getpid() and doing == "sweep run saxpy_autotune_r2"
     index = {e["path"]: e for e in json.loads((out / "index.json").read_text())["runs"]}
     assert index["saxpy_autotune"]["status"] == "unfinished"
+
+
+def test_a_folder_not_writable_beside_a_writable_lock_file(tmp_path, monkeypatch):
+    """As its owner after chmod a-w, the lock file (still writable) opens and
+    locks; the folder's own permission decides (os.access, stubbed here: as
+    root chmod stops nothing, and the read-only mount above fails the open)."""
+    from mlxsci.search import run_lock
+
+    run_dir = tmp_path / "run"
+    summary = crafted_autotune_run(monkeypatch, run_dir, iterations=1)
+    before = snapshot(run_dir, lock=False)
+    real_access = os.access
+    monkeypatch.setattr(
+        run_lock.os,
+        "access",
+        lambda path, mode: False if Path(path) == run_dir else real_access(path, mode),
+    )
+    shown = run(None, resume=run_dir)
+    assert shown["outcome"] == summary["outcome"] and shown["run_dir"] == str(run_dir)
+    with pytest.raises(run_lock.RunDirUnwritable, match="2 of its 3 iterations are left"):
+        run(None, resume=run_dir, iterations=3)
+    assert snapshot(run_dir, lock=False) == before
+    assert not locks.is_held(run_dir / locks.LOCK_NAME)  # let go of on the way out
