@@ -258,3 +258,28 @@ def test_concurrent_first_evaluations_measure_the_roofline_once(tmp_path):
     # And every size was scored against it: same ceiling in each result.
     per_size = {s["ceiling"] for out, _ in outs for s in json.loads(out)["sizes"]}
     assert len(per_size) == 1
+
+
+@pytest.mark.slow
+def test_a_precompiled_header_the_compiler_refuses_is_named_and_built_again(
+    seedless, tmp_path, monkeypatch
+):
+    """Same bytes, sealed, but its header's mtime changed (a restore from a
+    backup): clang refuses the PCH. It is named, built again at once, and
+    kept. (A cache of its own: a PCH names its header by absolute path, so a
+    copied cache's PCH would still read the warm cache's header.)"""
+    cache_dir = tmp_path / "cache"
+    assert run_eval(seedless, cache_dir).returncode == 0
+    (pch,) = (cache_dir / "sim").glob("pch-*.pch")
+    os.utime(pch.with_suffix(".h"), (1e9, 1e9))
+    for lib in (cache_dir / "sim").glob("k-*.so"):  # so that the kernel is compiled
+        lib.unlink()
+    old = pch.read_bytes()
+    proc = run_eval(seedless, cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["candidate"]["correct"]
+    lines = rebuild_lines(proc.stderr)
+    assert len(lines) == 1 and pch.name in lines[0] and "refused" in lines[0], lines
+    assert sealed(cache_dir, pch, monkeypatch) and pch.read_bytes() != old
+    again = run_eval(seedless, cache_dir)
+    assert again.returncode == 0 and rebuild_lines(again.stderr) == [], again.stderr

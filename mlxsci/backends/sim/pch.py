@@ -126,14 +126,18 @@ def _compile_with_pch(
     cpp: Path, so: Path, tu: str, extra_defines: tuple[str, ...], rt: Path
 ) -> subprocess.CompletedProcess:
     """_compile_and_link with the TU's precompiled header where there is one.
-    A PCH clang refuses (stale or unreadable) is removed, so the next kernel
-    builds it anew, and this TU is compiled again without it."""
+    A PCH clang refuses (its header's mtime changed, or unreadable) is named,
+    removed and built again at once, so this compile and the later ones keep
+    the speed-up; refused again, this TU is compiled without it."""
     pch = _precompiled_header(tu, extra_defines)
-    res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch, kernel=True)
-    STATS["compiles"] += 1
-    if res.returncode != 0 and pch is not None and _pch_refused(res.stderr + res.stdout, pch):
+    for attempt in range(2):
+        res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch, kernel=True)
+        STATS["compiles"] += 1
+        if res.returncode == 0 or pch is None or not _pch_refused(res.stderr + res.stdout, pch):
+            return res
         report_damaged(pch, "refused by the compiler (its header changed since it was built)")
         discard(pch)
-        res = _compile_and_link(cpp, so, extra_defines, rt, kernel=True)
-        STATS["compiles"] += 1
+        pch = _precompiled_header(tu, extra_defines) if attempt == 0 else None
+    res = _compile_and_link(cpp, so, extra_defines, rt, kernel=True)
+    STATS["compiles"] += 1
     return res
