@@ -242,10 +242,10 @@ def test_concurrent_first_evaluations_measure_the_roofline_once(tmp_path):
     outs = [p.communicate(timeout=900) for p in procs]
     for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
-    # The probes ran in one process; the two others waited for it by name.
+    # The probes ran in one process; the others waited for it (naming it) or,
+    # started later, found its entry.
     measured = [err.count(MEASURING) for _, err in outs]
     assert sorted(measured) == [0, 0, 1], [err for _, err in outs]
-    assert sum("waiting for process" in err for _, err in outs) == 2
     ceilings = [json.loads(out)["roofline"] for out, _ in outs]
     (entry,) = (cache_dir / "roofline").glob("*.json")
 
