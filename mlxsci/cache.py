@@ -186,26 +186,33 @@ def integrity_key() -> bytes:
         key = _read_key(path)
         if key:
             return key
-        if key == b"":
+        if key == b"" or _sealed_entries(path.parent):  # damaged, or lost under its entries
             _say_key_replaced(path)
         _install_key(path, replace=key == b"")
     raise OSError(f"cannot set up the cache's integrity key {path}: remove it and retry")
 
 
+def _sealed_entries(root: Path) -> bool:
+    """Whether the cache holds sealed entries (a key gone from under them)."""
+    return any(next(root.glob(p), None) for p in ("*/*" + SIDECAR_SUFFIX, "*/*/*" + SIDECAR_SUFFIX))
+
+
 def _say_key_replaced(path: Path) -> None:
-    """One line for a damaged key: every entry it sealed reads as damaged now
-    and is rebuilt, which this line says for all of them (no line each)."""
+    """One line for a damaged or lost key: every entry it sealed reads as
+    damaged now and is rebuilt, which this line says for all of them."""
     if _KEY_REPLACED:
         return
     _KEY_REPLACED.append(True)
     try:
-        size = f"{os.lstat(path).st_size} bytes"
-    except OSError:
-        size = "unreadable"
+        what = f"not a usable key ({os.lstat(path).st_size} bytes, not a private file of "
+        what += f"{KEY_BYTES} bytes)"
+    except FileNotFoundError:
+        what = "missing"
+    except OSError as exc:
+        what = f"unreadable ({exc.strerror})"
     _say(
-        f"mlxsci: the cache's integrity key {path} is not a usable key ({size}, not a "
-        f"private file of {KEY_BYTES} bytes); making a new one and rebuilding every entry "
-        "the old one sealed"
+        f"mlxsci: the cache's integrity key {path} is {what}; making a new one and "
+        "rebuilding every entry the old one sealed"
     )
 
 

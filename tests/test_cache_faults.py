@@ -176,18 +176,22 @@ def test_a_damaged_cached_compile_error_is_rebuilt_with_the_same_verdict(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ("empty", "truncated"))
+@pytest.mark.parametrize("how", ("empty", "truncated", "removed"))
 def test_a_damaged_integrity_key_is_replaced_with_one_line(
     warm, seedless, tmp_path, how, monkeypatch
 ):
-    """A key of the wrong size is replaced; every entry sealed with the old one
-    is rebuilt, and the process says so once, not once per entry."""
+    """A key of the wrong size, or one gone from under its entries, is
+    replaced; every entry sealed with the old one is rebuilt, and the process
+    says so once, not once per entry."""
     warm_dir, _ = warm
     cache_dir = tmp_path / "cache"
     shutil.copytree(warm_dir, cache_dir)
     key = cache_dir / cache.KEY_NAME
     old = key.read_bytes()
-    key.write_bytes(b"" if how == "empty" else old[:7])
+    if how == "removed":  # lost from under the entries it sealed
+        key.unlink()
+    else:
+        key.write_bytes(b"" if how == "empty" else old[:7])
     proc = run_eval(seedless, cache_dir)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["candidate"]["correct"]
