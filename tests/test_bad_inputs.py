@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from helpers import usage_error
 
 import mlxsci
-from mlxsci import evaluation as eval_cli
+from mlxsci import eval as eval_cli
 from mlxsci import report, roofline, sweep
 from mlxsci import task as task_module
 from mlxsci.task import Size, check_memory, check_task, load_task, memory_estimate

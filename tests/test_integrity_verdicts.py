@@ -13,6 +13,7 @@ import mlxsci
 from mlxsci import evaluation
 from mlxsci.ceilings import Roofline
 from mlxsci.reference_store import get_reference
+from mlxsci.results import format_evaluation
 from mlxsci.task import load_task
 from search import loop
 from search.proposer import Proposal, Proposer
@@ -131,7 +132,7 @@ def test_a_time_below_the_physics_floor_is_implausible_and_not_scored(monkeypatc
     assert ev.score == 0.0 and ev.phi is None
     size = ev.sizes[0]
     assert "implausible" in size.flags and size.fraction > 100
-    text = evaluation.format_evaluation(ev)
+    text = format_evaluation(ev)
     assert "IMPLAUSIBLE" in text and "not counted" in text
     kept = mlxsci.evaluate("saxpy", backend="sim", size_set="smoke", keep_implausible=True)
     assert kept.implausible and kept.implausible_kept
