@@ -292,3 +292,19 @@ def test_a_sweep_leaves_a_run_the_machine_stopped_unfinished(monkeypatch, tmp_pa
     index = json.loads((out_dir / "index.json").read_text())["runs"]
     assert [e["status"] for e in index] == ["finished", "finished"]
     assert not any(e.get("machine_fault") for e in index)
+
+
+def test_a_read_only_sweep_folder_is_reported_not_a_traceback(tmp_path):
+    """Old code: an OSError traceback from index.json (or its lock)."""
+    from mlxsci.sweep import main as sweep_main
+
+    out_dir = tmp_path / "sweep"
+    if not mount_tmpfs(out_dir, 1, read_only=True):
+        pytest.skip("needs a tmpfs (mount)")
+    try:
+        args = ["--tasks", "saxpy", "--models", "autotune", "--iterations", "1"]
+        out = CliRunner().invoke(sweep_main, [*args, "--backend", "sim", "--out", str(out_dir)])
+        assert out.exit_code == EXIT_CODE, (out.output, out.exception)
+        assert "read-only" in out.output and "Traceback" not in out.output
+    finally:
+        unmount(out_dir)
