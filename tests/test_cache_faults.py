@@ -287,3 +287,64 @@ def test_a_precompiled_header_the_compiler_refuses_is_named_and_built_again(
     assert sealed(cache_dir, pch, monkeypatch) and pch.read_bytes() != old
     again = run_eval(seedless, cache_dir)
     assert again.returncode == 0 and rebuild_lines(again.stderr) == [], again.stderr
+
+
+HALF = """//! kernel conv1d
+//! grid = (ceil_div(N, 256) * 256, 1, 1)
+//! threadgroup = (256, 1, 1)
+// Right, and needs compiler-rt: a float -> half conversion (__truncsfhf2 on a
+// baseline x86-64 CPU), whose value is then multiplied away.
+uint i = thread_position_in_grid.x;
+if (i >= N) {
+    return;
+}
+float acc = 0.0f;
+for (int k = 0; k < 7; ++k) {
+    int j = int(i) + k - 3;
+    if (j >= 0 && j < int(N)) {
+        acc += w[k] * x[j];
+    }
+}
+out[i] = acc + 0.0f * float(half(acc));
+"""
+
+
+@pytest.mark.slow
+def test_a_damaged_zig_cache_is_named_and_never_cached_as_a_compile_error(seedless, tmp_path):
+    """zig's own cache (outside mlxsci's) holds compiler_rt, which links
+    into every kernel that converts to half. Emptied, the link missed
+    __truncsfhf2 and a correct candidate got a compile error, cached for good
+    (a repaired zig cache did not help). Now the build names zig's cache and
+    the fix, caches nothing, and the repaired cache passes the candidate.
+    (The verdict is still a compile error whose message says it is the
+    machine's: variants.serve_request turns every exception of a worker's
+    build into one; an EnvironmentFault there should end the evaluation.)"""
+    zig = tmp_path / "zig"
+    cache_dir = tmp_path / "cache"
+    source = tmp_path / "half.metal"
+    source.write_text(HALF)
+
+    def run() -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mlxsci.eval", str(seedless), "--backend", "sim", "--json"]
+            + ["--source", str(source)],
+            env=dict(os.environ, ZIG_GLOBAL_CACHE_DIR=str(zig), MLXSCI_CACHE_DIR=str(cache_dir)),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return json.loads(proc.stdout)["candidate"]
+
+    assert run()["correct"]
+    (runtime_lib,) = zig.rglob("libcompiler_rt.a")
+    runtime_lib.write_bytes(b"")
+    for lib in (cache_dir / "sim").glob("k-*"):
+        lib.unlink()
+    broken = run()
+    assert not broken["correct"] and "__truncsfhf2" in broken["fail_reason"]
+    assert "zig's cache: that cache is damaged" in broken["fail_reason"]
+    assert not list((cache_dir / "sim").glob("k-*.err"))  # nothing cached against the candidate
+    shutil.rmtree(runtime_lib.parent.parent.parent)  # the fix the message gives
+    assert run()["correct"]

@@ -38,8 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlxsci.backends.base import CompileError
+from mlxsci.backends.sim import kernel_symbols
 from mlxsci.backends.sim.pch import _compile_with_pch
-from mlxsci.backends.sim.toolchain import STATS, _lock, _runtime_object, cache_dir, runtime_digest
+from mlxsci.backends.sim.toolchain import (
+    STATS,
+    _lock,
+    _runtime_object,
+    cache_dir,
+    runtime_digest,
+    zig_cache_dir,
+)
 from mlxsci.cache import install_verified, read_verified, verify_file, write_verified
 from mlxsci.environment_faults import ROOM_FIX, SPARE_BYTES, EnvironmentFault, room_problem
 
@@ -139,6 +147,22 @@ def _error_in_kernel_text(log: str, source_file: str) -> bool:
     return "undefined symbol" in log
 
 
+_LINK_UNDEFINED = re.compile(r"ld\.lld: error: undefined symbol: (\S+)")
+
+
+def _toolchain_lacks(log: str) -> list[str]:
+    """The helpers a link did not find that the toolchain owes every kernel
+    (compiler-rt's, the math library's): the kernel symbol check let the
+    object call only such names, so their absence is a damaged zig cache
+    (an emptied libcompiler_rt.a), never the candidate's compile error."""
+    names = sorted(set(_LINK_UNDEFINED.findall(log)))
+    return [
+        n
+        for n in names
+        if n in kernel_symbols.ALLOWED_CALLS or kernel_symbols._COMPILER_RT.fullmatch(n)
+    ]
+
+
 def build_library(
     tu: str, source_file: str = "<candidate>", extra_defines: tuple[str, ...] = ()
 ) -> Path:
@@ -165,6 +189,8 @@ def build_library(
             STATS["cache_hits"] += 1
             return so
         cached_err = read_verified(err)
+        if cached_err is not None and _toolchain_lacks(cached_err.decode(errors="replace")):
+            cached_err = None  # cached before a damaged toolchain was told apart: build again
         if cached_err is not None:
             STATS["cache_hits"] += 1
             raise parse_compile_error(named(cached_err.decode(errors="replace")), source_file)
@@ -195,6 +221,14 @@ def build_library(
             no_room = room_problem(d, SPARE_BYTES)
             if no_room:
                 raise EnvironmentFault(f"a kernel build failed, and {no_room}", fix=ROOM_FIX)
+            missing = _toolchain_lacks(log)
+            if missing:
+                raise EnvironmentFault(
+                    f"the simulator's compiler runtime lacks {', '.join(missing)}, which "
+                    "every link gets from zig's cache: that cache is damaged",
+                    zig_cache_dir(),
+                    fix="remove that folder and run again (it is rebuilt, about a minute)",
+                )
             if deterministic:
                 write_verified(err, raw.encode())
             raise parse_compile_error(log, source_file)
