@@ -115,6 +115,7 @@ def test_json_shape():
         "candidate",
         "sizes",
         "input_seed",
+        "roofline",
     }
     assert data["timer"] == "sim" and isinstance(data["input_seed"], int)
     assert {"compile_ok", "correct", "score", "noise", "fail_reason", "implausible"} <= set(

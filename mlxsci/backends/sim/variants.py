@@ -24,6 +24,7 @@ from typing import Any
 
 from mlxsci.backends.base import CompileError, KernelSpec
 from mlxsci.backends.sim import build, language_rules, toolchain
+from mlxsci.environment_faults import fault_of
 from mlxsci.signature import METAL_TYPES, ArgInfo
 
 # Set in a sandboxed worker: request -> library path (raises CompileError).
@@ -185,6 +186,9 @@ def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict
             "error": {"kind": "compile", "message": exc.message, "line": exc.line, "log": exc.log}
         }
     except Exception as exc:  # noqa: BLE001 - a worker's request never ends its parent
+        fault = fault_of(exc)  # but the machine's own faults do: no verdict either way
+        if fault is not None:
+            raise fault from exc
         message = f"build request refused: {exc}"[:500]
         return {"error": {"kind": "compile", "message": message, "line": None, "log": ""}}
 
