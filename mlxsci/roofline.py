@@ -34,6 +34,7 @@ from mlxsci.cache import (
     write_verified,
 )
 from mlxsci.ceilings import Roofline, metal_sci_ceiling
+from mlxsci.environment_faults import EXIT_CODE, EnvironmentFault, parent_writes
 from mlxsci.roofline_probes import measure, plan_for, probe_digest
 
 
@@ -186,11 +187,15 @@ def main(backend, timer, refresh, as_json):
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        roof = load_or_measure(
-            be, refresh=refresh, timer=timer, progress=lambda m: click.echo(m, err=True)
-        )
+        with parent_writes():  # a full or read-only cache: the machine's fault
+            roof = load_or_measure(
+                be, refresh=refresh, timer=timer, progress=lambda m: click.echo(m, err=True)
+            )
     except timers.TimerError as exc:
         raise click.ClickException(str(exc)) from exc
+    except EnvironmentFault as exc:
+        click.echo(f"error: the machine stopped the measurement: {exc}", err=True)
+        sys.exit(EXIT_CODE)
     click.echo(json.dumps(asdict(roof), indent=2) if as_json else format_table(roof))
 
 

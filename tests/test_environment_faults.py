@@ -308,3 +308,18 @@ def test_a_read_only_sweep_folder_is_reported_not_a_traceback(tmp_path):
         assert "read-only" in out.output and "Traceback" not in out.output
     finally:
         unmount(out_dir)
+
+
+def test_a_read_only_cache_stops_the_roofline_command_cleanly(tmp_path):
+    """Old code: an OSError traceback (mkdir of the roofline folder)."""
+    cache = tmp_path / "cache"
+    if not mount_tmpfs(cache, 1, read_only=True):
+        pytest.skip("needs a tmpfs (mount)")
+    try:
+        env = dict(os.environ, MLXSCI_CACHE_DIR=str(cache))
+        command = [sys.executable, "-m", "mlxsci.roofline", "--backend", "sim"]
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == EXIT_CODE and "read-only" in out.stderr, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr
+    finally:
+        unmount(cache)
