@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from mlxsci import cache
+from mlxsci.environment_faults import EXIT_CODE
 from mlxsci.roofline import MEASURING
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,17 +315,15 @@ def test_a_damaged_zig_cache_is_named_and_never_cached_as_a_compile_error(seedle
     """zig's own cache (outside mlxsci's) holds compiler_rt, which links
     into every kernel that converts to half. Emptied, the link missed
     __truncsfhf2 and a correct candidate got a compile error, cached for good
-    (a repaired zig cache did not help). Now the build names zig's cache and
-    the fix, caches nothing, and the repaired cache passes the candidate.
-    (The verdict is still a compile error whose message says it is the
-    machine's: variants.serve_request turns every exception of a worker's
-    build into one; an EnvironmentFault there should end the evaluation.)"""
+    (a repaired zig cache did not help). Now it is the machine's fault
+    (mlxsci/environment_faults.py): no verdict, exit 3, a message naming zig's
+    cache and the fix, nothing cached; the repaired cache passes the candidate."""
     zig = tmp_path / "zig"
     cache_dir = tmp_path / "cache"
     source = tmp_path / "half.metal"
     source.write_text(HALF)
 
-    def run() -> dict:
+    def run() -> subprocess.CompletedProcess:
         proc = subprocess.run(
             [sys.executable, "-m", "mlxsci.eval", str(seedless), "--backend", "sim", "--json"]
             + ["--source", str(source)],
@@ -335,16 +334,16 @@ def test_a_damaged_zig_cache_is_named_and_never_cached_as_a_compile_error(seedle
             cwd=ROOT,
         )
         assert "Traceback" not in proc.stderr, proc.stderr
-        return json.loads(proc.stdout)["candidate"]
+        return proc
 
-    assert run()["correct"]
+    assert json.loads(run().stdout)["candidate"]["correct"]
     (runtime_lib,) = zig.rglob("libcompiler_rt.a")
     runtime_lib.write_bytes(b"")
     for lib in (cache_dir / "sim").glob("k-*"):
         lib.unlink()
     broken = run()
-    assert not broken["correct"] and "__truncsfhf2" in broken["fail_reason"]
-    assert "zig's cache: that cache is damaged" in broken["fail_reason"]
+    assert broken.returncode == EXIT_CODE and broken.stdout == ""
+    assert "__truncsfhf2" in broken.stderr and "zig's cache: that cache is damaged" in broken.stderr
     assert not list((cache_dir / "sim").glob("k-*.err"))  # nothing cached against the candidate
     shutil.rmtree(runtime_lib.parent.parent.parent)  # the fix the message gives
-    assert run()["correct"]
+    assert json.loads(run().stdout)["candidate"]["correct"]
