@@ -21,14 +21,26 @@ from mlxsci.backends.sim.source_scan import mask_comments_and_strings
 
 
 # ------------------------------------------------------------------ tokens
-@dataclass(frozen=True)
 class _Tok:
-    text: str
-    pos: int  # offset in the kernel text
+    """A token: its text and offset in the kernel text; `index` is its place
+    in the text's token list and `table` that list's bracket partners, so
+    that a rule finds a closing bracket in one step (issue 23: a scan per
+    bracket made a text of many brackets take time quadratic in its size)."""
+
+    __slots__ = ("text", "pos", "index", "table")
+
+    def __init__(self, text: str, pos: int, index: int = -1, table: _Partners | None = None):
+        self.text = text
+        self.pos = pos
+        self.index = index
+        self.table = table
 
     @property
     def is_ident(self) -> bool:
         return self.text[:1].isalpha() or self.text[:1] == "_"
+
+    def __repr__(self) -> str:
+        return f"_Tok({self.text!r}, {self.pos})"
 
 
 # `>>` stays two tokens so that nested template argument lists close; `<<` is
@@ -38,33 +50,111 @@ _TOKEN = re.compile(
     r"[-+*/%&|^!=<>]=|\S"
 )
 _PREPROCESSOR_LINE = re.compile(r"^[ \t]*#.*?(?<!\\)$", re.M | re.S)
-
-
-def _blank(text: str, start: int, end: int) -> str:
-    return text[:start] + "".join(c if c == "\n" else " " for c in text[start:end]) + text[end:]
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+_ANGLE_STOPS = frozenset({";", "{", "}", "&&", "||"})
 
 
 def _code_only(text: str) -> str:
     """Comments, strings and preprocessor lines (with their continuations)
-    replaced by spaces; offsets and newlines unchanged."""
+    replaced by spaces; offsets and newlines unchanged. Built from pieces
+    in one pass: blanking each line in a copy of the whole text took time
+    quadratic in the number of directive lines."""
     masked = mask_comments_and_strings(text)
-    for m in reversed(list(_PREPROCESSOR_LINE.finditer(masked))):
-        masked = _blank(masked, m.start(), m.end())
-    return masked
+    pieces: list[str] = []
+    last = 0
+    for m in _PREPROCESSOR_LINE.finditer(masked):
+        pieces.append(masked[last : m.start()])
+        pieces.append(re.sub(r"[^\n]", " ", m.group()))
+        last = m.end()
+    pieces.append(masked[last:])
+    return "".join(pieces)
+
+
+class _Partners:
+    """For each token of one list: where the bracket it opens closes
+    (`close`) and where the template argument list a `<` opens closes
+    (`angle`), as `_close` and `_close_angle` define them, worked out for
+    every token in one pass each. -1: no closing token."""
+
+    def __init__(self, toks: list[_Tok]):
+        n = len(toks)
+        texts = [t.text for t in toks]
+        close = [n] * n
+        stack: list[int] = []
+        for j, t in enumerate(texts):
+            if t in _PAIRS:
+                stack.append(j)
+            elif stack and t == _PAIRS[texts[stack[-1]]]:
+                close[stack.pop()] = j
+            # another closing bracket: the scan from any open bracket skips it
+        # after[j]: where the scan of a template argument list that has
+        # reached token j (wanting its `>`) ends; computed back to front,
+        # since it depends only on what follows j.
+        after = [-1] * (n + 2)
+        for j in range(n - 1, -1, -1):
+            t = texts[j]
+            if t == ">":
+                after[j] = j
+            elif t == "<":
+                inner = after[j + 1]
+                after[j] = -1 if inner < 0 else after[inner + 1]
+            elif t in ("(", "["):
+                after[j] = after[close[j] + 1] if close[j] < n else -1
+            elif t in _ANGLE_STOPS:
+                after[j] = -1
+            else:
+                after[j] = after[j + 1]
+        self.toks = toks
+        self.close = close
+        self.angle = after
 
 
 def _tokens(code: str) -> list[_Tok]:
-    return [_Tok(m.group(), m.start()) for m in _TOKEN.finditer(code)]
+    toks = [_Tok(m.group(), m.start(), k) for k, m in enumerate(_TOKEN.finditer(code))]
+    table = _Partners(toks)
+    for t in toks:
+        t.table = table
+    return toks
+
+
+def _in_table(toks: list[_Tok], i: int) -> _Partners | None:
+    """The partners of the list `toks` is a slice of (as every rule's list
+    is), or None where it is not one contiguous slice of a tokenized text."""
+    table = toks[i].table
+    if table is None or toks[-1].index - toks[i].index != len(toks) - 1 - i:
+        return None
+    return table
 
 
 def _close(toks: list[_Tok], i: int) -> int:
     """Index of the bracket closing toks[i] ((, [, {), or len(toks)."""
-    pairs = {"(": ")", "[": "]", "{": "}"}
-    stack = [pairs[toks[i].text]]
+    table = _in_table(toks, i)
+    if table is None:
+        return _scan_close(toks, i)
+    at = i + table.close[toks[i].index] - toks[i].index
+    return min(at, len(toks))
+
+
+def _close_angle(toks: list[_Tok], i: int) -> int | None:
+    """Index of the `>` closing the template argument list opened at toks[i],
+    or None where toks[i] is a less-than (a `;` or `{` comes first)."""
+    table = _in_table(toks, i) if toks[i].text == "<" else None
+    if table is None:
+        return _scan_close_angle(toks, i)
+    end = table.angle[toks[i].index + 1]
+    if end < 0:
+        return None
+    at = i + end - toks[i].index
+    return at if at < len(toks) else None
+
+
+def _scan_close(toks: list[_Tok], i: int) -> int:
+    """`_close` by scanning: for a list of tokens that no table covers."""
+    stack = [_PAIRS[toks[i].text]]
     for j in range(i + 1, len(toks)):
         t = toks[j].text
-        if t in pairs:
-            stack.append(pairs[t])
+        if t in _PAIRS:
+            stack.append(_PAIRS[t])
         elif stack and t == stack[-1]:
             stack.pop()
             if not stack:
@@ -72,9 +162,8 @@ def _close(toks: list[_Tok], i: int) -> int:
     return len(toks)
 
 
-def _close_angle(toks: list[_Tok], i: int) -> int | None:
-    """Index of the `>` closing the template argument list opened at toks[i],
-    or None where toks[i] is a less-than (a `;` or `{` comes first)."""
+def _scan_close_angle(toks: list[_Tok], i: int) -> int | None:
+    """`_close_angle` by scanning: for a list of tokens that no table covers."""
     depth = 0
     j = i
     while j < len(toks):
@@ -86,8 +175,8 @@ def _close_angle(toks: list[_Tok], i: int) -> int | None:
             if depth == 0:
                 return j
         elif t in ("(", "["):
-            j = _close(toks, j)
-        elif t in (";", "{", "}", "&&", "||"):
+            j = _scan_close(toks, j)
+        elif t in _ANGLE_STOPS:
             return None
         j += 1
     return None

@@ -268,7 +268,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             if check_init and name is not None and var.kind == "pointer" and var.space is not None:
                 self.check_initializer(name, var, rest)
             if record and name is not None:
-                self.scopes[-1].names[name.text] = var
+                self.bind(name.text, var)
         return decls
 
     def var_of(self, specs, type_word, marks, rest, default_space) -> _Var:

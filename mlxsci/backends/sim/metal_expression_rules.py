@@ -80,6 +80,7 @@ _TYPE_WORD = re.compile(
     r"bfloat)[234]|(?:half|float|bfloat)[234]x[234]|simdgroup_\w+8x8|texture\w+|"
     r"depth\w+"
 )
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 _CASTS = frozenset({"static_cast", "reinterpret_cast", "const_cast"})
 # Keywords after which an expression (a cast, a lambda) can start.
 _EXPRESSION_KEYWORDS = frozenset(
@@ -111,6 +112,9 @@ class _MetalExpressionChecker:
         self.toks = _tokens(code)
         self.types = set(_SCALAR_TYPES)
         self.scopes = [_Scope("program")]
+        # name -> what it holds in each open scope that declares it, innermost
+        # last: a lookup in one step however deep the scopes nest
+        self.visible: dict[str, list[_Var]] = {}
         self.params: list[tuple[str, _Var]] = []  # of the function whose body opens next
         self.out: list[_Violation] = []
 
@@ -119,10 +123,24 @@ class _MetalExpressionChecker:
         return word in self.types or bool(_TYPE_WORD.fullmatch(word))
 
     def lookup(self, name: str) -> _Var | None:
-        for scope in reversed(self.scopes):
-            if name in scope.names:
-                return scope.names[name]
-        return None
+        held = self.visible.get(name)
+        return held[-1] if held else None
+
+    def bind(self, name: str, var: _Var) -> None:
+        """Records that `name` holds `var` in the innermost scope."""
+        scope = self.scopes[-1]
+        if name in scope.names:
+            self.visible[name][-1] = var
+        else:
+            self.visible.setdefault(name, []).append(var)
+        scope.names[name] = var
+
+    def push_scope(self, kind: str) -> None:
+        self.scopes.append(_Scope(kind))
+
+    def pop_scope(self) -> None:
+        for name in self.scopes.pop().names:
+            self.visible[name].pop()
 
     def flag(self, tok: _Tok, message: str) -> None:
         self.out.append(_Violation(tok.pos, message))
@@ -146,25 +164,28 @@ class _MetalExpressionChecker:
         """(address space, type text) of the pointer the expression at toks[k]
         evaluates to, where it is a name, `name + offset`, `&name`,
         `&name[i]` or a cast; None where it cannot be told. With `whole`, the
-        expression must span the rest of toks (an initializer)."""
-        while k < len(toks) and toks[k].text == "(":
-            cast = self.cast_at(toks, k)
+        expression must span the rest of toks (an initializer). Parentheses
+        are looked into as the window toks[lo:hi], never copied (a copy per
+        level made nested parentheses quadratic)."""
+        lo, hi = 0, len(toks)
+        while k < hi and toks[k].text == "(":
+            cast = self.cast_at(toks, k, lo, hi)
             if cast is not None:
                 return (cast[1], cast[2]) if cast[1] else None
-            close = _close(toks, k)
-            if whole and close != len(toks) - 1:
+            close = min(_close(toks, k), hi)
+            if whole and close != hi - 1:
                 return None
-            toks, k = toks[k + 1 : close], 0
-        if k < len(toks) and toks[k].text in _CASTS:
-            cast = self.cast_at(toks, k)
+            lo, hi, k = k + 1, close, k + 1
+        if k < hi and toks[k].text in _CASTS:
+            cast = self.cast_at(toks, k, lo, hi)
             return (cast[1], cast[2]) if cast and cast[1] else None
-        address_of = k < len(toks) and toks[k].text == "&"
+        address_of = k < hi and toks[k].text == "&"
         if address_of:
             k += 1
-        if k >= len(toks) or not toks[k].is_ident:
+        if k >= hi or not toks[k].is_ident:
             return None
         var = self.lookup(toks[k].text)
-        nxt = toks[k + 1].text if k + 1 < len(toks) else ""
+        nxt = toks[k + 1].text if k + 1 < hi else ""
         if var is None or var.space is None:
             return None
         if whole and nxt not in ("", "+", "-", "["):
@@ -183,40 +204,43 @@ class _MetalExpressionChecker:
             return var.space, f"{var.type} *"
         return None
 
-    def cast_at(self, toks: list[_Tok], k: int):
+    def cast_at(self, toks: list[_Tok], k: int, lo: int = 0, hi: int | None = None):
         """(end index, target address space or None, target type text, the
-        cast's name, the `*` token) of a pointer cast at toks[k], or None."""
+        cast's name, the `*` token) of a pointer cast at toks[k], or None.
+        Only the window toks[lo:hi] is looked at (default: all of toks)."""
+        hi = len(toks) if hi is None else hi
         t = toks[k].text
         if t in _CASTS:
-            if k + 1 >= len(toks) or toks[k + 1].text != "<":
+            if k + 1 >= hi or toks[k + 1].text != "<":
                 return None
             end = _close_angle(toks, k + 1)
-            if end is None or toks[end - 1].text not in ("*", "&"):
+            if end is None or end >= hi or toks[end - 1].text not in ("*", "&"):
                 return None
             inner = toks[k + 2 : end]
-            if end + 1 >= len(toks) or toks[end + 1].text != "(":
+            if end + 1 >= hi or toks[end + 1].text != "(":
                 return None
             return self.cast_parts(inner, end, t)
         if t != "(":
             return None
-        if k > 0 and (
+        if k > lo and (
             toks[k - 1].text in (")", "]")
             or toks[k - 1].is_ident
             and toks[k - 1].text not in _EXPRESSION_KEYWORDS
         ):
             return None  # a call, a declarator's parameters, sizeof(T*)
-        close = _close(toks, k)
-        if close >= len(toks) or close - k < 3 or toks[close - 1].text not in ("*",):
+        close = min(_close(toks, k), hi)
+        if close >= hi or close - k < 3 or toks[close - 1].text not in ("*",):
             return None
+        # looked at in place, stopping at the first token no type has: a
+        # copy of every parenthesised group ending in `*` was quadratic
+        for j in range(k + 1, close):
+            x = toks[j]
+            if not (x.is_ident or x.text in ("*", "::", "<", ">", ",") or x.text[:1].isdigit()):
+                return None
         inner = toks[k + 1 : close]
-        if not all(
-            x.is_ident or x.text in ("*", "::", "<", ">", ",") or x.text[:1].isdigit()
-            for x in inner
-        ):
-            return None
         if not any(x.is_ident and (self.is_type(x.text) or x.text in self.types) for x in inner):
             return None
-        after = toks[close + 1].text if close + 1 < len(toks) else ""
+        after = toks[close + 1].text if close + 1 < hi else ""
         if after in ("", ")", ";", ",", "]", "}", "=", "{"):
             return None  # not followed by an operand
         return self.cast_parts(inner, close, "C-style cast")
@@ -268,9 +292,11 @@ class _MetalExpressionChecker:
             ):
                 continue  # a subscript, an array bound or an attribute
             close = _close(toks, k)
-            inner = [t.text for t in toks[k + 1 : close]]
+            # a capture list holds only these; looked at in place up to the
+            # first other token (copying every bracket's inside was quadratic)
             if not all(
-                x in ("&", "=", ",", "this", "*") or re.fullmatch(r"[A-Za-z_]\w*", x) for x in inner
+                toks[j].text in ("&", "=", ",", "this", "*") or _IDENT.fullmatch(toks[j].text)
+                for j in range(k + 1, close)
             ):
                 continue
             after = toks[close + 1].text if close + 1 < len(toks) else ""

@@ -37,13 +37,30 @@ from mlxsci.backends.sim.language_tokens import (
     _Violation,
 )
 from mlxsci.backends.sim.metal_declaration_rules import _MetalDeclarationChecker
-from mlxsci.backends.sim.metal_expression_rules import _Scope
 
 __all__ = ["check_metal"]
 
 
+class _Words:
+    """The token texts of a statement from its start, gathered as the walk
+    goes (recomputed per `{` they made a statement of many braces quadratic)."""
+
+    def __init__(self, toks: list[_Tok], start: int):
+        self.toks = toks
+        self.end = start
+        self.seen: set[str] = set()
+
+    def upto(self, j: int) -> set[str]:
+        """The texts of the statement's tokens before j."""
+        self.seen.update(t.text for t in self.toks[self.end : j])
+        self.end = max(self.end, j)
+        return self.seen
+
+
 class _MetalChecker(_MetalDeclarationChecker):
     """One pass over the tokens: scopes, declarations and casts."""
+
+    openings: dict[int, int] | None = None  # `)` -> its `(`, see paren_opening
 
     # -- the walk --------------------------------------------------------
     def run(self) -> list[_Violation]:
@@ -54,7 +71,7 @@ class _MetalChecker(_MetalDeclarationChecker):
             t = toks[i].text
             if t == "}":
                 if len(self.scopes) > 1:
-                    self.scopes.pop()
+                    self.pop_scope()
                 i += 1
                 continue
             if t == ";":
@@ -63,10 +80,10 @@ class _MetalChecker(_MetalDeclarationChecker):
             end, opens = self.statement_end(i)
             kind = self.statement(toks[i:end], opens)
             if opens:
-                scope = _Scope(kind)
+                self.push_scope(kind)
                 if kind == "function":
-                    scope.names.update(self.params)
-                self.scopes.append(scope)
+                    for name, var in self.params:
+                        self.bind(name, var)
             self.params = []
             # a `}` that ends a statement (`enum E { A, B }`) still closes its scope
             i = end if end < len(toks) and toks[end].text == "}" else end + 1
@@ -78,6 +95,7 @@ class _MetalChecker(_MetalDeclarationChecker):
         brace-init and lambda bodies belong to the statement."""
         toks = self.toks
         j = i
+        words = _Words(toks, i)
         while j < len(toks):
             t = toks[j].text
             if t in ("(", "["):
@@ -86,21 +104,21 @@ class _MetalChecker(_MetalDeclarationChecker):
             if t == ";" or t == "}":
                 return j, False
             if t == "{":
-                if self.opens_block(i, j):
+                if self.opens_block(i, j, words.upto(j)):
                     return j, True
                 j = _close(toks, j) + 1
                 continue
             j += 1
         return len(toks), False
 
-    def opens_block(self, start: int, j: int) -> bool:
-        """Whether the `{` at j (in the statement from `start`) opens a body
-        or block rather than an initializer or a lambda body."""
+    def opens_block(self, start: int, j: int, words: set[str]) -> bool:
+        """Whether the `{` at j (in the statement from `start`, whose token
+        texts up to j are `words`) opens a body or block rather than an
+        initializer or a lambda body."""
         toks = self.toks
         if j == start:
             return True
         prev = toks[j - 1].text
-        words = {t.text for t in toks[start:j]}
         if (
             words & {"struct", "class", "union", "enum", "namespace"}
             and "=" not in words
@@ -109,22 +127,28 @@ class _MetalChecker(_MetalDeclarationChecker):
             return True
         if prev == ")":
             # a lambda's parameter list follows its capture list: `](...) {`
-            k = j - 1
-            depth = 0
-            while k > start:
-                if toks[k].text == ")":
-                    depth += 1
-                elif toks[k].text == "(":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                k -= 1
+            k = self.paren_opening(j - 1)
+            k = k if k > start else start
             return not (k > start and toks[k - 1].text == "]")
         if prev in ("else", "do", "try", ":", '"', "const", "noexcept", "override", "final"):
             return True
         if prev == "]" and j >= 2 and toks[j - 2].text == "]":  # after [[attributes]]
             return True
         return False
+
+    def paren_opening(self, close: int) -> int:
+        """Index of the `(` that the `)` at `close` closes, counting
+        parentheses only, or -1 where none does. Worked out for every `)` on
+        the first call (a backward scan per `{` was quadratic)."""
+        if self.openings is None:
+            self.openings = {}
+            stack: list[int] = []
+            for k, t in enumerate(self.toks):
+                if t.text == "(":
+                    stack.append(k)
+                elif t.text == ")" and stack:
+                    self.openings[k] = stack.pop()
+        return self.openings.get(close, -1)
 
     # -- statements ------------------------------------------------------
     def statement(self, stmt: list[_Tok], opens: bool) -> str:
