@@ -230,7 +230,9 @@ def evaluate(
             say(f"{task.name} {size.label}: running on {backend_name}{under}")
             result, jobdir, tail = worker.run(job, size_timeout)
             try:
-                if result is None or "error" in result:
+                if result is None or "error" in result:  # no size follows a failure
+                    worker.end()  # first, with all it wrote: its room is not the machine's
+                    shutil.rmtree(jobdir, ignore_errors=True)
                     said = tail if result is None else str(result["error"].get("message"))
                     blame_machine_first(result, job, f"size {size.label} failed ({said[-300:]})")
                 if result is None:

@@ -331,6 +331,17 @@ class CandidateWorker:
         """End the worker and anything it started (its own process group)."""
         kill_group(self.proc)
 
+    def end(self) -> None:
+        """Kill the worker at once and remove everything it could write (its
+        folder): before the parent judges the machine after a failed size, so
+        room the worker took (files anywhere in its folder, files it holds
+        open) is not counted as the machine's. No size follows."""
+        if self.proc is not None:
+            self.kill()
+            self.forget()
+        self.ended = self.ended or "ended by its parent"
+        remove_tree(self.logdir)
+
     def close(self) -> None:
         """Tell the worker no size follows, wait a moment for it to exit, and
         kill what is left of it; then remove its folder (log and job folders)."""

@@ -94,12 +94,6 @@ HOG_HELD_OPEN = """
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a worker that fills the disk from its own folder (beside the job folder, "
-    "removed only at the end) makes its crash an EnvironmentFault: nothing recorded, "
-    "the search/sweep stops with exit 3, and a resume meets the same candidate again",
-)
 def test_a_worker_filling_the_disk_beside_its_job_folder_is_still_blamed(
     small_tmp, tmp_path, monkeypatch
 ):
@@ -108,12 +102,6 @@ def test_a_worker_filling_the_disk_beside_its_job_folder_is_still_blamed(
     assert not ev.correct and ev.sizes[0].flags == ["crash"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a worker that reports an error stays alive while the parent judges the "
-    "machine: a file it holds open keeps the disk full, and its failure becomes an "
-    "EnvironmentFault",
-)
 def test_a_worker_holding_its_hog_open_is_still_blamed(small_tmp, tmp_path, monkeypatch):
     stand_in(tmp_path, monkeypatch, HOG_HELD_OPEN)
     ev = evaluate("saxpy", backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
@@ -130,13 +118,6 @@ y_out[i] = a[0] * x[i] + y[i] + 0.0f * (float)(__bf16)(1.0 / (double)x[i]);
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a link missing a compiler-rt-shaped helper that zig's compiler_rt never had "
-    "(__truncdfbf2: double -> bf16) is taken for a damaged zig cache "
-    "(build._toolchain_lacks): EnvironmentFault, exit 3, 'remove that folder'; any "
-    "candidate converting a double to bf16 stops every search and sweep it is in",
-)
 def test_a_double_to_bf16_conversion_is_the_candidates_not_a_damaged_toolchain():
     ev = evaluate(
         "saxpy",

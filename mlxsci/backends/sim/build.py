@@ -42,6 +42,7 @@ from mlxsci.backends.sim import kernel_symbols
 from mlxsci.backends.sim.pch import _compile_with_pch
 from mlxsci.backends.sim.toolchain import (
     STATS,
+    _compile_and_link,
     _lock,
     _runtime_object,
     cache_dir,
@@ -152,15 +153,39 @@ _LINK_UNDEFINED = re.compile(r"ld\.lld: error: undefined symbol: (\S+)")
 
 def _toolchain_lacks(log: str) -> list[str]:
     """The helpers a link did not find that the toolchain owes every kernel
-    (compiler-rt's, the math library's): the kernel symbol check let the
-    object call only such names, so their absence is a damaged zig cache
-    (an emptied libcompiler_rt.a), never the candidate's compile error."""
+    (compiler-rt's, the math library's), when the toolchain itself is
+    damaged (an emptied libcompiler_rt.a in zig's cache): then their absence
+    is the machine's fault, never the candidate's compile error. A name the
+    intact toolchain never had (zig's compiler-rt has no __truncdfbf2: a
+    double converted to bf16) is the candidate's, so the toolchain is asked
+    first (_toolchain_intact)."""
     names = sorted(set(_LINK_UNDEFINED.findall(log)))
-    return [
+    owed = [
         n
         for n in names
         if n in kernel_symbols.ALLOWED_CALLS or kernel_symbols._COMPILER_RT.fullmatch(n)
     ]
+    return owed if owed and not _toolchain_intact() else []
+
+
+# A library needing a compiler-rt helper every half-converting kernel needs
+# and a math function: it links where the toolchain is whole. Exported, or
+# the link drops the unused function and, with it, what it needs.
+_PROBE = (
+    'extern "C" __attribute__((visibility("default"))) '
+    "void mlxsci_probe(const float* x, _Float16* h, float* y) "
+    "{ *h = (_Float16)*x; *y = __builtin_sinf(*x); }\n"
+)
+
+
+def _toolchain_intact() -> bool:
+    """Whether zig's cache still provides the helpers every kernel links
+    with: a probe library is linked (once per failed link that names such
+    a helper, so only on failures)."""
+    with tempfile.TemporaryDirectory(prefix="mlxsci-probe-") as folder:
+        cpp = Path(folder, "probe.cpp")
+        cpp.write_text(_PROBE)
+        return _compile_and_link(cpp, Path(folder, "probe.so"), ()).returncode == 0
 
 
 def build_library(
