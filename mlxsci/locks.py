@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,13 +40,54 @@ class LockHeld(Exception):
         super().__init__(f"{self.path.parent} is in use by {who}{what}; lock file {self.path}")
 
 
+# A lock file is opened without following a link (a run directory received
+# from elsewhere may hold `.lock -> ~/.bashrc`, which stamping the pid would
+# overwrite) and without blocking (a FIFO would hold the open forever); one
+# that is not a regular file is refused (NotALockFile), never used.
+_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class NotALockFile(OSError):
+    """What sits where a lock file belongs is a link, a FIFO, a folder: the
+    user removes it (mlxsci never removes what it did not make)."""
+
+    def __init__(self, path: Path):
+        super().__init__(
+            errno.EINVAL,
+            "is not a regular file (a link, a FIFO or a folder where a lock file belongs): "
+            "remove it and run again",
+            str(path),
+        )
+
+
+def _open_existing(path: Path, flags: int) -> int:
+    """A descriptor of the regular file at `path` (created when O_CREAT is
+    in `flags`); NotALockFile when something else is there."""
+    try:
+        fd = os.open(path, flags | _FLAGS, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise NotALockFile(Path(path)) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotALockFile(Path(path))
+    return fd
+
+
 def holder(path: Path) -> tuple[int | None, str]:
     """(pid, description) written by the lock's last holder; (None, "") when
     unreadable. Only for messages: the file may be stale."""
     try:
-        text = Path(path).read_text(errors="replace")[:4096]
+        fd = _open_existing(Path(path), os.O_RDONLY)
     except OSError:
         return None, ""
+    try:
+        text = os.pread(fd, 4096, 0).decode(errors="replace")
+    except OSError:
+        return None, ""
+    finally:
+        os.close(fd)
     first, _, rest = text.partition("\n")
     try:
         pid = int(first.strip())
@@ -68,7 +110,7 @@ class Lock:
 
 
 def _open(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return _open_existing(path, os.O_RDWR | os.O_CREAT)
 
 
 def _try(fd: int) -> bool:
@@ -129,7 +171,7 @@ def is_held(path: Path) -> bool:
     """Whether a live process holds the lock at `path` now (a missing file:
     no). Racy by nature: for reports and skipping, never for exclusion."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = _open_existing(Path(path), os.O_RDONLY)
     except OSError:
         return False
     try:

@@ -48,10 +48,13 @@ def lock_path(run_dir: Path) -> Path:
 
 def take(run_dir: Path, doing: str) -> locks.Lock:
     """Run_dir's lock, now: LockHeld while another process holds it,
-    RunDirUnwritable when the lock file cannot be made or locked."""
+    RunDirUnwritable when the lock file cannot be made or locked, ValueError
+    when what is there is no lock file (a link, a FIFO: locks.NotALockFile)."""
     fix = "copy it to a folder you can write and resume the copy"
     try:
         lock = locks.acquire(lock_path(run_dir), doing)
+    except locks.NotALockFile as exc:  # not the folder's fault: a usage error
+        raise ValueError(f"{exc.filename} {exc.strerror}") from None
     except OSError as exc:
         raise RunDirUnwritable(
             f"{run_dir} cannot be written ({exc.strerror or exc}), so it cannot be locked",

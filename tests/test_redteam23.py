@@ -150,12 +150,6 @@ def test_a_comparison_on_a_full_temp_folder_is_the_machines_fault(small_tmp, tmp
 
 
 # ------------------------------------------------------------------ lock files that are not files
-@pytest.mark.xfail(
-    strict=True,
-    reason="locks._open follows a symlink at <run dir>/.lock and _stamp truncates its "
-    "target: resuming a run directory received from elsewhere overwrites any file "
-    "the user can write",
-)
 def test_a_run_lock_that_is_a_symlink_is_not_followed(tmp_path, monkeypatch):
     from test_run_locks import crafted_autotune_run
 
@@ -183,11 +177,6 @@ print("returned")
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="locks.is_held / holder open a FIFO at the lock's path O_RDONLY without "
-    "O_NONBLOCK: a search start, resume, sweep or report on that run hangs forever",
-)
 def test_a_lock_file_that_is_a_fifo_does_not_hang(tmp_path):
     fifo = tmp_path / "run" / locks.LOCK_NAME
     fifo.parent.mkdir()
