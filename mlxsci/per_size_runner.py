@@ -6,7 +6,10 @@ size was running, so under it each size gets a process of its own
 fault it reports is that size's verdict (`sanitizer_finding`). These runs are
 on a GPU, whose candidate code runs on the device: no OS sandbox, the
 allowlisted environment and the bounded reading of the worker's answer as
-everywhere (mlxsci.runner holds the default, one worker per candidate).
+everywhere (mlxsci.runner holds the default, one worker per candidate), and
+of its output: both streams drained from one pipe with only their end kept,
+the sanitizer's log read at its head and tail (issue 23: a process that
+printed 300 MB on each stream had cost the parent 1.1 GB).
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ import tempfile
 from pathlib import Path
 
 from mlxsci import sanitizer
+from mlxsci.bounded_output import read_head_and_tail
 from mlxsci.lifeline import open_lifeline
 from mlxsci.redaction import minimal_worker_env, worker_text
 from mlxsci.runner import kill_group
 from mlxsci.worker_io import (
-    STDERR_KEEP_BYTES,
     STDERR_TAIL_CHARS,
+    StderrTail,
     death_reason,
     open_folder,
     read_result,
@@ -64,11 +68,15 @@ def run_worker(
         read_end, keep, more = open_lifeline([jobdir])
         env.update(more)
         passed = (read_end,)
+    # Both its streams go to one pipe the parent drains, keeping the end
+    # (StderrTail): a worker printing without end costs neither memory nor disk.
+    out_read, out_write = os.pipe()
     try:
         proc = subprocess.Popen(
             argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=out_write,
+            stderr=out_write,
             env=env,
             start_new_session=True,
             pass_fds=passed,
@@ -77,12 +85,14 @@ def run_worker(
         shutil.rmtree(jobdir, ignore_errors=True)
         if keep is not None:
             os.close(keep)
+        os.close(out_read)
         raise
     finally:
-        for fd in passed:
+        for fd in (*passed, out_write):
             os.close(fd)
+    output = StderrTail(out_read)
     try:
-        return finish_worker(proc, jobdir, timeout, sanitize, job)
+        return finish_worker(proc, output, jobdir, timeout, sanitize, job)
     except BaseException:
         kill_group(proc)
         shutil.rmtree(jobdir, ignore_errors=True)
@@ -94,20 +104,32 @@ def run_worker(
 
 def finish_worker(
     proc: subprocess.Popen,
+    output: StderrTail,
     jobdir: Path,
     timeout: float,
     sanitize: tuple[str, str] | None,
     job: dict,
 ) -> tuple[dict | None, Path, str]:
-    """run_worker's answer, once its process has ended or been killed for its time."""
+    """run_worker's answer, once its process has ended or been killed for its
+    time; `output` drains what it printed."""
     try:
-        _, err = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
+        timed_out = False
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
-        proc.communicate()
+        timed_out = True
+    # The worker and anything it started: what it left running would hold
+    # its output pipe open. Its group outlives the worker's reaping only
+    # while such a process is in it, so the id is still the group's.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    output.finish()
+    if timed_out:
         found = sanitizer_finding(jobdir, sanitize)
         return found or None, jobdir, f"timeout: no verdict within {timeout:g} s"
-    tail = worker_text(err[-STDERR_KEEP_BYTES:], STDERR_TAIL_CHARS)
+    tail = worker_text(output.since(0), STDERR_TAIL_CHARS)
     found = sanitizer_finding(jobdir, sanitize)
     if found:
         return found, jobdir, tail
@@ -140,6 +162,10 @@ class ProcessPerSize:
     def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
         return run_worker(job, timeout, self.sanitize)
 
+    def end(self) -> None:
+        """Nothing to end: a size's process has ended when run() returns, and
+        its folder is the one run() returned (the caller removes it)."""
+
 
 def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | None:
     """The worker's result when compute-sanitizer reported a kernel fault: an
@@ -147,7 +173,7 @@ def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | 
     log = jobdir / "sanitizer.log"
     if not sanitize or not log.exists():
         return None
-    text = log.read_text(errors="replace")
+    text = read_sanitizer_log(log)
     faults = sanitizer.kernel_faults(sanitizer.parse_sanitizer_log(text, sanitize[0]))
     if not faults:
         return None
@@ -165,5 +191,16 @@ def sanitizer_context(jobdir: Path) -> str:
     log = jobdir / "sanitizer.log"
     if not log.exists():
         return ""
-    said = sanitizer.tool_problems(log.read_text(errors="replace"))
+    said = sanitizer.tool_problems(read_sanitizer_log(log))
     return ("\ncompute-sanitizer: " + "; ".join(said)) if said else ""
+
+
+# The most of a sanitizer's log the parent reads: its records come first (it
+# prints sanitizer.PRINT_LIMIT of them), its summary last; whatever grew the
+# log in between (a flood of API errors) is left out.
+SANITIZER_LOG_HEAD = 256 << 10
+SANITIZER_LOG_TAIL = 16 << 10
+
+
+def read_sanitizer_log(log: Path) -> str:
+    return read_head_and_tail(log, SANITIZER_LOG_HEAD, SANITIZER_LOG_TAIL)

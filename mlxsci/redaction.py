@@ -193,6 +193,16 @@ _ESCAPES = re.compile(
 CUT_MARK = "\u2026"  # starts a text worker_text cut short
 
 
+# The most of a worker's text worker_text reads, from its end: far more than
+# any caller keeps (mlxsci.worker_io keeps 64 KiB of a stream), so only a
+# flood handed over whole is cut here; decoding and cleaning all of one had
+# cost 750 MB for 100 MB of it (issue 23).
+WORKER_TEXT_BYTES = 256 << 10
+# The most characters one character of a secret takes in any form redact
+# knows (JSON's \ud83d\ude00 for one astral character, a URL's %F0%9F%98%80).
+_FORM_CHARS = 12
+
+
 def worker_text(
     raw: bytes, limit: int, secrets: Iterable[str] | Mapping[str, str] | None = None
 ) -> str:
@@ -202,13 +212,19 @@ def worker_text(
     becomes a newline), redacted, and bounded to `limit` characters by
     keeping the end, where a dying worker's last words are; a text cut short
     starts with CUT_MARK. Redacted before it is cut, so the cut cannot leave
-    part of a secret behind."""
+    part of a secret behind. Only the last WORKER_TEXT_BYTES are read; where
+    that cut something, the text's first characters, as many as the longest
+    secret takes in any form, are dropped too, since that cut may have split
+    one (a secret spread wider than that by whitespace is not caught there)."""
     if limit <= 0:
         return ""
-    text = _ESCAPES.sub("", raw.decode("utf-8", errors="replace"))
+    table = _table(secrets)
+    text = _ESCAPES.sub("", raw[-WORKER_TEXT_BYTES:].decode("utf-8", errors="replace"))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = "".join(c for c in text if c in "\n\t" or c.isprintable())
-    text = redact(text, secrets)
+    if len(raw) > WORKER_TEXT_BYTES:
+        text = CUT_MARK + text[_FORM_CHARS * max(map(len, table), default=0) :]
+    text = _redact_with(text, table)
     if len(text) > limit:
         text = CUT_MARK + text[len(text) - limit + 1 :] if limit > 1 else text[-1:]
     return text

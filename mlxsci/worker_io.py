@@ -2,8 +2,9 @@
 
 A worker runs a candidate's code, so everything it hands back is hostile
 input: its stderr (drained by a thread and kept only at its end, so a
-candidate printing without end costs the parent neither memory nor disk),
-the files it writes (read only up to a size). What it may print is cleaned
+candidate printing without end costs the parent neither memory nor disk:
+mlxsci.bounded_output), the files it writes (read only up to a size), the
+messages in its answer (cut to MESSAGE_CHARS). What it may print is cleaned
 by mlxsci.redaction.worker_text, its environment made by
 mlxsci.redaction.minimal_worker_env.
 """
@@ -16,8 +17,9 @@ import shutil
 import signal
 import stat
 import tempfile
-import threading
 from pathlib import Path
+
+from mlxsci.bounded_output import CUT_NOTE, Drain
 
 # How much of a worker's stderr a verdict may quote, and how much the parent
 # keeps of it at all: a candidate printing without end costs neither memory
@@ -59,40 +61,13 @@ def read_worker_file(dir_fd: int, name: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
-class StderrTail:
+class StderrTail(Drain):
     """A worker's stderr, drained by a thread so the worker never blocks on a
-    full pipe, keeping only its last STDERR_KEEP_BYTES and the count of all."""
+    full pipe, keeping only its last STDERR_KEEP_BYTES and the count of all
+    (mlxsci.bounded_output.Drain)."""
 
     def __init__(self, fd: int):
-        self.fd = fd
-        self.total = 0
-        self.kept = bytearray()
-        self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self.drain, name="worker-stderr", daemon=True)
-        self.reader.start()
-
-    def drain(self) -> None:
-        try:
-            while chunk := os.read(self.fd, 65536):
-                with self.lock:
-                    self.total += len(chunk)
-                    self.kept += chunk
-                    if len(self.kept) > STDERR_KEEP_BYTES:
-                        del self.kept[: len(self.kept) - STDERR_KEEP_BYTES]
-        except OSError:
-            pass
-        finally:
-            os.close(self.fd)
-
-    def since(self, start: int) -> bytes:
-        """What arrived after byte `start` of the stream, as far as it is kept."""
-        with self.lock:
-            n = min(len(self.kept), max(0, self.total - start))
-            return bytes(self.kept[len(self.kept) - n :]) if n else b""
-
-    def finish(self, wait: float = 2.0) -> None:
-        """Wait (briefly) for the rest of a worker that has ended."""
-        self.reader.join(wait)
+        super().__init__(fd, head=0, tail=STDERR_KEEP_BYTES, name="worker-stderr")
 
 
 def death_reason(returncode: int, stderr_tail: str) -> str:
@@ -163,7 +138,31 @@ def read_result(dir_fd: int, job: dict) -> dict | None:
         result = json.loads(data) if data else None
     except (ValueError, RecursionError):
         return None
-    return result if well_formed(result, job) else None
+    if result is None or not well_formed(result, job):
+        return None
+    if result.get("error") is not None:
+        result["error"] = cut_texts(result["error"])
+    return result
+
+
+# The most of any text of a worker's error the parent keeps: its message is
+# quoted in verdicts, prompts and run records, its compile log and traceback
+# are read for their first lines.
+MESSAGE_CHARS = 8000
+
+
+def cut_texts(error: dict) -> dict:
+    """A worker's error with each text in it cut to MESSAGE_CHARS (its start
+    kept: where a message or a compiler's first error is), and no text left
+    in its details past them (a sanitizer's log, a schedule's name)."""
+    cut = {}
+    for key, value in error.items():
+        if isinstance(value, str) and len(value) > MESSAGE_CHARS:
+            value = value[:MESSAGE_CHARS] + CUT_NOTE.format(len(value) - MESSAGE_CHARS).rstrip()
+        elif isinstance(value, (dict, list)) and len(json.dumps(value)) > MESSAGE_CHARS:
+            value = {"cut": f"{len(json.dumps(value))} characters of details left out"}
+        cut[key] = value
+    return cut
 
 
 # The most verification runs under other schedules a size has on the

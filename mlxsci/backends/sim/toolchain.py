@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
+from mlxsci.bounded_output import Drain
 from mlxsci.cache import install_verified, verify_file
 from mlxsci.environment_faults import EnvironmentFault
 
@@ -194,6 +195,17 @@ def _limit_compiler(seconds: float) -> None:  # in the compiler's process, befor
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
 
+# A compiler's diagnostics quote the candidate's text, and a short text can
+# make them huge (a template warning at each of its instantiations: 2 KB of
+# candidate gave 17.7 MB in 17 s, and the parent that read it all held 1.4 GB
+# for 300 MB). The parent keeps the head of each stream (where the first
+# error is) and its tail, and stops a compiler once a stream passes
+# COMPILER_OUTPUT_BYTES: no kernel worth building says that much.
+COMPILER_OUTPUT_BYTES = 16 << 20
+COMPILER_HEAD_BYTES = 48 << 10
+COMPILER_TAIL_BYTES = 16 << 10
+
+
 def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["ZIG_GLOBAL_CACHE_DIR"] = env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache_dir())
@@ -202,29 +214,75 @@ def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     if at is not None:
         seconds = max(0.1, min(seconds, at - time.monotonic()))
     cmd = [zig_executable(), *args]
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
     # A session of its own: zig runs clang as its child, and a time limit
     # must end both (killing zig alone left clang running).
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-        preexec_fn=(lambda: _limit_compiler(seconds)) if os.name == "posix" else None,
-    )
     try:
-        out, err = proc.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        why = f"error: the compiler did not finish within the time left ({seconds:.1f} s)"
-        return subprocess.CompletedProcess(cmd, 1, "", why)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out_write,
+            stderr=err_write,
+            env=env,
+            start_new_session=True,
+            preexec_fn=(lambda: _limit_compiler(seconds)) if os.name == "posix" else None,
+        )
+    except BaseException:
+        os.close(out_read)
+        os.close(err_read)
+        raise
     finally:
-        if proc.returncode is None:  # stopped early (time, Ctrl-C): zig and its clang go
+        os.close(out_write)
+        os.close(err_write)
+    wake = threading.Event()  # a stream ended or passed its limit
+    streams = [
+        Drain(
+            fd,
+            COMPILER_HEAD_BYTES,
+            COMPILER_TAIL_BYTES,
+            limit=COMPILER_OUTPUT_BYTES,
+            on_limit=wake.set,
+            on_end=wake.set,
+            name="compiler-output",
+        )
+        for fd in (out_read, err_read)
+    ]
+    deadline = time.monotonic() + seconds
+    try:
+        while not all(s.ended.is_set() for s in streams) and not any(
+            s.passed_limit for s in streams
+        ):
+            if not wake.wait(deadline - time.monotonic()):
+                break
+            wake.clear()
+        if all(s.ended.is_set() for s in streams):  # it closed its output: it is ending
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        # Stopped early (time, a flood, Ctrl-C): zig and its clang go. Only
+        # this thread reaps it, so until then its id still names its group.
+        stopped = proc.poll() is None
+        if stopped:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            proc.communicate()
+            proc.wait()
+        for s in streams:
+            s.finish()
+    out, err = (s.kept().decode(errors="replace") for s in streams)
+    if any(s.passed_limit for s in streams):
+        why = (
+            f"error: the compiler's output passed {COMPILER_OUTPUT_BYTES / (1 << 20):g} MiB "
+            "(its diagnostics of the candidate's text), so it was stopped"
+        )
+        return subprocess.CompletedProcess(cmd, 1, out, f"{err}\n{why}\n")
+    if stopped:
+        why = f"error: the compiler did not finish within the time left ({seconds:.1f} s)"
+        return subprocess.CompletedProcess(cmd, 1, "", why)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
