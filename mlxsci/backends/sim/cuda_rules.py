@@ -84,10 +84,42 @@ _HOST_NAMES = frozenset(
 )
 _HOST_FUNCTIONS = frozenset({"exit", "abort", "rand", "srand"})
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?P<name>[^>\n]+)>", re.M)
+# `typedef` is found alone: what it names is the word before the `;` that
+# ends it (`_defined_names`), where a regex running on to that `;` again from
+# every `typedef` of a long run was quadratic.
 _DEFINED_NAME = re.compile(
-    r"#[ \t]*define[ \t]+(?P<name>\w+)|\btypedef\b[^;{}]*?\b(?P<tdef>\w+)\s*;|"
-    r"\busing\s+(?P<alias>\w+)\s*="
+    r"#[ \t]*define[ \t]+(?P<name>\w+)|\b(?P<typedef>typedef)\b|\busing\s+(?P<alias>\w+)\s*="
 )
+_TYPEDEF_END = re.compile(r"[;{}]")
+_LAST_WORD = re.compile(r"\b(\w+)\s*\Z")
+
+
+def _defined_names(masked: str) -> set[str]:
+    """The names a `#define`, `typedef ... NAME;` or `using NAME =` defines."""
+    defined = set()
+    pos, end_at, end = 0, -1, -1  # the `;{}` after end_at, memoized: asked in order
+    nameless = -1  # a `;` with no word before it: every typedef ending there fails
+    while True:
+        m = _DEFINED_NAME.search(masked, pos)
+        if m is None:
+            return defined
+        if not m.group("typedef"):
+            defined.add(m.group("name") or m.group("alias"))
+            pos = m.end()
+            continue
+        if not (end_at <= m.end() <= end):
+            found = _TYPEDEF_END.search(masked, m.end())
+            end = found.start() if found else len(masked)
+        end_at = m.end()
+        word = None
+        if masked.startswith(";", end) and end != nameless:
+            word = _LAST_WORD.search(masked, m.end(), end)
+            nameless = end if word is None else nameless
+        if word is None:  # no `;` ends it, or no word before that `;`: not a typedef here
+            pos = m.start() + 1
+            continue
+        defined.add(word.group(1))
+        pos = end + 1
 
 
 def _cuda_includes(masked: str) -> list[_Violation]:
@@ -129,16 +161,30 @@ def _cuda_std_names(toks: list[_Tok]) -> list[_Violation]:
 
 def _cuda_host_functions(toks: list[_Tok]) -> list[_Violation]:
     out = []
+    if not any(t.text == "__host__" for t in toks):
+        return out
+    # per token: where its declaration starts (after the last `;{}`), where
+    # its declarator's `(` (or the `;{` ending it) is, and how many
+    # `__device__` come before it; in two passes, since a scan both ways
+    # from every `__host__` was quadratic in a run of them
+    n = len(toks)
+    starts, devices = [0] * n, [0] * (n + 1)
+    start = 0
+    for k, t in enumerate(toks):
+        starts[k] = start
+        if t.text in (";", "{", "}"):
+            start = k + 1
+        devices[k + 1] = devices[k] + (t.text == "__device__")
+    ends, end = [n] * n, n
+    for k in range(n - 1, -1, -1):
+        if toks[k].text in ("(", ";", "{"):
+            end = k
+        ends[k] = end
     for k, tok in enumerate(toks):
         if tok.text != "__host__":
             continue
-        lo = k
-        while lo > 0 and toks[lo - 1].text not in (";", "{", "}"):
-            lo -= 1
-        hi = k
-        while hi < len(toks) and toks[hi].text not in ("(", ";", "{"):
-            hi += 1
-        if not any(t.text == "__device__" for t in toks[lo:hi]):
+        lo, hi = starts[k], ends[k]
+        if devices[hi] == devices[lo]:
             out.append(
                 _Violation(
                     tok.pos,
@@ -151,9 +197,7 @@ def _cuda_host_functions(toks: list[_Tok]) -> list[_Violation]:
 
 
 def _cuda_undefined_names(toks: list[_Tok], masked_with_directives: str) -> list[_Violation]:
-    defined = set()
-    for m in _DEFINED_NAME.finditer(masked_with_directives):
-        defined.add(m.group("name") or m.group("tdef") or m.group("alias"))
+    defined = _defined_names(masked_with_directives)
     out = []
     for k, tok in enumerate(toks):
         name = tok.text

@@ -62,15 +62,48 @@ _DECLARATOR = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s
 _NEXT_DECLARATOR = re.compile(r"\s*" + _DECLARATOR.pattern)
 
 
-def _guarded_decl(masked: str, kw_start: int, kw_end: int) -> tuple[int, str] | None:
+class _Ahead:
+    """The first position at or after a given one holding a character of a
+    set, for positions asked in increasing order: each stretch of text is
+    searched once (a search per declaration from its keyword to the next
+    `;` was quadratic in the keywords sharing that `;`)."""
+
+    def __init__(self, masked: str, chars: str):
+        self.masked = masked
+        self.pattern = re.compile("[" + re.escape(chars) + "]")
+        self.asked, self.found = -1, -1
+
+    def at(self, pos: int) -> int:
+        """Where the next such character is, or -1."""
+        if not (self.asked <= pos and (pos <= self.found or self.found < 0 <= self.asked)):
+            m = self.pattern.search(self.masked, pos)
+            self.found = m.start() if m else -1
+        self.asked = pos
+        return self.found
+
+
+class _Declarations:
+    """The lookups `_guarded_decl` makes on one masked text."""
+
+    def __init__(self, masked: str):
+        self.semicolon = _Ahead(masked, ";")
+        # what cannot stand in `T name[dims], ...;` (a `#`: a directive line
+        # inside the declaration, which the guarded form would cut)
+        self.stop = _Ahead(masked, "={}*&#")
+
+
+def _guarded_decl(
+    masked: str, kw_start: int, kw_end: int, ahead: _Declarations
+) -> tuple[int, str] | None:
     """The guarded form of the declaration whose keyword (`threadgroup`,
     `__shared__`) spans [kw_start, kw_end): (end of the statement, its
-    replacement), or None when it is not `T name[dims], name2[dims];`."""
-    semi = masked.find(";", kw_end)
+    replacement), or None when it is not `T name[dims], name2[dims];`.
+    Keywords are asked about in increasing order (`ahead`)."""
+    semi = ahead.semicolon.at(kw_end)
     if semi < 0:
         return None
-    body = masked[kw_end:semi]
-    if any(c in body for c in "={}*&"):
+    stop = ahead.stop.at(kw_end)
+    if 0 <= stop < semi:
         return None
     parts = _split_top(masked, kw_end, semi)
     m0 = _DECLARATOR.search(masked, parts[0][0], parts[0][1])
@@ -99,39 +132,47 @@ def _starts_statement(masked: str, i: int) -> bool:
     before = _prev_nonspace(masked, i)
     if before < 0 or masked[before] in ";{}":
         return True
-    # allow a preceding preprocessor line ("#pragma ...\n threadgroup")
-    line_start = masked.rfind("\n", 0, i) + 1
+    # allow a preceding preprocessor line ("#pragma ...\n threadgroup"): only
+    # blanks between the line's start and i, so its start is among them (a
+    # search back to the line's start from anywhere was quadratic on a
+    # long line)
+    line_start = masked.rfind("\n", before + 1, i) + 1
+    if line_start == 0:
+        return False
     prev_line_start = masked.rfind("\n", 0, max(0, line_start - 1)) + 1
-    return masked[line_start:i].strip() == "" and masked[
-        prev_line_start:line_start
-    ].lstrip().startswith("#")
+    return masked[prev_line_start:line_start].lstrip().startswith("#")
+
+
+_TYPE_END = re.compile(r"[<>;=\[({,*&}#]")
 
 
 def _rewrite_threadgroup_decls(text: str) -> str:
     masked = mask_comments_and_strings(text)
     ed = _Edits()
+    ahead = _Declarations(masked)
     for m in _TG.finditer(masked):
         if not _starts_statement(masked, m.start()):
             continue
-        # scan the type up to the declarator; template arguments may hold commas
-        i = m.end()
+        # scan the type up to the declarator; template arguments may hold
+        # commas. It ends at a `;`, brace or `#` line inside them too, so
+        # that no scan runs past the statement (scans from each keyword
+        # over one run of `<` without a `;` were quadratic)
         depth = 0
         pointer = False
-        while i < len(masked):
-            c = masked[i]
+        for t in _TYPE_END.finditer(masked, m.end()):
+            c = t.group()
             if c == "<":
                 depth += 1
             elif c == ">":
                 depth -= 1
-            elif depth == 0 and c in ";=[({,":
-                break
             elif c in "*&":
                 pointer = True
                 break
-            i += 1
+            elif c in ";{}#" or (depth == 0 and c in "=[(,"):
+                break
         if pointer:
             continue
-        guarded = _guarded_decl(masked, m.start(), m.end())
+        guarded = _guarded_decl(masked, m.start(), m.end(), ahead)
         if guarded:
             end, new = guarded
             ed.add(m.start(), end, new, text[m.start() : end])
@@ -167,9 +208,36 @@ _VECTOR_CAST = re.compile(
 )
 
 
+_EXTERN_SHARED_WORDS = re.compile(r"\bextern\s+__shared__\s+")
+_TYPE_STOP = re.compile(r"[;\[\]\n]")
+
+
+def _extern_shared(masked: str):
+    """The matches of `_EXTERN_SHARED` in `masked`, as its finditer gives
+    them, without trying it again from every `extern __shared__` before the
+    same `[`: the type it allows runs to the first `;`, bracket or newline,
+    and the declaration matches from the first of the keywords before that
+    character or from none of them (retrying each made a line of them
+    quadratic)."""
+    end, failed = 0, set()
+    stops = _Ahead(masked, ";[]\n")
+    for words in _EXTERN_SHARED_WORDS.finditer(masked):
+        if words.start() < end:
+            continue
+        stop = stops.at(words.end())
+        if stop in failed:
+            continue
+        m = _EXTERN_SHARED.match(masked, words.start())
+        if m is None:
+            failed.add(stop)
+            continue
+        end = m.end()
+        yield m
+
+
 def uses_dynamic_shared(text: str) -> bool:
     """Whether the CUDA text declares `extern __shared__` memory (outside comments)."""
-    return bool(_EXTERN_SHARED.search(mask_comments_and_strings(text)))
+    return next(_extern_shared(mask_comments_and_strings(text)), None) is not None
 
 
 def rewrite_cuda(text: str) -> str:
@@ -191,14 +259,21 @@ def rewrite_cuda(text: str) -> str:
     """
     masked = mask_comments_and_strings(text)
     ed = _Edits()
-    taken: list[tuple[int, int]] = []
-    for m in _EXTERN_SHARED.finditer(masked):
+    ahead = _Declarations(masked)
+    # the spans rewritten whole, marked position by position (a search of
+    # every span per keyword was quadratic)
+    taken = bytearray(len(masked) + 1)
+
+    def take(a: int, b: int) -> None:
+        taken[a:b] = b"\x01" * (b - a)
+
+    for m in _extern_shared(masked):
         typ = text[m.start("type") : m.end("type")].strip()
         name = m.group("name")
         ed.add(m.start(), m.end(), f"{typ}* const {name} = (decltype({name}))(__sim_dyn_smem);", "")
-        taken.append((m.start(), m.end()))
+        take(m.start(), m.end())
     for m in _SHARED.finditer(masked):
-        if any(a <= m.start() < b for a, b in taken):
+        if taken[m.start()]:
             continue
         # `static` and `volatile` may come first: static goes, volatile joins the type
         start, qual = m.start(), ""
@@ -210,17 +285,19 @@ def rewrite_cuda(text: str) -> str:
             start = before - len(word) + 1
             qual = "volatile " if word == "volatile" else qual
         guarded = (
-            _guarded_decl(masked, m.start(), m.end()) if _starts_statement(masked, start) else None
+            _guarded_decl(masked, m.start(), m.end(), ahead)
+            if _starts_statement(masked, start)
+            else None
         )
         if guarded:
             end, new = guarded
             new = new.replace("typedef ", "typedef " + qual) if qual else new
             ed.add(start, end, new, text[start:end])
-            taken.append((start, end))
+            take(start, end)
         else:
             ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
     for m in _STATIC_SHARED.finditer(masked):
-        if not any(a <= m.start() < b for a, b in taken):
+        if not taken[m.start()]:
             ed.add(m.start(), m.end(), "", m.group(0))
     # checked, so a misaligned vector access fails as on a GPU (cuda_prelude.h)
     for m in _VECTOR_CAST.finditer(masked):

@@ -16,6 +16,8 @@ own constructs.
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["mask_comments_and_strings"]
 
 
@@ -64,25 +66,48 @@ def mask_comments_and_strings(text: str) -> str:
 
 
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
+_BRACKET = re.compile(r"[()\[\]{}]")
+# The partners of the last text asked about: the rewrites ask about one
+# masked text many times.
+_LAST_PARTNERS: tuple[str, dict[int, int]] = ("", {})
+
+
+def _partners(masked: str) -> dict[int, int]:
+    """Every opening bracket of `masked` that `_match` closes -> where. One
+    pass with a stack: a closing bracket of the wrong kind ends the scan of
+    every bracket still open (each would have met it), so none of them
+    closes."""
+    global _LAST_PARTNERS
+    if _LAST_PARTNERS[0] is masked:
+        return _LAST_PARTNERS[1]
+    partners: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACKET.finditer(masked):
+        c, j = m.group(), m.start()
+        if c in _CLOSE:
+            stack.append(j)
+        elif stack:
+            if _CLOSE[masked[stack[-1]]] == c:
+                partners[stack.pop()] = j
+            else:
+                stack.clear()
+    _LAST_PARTNERS = (masked, partners)
+    return partners
 
 
 def _match(masked: str, i: int) -> int | None:
-    """Index of the bracket closing the one at masked[i], or None."""
-    stack = [masked[i]]
-    j = i + 1
-    n = len(masked)
-    while j < n:
-        c = masked[j]
-        if c in _CLOSE:
-            stack.append(c)
-        elif c in ")]}":
-            if _CLOSE[stack[-1]] != c:
-                return None
-            stack.pop()
-            if not stack:
-                return j
-        j += 1
-    return None
+    """Index of the bracket closing the one at masked[i], or None (never
+    closed, or a closing bracket of another kind comes first). Looked up in
+    a table made once per text: scanning per bracket took time quadratic in
+    the nesting (issue 23)."""
+    return _partners(masked).get(i)
+
+
+def _next_top(masked: str, i: int, end: int) -> int:
+    """The index after masked[i] at the same bracket level: past the group
+    that masked[i] opens where it closes before `end`, else i + 1."""
+    close = _partners(masked).get(i) if masked[i] in _CLOSE else None
+    return close + 1 if close is not None and close < end else i + 1
 
 
 def _skip_ws(s: str, i: int) -> int:
@@ -138,10 +163,20 @@ class _Edits:
         self.items.append((start, end, new + "\n" * old.count("\n")))
 
     def apply(self, text: str) -> str:
+        """The text with the edits made. An edit overlapping one after it is
+        skipped (the next pass redoes it). Joined from pieces once: a copy
+        of the whole text per edit was quadratic in the number of edits."""
         last = len(text) + 1
+        kept = []
         for start, end, new in sorted(self.items, key=lambda t: t[0], reverse=True):
-            if end > last:  # overlapping edit: skip (the next pass redoes it)
+            if end > last:
                 continue
-            text = text[:start] + new + text[end:]
+            kept.append((start, end, new))
             last = start
-        return text
+        pieces, at = [], 0
+        for start, end, new in reversed(kept):
+            pieces.append(text[at:start])
+            pieces.append(new)
+            at = end
+        pieces.append(text[at:])
+        return "".join(pieces)

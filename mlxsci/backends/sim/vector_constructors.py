@@ -29,9 +29,9 @@ import re
 from mlxsci.backends.sim.source_scan import (
     _Edits,
     _match,
+    _next_top,
     _prev_nonspace,
     _skip_ws,
-    _split_top,
     _word_before,
     mask_comments_and_strings,
 )
@@ -105,50 +105,64 @@ _VECTOR_TYPE_WORD = re.compile(rf"(?:packed_)?(?:{_ELEM})[234]")
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[A-Za-z0-9_]*")
+_TEMPLATE_CALL = re.compile(r"<[\w\s,:<>]*>\s*\(")
+_NONSPACE = re.compile(r"\S")
 
 
-def _parse_cast_operand(s: str, i: int) -> int | None:
-    """End (exclusive) of the unary expression starting at i, or None."""
-    n = len(s)
-    i = _skip_ws(s, i)
+def _parse_cast_operand(s: str, i: int, limit: int | None = None) -> int | None:
+    """End (exclusive) of the unary expression starting at i, or None. The
+    text is read as if a `)` stood at `limit` (default: its end): the `)`
+    that closes the operand of an enclosing cast rewritten before."""
+    n = len(s) if limit is None else limit
+
+    def ws(k: int) -> int:
+        return min(_skip_ws(s, k), n)
+
+    def closed(k: int | None) -> int | None:  # a group must close before the limit
+        return k if k is not None and k < n else None
+
+    i = ws(i)
     # prefix operators
     while i < n:
-        if s.startswith("++", i) or s.startswith("--", i):
-            i = _skip_ws(s, i + 2)
+        if s.startswith("++", i, n) or s.startswith("--", i, n):
+            i = ws(i + 2)
         elif s[i] in "-+!~*&":
-            i = _skip_ws(s, i + 1)
+            i = ws(i + 1)
         else:
             break
     if i >= n:
         return None
     # primary expression
     if s[i] == "(":
-        j = _match(s, i)
+        j = closed(_match(s, i))
         if j is None:
             return None
         i = j + 1
     elif s[i].isdigit() or (s[i] == "." and i + 1 < n and s[i + 1].isdigit()):
-        m = _NUMBER.match(s, i)
+        m = _NUMBER.match(s, i, n)
         assert m is not None  # a digit, or a dot before one, starts a number
         i = m.end()
     elif s[i].isalpha() or s[i] == "_":
-        m = _IDENT.match(s, i)
-        assert m is not None  # a letter or _ starts an identifier
+        m = _IDENT.match(s, i, n)
+        if m is None:  # a letter outside A-Z: no identifier of C's
+            return None
         i = m.end()
         while True:
-            j = _skip_ws(s, i)
-            if s.startswith("::", j):
-                m = _IDENT.match(s, _skip_ws(s, j + 2))
+            j = ws(i)
+            if s.startswith("::", j, n):
+                m = _IDENT.match(s, ws(j + 2), n)
                 if not m:
                     return None
                 i = m.end()
                 continue
             # template arguments directly followed by a call: as_type<uint>(x)
             if j < n and s[j] == "<":
-                m = re.match(r"<[\w\s,:<>]*>\s*\(", s[j:])
+                # matched in place (a copy of the rest of the text per
+                # operand was quadratic in the number of casts)
+                m = _TEMPLATE_CALL.match(s, j, n)
                 if m:
-                    i = j + m.end() - 1
-                    k = _match(s, i)
+                    i = m.end() - 1
+                    k = closed(_match(s, i))
                     if k is None:
                         return None
                     i = k + 1
@@ -157,23 +171,23 @@ def _parse_cast_operand(s: str, i: int) -> int | None:
         return None
     # postfix operators
     while True:
-        j = _skip_ws(s, i)
+        j = ws(i)
         if j < n and s[j] in "([":
-            k = _match(s, j)
+            k = closed(_match(s, j))
             if k is None:
                 return None
             i = k + 1
         elif j < n and s[j] == "." and not (j + 1 < n and s[j + 1].isdigit()):
-            m = _IDENT.match(s, _skip_ws(s, j + 1))
+            m = _IDENT.match(s, ws(j + 1), n)
             if not m:
                 return None
             i = m.end()
-        elif s.startswith("->", j):
-            m = _IDENT.match(s, _skip_ws(s, j + 2))
+        elif s.startswith("->", j, n):
+            m = _IDENT.match(s, ws(j + 2), n)
             if not m:
                 return None
             i = m.end()
-        elif s.startswith("++", j) or s.startswith("--", j):
+        elif s.startswith("++", j, n) or s.startswith("--", j, n):
             i = j + 2
         else:
             return i
@@ -207,29 +221,55 @@ _TYPE_THEN_NAME = re.compile(r"\s*[A-Za-z_][\w:]*\s+[A-Za-z_]\w*\s*(?:$|[=\[])")
 _BARE_NAME = re.compile(r"\s*[A-Za-z_][\w:]*\s*$")
 
 
-def _item_kind(item: str) -> str:
-    """What one comma-separated item of `float4 name(...)` is: "param" (it
-    declares a parameter: `float a`, `device float* p`, `uint`, `float (x)`),
-    "value" (`uint(4)`, `float2(a, b)`, `int(a) * 2`, `1.0f`, `-x`) or
-    "either" (a bare name: a variable, or the type of an unnamed parameter)."""
-    m = _IDENT.search(item)
-    if not m or item[: m.start()].strip():
+def _item_kind(s: str, a: int, b: int) -> str:
+    """What one comma-separated item s[a:b] of `float4 name(...)` is:
+    "param" (it declares a parameter: `float a`, `device float* p`, `uint`,
+    `float (x)`), "value" (`uint(4)`, `float2(a, b)`, `int(a) * 2`, `1.0f`,
+    `-x`) or "either" (a bare name: a variable, or the type of an unnamed
+    parameter). Read in place, never copied: items hold nested
+    constructors, and a copy per level was quadratic in the nesting."""
+
+    def ws(k: int) -> int:
+        return min(_skip_ws(s, k), b)
+
+    m = _IDENT.match(s, ws(a), b)
+    if not m:  # no identifier first
         return "value"
-    if m.group(0) == "metal" and item[m.end() :].lstrip().startswith("::"):
+    after = ws(m.end())
+    if m.group(0) == "metal" and s.startswith("::", after, b):
         # metal::float4 (a type) or metal::max(a, b) (a value): judge the name
-        m = _IDENT.search(item, item.index("::", m.end()) + 2) or m
+        m = _IDENT.search(s, after + 2, b) or m
     first = m.group(0)
     if not (first in _DECL_WORDS or _VECTOR_TYPE_WORD.fullmatch(first)):
-        if _TYPE_THEN_NAME.match(item):
+        if _TYPE_THEN_NAME.match(s, a, b):
             return "param"
-        return "either" if _BARE_NAME.match(item) else "value"
-    rest = item[m.end() :].lstrip()
-    if rest.startswith("{"):
+        return "either" if _BARE_NAME.match(s, a, b) else "value"
+    rest = ws(m.end())
+    if s.startswith("{", rest, b):
         return "value"
-    if rest.startswith("("):
-        declarator = _PAREN_DECLARATOR.match(item) or rest[1:].lstrip()[:1] in ("*", "&", "^")
+    if s.startswith("(", rest, b):
+        inside = ws(rest + 1)
+        declarator = _PAREN_DECLARATOR.match(s, a, b) or (inside < b and s[inside] in "*&^")
         return "param" if declarator else "value"
     return "param"
+
+
+def _top_items(masked: str, start: int, end: int) -> list[tuple[int, int]]:
+    """`_split_top` of a span whose brackets all close inside it (the inside
+    of a matched bracket), stepping over each nested group at once."""
+    parts, angle, i0, i = [], 0, start, start
+    while i < end:
+        c = masked[i]
+        if c == "<":
+            angle += 1
+        elif c == ">":
+            angle -= 1
+        elif angle == 0 and c == ",":
+            parts.append((i0, i))
+            i0 = i + 1
+        i = _next_top(masked, i, end)
+    parts.append((i0, end))
+    return parts
 
 
 def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
@@ -238,13 +278,12 @@ def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
     `constexpr uint3 M(uint(4), 2, 3)` and `float4 v(float(i), 0.0f, 0.0f, 1.0f)`
     are vector constants, `float4 v(a, b)` is one too, and
     `float4 f(float a, uint2 b)` is a function."""
-    inner = masked[open_i + 1 : close_i]
     after = masked[_skip_ws(masked, close_i + 1) : _skip_ws(masked, close_i + 1) + 6]
     if after.startswith("{") or after.startswith("->") or after.startswith("const"):
         return True
-    if not inner.strip():
+    if not _NONSPACE.search(masked, open_i + 1, close_i):
         return True  # float4 f(); is a function declaration in C++ too
-    kinds = {_item_kind(masked[a:b]) for a, b in _split_top(masked, open_i + 1, close_i)}
+    kinds = {_item_kind(masked, a, b) for a, b in _top_items(masked, open_i + 1, close_i)}
     return "value" not in kinds and "param" in kinds
 
 
@@ -275,7 +314,8 @@ def _rewrite_constructors(text: str) -> str:
             continue
         if masked[open_i] == "{":
             # float4 v{...}: only where it ends a declarator (; , ) )
-            nxt = masked[_skip_ws(masked, close_i + 1) :][:1]
+            at = _skip_ws(masked, close_i + 1)
+            nxt = masked[at : at + 1]
             if nxt not in (";", ","):
                 continue
         elem, n = _elem_n(m)
@@ -292,16 +332,14 @@ def _rewrite_constructors(text: str) -> str:
         close_i = _match(masked, open_i)
         if close_i is None or open_i in done:
             continue
-        inner = masked[open_i + 1 : close_i]
-        depth, items = 0, 1
-        for ch in inner:
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                items += 1
-        if items < 2 or inner.rstrip().endswith(","):
+        # the top-level commas, stepping over nested groups (a walk over
+        # every character inside was quadratic in the nesting)
+        items, i = 1, open_i + 1
+        while i < close_i:
+            items += masked[i] == ","
+            i = _next_top(masked, i, close_i)
+        last = _prev_nonspace(masked, close_i)
+        if items < 2 or (last > open_i and masked[last] == ","):
             continue
         ed.add(open_i, open_i + 1, _make(*_elem_n(m)) + "(", "")
         ed.add(close_i, close_i + 1, ")", "")
@@ -344,28 +382,40 @@ def _rewrite_constructors(text: str) -> str:
             )
     text = ed.apply(text)
 
-    # (float4)expr: a C-style conversion. Done on a separate pass because it
-    # wraps an operand that may itself contain rewritten constructors.
-    while True:
-        masked = mask_comments_and_strings(text)
-        ed = _Edits()
-        for m in _C_CAST.finditer(masked):
-            before = _prev_nonspace(masked, m.start())
-            if before >= 0:
-                ch = masked[before]
-                if ch.isalnum() or ch == "_":
-                    if _word_before(masked, before) not in _KEYWORDS_BEFORE_EXPR:
-                        continue  # sizeof(float4), f(float4): not a cast
-                elif ch in ")]":
-                    continue
-            end = _parse_cast_operand(masked, m.end())
-            if end is None:
+    return _rewrite_c_casts(text)
+
+
+def _rewrite_c_casts(text: str) -> str:
+    """(float4)expr: a C-style conversion, on a pass of its own because it
+    wraps an operand that may itself contain rewritten constructors.
+
+    Each cast is judged on the text as the casts before it left it, as a
+    rewrite of one cast per pass (a pass per cast, each over the whole text,
+    was quadratic in the number of casts) would: a cast rewritten before
+    turned its `(T)` into `make(`, so a cast right after it follows a `(`;
+    and it closed its operand with a `)`, where the operand of a cast inside
+    it must end (`_parse_cast_operand`'s limit)."""
+    masked = mask_comments_and_strings(text)
+    ed = _Edits()
+    opened: set[int] = set()  # where a rewritten cast's `(T)` ended: a `(` now
+    enclosing: list[int] = []  # ends of the rewritten operands around here
+    for m in _C_CAST.finditer(masked):
+        while enclosing and enclosing[-1] <= m.start():
+            enclosing.pop()
+        before = _prev_nonspace(masked, m.start())
+        if before >= 0 and before not in opened:
+            ch = masked[before]
+            if ch.isalnum() or ch == "_":
+                if _word_before(masked, before) not in _KEYWORDS_BEFORE_EXPR:
+                    continue  # sizeof(float4), f(float4): not a cast
+            elif ch in ")]":
                 continue
-            elem, n = _elem_n(m)
-            ed.add(m.start(), m.end(), _make(elem, n) + "(", masked[m.start() : m.end()])
-            ed.add(end, end, ")", "")
-            break  # one at a time: operands may contain further casts
-        if not ed.items:
-            break
-        text = ed.apply(text)
-    return text
+        end = _parse_cast_operand(masked, m.end(), enclosing[-1] if enclosing else None)
+        if end is None:
+            continue
+        elem, n = _elem_n(m)
+        ed.add(m.start(), m.end(), _make(elem, n) + "(", masked[m.start() : m.end()])
+        ed.add(end, end, ")", "")
+        opened.add(m.end() - 1)
+        enclosing.append(end)
+    return ed.apply(text)
