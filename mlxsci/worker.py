@@ -76,7 +76,7 @@ from mlxsci.run_outputs import (
 )
 from mlxsci.task import load_task
 from mlxsci.timers import Work, median_kernels
-from mlxsci.worker_io import MAX_SCHEDULES, schedule_file
+from mlxsci.worker_io import MAX_SCHEDULES, cut_texts, schedule_file
 from mlxsci.worker_runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
 
 # SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*), and
@@ -139,6 +139,12 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
 
 
 def error_record(exc: BaseException, backend) -> dict:
+    """The result's error for `exc`, each text in it cut (worker_io.cut_texts):
+    a compiler's log of a candidate's text can be of any size."""
+    return cut_texts(error_fields(exc, backend))
+
+
+def error_fields(exc: BaseException, backend) -> dict:
     err = backend.classify_error(exc) if backend is not None else None
     if isinstance(err, CompileError):
         return {"kind": "compile", "message": err.message, "line": err.line, "log": err.log}

@@ -366,3 +366,21 @@ def test_a_result_message_is_kept_in_part(tmp_path):
     assert result is not None and result["error"]["kind"] == "runtime"
     assert len(result["error"]["message"]) <= worker_io.MESSAGE_CHARS + 100
     assert result["error"]["message"].startswith("boom boom")
+
+
+def test_a_workers_error_is_cut_before_it_is_written():
+    # A compile log quoting the candidate (NVRTC's on a GPU, clang's in an
+    # unsandboxed simulator worker) went into result.json whole: past
+    # RESULT_BYTES the parent read no verdict at all, only "too large".
+    from types import SimpleNamespace
+
+    from mlxsci.backends.base import CompileError
+    from mlxsci.worker import error_record
+
+    backend = SimpleNamespace(classify_error=lambda exc: exc)
+    log = "kernel.cu(3): warning: a candidate's line quoted again\n" * (1 << 20)
+    record = error_record(CompileError("expected a ';'", 3, log), backend)
+    assert record["kind"] == "compile" and record["line"] == 3
+    assert record["message"] == "expected a ';'"
+    assert record["log"].startswith("kernel.cu(3): warning:")
+    assert len(json.dumps(record)) < worker_io.MESSAGE_CHARS + 1000
