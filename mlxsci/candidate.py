@@ -83,6 +83,12 @@ __all__ = [
 ]
 
 _RESERVED = set(launch_expr.FUNCTIONS)
+# The largest candidate taken, in UTF-8 bytes: kernel sources are kilobytes;
+# every checker before a compiler runs in time linear in the text (issue 23),
+# but a text past this is no kernel, and the simulator's build request of
+# one kernel (header + body, as JSON: mlxsci.backends.sim.variants) must
+# stay under its own 4 MiB bound.
+MAX_CANDIDATE_BYTES = 2 << 20
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT = r"[+-]?\d+"
 _PARAM = re.compile(r"(?P<name>\S+?)\s*=\s*(?P<default>\S+?)\s*(?:\{(?P<choices>[^{}]*)\})?\s*\Z")
@@ -103,23 +109,27 @@ def _split_lines(text: str) -> list[str]:
 
 
 def _blank_or_comment(line: str, in_block: bool) -> tuple[bool, bool]:
-    """Is `line` only whitespace and comments? Returns (answer, still in /* */)."""
-    s = line.strip()
-    while s:
+    """Is `line` only whitespace and comments? Returns (answer, still in /* */).
+    Walks the line by index: a copy of the rest per comment was quadratic in
+    a line of many comments."""
+    i, n = 0, len(line)
+    while True:
         if in_block:
-            end = s.find("*/")
+            end = line.find("*/", i)
             if end < 0:
                 return True, True
-            s = s[end + 2 :].strip()
-            in_block = False
-        elif s.startswith("//"):
+            i, in_block = end + 2, False
+            continue
+        while i < n and line[i].isspace():
+            i += 1
+        if i >= n:
             return True, False
-        elif s.startswith("/*"):
-            s = s[2:]
-            in_block = True
-        else:
-            return False, in_block
-    return True, in_block
+        if line.startswith("//", i):
+            return True, False
+        if line.startswith("/*", i):
+            i, in_block = i + 2, True
+            continue
+        return False, False
 
 
 def _parse_int(text: str, what: str, err) -> int:
@@ -159,12 +169,17 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
     """Parse candidate text; raises CandidateError naming the line on bad input."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    _check_size(len(text.encode("utf-8", "surrogatepass")), filename)
     lines = _split_lines(text)
     params: list[Param] = []
     header_start: int | None = None  # 0-based index of the header's first line
     header_directive: int | None = None
     header_end: int | None = None
     kernels: list[dict] = []  # name, line, body_start, grid, threadgroup, ...
+    # by name, for the duplicate checks (a search of the list per directive
+    # was quadratic in the number of params or kernels)
+    params_by_name: dict[str, Param] = {}
+    kernels_by_name: dict[str, dict] = {}
     in_comment = False
 
     def close_header(end: int) -> None:
@@ -214,10 +229,11 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
                 raise err("`//! param` must come before `//! header` and the first `//! kernel`")
             p = _parse_param(arg, err)
             p.line = lineno
-            if any(q.name == p.name for q in params):
-                first = next(q for q in params if q.name == p.name)
+            first = params_by_name.get(p.name)
+            if first is not None:
                 raise err(f"duplicate param {p.name!r} (first declared on line {first.line})")
             params.append(p)
+            params_by_name[p.name] = p
         elif key == "header":
             if arg:
                 raise err(f"unexpected text after `//! header`: {arg!r}")
@@ -234,27 +250,27 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
                 raise err("`//! kernel` needs a name")
             if not _IDENT.match(arg):
                 raise err(f"bad kernel name {arg!r}: must be an identifier")
-            for k in kernels:
-                if k["name"] == arg:
-                    raise err(f"duplicate kernel {arg!r} (first on line {k['line']})")
+            if arg in kernels_by_name:
+                raise err(
+                    f"duplicate kernel {arg!r} (first on line {kernels_by_name[arg]['line']})"
+                )
             if header_start is None and not kernels and in_comment:
                 raise err("unterminated /* comment before the first `//! kernel`")
             close_header(idx)
             if kernels:
                 kernels[-1]["body_end"] = idx
-            kernels.append(
-                dict(
-                    name=arg,
-                    line=lineno,
-                    body_start=idx + 1,
-                    body_end=None,
-                    grid=None,
-                    threadgroup=None,
-                    grid_line=None,
-                    threadgroup_line=None,
-                    launch_zone=True,
-                )
+            kernels_by_name[arg] = dict(
+                name=arg,
+                line=lineno,
+                body_start=idx + 1,
+                body_end=None,
+                grid=None,
+                threadgroup=None,
+                grid_line=None,
+                threadgroup_line=None,
+                launch_zone=True,
             )
+            kernels.append(kernels_by_name[arg])
         elif key in LAUNCH_KEYS:
             if not kernels:
                 raise err(f"`//! {key}` outside a kernel (it must follow `//! kernel NAME`)")
@@ -316,6 +332,16 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
     )
 
 
+def _check_size(size: int, filename) -> None:
+    if size > MAX_CANDIDATE_BYTES:
+        raise CandidateError(
+            f"the candidate is {size} bytes; at most {MAX_CANDIDATE_BYTES} bytes "
+            f"({MAX_CANDIDATE_BYTES >> 20} MiB) are taken: a kernel source is far smaller",
+            None,
+            str(filename),
+        )
+
+
 def load(path, dialect: str | None = None) -> Candidate:
     """Parse a candidate file; the dialect defaults from the suffix (.cu -> cuda)."""
     path = Path(path)
@@ -332,9 +358,15 @@ def read_candidate_file(path: str | os.PathLike) -> str:
     if path.is_dir():
         raise ValueError(f"{path} is a directory, not a candidate file (.metal or .cu)")
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:  # no more than the limit read, however large the file
+            data = f.read(MAX_CANDIDATE_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CANDIDATE_BYTES:
+        raise ValueError(
+            f"{path} is larger than {MAX_CANDIDATE_BYTES} bytes ({MAX_CANDIDATE_BYTES >> 20} "
+            "MiB), the most a candidate may be: a kernel source is far smaller"
+        )
     if b"\0" in data:  # a NUL byte: no kernel source has one
         raise ValueError(f"{path} is a binary file, not a kernel source (.metal or .cu text)")
     try:

@@ -14,7 +14,10 @@ import re
 from mlxsci import dialects
 from mlxsci.candidate_model import _ensure_newline
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^\n`]*?)[ \t]*$")
+# The info string is stripped after the match: a lazy group before `[ \t]*$`
+# retried the trailing blanks from every position, quadratic in a long run
+# of blanks on a fence line (issue 23).
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n`]*)$")
 _KERNEL_DIRECTIVE = re.compile(r"^[ \t]*//![ \t]*kernel\b", re.M)
 
 
@@ -28,7 +31,7 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
         if not m:
             i += 1
             continue
-        fence, info = m.group(1), m.group(2)
+        fence, info = m.group(1), m.group(2).strip(" \t")
         body = []
         i += 1
         while i < len(lines):
