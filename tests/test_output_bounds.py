@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -384,3 +385,32 @@ def test_a_workers_error_is_cut_before_it_is_written():
     assert record["message"] == "expected a ';'"
     assert record["log"].startswith("kernel.cu(3): warning:")
     assert len(json.dumps(record)) < worker_io.MESSAGE_CHARS + 1000
+
+
+def test_a_compile_writes_no_file_past_the_cap(monkeypatch):
+    # A constant array of the candidate's is data in the object the compiler
+    # writes (and zig keeps in its cache): 512 MB of it had left a 512 MB
+    # object there, one per such candidate.
+    import uuid
+
+    from mlxsci.backends.base import CompileError
+    from mlxsci.backends.sim import build, toolchain
+
+    monkeypatch.setattr(toolchain, "COMPILE_FILE_BYTES", 12 << 20)
+    tu = (
+        f"// {uuid.uuid4()}: a fresh text, never in zig's cache\n"
+        '#line 1 "<candidate-file>"\n'
+        "static const float big[1 << 23] = {1.0f, 2.0f};\n"
+        "float big_at(unsigned i) { return big[i & ((1u << 23) - 1u)]; }\n"
+    )
+    started = time.time()
+    with pytest.raises(CompileError) as raised:
+        build.build_library(tu, "big.metal")
+    assert "files of up to 12 MiB" in raised.value.message
+    written = [
+        p
+        for root in (toolchain.zig_cache_dir(), toolchain.cache_dir())
+        for p in root.rglob("*")
+        if p.is_file() and p.stat().st_mtime >= started - 1 and p.stat().st_size > 12 << 20
+    ]
+    assert written == []

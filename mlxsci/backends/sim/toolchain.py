@@ -173,6 +173,11 @@ def zig_cache_dir() -> Path:
 # size's deadline when a worker asked for it, time_limit) and a memory limit.
 COMPILE_SECONDS = 600.0
 COMPILE_MEMORY = 8 << 30
+# The largest file a compile may write (an object, a library, a precompiled
+# header): a candidate's constant array of 512 MB had left an object of that
+# size in zig's cache for each such candidate; the largest the toolchain
+# writes itself is a precompiled header's object, ~9 MB.
+COMPILE_FILE_BYTES = 64 << 20
 _deadline = threading.local()
 
 
@@ -191,6 +196,7 @@ def _limit_compiler(seconds: float) -> None:  # in the compiler's process, befor
     # Inherited by the clang zig starts: memory, and CPU past the deadline (a
     # backstop for the process group kill below).
     resource.setrlimit(resource.RLIMIT_DATA, (COMPILE_MEMORY, COMPILE_MEMORY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (COMPILE_FILE_BYTES, COMPILE_FILE_BYTES))
     cpu = int(seconds) + 30
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
@@ -283,7 +289,21 @@ def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     if stopped:
         why = f"error: the compiler did not finish within the time left ({seconds:.1f} s)"
         return subprocess.CompletedProcess(cmd, 1, "", why)
+    if proc.returncode < 0:  # zig dies of its clang's death without a word
+        why = (
+            f"error: the compiler ended on {_signal_name(-proc.returncode)} (a compile may "
+            f"write files of up to {COMPILE_FILE_BYTES >> 20} MiB and use "
+            f"{COMPILE_MEMORY >> 30} GiB of memory)"
+        )
+        err = f"{err}\n{why}\n" if err else why + "\n"
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
