@@ -34,19 +34,21 @@ sees a new entry without its seal; one that reads an old entry against a new
 seal (a rebuild in flight) reads both again before calling it damaged.
 Entries whose bytes differ from build to build (a reference's zip, a
 roofline, a precompiled header) are built by one process at a time under
-`entry_lock`, so two builders cannot leave one's seal over the other's bytes.
+`locks.building` (mlxsci/locks.py), so two builders cannot leave one's seal
+over the other's bytes; a builder held up past its patience (a holder stopped
+with Ctrl-Z) builds for itself and keeps nothing.
 
 Everything under the cache directory, and what guards it:
 
 | file | written | checked when read |
 |---|---|---|
 | `.integrity-key` | 0600 temp file, fsynced, linked into place | size and owner; a damaged key is replaced (one line) and what it sealed is rebuilt |
-| `reference/<task>/<key>.npz` (+ `.hmac`, `.lock`) | `write_verified` under `entry_lock` | `read_verified` (mlxsci/reference_store.py) |
-| `roofline/<device>-<dialect>-<timer>.json` (+ `.hmac`, `.lock`) | `write_verified_json` under `entry_lock` | `read_verified` (mlxsci/roofline.py) |
+| `reference/<task>/<key>.npz` (+ `.hmac`, `.lock`) | `write_verified` under `locks.building` | `read_verified` (mlxsci/reference_store.py) |
+| `roofline/<device>-<dialect>-<timer>.json` (+ `.hmac`, `.lock`) | `write_verified_json` under `locks.building` | `read_verified` (mlxsci/roofline.py) |
 | `sim/k-<key>.so` (+ `.hmac`) | `install_verified` of the linked temp file | `verify_file` before loading (mlxsci/backends/sim/build.py) |
 | `sim/k-<key>.err` (+ `.hmac`): a cached compile error | `write_verified` | `read_verified` |
 | `sim/rt-<key>.o` (+ `.hmac`): the runtime object | `install_verified` | `verify_file` before linking (backends/sim/toolchain.py) |
-| `sim/pch-<key>.pch` and `.h` (+ `.hmac`, `.pch.lock`) | `install_verified`, the header first, under `entry_lock` | `verify_file` of both before use (backends/sim/pch.py); a PCH the compiler refuses is removed and named |
+| `sim/pch-<key>.pch` and `.h` (+ `.hmac`, `.pch.lock`) | `install_verified`, the header first, under `locks.building` | `verify_file` of both before use (backends/sim/pch.py); a PCH the compiler refuses is removed and named |
 | `sim/k-<key>.cpp`: a kernel's translation unit | temp file plus rename, before every compile of it | never read back: the compiler's input, rewritten by each build |
 | `*.lock` | by mlxsci/locks.py | never trusted: the kernel's flock decides, the text only names the holder |
 | `.<name>.*`, `*.tmp` | temp files of a write in flight | never read; a killed writer's stay behind, harmless |
@@ -58,7 +60,6 @@ wins, which only the sandbox prevents.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import hmac
 import json
@@ -69,10 +70,7 @@ import stat
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-
-from mlxsci import locks
 
 KEY_NAME = ".integrity-key"
 KEY_BYTES = 32
@@ -400,40 +398,3 @@ def discard(path: Path) -> None:
     """Remove an entry and its sidecar (one found unusable after its check)."""
     for p in (Path(path), sidecar(Path(path))):
         p.unlink(missing_ok=True)
-
-
-# ------------------------------------------------------------------ building an entry once
-def lock_path(path: Path) -> Path:
-    return Path(path).with_name(Path(path).name + ".lock")
-
-
-# A file system without flock (some network mounts): build without the lock.
-_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
-
-
-@contextmanager
-def entry_lock(path: Path, doing: str, waiting=None):
-    """Hold the lock beside the entry at `path` (`<entry>.lock`,
-    mlxsci/locks.py) while building it: one process builds, the others wait,
-    then read what it wrote; so the caller reads the entry again once it holds
-    the lock. `waiting` (a callable taking a line) hears who it waits for.
-    Where the file system has no flock, it builds without (a duplicate build
-    costs time; the seal still guards what is read)."""
-    where = lock_path(path)
-    lock = None
-    try:
-        try:
-            lock = locks.acquire(where, doing)
-        except locks.LockHeld as held:
-            if waiting is not None:
-                who = f"process {held.pid}" if held.pid is not None else "another process"
-                waiting(f"waiting for {who}, {held.doing or 'building ' + where.stem}...")
-            lock = locks.acquire_blocking(where, doing)
-    except OSError as exc:
-        if exc.errno not in _NO_FLOCK:
-            raise
-    try:
-        yield
-    finally:
-        if lock is not None:
-            lock.release()

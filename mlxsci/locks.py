@@ -20,6 +20,7 @@ import errno
 import fcntl
 import os
 import stat
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,3 +192,61 @@ def hold(path: Path, doing: str = "", wait: float = 0.0):
         yield lock
     finally:
         lock.release()
+
+
+# ------------------------------------------------------------------ building a cache entry once
+# How long a builder waits for another process's build of the same entry
+# before it builds for itself and keeps nothing: a holder stopped with
+# Ctrl-Z or SIGSTOP must not hang every evaluation on the machine.
+PATIENCE_SECONDS = 600.0
+# A file system without flock (some network mounts): build without the lock.
+_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
+
+
+def _stderr_line(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # a closed stderr must not stop a build
+        pass
+
+
+def entry_lock_path(path: Path) -> Path:
+    return Path(path).with_name(Path(path).name + ".lock")
+
+
+@contextmanager
+def building(path: Path, doing: str, waiting=None, patience: float = PATIENCE_SECONDS):
+    """Hold the lock beside the cache entry at `path` (`<entry>.lock`) while
+    building it: one process builds, the others wait, then read what it
+    wrote; so the caller reads the entry again once it holds the lock. Yields
+    whether this process holds it: False when another has held it for
+    `patience` seconds (stopped, or hung), and the caller then builds for
+    itself and keeps nothing. `waiting` (a callable taking a line; default
+    stderr) hears whom it waits for. Where the file system has no flock, it
+    builds without (a duplicate build costs time; the seal guards what is read)."""
+    where = entry_lock_path(path)
+    say = waiting or _stderr_line
+    lock = None
+    held = True
+    try:
+        try:
+            lock = acquire(where, doing)
+        except LockHeld as first:
+            who = f"process {first.pid}" if first.pid is not None else "another process"
+            say(f"waiting for {who}, {first.doing or 'building ' + where.stem}...")
+            try:
+                lock = acquire(where, doing, wait=patience)
+            except LockHeld:
+                say(
+                    f"{who} has held {where} for {patience:g} s: going on without it "
+                    "(this build is kept by no one)"
+                )
+                held = False
+    except OSError as exc:
+        if exc.errno not in _NO_FLOCK:
+            raise
+    try:
+        yield held
+    finally:
+        if lock is not None:
+            lock.release()

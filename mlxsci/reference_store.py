@@ -11,7 +11,7 @@ entry the parent did not write itself (planted, copied from another key, a
 tolerance edited to 1e30), cut short or empty is computed again, never used,
 and named in one line on stderr. Only the fixed inputs' references are kept
 (a task whose make_inputs takes no seed, or get_reference without one); one
-process computes an entry at a time (cache.entry_lock).
+process computes an entry at a time (locks.building).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from mlxsci.cache import cache_dir, entry_lock, read_verified, write_verified
+from mlxsci.cache import cache_dir, read_verified, write_verified
+from mlxsci.locks import building
 from mlxsci.task import Task, load_reference
 
 
@@ -108,11 +109,12 @@ def get_reference(
     # One process solves a size at a time; one that waited reads what the
     # first wrote (two writers would leave one's seal over the other's zip,
     # whose timestamps differ: a mismatch the next reader rebuilds).
-    with entry_lock(path, f"computing the {task.name} reference"):
+    with building(path, f"computing the {task.name} reference") as held:
         ref = _cached(path) if use_cache else None
         if ref is None:
             ref = _solve(task, params, task.make_inputs(params))
-            write_verified(path, _entry_bytes(ref))
+            if held:  # else the holder writes it: two writers would tear the entry
+                write_verified(path, _entry_bytes(ref))
     return ref
 
 

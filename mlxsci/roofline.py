@@ -27,7 +27,6 @@ from mlxsci.backends import backend_class, get_backend, has_chip_table
 from mlxsci.backends.base import Backend
 from mlxsci.cache import (
     cache_dir,
-    entry_lock,
     entry_name,
     json_bytes,
     read_verified,
@@ -35,6 +34,7 @@ from mlxsci.cache import (
 )
 from mlxsci.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.environment_faults import EXIT_CODE, EnvironmentFault, parent_writes
+from mlxsci.locks import building
 from mlxsci.roofline_probes import measure, plan_for, probe_digest
 
 
@@ -96,7 +96,7 @@ def load_or_measure(
     whom it waits for; `progress` hears each probe's result.
 
     Measured once per machine however many evaluations start at once: the
-    measuring process holds the lock beside the entry (cache.entry_lock), the
+    measuring process holds the lock beside the entry (locks.building), the
     others wait for it and then read its entry, so every one scores against
     the same ceilings (concurrent first runs had each measured their own and
     the last writer's stayed)."""
@@ -106,14 +106,15 @@ def load_or_measure(
     if roof is not None:
         return roof
     announce = announce or progress
-    with entry_lock(path, "measuring the roofline", waiting=announce):
+    with building(path, "measuring the roofline", waiting=announce) as held:
         roof = None if refresh else load_cached(path, digest)
         if roof is None:
             if announce is not None:
                 announce(MEASURING)
             roof = measure(backend, progress, timer)
             raw = json_bytes({k: v for k, v in asdict(roof).items() if k in STORED})
-            write_verified(path, raw)
+            if held:  # else the holder writes the machine's one roofline
+                write_verified(path, raw)
             roof.source = identity(path, raw, roof)
     return roof
 

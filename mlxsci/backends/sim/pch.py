@@ -25,6 +25,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from mlxsci.backends.sim.toolchain import (
@@ -32,12 +33,14 @@ from mlxsci.backends.sim.toolchain import (
     INCLUDE_DIR,
     STATS,
     _compile_and_link,
+    _deadline,
     _run_compiler,
     cache_dir,
     runtime_digest,
     zig_executable,
 )
-from mlxsci.cache import discard, entry_lock, install_verified, report_damaged, verify_file
+from mlxsci.cache import discard, install_verified, report_damaged, verify_file
+from mlxsci.locks import building
 
 _PCH_FAILED: set = set()
 
@@ -82,9 +85,11 @@ def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
     # One builder at a time: a PCH's bytes differ from build to build, and it
     # records its header's size and mtime, so a second builder rewriting the
     # header would make the compiler refuse the first one's PCH.
-    with entry_lock(pch, "building a precompiled header"):
+    with building(pch, "building a precompiled header", patience=_patience()) as held:
         if _usable(pch, header):
             return pch
+        if not held:  # its builder is stopped or slow: compile without it (slower, as right)
+            return None
         if not verify_file(header):
             fd, tmp_h = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".h.tmp", dir=pch.parent)
             with os.fdopen(fd, "w") as f:
@@ -113,6 +118,15 @@ def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
             return None
         install_verified(Path(tmp), pch)  # sealed before it is in place
     return pch
+
+
+def _patience() -> float:
+    """Seconds to wait for another process's build of a PCH: at most a
+    minute, and never past the compile's deadline (the size's, when a worker
+    asked for the kernel), less time for the compile itself."""
+    at = getattr(_deadline, "at", None)
+    left = 60.0 if at is None else (at - time.monotonic()) / 2
+    return max(0.0, min(60.0, left))
 
 
 def _pch_refused(log: str, pch: Path) -> bool:
