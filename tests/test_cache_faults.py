@@ -207,7 +207,7 @@ def test_a_damaged_integrity_key_is_replaced_with_one_line(
 def test_a_damaged_entry_is_named_once_per_process(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cache, "_REPORTED", set())
-    monkeypatch.setattr(cache, "_KEY_REPLACED", False)  # an earlier test may have replaced it
+    monkeypatch.setattr(cache, "_KEY_REPLACED", [])  # an earlier test may have replaced it
     path = cache.cache_dir("things") / "a.bin"
     assert cache.read_verified(path) is None  # missing: a first run, nothing said
     assert capfd.readouterr().err == ""
