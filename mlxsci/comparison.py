@@ -16,7 +16,9 @@ import shutil
 import numpy as np
 
 from mlxsci.backends import resolve_backend_name
+from mlxsci.cache import cache_dir
 from mlxsci.dialects import backend_options
+from mlxsci.environment_faults import check_after_failure, faults_raised
 from mlxsci.noise import combined_noise, run_noise
 from mlxsci.results import geometric_mean
 from mlxsci.run_budget import DEFAULTS, input_seeds
@@ -25,6 +27,7 @@ from mlxsci.task import Size, load_task
 from mlxsci.timers import check_timer
 
 
+@faults_raised
 def compare(
     task_name: str,
     incumbent: str,
@@ -89,7 +92,10 @@ def compare(
                 if result is None
                 else f"{result['error']['kind']}: {result['error']['message']}"
             )
-            return {"timer": timer_name, "error": f"comparison at size {size.label} failed: {why}"}
+            # The worker and its folder are gone: is the machine to blame?
+            failed = f"comparison at size {size.label} failed"
+            check_after_failure(result, 0, [cache_dir()], f"{failed} ({why[-300:]})")
+            return {"timer": timer_name, "error": f"{failed}: {why}"}
         a, b = result["seconds"]
         statistic = result.get("timer", {}).get("statistic", "median")
         pick = min if statistic == "min" else np.median

@@ -34,7 +34,7 @@ from mlxsci.candidate import CandidateError, parse
 from mlxsci.ceilings import Roofline
 from mlxsci.checks import check_size, failed_size, misfit
 from mlxsci.dialects import backend_options
-from mlxsci.environment_faults import check_machine, faults_raised
+from mlxsci.environment_faults import check_after_failure, faults_raised
 from mlxsci.noise import combined_noise
 from mlxsci.per_size_runner import ProcessPerSize
 from mlxsci.reference_store import get_reference
@@ -100,13 +100,12 @@ def blame_machine_first(result: dict | None, job: dict, failure: str) -> None:
     """A size that failed without a verdict of the parent's (the worker died,
     or reported an error) is the machine's fault, not the candidate's, when the
     machine cannot write what an evaluation writes: EnvironmentFault then
-    (mlxsci/environment_faults.py). A compile error needs only the kernel
-    cache; a run needs room in the temporary folder for every output file a
-    worker may write at this size and the parent's copy of each."""
-    compiled = result is not None and result["error"].get("kind") in ("compile", "format")
+    (mlxsci/environment_faults.py). A run needs room in the temporary folder
+    for every output file a worker may write at this size and the parent's
+    copy of each."""
     files = len(OUTPUT_FILES) + max(0, len(job.get("input_seeds") or ()) - 1)
-    need = 0 if compiled else 2 * files * (job["output_bytes"] + ARCHIVE_SLACK)
-    check_machine(need, [cache_dir()], temp=not compiled, failure=failure)
+    need = 2 * files * (job["output_bytes"] + ARCHIVE_SLACK)
+    check_after_failure(result, need, [cache_dir()], failure)
 
 
 @faults_raised

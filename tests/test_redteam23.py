@@ -1,7 +1,6 @@
 """Red-team findings against issue 23's work (run locks, environment faults,
-sealed caches, the roofline lock). Each test reproduces one finding; those
-that fail on the code as it is are marked xfail(strict=True), so the suite
-stays green and a fix shows up as an XPASS to turn into a plain test.
+sealed caches, the roofline lock). Each test reproduces one finding: each
+failed on the code the red team attacked, and passes since its fix.
 
 A worker is played by a stand-in script (CandidateWorker.sandboxed_command),
 as tests/test_environment_faults.py does: what the script does is what a
@@ -133,11 +132,6 @@ def test_a_double_to_bf16_conversion_is_the_candidates_not_a_damaged_toolchain()
 
 
 # ------------------------------------------------------------------ a machine's fault taken for a verdict
-@pytest.mark.xfail(
-    strict=True,
-    reason="compare() (search --accept noise-aware) never judges the machine: a full "
-    "TMPDIR returns {'error': ...}, which rejects the candidate as a verdict",
-)
 def test_a_comparison_on_a_full_temp_folder_is_the_machines_fault(small_tmp, tmp_path, monkeypatch):
     from mlxsci.comparison import compare
     from mlxsci.task import load_task
