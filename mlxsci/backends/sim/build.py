@@ -41,6 +41,7 @@ from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim import kernel_symbols
 from mlxsci.backends.sim.pch import _compile_with_pch
 from mlxsci.backends.sim.toolchain import (
+    OUTPUT_STOPPED,
     STATS,
     _compile_and_link,
     _lock,
@@ -233,7 +234,9 @@ def build_library(
                 break
             raw = res.stderr + res.stdout  # cached as is: it names CANDIDATE_FILE
             log = named(raw)
-            deterministic = _error_in_kernel_text(log, source_file)
+            # A compiler stopped for the flood of its diagnostics would flood
+            # again: the candidate's text decides it, as a compile error does.
+            deterministic = _error_in_kernel_text(log, source_file) or OUTPUT_STOPPED in log
             if deterministic:
                 break
             # The first error is outside the kernel text (system headers, the

@@ -212,6 +212,10 @@ COMPILER_HEAD_BYTES = 48 << 10
 COMPILER_TAIL_BYTES = 16 << 10
 
 
+# How a compile stopped for its output's size says so (build.py caches it).
+OUTPUT_STOPPED = "the compiler's output passed"
+
+
 def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["ZIG_GLOBAL_CACHE_DIR"] = env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache_dir())
@@ -282,7 +286,7 @@ def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     out, err = (s.kept().decode(errors="replace") for s in streams)
     if any(s.passed_limit for s in streams):
         why = (
-            f"error: the compiler's output passed {COMPILER_OUTPUT_BYTES / (1 << 20):g} MiB "
+            f"error: {OUTPUT_STOPPED} {COMPILER_OUTPUT_BYTES / (1 << 20):g} MiB "
             "(its diagnostics of the candidate's text), so it was stopped"
         )
         return subprocess.CompletedProcess(cmd, 1, out, f"{err}\n{why}\n")
