@@ -98,6 +98,12 @@ def _type_word(name: str) -> bool:
     return name in _TYPE_WORDS or name.endswith("_t") or (base in _VECTOR and base != name)
 
 
+_SECOND_STORAGE = (
+    "a second `static` or `thread_local` declaration in one statement; write one "
+    "declaration per statement"
+)
+
+
 class _Walk:
     def __init__(self, toks: list[Tok], dialect: str):
         self.toks, self.n = toks, len(toks)
@@ -154,16 +160,28 @@ class _Walk:
     def function(self, lo: int, hi: int) -> None:
         """A function body or an initializer: every `static` in it, classes
         defined in it, lambdas included."""
-        k, start = lo, lo
+        # start: of the statement; after: past its last `)`, `:`, else or do
+        # (where a declaration can begin), both tracked as the walk goes
+        k, start, after = lo, lo, lo
+        judged = (-1, -1, -1)  # (statement start, first, end) of the last declaration judged
         while k < hi:
             t = self.text(k)
+            if t in (")", ":", "else", "do"):
+                after = k + 1
             if t in (";", "{", "}"):
                 start = k + 1
             elif t in ("static", "thread_local"):
-                first = k
-                while first > start and self.text(first - 1) not in (")", ":", "else", "do"):
-                    first -= 1
-                self.variables(first, self.statement_end(k, hi), "function")
+                first = max(start, after)
+                if judged[0] == start and k < judged[2]:
+                    # in a declaration judged already: the same one (`static
+                    # thread_local`), or a second declaration in one
+                    # statement, which no compiler takes (judging the rest
+                    # of the statement again for each was quadratic)
+                    if first != judged[1]:
+                        raise Refused(self.toks[k].line, _SECOND_STORAGE)
+                else:
+                    judged = (start, first, self.statement_end(k, hi))
+                    self.variables(first, judged[2], "function")
             elif self.class_head(k):
                 k = self.class_definition(k, hi, "function", start)
                 start = k
@@ -270,9 +288,15 @@ class _Walk:
             else:
                 k += 1
         end = self.statement_end(k, hi)
-        for b in range(k, end):  # initializers: lambdas may hold statics
+        b = k
+        while b < end:  # initializers: lambdas may hold statics
             if self.text(b) == "{" and (b == k or self.text(b - 1) != "{"):
                 self.function(b + 1, self.skip(b) - 1)
+                # function() saw every token inside, nested braces too: a
+                # walk of each nested brace again was quadratic in the nesting
+                b = self.skip(b)
+                continue
+            b += 1
         words = self.words(j, k)
         if scope == "program" or "static" in words:
             self.variables(j, end, scope)

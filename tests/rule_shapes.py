@@ -116,6 +116,8 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "extern_shared_line": lambda n: _repeat("extern __shared__ float ", n) + "a[;\n",
     "deep_scopes": lambda n: "{" * (n // 2) + _repeat("device float* p = q; ", n // 2),
     "declarator_dims": lambda n: "threadgroup float t" + _repeat("[2]", n) + " x;\n",
+    "nested_initializers": lambda n: "int x[] = " + _repeat("{1, ", n) + "};\n",
+    "static_const_run": lambda n: _repeat("static const int a = 1, ", n) + "b;\n",
     "template_calls": lambda n: _repeat("(float4)as_type<uint>(x) ", n) + ";\n",
 }
 # Shapes of the whole candidate file (before any header or kernel): `place`
