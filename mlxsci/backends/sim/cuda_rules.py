@@ -96,7 +96,7 @@ _LAST_WORD = re.compile(r"\b(\w+)\s*\Z")
 
 def _defined_names(masked: str) -> set[str]:
     """The names a `#define`, `typedef ... NAME;` or `using NAME =` defines."""
-    defined = set()
+    defined: set[str] = set()
     pos, end_at, end = 0, -1, -1  # the `;{}` after end_at, memoized: asked in order
     nameless = -1  # a `;` with no word before it: every typedef ending there fails
     while True:
@@ -160,7 +160,7 @@ def _cuda_std_names(toks: list[_Tok]) -> list[_Violation]:
 
 
 def _cuda_host_functions(toks: list[_Tok]) -> list[_Violation]:
-    out = []
+    out: list[_Violation] = []
     if not any(t.text == "__host__" for t in toks):
         return out
     # per token: where its declaration starts (after the last `;{}`), where
