@@ -27,13 +27,16 @@ _TESTS = Path(__file__).resolve().parent.parent / "tests"
 _STAGES = ("parse", "validate", "generate", "rules", "policy", "rewrite")
 
 
-def _child(shape: str, sizes: list[int]) -> None:
-    """Times every place and dialect of `shape` at `sizes`; one JSON line each."""
+def _child(shape: str, sizes: list[int], places: str, dialects: str) -> None:
+    """Times every place and dialect of `shape` at `sizes` (those named in
+    `places` and `dialects`, comma-separated, when given); one JSON line each."""
     sys.path.insert(0, str(_TESTS))
     import rule_shapes  # tests/rule_shapes.py
 
     for name, place, dialect in rule_shapes.cases():
-        if name != shape:
+        if name != shape or (places and place not in places.split(",")):
+            continue
+        if dialects and dialect not in dialects.split(","):
             continue
         for size in sizes:
             text = rule_shapes.candidate_text(shape, size, place, dialect)
@@ -45,8 +48,11 @@ def _child(shape: str, sizes: list[int]) -> None:
             print(json.dumps(dict(row, verdict=verdict[:70])), flush=True)
 
 
-def _measure(shape: str, sizes: list[int], timeout: float) -> list[dict]:
+def _measure(
+    shape: str, sizes: list[int], timeout: float, places: str, dialects: str
+) -> list[dict]:
     cmd = [sys.executable, __file__, "--child", shape, "--sizes", ",".join(map(str, sizes))]
+    cmd += ["--places", places, "--dialects", dialects]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         out, failed = done.stdout, done.returncode != 0 and done.stderr[-300:]
@@ -62,28 +68,38 @@ def _measure(shape: str, sizes: list[int], timeout: float) -> list[dict]:
 
 
 def _table(rows: list[dict], sizes: list[int]) -> list[str]:
-    small, large = sizes[0], sizes[-1]
+    """One line per case: the total seconds at each size, the ratio of the
+    last to the first, and the stage that took longest at the last size."""
+    kb = [f"{size // 1000} KB" for size in sizes]
     head = (
-        f"| shape | place | dialect | verdict at {large // 1000} KB | total s at {small // 1000} KB "
-        f"| total s at {large // 1000} KB | ratio | slowest stage (s, ratio) |"
+        f"| shape | place | dialect | verdict at {kb[-1]} | "
+        + " | ".join(f"total s at {k}" for k in kb)
+        + f" | ratio {kb[-1]} / {kb[0]} | slowest stage at {kb[-1]} (s, ratio) |"
     )
-    lines = [head, "|" + "---|" * 8]
+    lines = [head, "|" + "---|" * (6 + len(sizes))]
     by_case: dict[tuple, dict[int, dict]] = {}
     for row in rows:
         if "failed" in row:
-            lines.append(f"| {row['shape']} | | | did not finish: {row['failed']} | | | | |")
+            lines.append(
+                f"| {row['shape']} | | | did not finish: {row['failed']} |"
+                + " |" * (len(sizes) + 2)
+            )
             continue
         by_case.setdefault((row["shape"], row["place"], row["dialect"]), {})[row["size"]] = row
     for (shape, place, dialect), at in by_case.items():
-        a, b = at.get(small), at.get(large)
-        if a is None or b is None:
-            continue
-        stage = max(b["stages"], key=lambda s: b["stages"][s])
-        ratio = b["stages"][stage] / max(a["stages"].get(stage, 0.0), 1e-4)
+        totals = [f"{at[size]['total']:.2f}" if size in at else "-" for size in sizes]
+        a, b = at.get(sizes[0]), at.get(sizes[-1])
+        ratio, slowest = "-", "-"
+        if a is not None and b is not None:
+            ratio = f"{b['total'] / max(a['total'], 1e-4):.1f}"
+            stage = max(b["stages"], key=lambda s: b["stages"][s])
+            grown = b["stages"][stage] / max(a["stages"].get(stage, 0.0), 1e-4)
+            slowest = f"{stage} {b['stages'][stage]:.2f} (x{grown:.1f})"
+        verdict = (b or a or {}).get("verdict", "-").replace("|", "/")
         lines.append(
-            f"| {shape} | {place} | {dialect} | {b['verdict'].replace('|', '/')} "
-            f"| {a['total']:.2f} | {b['total']:.2f} | {b['total'] / max(a['total'], 1e-4):.1f} "
-            f"| {stage} {b['stages'][stage]:.2f} (x{ratio:.1f}) |"
+            f"| {shape} | {place} | {dialect} | {verdict} | "
+            + " | ".join(totals)
+            + f" | {ratio} | {slowest} |"
         )
     return lines
 
@@ -95,12 +111,14 @@ def main() -> None:
     )
     parser.add_argument("--shapes", default="", help="shapes to run (default: all)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per shape")
+    parser.add_argument("--places", default="", help="header, body, preamble (default: all)")
+    parser.add_argument("--dialects", default="", help="metal, cuda (default: both)")
     parser.add_argument("--out", type=Path, help="write the markdown table here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
-        _child(args.child, sizes)
+        _child(args.child, sizes, args.places, args.dialects)
         return
     sys.path.insert(0, str(_TESTS))
     import rule_shapes
@@ -112,7 +130,7 @@ def main() -> None:
     )
     rows = []
     for shape in shapes:
-        rows += _measure(shape, sizes, args.timeout)
+        rows += _measure(shape, sizes, args.timeout, args.places, args.dialects)
         print(shape, "done", file=sys.stderr, flush=True)
     lines = _table(rows, sizes)
     text = "\n".join(lines) + "\n"
