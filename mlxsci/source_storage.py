@@ -98,12 +98,6 @@ def _type_word(name: str) -> bool:
     return name in _TYPE_WORDS or name.endswith("_t") or (base in _VECTOR and base != name)
 
 
-_SECOND_STORAGE = (
-    "a second `static` or `thread_local` declaration in one statement; write one "
-    "declaration per statement"
-)
-
-
 class _Walk:
     def __init__(self, toks: list[Tok], dialect: str):
         self.toks, self.n = toks, len(toks)
@@ -160,10 +154,8 @@ class _Walk:
     def function(self, lo: int, hi: int) -> None:
         """A function body or an initializer: every `static` in it, classes
         defined in it, lambdas included."""
-        # start: of the statement; after: past its last `)`, `:`, else or do
-        # (where a declaration can begin), both tracked as the walk goes
-        k, start, after = lo, lo, lo
-        judged = (-1, -1, -1)  # (statement start, first, end) of the last declaration judged
+        k, start, after = lo, lo, lo  # after: past the last `)`, `:`, else, do
+        judged = (-1, -1, -1)  # (statement start, first, end) last judged
         while k < hi:
             t = self.text(k)
             if t in (")", ":", "else", "do"):
@@ -173,12 +165,14 @@ class _Walk:
             elif t in ("static", "thread_local"):
                 first = max(start, after)
                 if judged[0] == start and k < judged[2]:
-                    # in a declaration judged already: the same one (`static
-                    # thread_local`), or a second declaration in one
-                    # statement, which no compiler takes (judging the rest
-                    # of the statement again for each was quadratic)
+                    # the same declaration (`static thread_local`), or a second
+                    # one in a statement, which no compiler takes (judging the
+                    # rest of the statement again for each was quadratic)
                     if first != judged[1]:
-                        raise Refused(self.toks[k].line, _SECOND_STORAGE)
+                        raise Refused(
+                            self.toks[k].line,
+                            "two `static` declarations in one statement; split it",
+                        )
                 else:
                     judged = (start, first, self.statement_end(k, hi))
                     self.variables(first, judged[2], "function")
