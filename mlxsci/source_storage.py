@@ -165,14 +165,10 @@ class _Walk:
             elif t in ("static", "thread_local"):
                 first = max(start, after)
                 if judged[0] == start and k < judged[2]:
-                    # the same declaration (`static thread_local`), or a second
-                    # one in a statement, which no compiler takes (judging the
-                    # rest of the statement again for each was quadratic)
+                    # the same declaration, or a second, which no compiler takes
+                    # (judging the statement again per `static` was quadratic)
                     if first != judged[1]:
-                        raise Refused(
-                            self.toks[k].line,
-                            "two `static` declarations in one statement; split it",
-                        )
+                        raise Refused(self.toks[k].line, "two statics in one statement")
                 else:
                     judged = (start, first, self.statement_end(k, hi))
                     self.variables(first, judged[2], "function")
