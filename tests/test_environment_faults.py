@@ -19,6 +19,7 @@ import sys
 import tempfile
 import textwrap
 from collections import namedtuple
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,25 @@ def mount_tmpfs(where: Path, megabytes: int, read_only: bool = False) -> bool:
 
 def unmount(where: Path) -> None:
     subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@contextmanager
+def tmpfs(where: Path, megabytes: int, read_only: bool = False):
+    """A tmpfs mounted at `where` for the block; the test is skipped where
+    none can be mounted."""
+    if not mount_tmpfs(where, megabytes, read_only):
+        pytest.skip("needs a tmpfs (mount)")
+    try:
+        yield where
+    finally:
+        unmount(where)
+
+
+def run_with_cache(cache: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`python *argv` with MLXSCI_CACHE_DIR=cache, its output captured."""
+    env = dict(os.environ, MLXSCI_CACHE_DIR=str(cache))
+    command = [sys.executable, *argv]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture
@@ -207,45 +227,21 @@ def test_a_full_kernel_cache_is_the_machines_fault_and_caches_no_compile_error(t
     """Old code: a CompileError traceback from the roofline's probes (or a
     FileNotFoundError from the build's clean-up), the candidate's build log
     cached as its compile error."""
-    cache = tmp_path / "cache"
-    if not mount_tmpfs(cache, 4):
-        pytest.skip("needs a tmpfs (mount)")
-    try:
-        env = dict(os.environ, MLXSCI_CACHE_DIR=str(cache))
+    with tmpfs(tmp_path / "cache", 4) as cache:
         key = "from mlxsci.cache import integrity_key; integrity_key()"
-        subprocess.run([sys.executable, "-c", key], env=env, check=True)
+        run_with_cache(cache, "-c", key).check_returncode()
         fill(cache, 100 << 10)
-        out = subprocess.run(
-            [sys.executable, "-m", "mlxsci.eval", "saxpy", "--backend", "sim"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        out = run_with_cache(cache, "-m", "mlxsci.eval", "saxpy", "--backend", "sim")
         assert out.returncode == EXIT_CODE, out.stderr[-2000:]
         assert "Traceback" not in out.stderr and "free" in out.stderr
         assert not list((cache / "sim").glob("*.err"))
-    finally:
-        unmount(cache)
 
 
 def test_a_read_only_cache_is_reported_not_a_traceback(tmp_path):
-    cache = tmp_path / "cache"
-    if not mount_tmpfs(cache, 4, read_only=True):
-        pytest.skip("needs a tmpfs (mount)")
-    try:
-        env = dict(os.environ, MLXSCI_CACHE_DIR=str(cache))
-        out = subprocess.run(
-            [sys.executable, "-m", "mlxsci.eval", "saxpy", "--backend", "sim"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+    with tmpfs(tmp_path / "cache", 4, read_only=True) as cache:
+        out = run_with_cache(cache, "-m", "mlxsci.eval", "saxpy", "--backend", "sim")
         assert out.returncode == EXIT_CODE, out.stderr[-2000:]
         assert "Traceback" not in out.stderr and "read-only" in out.stderr
-    finally:
-        unmount(cache)
 
 
 def test_a_full_run_directory_stops_the_search_without_a_traceback(small_disk, tmp_path):
@@ -298,28 +294,16 @@ def test_a_read_only_sweep_folder_is_reported_not_a_traceback(tmp_path):
     """Old code: an OSError traceback from index.json (or its lock)."""
     from mlxsci.sweep import main as sweep_main
 
-    out_dir = tmp_path / "sweep"
-    if not mount_tmpfs(out_dir, 1, read_only=True):
-        pytest.skip("needs a tmpfs (mount)")
-    try:
+    with tmpfs(tmp_path / "sweep", 1, read_only=True) as out_dir:
         args = ["--tasks", "saxpy", "--models", "autotune", "--iterations", "1"]
         out = CliRunner().invoke(sweep_main, [*args, "--backend", "sim", "--out", str(out_dir)])
         assert out.exit_code == EXIT_CODE, (out.output, out.exception)
         assert "read-only" in out.output and "Traceback" not in out.output
-    finally:
-        unmount(out_dir)
 
 
 def test_a_read_only_cache_stops_the_roofline_command_cleanly(tmp_path):
     """Old code: an OSError traceback (mkdir of the roofline folder)."""
-    cache = tmp_path / "cache"
-    if not mount_tmpfs(cache, 1, read_only=True):
-        pytest.skip("needs a tmpfs (mount)")
-    try:
-        env = dict(os.environ, MLXSCI_CACHE_DIR=str(cache))
-        command = [sys.executable, "-m", "mlxsci.roofline", "--backend", "sim"]
-        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    with tmpfs(tmp_path / "cache", 1, read_only=True) as cache:
+        out = run_with_cache(cache, "-m", "mlxsci.roofline", "--backend", "sim")
         assert out.returncode == EXIT_CODE and "read-only" in out.stderr, out.stderr[-2000:]
         assert "Traceback" not in out.stderr
-    finally:
-        unmount(cache)
