@@ -32,7 +32,7 @@ setup(
     package_dir=MAPPED,
     package_data={
         "": ["*.metal", "*.cu", "*.h", "*.cpp"],
-        "mlxsci": ["probes/*.metal", "probes/*.cu"],
+        "mlxsci.roofline": ["kernels/*.metal", "kernels/*.cu"],
         "mlxsci.backends.sim": [
             "runtime/*",
             "runtime/include/*",

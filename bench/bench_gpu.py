@@ -40,13 +40,13 @@ from score_spread import fresh_scores  # bench/score_spread.py, beside this scri
 from tabulate import tabulate
 
 from mlxsci.backends import get_backend, resolve_backend_name
-from mlxsci.candidate import parse
-from mlxsci.evaluation import evaluate
-from mlxsci.launch import Launcher
-from mlxsci.roofline import load_or_measure
+from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.kernel.candidate import parse
+from mlxsci.roofline.store import load_or_measure
 from mlxsci.task import load_task, task_names
-from mlxsci.timers import WallTimer, default_timer_name, make_timer
-from mlxsci.worker import device_inputs, pipeline_work
+from mlxsci.timing.timers import WallTimer, default_timer_name, make_timer
+from mlxsci.worker.launch import Launcher
+from mlxsci.worker.serve import device_inputs, pipeline_work
 
 RESULTS = Path(__file__).parent / "results"
 CANDIDATES = Path(__file__).parent / "candidates"

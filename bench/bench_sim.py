@@ -22,9 +22,9 @@ import time
 
 from tabulate import tabulate
 
-from mlxsci.cache import cache_dir
-from mlxsci.evaluation import evaluate
-from mlxsci.reference_store import get_reference
+from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.evaluation.references import get_reference
+from mlxsci.storage.cache import cache_dir
 from mlxsci.task import load_reference, load_task
 
 

@@ -43,9 +43,9 @@ import time
 import mlx.core as mx
 from tabulate import tabulate
 
-from mlxsci.candidate import parse
-from mlxsci.launch import Launcher
+from mlxsci.kernel.candidate import parse
 from mlxsci.task import load_reference, load_task, task_names
+from mlxsci.worker.launch import Launcher
 
 
 def load_driver(path: str | None):

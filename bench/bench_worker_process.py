@@ -15,7 +15,7 @@ import statistics
 import time
 from unittest import mock
 
-from mlxsci import evaluation as EV
+from mlxsci.evaluation import evaluator as EV
 
 
 def per_size_runner(*args):

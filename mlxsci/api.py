@@ -21,12 +21,12 @@ import mlx.core as mx
 import numpy as np
 
 from mlxsci.backends import get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, parse, read_candidate_file
-from mlxsci.checks import misfit
-from mlxsci.dialects import backend_options, name_of_file
-from mlxsci.evaluation import evaluate
-from mlxsci.launch import Launcher
+from mlxsci.evaluation.checks import misfit
+from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.kernel.candidate import CandidateError, parse, read_candidate_file
+from mlxsci.kernel.dialects import backend_options, name_of_file
 from mlxsci.task import Size, Task, load_task
+from mlxsci.worker.launch import Launcher
 
 __all__ = ["load_task", "evaluate", "kernel_function", "task_inputs", "KernelFunction"]
 

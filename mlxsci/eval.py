@@ -1,5 +1,5 @@
 """`python -m mlxsci.eval TASK` (= `mlxsci eval TASK`): the evaluation verb's
-command line. The function it calls, `evaluate()`, is in mlxsci/evaluation.py.
+command line. The function it calls, `evaluate()`, is in mlxsci/evaluation/evaluator.py.
 
 It exits 0 whenever the evaluation ran, whatever the verdict; 2 for usage
 errors, each a one-line message, found before anything runs: an unknown task
@@ -8,7 +8,7 @@ rejects or this machine's memory cannot hold (mlxsci.task.check_memory), a
 --source that is not a candidate text file (binary, not UTF-8, empty); and
 environment_faults.EXIT_CODE (3) when the machine stopped the evaluation (no
 space, a read-only folder, a worker that could not start): no verdict then.
-The argument types and checks are in mlxsci/eval_args.py.
+The argument types and checks are in mlxsci/evaluation/arguments.py.
 """
 
 from __future__ import annotations
@@ -19,18 +19,24 @@ from pathlib import Path
 
 import click
 
-from mlxsci import dialects, sanitizer
 from mlxsci.backends import backend_class, resolve_backend_name
 from mlxsci.backends.sim.toolchain import zig_executable
-from mlxsci.candidate import read_candidate_file
-from mlxsci.dialects import backend_options
-from mlxsci.environment_faults import EXIT_CODE, EnvironmentFault
-from mlxsci.eval_args import TaskArgument, check_overrides, parse_assignments, require_seed
-from mlxsci.evaluation import evaluate
-from mlxsci.results import format_evaluation
+from mlxsci.evaluation import sanitizer
+from mlxsci.evaluation.arguments import (
+    TaskArgument,
+    check_overrides,
+    parse_assignments,
+    require_seed,
+)
+from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.evaluation.results import format_evaluation
+from mlxsci.kernel import dialects
+from mlxsci.kernel.candidate import read_candidate_file
+from mlxsci.kernel.dialects import backend_options
 from mlxsci.sandbox import SandboxUnavailable
+from mlxsci.storage.faults import EXIT_CODE, EnvironmentFault
 from mlxsci.task import check_memory, load_task
-from mlxsci.timers import TIMER_NAMES, check_timer
+from mlxsci.timing.timers import TIMER_NAMES, check_timer
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci import dialects
+from mlxsci.kernel import dialects
 
 SIZE_SETS = ("smoke", "in-dist", "held-out")
 

@@ -21,11 +21,11 @@ import threading
 
 import click
 
-from mlxsci.environment_faults import EXIT_CODE as ENVIRONMENT_EXIT
-from mlxsci.environment_faults import EnvironmentFault, fault_of
-from mlxsci.eval_args import TaskArgument
-from mlxsci.locks import LockHeld
+from mlxsci.evaluation.arguments import TaskArgument
 from mlxsci.sandbox import SandboxUnavailable
+from mlxsci.storage.faults import EXIT_CODE as ENVIRONMENT_EXIT
+from mlxsci.storage.faults import EnvironmentFault, fault_of
+from mlxsci.storage.locks import LockHeld
 
 # Options a run keeps in its run.json: a resume takes them from there, so they
 # cannot be given with --resume (the others may, to extend or re-cap the run).
@@ -261,7 +261,7 @@ def main(
     """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
     from mlxsci.search.loop import run
     from mlxsci.search.progress import S_AND_PHI
-    from mlxsci.search.proposer import ProposerError
+    from mlxsci.search.proposers.base import ProposerError
     from mlxsci.search.run_lock import RunDirUnwritable
 
     if not task and not resume:
@@ -275,7 +275,7 @@ def main(
         )
     if sanitize:  # before availability: say what --sanitize needs even where CUDA is missing
         from mlxsci.backends import resolve_backend_name
-        from mlxsci.sanitizer import check_sanitize
+        from mlxsci.evaluation.sanitizer import check_sanitize
 
         try:
             check_sanitize(sanitize, resolve_backend_name(backend))

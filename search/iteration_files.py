@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mlxsci.search.progress import fmt
-from mlxsci.search.proposer import Proposal
+from mlxsci.search.proposers.base import Proposal
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import Entry, State
 from mlxsci.search.summary import entry_score

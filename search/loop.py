@@ -10,9 +10,9 @@ the last iteration are the seed and the best evaluated at the held-out size,
 giving Phi for each and the outcome.
 
 Whether S or Phi changed is judged against the measured noise, with the same
-verdicts the report uses (mlxsci.verdicts). With accept="noise-aware" a
+verdicts the report uses (mlxsci.evaluation.verdicts). With accept="noise-aware" a
 candidate the strict rule would take is re-timed against the incumbent in
-one worker (mlxsci.comparison.compare) and taken only when the speedup lies
+one worker (mlxsci.evaluation.compare.compare) and taken only when the speedup lies
 beyond the noise.
 
 A failed call never ends a run: it is a skipped iteration, recorded with its
@@ -34,10 +34,9 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from mlxsci.candidate import extract_from_response
-from mlxsci.comparison import compare
-from mlxsci.environment_faults import fault_of
-from mlxsci.evaluation import evaluate
+from mlxsci.evaluation.compare import compare
+from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.kernel.candidate import extract_from_response
 from mlxsci.search import run_lock
 from mlxsci.search.iteration_files import IterationFiles
 from mlxsci.search.options import (
@@ -50,11 +49,12 @@ from mlxsci.search.options import (
     search_dialect,
 )
 from mlxsci.search.progress import S_AND_PHI, done_line, iteration_line, stops_say_how_to_resume
-from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
-from mlxsci.search.proposer import PromptContext, Proposal
+from mlxsci.search.prompts.compose import stagnating, system_prompt, user_prompt
+from mlxsci.search.proposers.base import PromptContext, Proposal
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import Entry, State, make_strategy, noise_aware_decision
 from mlxsci.search.summary import entry_score, reopen_record, summarize, write_record
+from mlxsci.storage.faults import fault_of
 from mlxsci.task import load_task
 
 
@@ -299,14 +299,14 @@ def run(
     accept: "strict" (Metal-Sci's (1+1): any strictly higher S replaces the
     incumbent) or "noise-aware" (such a candidate is re-timed against the
     incumbent and kept only when the speedup lies beyond the noise).
-    timer: "cupti", "sim" or "wall" (mlxsci.timers; default: the backend's own).
+    timer: "cupti", "sim" or "wall" (mlxsci.timing.timers; default: the backend's own).
     sanitize: "memcheck" or "racecheck" (cuda only): every candidate first runs
     under NVIDIA's compute-sanitizer, and one with a reported fault fails.
     keep_implausible: a candidate timed below what the machine allows
     (verdict implausible) keeps its S and may become the best, for study;
     by default its S is 0 and it is never kept.
     proposer: a Proposer object to use instead of `model` (library use, tests).
-    lock: the run directory's lock (mlxsci.locks) when the caller holds it (a
+    lock: the run directory's lock (mlxsci.storage.locks) when the caller holds it (a
     sweep's run); else run() takes it (LockHeld when another process has it).
     A resumed run keeps the options in its run.json (accept, timer included;
     iterations, max_cost, api_key_env, llm_timeout and llm_retries may be given

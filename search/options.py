@@ -12,20 +12,20 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
-from mlxsci import locks
 from mlxsci.backends import backend_class, get_backend, resolve_backend_name
-from mlxsci.candidate import CandidateError, parse, read_candidate_file
-from mlxsci.dialects import backend_options, name_of_file
-from mlxsci.evaluation import misfit
-from mlxsci.names import safe_name
-from mlxsci.sanitizer import check_sanitize
-from mlxsci.search.llm_proposers import DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S
-from mlxsci.search.prices import load_prices
-from mlxsci.search.proposers import make_proposer
+from mlxsci.evaluation.evaluator import misfit
+from mlxsci.evaluation.sanitizer import check_sanitize
+from mlxsci.kernel.candidate import CandidateError, parse, read_candidate_file
+from mlxsci.kernel.dialects import backend_options, name_of_file
+from mlxsci.search.proposers.llm import DEFAULT_LLM_RETRIES, DEFAULT_LLM_TIMEOUT_S
+from mlxsci.search.proposers.prices import load_prices
+from mlxsci.search.proposers.registry import make_proposer
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import check_accept_rule, make_strategy
+from mlxsci.storage import locks
+from mlxsci.storage.names import safe_name
 from mlxsci.task import Task, check_task, load_task
-from mlxsci.timers import check_timer
+from mlxsci.timing.timers import check_timer
 
 
 def default_run_dir(task: str, model: str) -> Path:
@@ -43,7 +43,7 @@ def search_dialect(opts: dict) -> str:
 
 def read_start(path: str | Path, dialect: str, task: Task) -> str:
     """The text of a start file, or ValueError unless it is a candidate of
-    `task` in `dialect`: readable text (mlxsci.candidate.read_candidate_file: not
+    `task` in `dialect`: readable text (mlxsci.kernel.candidate.read_candidate_file: not
     binary, not empty) that parses, with one `//! kernel` section per kernel
     of the task (a file of comments only has none)."""
     try:

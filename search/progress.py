@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mlxsci.environment_faults import EnvironmentFault, parent_writes
+from mlxsci.storage.faults import EnvironmentFault, parent_writes
 
 # What S and Phi mean, said once per run (progress output, or the final line).
 S_AND_PHI = (

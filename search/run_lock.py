@@ -1,6 +1,6 @@
 """One process per run directory, and a run directory that cannot be written.
 
-A search holds its run directory's lock (mlxsci/locks.py: `<run dir>/.lock`,
+A search holds its run directory's lock (mlxsci/storage/locks.py: `<run dir>/.lock`,
 a flock the kernel drops when the holder ends, kill -9 included) from before
 it writes anything there, run.json included, until its manifest is written.
 A second search, resume or sweep on the same folder is refused with LockHeld,
@@ -17,9 +17,9 @@ A run directory that cannot be written (a read-only mount, another user's
 folder) cannot be locked either. Its resume then reads what is recorded: a
 finished run with nothing left to do gives its summary, as the run gave it;
 with work left it is RunDirUnwritable (exit code 2 on the command line), a
-fault of the machine (mlxsci/environment_faults.py) for a sweep.
+fault of the machine (mlxsci/storage/faults.py) for a sweep.
 
-The lock file is no record of the run: mlxsci/run_manifest.py leaves it out.
+The lock file is no record of the run: search/manifest.py leaves it out.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from mlxsci import locks
-from mlxsci.environment_faults import EnvironmentFault
 from mlxsci.search.options import check_extension, make_run_dir, resumed_options
 from mlxsci.search.rundir import RunDir
+from mlxsci.storage import locks
+from mlxsci.storage.faults import EnvironmentFault
 
 LOCK_NAME = locks.LOCK_NAME
 

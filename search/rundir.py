@@ -20,7 +20,7 @@ still count, and the skipped text is kept in history_skipped.txt when the
 history is rewritten without it.
 
 Every file goes through `write_text`, `write_json`, `append_history` or
-`repair_history`, and each redacts what it writes (mlxsci/redaction.py): no
+`repair_history`, and each redacts what it writes (mlxsci/evaluation/redaction.py): no
 secret value reaches a run directory, whatever a worker or a model said.
 """
 
@@ -30,9 +30,9 @@ import json
 import os
 from pathlib import Path
 
-from mlxsci import dialects
-from mlxsci.cache import atomic_write_bytes, atomic_write_json
-from mlxsci.redaction import redact, redact_json
+from mlxsci.evaluation.redaction import redact, redact_json
+from mlxsci.kernel import dialects
+from mlxsci.storage.cache import atomic_write_bytes, atomic_write_json
 
 ROLES = ("seed", "candidate", "skipped")  # what a history record's iteration was
 # What run.json must hold for a run to be resumed (the other options have defaults).

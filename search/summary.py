@@ -1,21 +1,21 @@
 """The summary of a search (summary.json): S and Phi of the seed and the best,
-their noise, bands and verdicts (mlxsci.verdicts), the outcome
-(mlxsci.outcomes), the skipped iterations, tokens, cost and time.
+their noise, bands and verdicts (mlxsci.evaluation.verdicts), the outcome
+(mlxsci.search.outcomes), the skipped iterations, tokens, cost and time.
 
 Apart from the loop (search/loop.py) because it only judges what the loop
 recorded: it proposes and evaluates nothing, and writes only the record of a
 finished run: summary.json, then the manifest of every file of the run
-(mlxsci/run_manifest.py), which the report checks.
+(search/manifest.py), which the report checks.
 """
 
 from __future__ import annotations
 
 import time
 
-from mlxsci import run_manifest
-from mlxsci.outcomes import classify
+from mlxsci.evaluation.verdicts import NOISE_FLOOR, assess
+from mlxsci.search import manifest as run_manifest
+from mlxsci.search.outcomes import classify
 from mlxsci.search.strategies import State
-from mlxsci.verdicts import NOISE_FLOOR, assess
 
 
 def entry_score(result: dict) -> float | None:
@@ -102,14 +102,14 @@ def summarize(
         "held_out_best": phi_best,
         "held_out_ratio": ratio,
         "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
-        # The noise of each figure, the bands they give (mlxsci.verdicts) and the verdicts.
+        # The noise of each figure, the bands they give (mlxsci.evaluation.verdicts) and the verdicts.
         **noises,
         "noise_floor": NOISE_FLOOR,
         "improvement_band": verdicts["improvement_band"],
         "improvement_verdict": verdicts["improvement_verdict"],
         "held_out_band": verdicts["held_out_band"],
         "held_out_verdict": verdicts["held_out_verdict"],
-        # One vocabulary with the report (mlxsci.outcomes), judged from these numbers.
+        # One vocabulary with the report (mlxsci.search.outcomes), judged from these numbers.
         "outcome": classify(
             {
                 "seed_score": seed_score,

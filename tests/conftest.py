@@ -15,7 +15,7 @@ runtime's digest: a changed runtime starts from an empty one.
 - MLXSCI_TEST_FRESH_CACHE=1 gives the session a fresh temporary directory
   (what a fresh clone sees; the caches never change what a test asserts).
 - A test that needs an empty cache points MLXSCI_CACHE_DIR at its tmp_path with
-  monkeypatch (tests/test_sim_runtime.py, tests/test_roofline.py do).
+  monkeypatch (tests/backends/sim/test_sim_runtime.py, tests/roofline/test_roofline.py do).
 
 Helpers the tests share are plain functions in tests/helpers.py (smoke_eval,
 replace_once), imported by name like tests/fake_llm_server.py: a module, not
@@ -58,7 +58,7 @@ if not os.environ.get("MLXSCI_CACHE_DIR"):
     os.environ["MLXSCI_CACHE_DIR"] = _session_cache_dir()
 
 
-# The fake LLM server of tests/test_proposers.py and tests/test_search_llm_faults.py:
+# The fake LLM server of tests/search/test_proposers.py and tests/search/test_search_llm_faults.py:
 # one per test module, reset before each test, with test keys in the environment.
 @pytest.fixture(scope="module")
 def server():

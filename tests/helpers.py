@@ -3,8 +3,8 @@ sys.path, as for tests/fake_llm_server.py)."""
 
 from click.testing import CliRunner
 
-from mlxsci.evaluation import evaluate
-from mlxsci.results import Evaluation
+from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.evaluation.results import Evaluation
 
 
 def smoke_eval(task: str, source: str | None = None, dialect: str | None = None) -> Evaluation:
@@ -47,8 +47,8 @@ def kernel_rules_off(monkeypatch) -> None:
     refuses hostile text before it runs: the source policy, the dialects'
     language rules and the kernel's symbol check. For tests of what stands
     behind them (the sandbox, the symbol check alone, a worker's death)."""
-    from mlxsci import source_policy
     from mlxsci.backends.sim import kernel_symbols, language_rules
+    from mlxsci.kernel.source import policy as source_policy
 
     monkeypatch.setattr(source_policy, "check_candidate", _no_check)
     monkeypatch.setattr(language_rules, "check", _no_check)

@@ -15,9 +15,9 @@ import tempfile
 import mlx.core as mx
 
 from mlxsci.backends.mlx_gpu import MetalBackend
-from mlxsci.candidate import parse
-from mlxsci.launch import Launcher
+from mlxsci.kernel.candidate import parse
 from mlxsci.task import load_task
+from mlxsci.worker.launch import Launcher
 
 
 def main(task_name, size_set):

@@ -1,5 +1,5 @@
 """Pathological candidate texts and the front end they go through before any
-compiler (issue 23, outcome 5): shared by tests/test_linear_rules.py and
+compiler (issue 23, outcome 5): shared by tests/kernel/test_linear_rules.py and
 bench/bench_rules.py.
 
 Each shape is a function of a size in bytes returning a run of text about
@@ -15,11 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from mlxsci import checks, source_policy
 from mlxsci.backends.sim import language_rules
 from mlxsci.backends.sim.dialects import _DIALECTS
-from mlxsci.candidate import CandidateError, parse, template_args, to_kernel_spec
-from mlxsci.signature import ArgInfo
+from mlxsci.evaluation import checks
+from mlxsci.kernel.candidate import CandidateError, parse, template_args, to_kernel_spec
+from mlxsci.kernel.signature import ArgInfo
+from mlxsci.kernel.source import policy as source_policy
 from mlxsci.task import load_task
 
 

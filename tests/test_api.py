@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mlxsci
-from mlxsci.candidate import CandidateError
+from mlxsci.kernel.candidate import CandidateError
 from mlxsci.task import load_reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ def numpy_inputs(inputs: dict) -> dict:
 def test_package_exports_the_api():
     assert callable(mlxsci.evaluate) and callable(mlxsci.kernel_function)
     assert mlxsci.load_task("saxpy").name == "saxpy"
-    from mlxsci.evaluation import Evaluation  # the library module is importable  # noqa: F401
+    from mlxsci.evaluation.evaluator import Evaluation  # the library module is importable  # noqa: F401
 
 
 def test_no_exported_name_hides_a_module():

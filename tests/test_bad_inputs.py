@@ -14,8 +14,10 @@ from helpers import usage_error
 
 import mlxsci
 from mlxsci import eval as eval_cli
-from mlxsci import report, roofline, sweep
 from mlxsci import task as task_module
+from mlxsci.report import build as report
+from mlxsci.roofline import store as roofline
+from mlxsci.sweep import sweeper as sweep
 from mlxsci.task import Size, check_memory, check_task, load_task, memory_estimate
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mlxsci.dialects import name_of_file
-from mlxsci.evaluation import evaluate
+from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.kernel.dialects import name_of_file
 from mlxsci.task import load_task
 
 CANDIDATES = sorted((Path(__file__).parent.parent / "bench" / "candidates").glob("*.*"))

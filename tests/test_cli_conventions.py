@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mlxsci import cli, report
-from mlxsci.results import S_AND_PHI, Evaluation, format_evaluation
+from mlxsci import cli
+from mlxsci.evaluation.results import S_AND_PHI, Evaluation, format_evaluation
+from mlxsci.report import build as report
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = ROOT / "bench" / "results" / "runs"

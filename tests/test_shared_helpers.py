@@ -1,16 +1,16 @@
-"""Helpers shared instead of copied: safe names (mlxsci/names.py) and the
-candidate-fits-the-task check (mlxsci.checks.misfit) that the evaluation, the
+"""Helpers shared instead of copied: safe names (mlxsci/storage/names.py) and the
+candidate-fits-the-task check (mlxsci.evaluation.checks.misfit) that the evaluation, the
 API and the search's --start use."""
 
 import pytest
 
 import mlxsci
-from mlxsci.candidate import CandidateError, parse
-from mlxsci.checks import misfit
-from mlxsci.names import safe_name
+from mlxsci.evaluation.checks import misfit
+from mlxsci.kernel.candidate import CandidateError, parse
 from mlxsci.search import options
-from mlxsci.search.proposers import make_proposer
-from mlxsci.sweep_runs import run_name
+from mlxsci.search.proposers.registry import make_proposer
+from mlxsci.storage.names import safe_name
+from mlxsci.sweep.runs import run_name
 from mlxsci.task import load_task
 
 TYPO = "//! kernel saxpy_typo\nuint i = 0;\n"

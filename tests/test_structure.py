@@ -16,7 +16,7 @@ MAX_LINES = 450
 MODULES = sorted(p for d in PACKAGE_DIRS for p in (ROOT / d).rglob("*.py"))
 
 # A comparison of a dialect or backend variable with a GPU's name: what
-# mlxsci/dialects.py and mlxsci/backends/__init__.py answer instead. ("sim"
+# mlxsci/kernel/dialects.py and mlxsci/backends/__init__.py answer instead. ("sim"
 # is not in it: simulator or GPU is the protocol's own distinction.)
 NAME_BRANCH = re.compile(r"\b(\w*dialect|\w*backend\w*|name)\s*[!=]=\s*[\"'](metal|cuda)[\"']")
 TABLES = {ROOT / "mlxsci" / "dialects.py", ROOT / "mlxsci" / "backends" / "__init__.py"}
@@ -40,7 +40,7 @@ def test_no_branch_on_a_dialect_or_backend_name():
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if NAME_BRANCH.search(line)
     ]
-    assert not found, "ask mlxsci.dialects / mlxsci.backends instead:\n" + "\n".join(found)
+    assert not found, "ask mlxsci.kernel.dialects / mlxsci.backends instead:\n" + "\n".join(found)
 
 
 def test_name_branch_pattern_catches_what_it_should():

@@ -6,7 +6,7 @@ importing it (MLX's GPU builds and the simulator's compiler are heavy): where
 its class lives, its own timer, whether NVIDIA's compute-sanitizer checks its
 kernels, whether Metal-Sci's published chip ceilings describe its devices,
 and what one run asks of a Ray cluster. Modules ask this table instead of
-comparing backend names; the dialect a backend runs is mlxsci.dialects'.
+comparing backend names; the dialect a backend runs is mlxsci.kernel.dialects'.
 """
 
 from __future__ import annotations

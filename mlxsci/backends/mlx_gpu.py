@@ -3,10 +3,10 @@
 Both wrap `mx.fast.metal_kernel` / `mx.fast.cuda_kernel` objects unchanged:
 the call signature is MLX's, outputs are lazy mx.arrays. What this module
 adds is a check of the launch limits before MLX is called
-(mlxsci.launch_limits), error classification (compile error vs launch error
+(mlxsci.kernel.launch_limits), error classification (compile error vs launch error
 vs GPU fault) and mapping compiler line numbers back to the candidate file.
 Each dialect's MLX constructor, signature generator and compiler-log parser
-come from mlxsci.dialects.
+come from mlxsci.kernel.dialects.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlxsci import dialects
-from mlxsci.backends.base import Backend, CompileError, Kernel, KernelFault, KernelSpec
-from mlxsci.compile_logs import COMPILE_FAILED, first_error, parse_nvrtc_log
-from mlxsci.launch_limits import check_launch
-from mlxsci.signature import ArgInfo, cuda_source
+from mlxsci.backends.base import Backend, Kernel
+from mlxsci.kernel import dialects
+from mlxsci.kernel.compile_logs import COMPILE_FAILED, first_error, parse_nvrtc_log
+from mlxsci.kernel.launch_limits import check_launch
+from mlxsci.kernel.signature import ArgInfo, cuda_source
+from mlxsci.kernel.spec import CompileError, KernelFault, KernelSpec
 
 
 class MLXKernel(Kernel):

@@ -7,7 +7,7 @@ privilege (an ordinary user on a stock distribution gets them all):
 
 | layer | what it stops | where |
 |---|---|---|
-| scrubbed environment | reading API keys and the user's variables | mlxsci.runner (parent) |
+| scrubbed environment | reading API keys and the user's variables | mlxsci.evaluation.runner (parent) |
 | network namespace (bonus: root, or where unprivileged user namespaces are allowed) | any network at all, loopback included | `_own_network` |
 | no capabilities | what root could do beyond an ordinary user (fanotify, the kernel log, the host name, ...) | `_drop_capabilities` |
 | Landlock | reading outside Python, MLX, mlxsci, the task and the kernel cache; writing outside the worker's own folder; TCP (ABI 4); signals to and abstract sockets of processes outside (ABI 6) | mlxsci.sandbox.landlock |
@@ -299,12 +299,12 @@ def worker_policy(extra_read: list[str], write: list[str]) -> Policy:
 
 
 def _watch_parent(parent: int) -> bool:
-    """Give the worker's lifeline (mlxsci.lifeline) a pidfd of the parent,
+    """Give the worker's lifeline (mlxsci.sandbox.lifeline) a pidfd of the parent,
     readable once it exits: the pipe alone can be held open by a worker
     running arbitrary code, which reopens its write end through
     /proc/self/fd. Opened here, before the filters forbid pidfd_open. False
     when the parent is gone already."""
-    from mlxsci.lifeline import PARENT_PIDFD_ENV
+    from mlxsci.sandbox.lifeline import PARENT_PIDFD_ENV
 
     try:
         pidfd = os.pidfd_open(parent)

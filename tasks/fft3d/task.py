@@ -7,7 +7,7 @@ fixes one threadgroup of N threads per line: grid (N, N, N), threadgroup
 pick the line (x: j = gid.y, k = gid.z; y: i = gid.y, k = gid.z; z: i =
 gid.y, j = gid.z). Metal-Sci's grid (N, N*N, 1), one flat line index in
 gid.y, is N*N blocks in CUDA's gridDim.y: 65536 at N = 256, over CUDA's
-limit of 65535 (mlxsci.launch_limits).
+limit of 65535 (mlxsci.kernel.launch_limits).
 
 Differences from Metal-Sci's pipeline:
 - complex data are float2 (re, im) buffers in Metal-Sci; MLX binds arrays by

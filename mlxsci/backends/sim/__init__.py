@@ -1,7 +1,7 @@
 """`sim`: run MLX custom-kernel bodies on the CPU.
 
 For every call the simulator generates the exact text MLX would compile
-(mlxsci.signature), rewrites it line for line into C++, compiles it together
+(mlxsci.kernel.signature), rewrites it line for line into C++, compiles it together
 with a language prelude and the fiber runtime (runtime/), and runs the kernel
 with the dialect's dispatch semantics, one fiber per GPU thread when the
 kernel uses barriers or SIMD-group/warp functions, SIMD width 32:
@@ -38,16 +38,17 @@ import importlib
 import os
 import platform
 
-from mlxsci.backends.base import Backend, KernelSpec
+from mlxsci.backends.base import Backend
 from mlxsci.backends.sim import toolchain
 from mlxsci.backends.sim.buffers import _POOL, GARBAGE_BYTE, PAGE, _BufferPool
 from mlxsci.backends.sim.dialects import _DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
+from mlxsci.kernel.spec import KernelSpec
 
 __all__ = [
     "SimBackend",
     "SimKernel",
-    # what tests reach into (tests/test_sim_launch_reuse.py, test_sim_language_rules.py)
+    # what tests reach into (tests/backends/sim/test_sim_launch_reuse.py, test_sim_language_rules.py)
     "GARBAGE_BYTE",
     "PAGE",
     "_BufferPool",
@@ -91,11 +92,11 @@ class SimBackend(Backend):
         # The order threads run in (runtime/sim_runtime.h, __SIM_SCHEDULE_*): 0 in order,
         # 1 reversed, 2 shuffled from schedule_seed (which moves on one step per
         # launch: abi.next_schedule_seed). The worker verifies once more under
-        # the other orders to expose races (mlxsci.worker.run_schedules).
+        # the other orders to expose races (mlxsci.worker.serve.run_schedules).
         self.schedule = int(os.environ.get("MLXSCI_SIM_SCHEDULE", "0") or 0)
         self.schedule_seed = 0
         # (kernel name, modeled seconds, host CPU seconds) of every launch while
-        # the sim timer records (mlxsci.timers.SimTimer); None when nobody listens.
+        # the sim timer records (mlxsci.timing.timers.SimTimer); None when nobody listens.
         self.activity: list | None = None
         self.extra_defines: tuple[str, ...] = ()
         if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):

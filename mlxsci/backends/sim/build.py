@@ -6,20 +6,20 @@ A kernel library is one C++ translation unit (TU):
     #include "sim_metal.h"           SIMD-group functions, barrier entry points
     #include "metal_prelude.h"       Metal language (types, math, atomics, ...)
     #include "sim_metal_post.h"      barrier macros, attribute helpers
-    (the includes are the dialect's: sim_preludes in mlxsci/dialects.py)
+    (the includes are the dialect's: sim_preludes in mlxsci/kernel/dialects.py)
     #line <header_line> "<file>"     the candidate's header ...
     #line 1 "<mlx-signature>"        ... MLX's generated signature ...
     #line <body_line> "<file>"       ... the candidate's body ...
     #line 1 "<sim-glue>"             ... and the glue calling the kernel
 
-The kernel text is MLX's exact generated source (mlxsci.signature), passed
+The kernel text is MLX's exact generated source (mlxsci.kernel.signature), passed
 through the line-preserving Metal -> C++ rewrite, so every diagnostic inside
 the header or body carries the candidate file's own line number.
 
 It is compiled to an object file, then linked with the runtime object
 (sim_runtime.cpp, compiled once) into a shared library cached under
 $MLXSCI_CACHE_DIR/sim/ by the sha256 of the TU, the runtime sources, the flags
-and the compiler version, and sealed (mlxsci.cache.install_verified): a cached entry
+and the compiler version, and sealed (mlxsci.storage.cache.install_verified): a cached entry
 is used only while its seal matches (a damaged one is named on stderr and
 rebuilt). The TU itself, `k-<key>.cpp`, is the compiler's input, rewritten by
 every build of it and never read back. The compiler, its flags and the runtime object are
@@ -37,7 +37,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim import kernel_symbols
 from mlxsci.backends.sim.pch import _compile_with_pch
 from mlxsci.backends.sim.toolchain import (
@@ -50,8 +49,9 @@ from mlxsci.backends.sim.toolchain import (
     runtime_digest,
     zig_cache_dir,
 )
-from mlxsci.cache import install_verified, read_verified, verify_file, write_verified
-from mlxsci.environment_faults import ROOM_FIX, SPARE_BYTES, EnvironmentFault, room_problem
+from mlxsci.kernel.spec import CompileError
+from mlxsci.storage.cache import install_verified, read_verified, verify_file, write_verified
+from mlxsci.storage.faults import ROOM_FIX, SPARE_BYTES, EnvironmentFault, room_problem
 
 _loaded: dict[str, ctypes.CDLL] = {}
 
@@ -209,7 +209,7 @@ def build_library(
         d = cache_dir()
         so = d / f"k-{key}.so"
         err = d / f"k-{key}.err"
-        # An entry counts only when its seal (mlxsci.cache) vouches for it: a
+        # An entry counts only when its seal (mlxsci.storage.cache) vouches for it: a
         # library or compile log planted or altered in the cache is rebuilt.
         if verify_file(so):
             STATS["cache_hits"] += 1

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 
-from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim.language_tokens import _code_only, _first, _Tok, _tokens, _Violation
 from mlxsci.backends.sim.source_scan import mask_comments_and_strings
+from mlxsci.kernel.spec import CompileError
 
 __all__ = ["check_cuda"]
 

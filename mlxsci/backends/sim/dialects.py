@@ -3,7 +3,7 @@ compile, where each of its lines comes from, and the C++ glue that calls the
 kernel once per simulated thread; plus each dialect's launch semantics.
 
 This is the simulator's half of each dialect; the half every backend shares
-(text generator, prelude headers, file extension) is mlxsci.dialects.
+(text generator, prelude headers, file extension) is mlxsci.kernel.dialects.
 _Dialect holds what both share (fiber detection, the runtime header, launch
 and memory checks, region and glue skeletons); _MetalDialect and _CudaDialect
 hold what differs. _DIALECTS maps a dialect name to its class.
@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mlxsci import dialects, launch_limits
-from mlxsci.backends.base import KernelSpec
 from mlxsci.backends.sim import build, toolchain
 from mlxsci.backends.sim.rewrite import rewrite_cuda, rewrite_metal, uses_dynamic_shared
-from mlxsci.signature import CUDA_MAX_NDIM, _template_value
+from mlxsci.kernel import dialects, launch_limits
+from mlxsci.kernel.signature import CUDA_MAX_NDIM, _template_value
+from mlxsci.kernel.spec import KernelSpec
 
 _SIGNATURE = "<mlx-signature>"  # the file name of generated lines in diagnostics
 

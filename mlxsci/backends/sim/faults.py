@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import signal
 
-from mlxsci.backends.base import KernelFault
 from mlxsci.backends.sim.abi import (
     _K_DEADLOCK,
     _K_DIV,
@@ -25,6 +24,7 @@ from mlxsci.backends.sim.abi import (
     _SIGNAMES,
     _Result,
 )
+from mlxsci.kernel.spec import KernelFault
 
 
 def _uninitialised_hint(addr: int) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mlxsci import sandbox
-from mlxsci.backends.base import Kernel, KernelFault, KernelSpec
+from mlxsci.backends.base import Kernel
 from mlxsci.backends.sim import build, variants
 from mlxsci.backends.sim.abi import (
     _K_NEED_FIBERS,
@@ -31,7 +31,14 @@ from mlxsci.backends.sim.abi import (
 )
 from mlxsci.backends.sim.buffers import _POOL, _fill_output, _GuardedBuffer, _host_bytes, _np_dtype
 from mlxsci.backends.sim.faults import fault_of
-from mlxsci.signature import CUDA_MAX_NDIM, ArgInfo, _template_kind, _template_value, dtype_name
+from mlxsci.kernel.signature import (
+    CUDA_MAX_NDIM,
+    ArgInfo,
+    _template_kind,
+    _template_value,
+    dtype_name,
+)
+from mlxsci.kernel.spec import KernelFault, KernelSpec
 
 if TYPE_CHECKING:
     from mlxsci.backends.sim import SimBackend

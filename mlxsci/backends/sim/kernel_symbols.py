@@ -194,7 +194,7 @@ def writable_state(table: list[Symbol]) -> list[str]:
     `static` keeps its value whatever its linkage) that live in writable
     memory and are not the runtime's own: state a kernel could keep from
     launch to launch. The source policy refuses such variables in the text
-    (mlxsci/source_storage.py); this sees what the compiler made of it, a
+    (mlxsci/kernel/source/storage.py); this sees what the compiler made of it, a
     run-time initialised constant's guard variable included."""
     return sorted(
         {

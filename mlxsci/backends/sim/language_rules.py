@@ -16,18 +16,18 @@ specification sections they come from:
 Both share the tokenizer and the violation -> CompileError mapping in
 language_tokens.py. This module is the per-dialect dispatch the kernel calls.
 After the dialect's rules, `check` applies the source policy
-(mlxsci/source_policy.py: what no kernel language allows) to the candidate's
+(mlxsci/kernel/source/policy.py: what no kernel language allows) to the candidate's
 own lines of the text, so that the simulator refuses the same things however
 it is reached (the evaluation also checks before any worker starts).
 """
 
 from __future__ import annotations
 
-from mlxsci import source_policy
-from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim.cuda_rules import check_cuda
 from mlxsci.backends.sim.dialects import _SIGNATURE
 from mlxsci.backends.sim.metal_rules import check_metal
+from mlxsci.kernel.source import policy as source_policy
+from mlxsci.kernel.spec import CompileError
 
 __all__ = ["check", "check_metal", "check_cuda", "CHECKS"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim import build
 from mlxsci.backends.sim.source_scan import mask_comments_and_strings
+from mlxsci.kernel.spec import CompileError
 
 
 # ------------------------------------------------------------------ tokens

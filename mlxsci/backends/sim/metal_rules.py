@@ -27,7 +27,6 @@ with those metal_expression_rules.py gives both.
 
 from __future__ import annotations
 
-from mlxsci.backends.base import CompileError
 from mlxsci.backends.sim.language_tokens import (
     _close,
     _close_angle,
@@ -37,6 +36,7 @@ from mlxsci.backends.sim.language_tokens import (
     _Violation,
 )
 from mlxsci.backends.sim.metal_declaration_rules import _MetalDeclarationChecker
+from mlxsci.kernel.spec import CompileError
 
 __all__ = ["check_metal"]
 

@@ -10,7 +10,7 @@ their #include lines in the TU. The object code is the same as without it
 costs nothing but the speed: the compile runs without it.
 
 Cache entries: `pch-<key>.pch` and the header it is built from, `pch-<key>.h`,
-both sealed (mlxsci/cache.py) and both checked before use, built by one
+both sealed (mlxsci/storage/cache.py) and both checked before use, built by one
 process at a time (`pch-<key>.pch.lock`). A damaged one, or a PCH the
 compiler refuses, is named on stderr and built again.
 
@@ -39,8 +39,8 @@ from mlxsci.backends.sim.toolchain import (
     runtime_digest,
     zig_executable,
 )
-from mlxsci.cache import discard, install_verified, report_damaged, verify_file
-from mlxsci.locks import building
+from mlxsci.storage.cache import discard, install_verified, report_damaged, verify_file
+from mlxsci.storage.locks import building
 
 _PCH_FAILED: set = set()
 

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
-from mlxsci.bounded_output import Drain
-from mlxsci.cache import install_verified, verify_file
-from mlxsci.environment_faults import EnvironmentFault
+from mlxsci.protocol.bounded import Drain
+from mlxsci.storage.cache import install_verified, verify_file
+from mlxsci.storage.faults import EnvironmentFault
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 INCLUDE_DIR = RUNTIME_DIR / "include"
@@ -121,7 +121,7 @@ def zig_version() -> str:
 
 def cache_dir() -> Path:
     """$MLXSCI_CACHE_DIR/sim (default ~/.cache/mlxsci/sim)."""
-    from mlxsci.cache import cache_dir as _mlxsci_cache_dir
+    from mlxsci.storage.cache import cache_dir as _mlxsci_cache_dir
 
     return _mlxsci_cache_dir("sim")
 

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlxsci.backends.base import CompileError, KernelSpec
 from mlxsci.backends.sim import build, language_rules, toolchain
-from mlxsci.environment_faults import fault_of
-from mlxsci.signature import METAL_TYPES, ArgInfo
+from mlxsci.kernel.signature import METAL_TYPES, ArgInfo
+from mlxsci.kernel.spec import CompileError, KernelSpec
+from mlxsci.storage.faults import fault_of
 
 # Set in a sandboxed worker: request -> library path (raises CompileError).
 REMOTE: Callable[[dict], Path] | None = None
@@ -96,7 +96,7 @@ def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
     """Every (kernel spec, template) the candidates of `job` (the job the
     parent handed over: one candidate, or a comparison's two) can ask for,
     derived by the parent from their text as the worker's Launcher does."""
-    from mlxsci.candidate import parse, template_args, to_kernel_spec
+    from mlxsci.kernel.candidate import parse, template_args, to_kernel_spec
     from mlxsci.task import load_task
 
     task = load_task(job["task"])

@@ -1,0 +1,294 @@
+"""The evaluation: a candidate, a task, sizes -> a verdict and a score.
+
+`evaluate()` is the library function (`mlxsci.evaluate` is this function);
+its command line, `mlxsci eval TASK` or `python -m mlxsci.eval TASK`, is
+mlxsci/eval.py. Two candidates timed against each other (the search's
+noise-aware acceptance) is mlxsci/evaluation/compare.py.
+
+The trusted side's protocol. It parses and validates the candidate
+(mlxsci.evaluation.checks.misfit, mlxsci.kernel.source.policy), holds the cached NumPy reference, runs the sizes of a
+candidate in one worker subprocess (mlxsci.worker, started and watched by
+mlxsci/evaluation/runner.py: CandidateWorker), each size under its own timeout and
+checked (mlxsci/evaluation/checks.py: check_size, whose docstring lists the checks)
+before the next is handed over, and scores what passed (mlxsci/evaluation/results.py
+holds the records). The runs and seconds each size gets, and what a
+compute-sanitizer run changes, are in mlxsci/evaluation/budget.py.
+Score S = geometric mean of the fractions of the in-distribution sizes (of the
+other non-held-out sizes when none of those ran), 0 if any size fails; evaluation stops at the first failing size (as Metal-Sci).
+Phi = the fraction at a held-out size, reported apart from S.
+
+The machine's faults are not verdicts (mlxsci/storage/faults.py): an
+evaluation that meets one (no space, a read-only folder, a worker that
+could not start) raises EnvironmentFault instead of failing the candidate.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+
+from mlxsci.backends import get_backend, resolve_backend_name
+from mlxsci.evaluation import sanitizer
+from mlxsci.evaluation.budget import (
+    DEFAULTS,
+    EXTRA_RUNS,
+    SANITIZER_SLOWDOWN,
+    SETTLE,
+    input_seeds,
+    mark_sanitized,
+    sanitized_job,
+    schedule_seeds,
+)
+from mlxsci.evaluation.checks import check_size, failed_size, misfit
+from mlxsci.evaluation.per_size_runner import ProcessPerSize
+from mlxsci.evaluation.references import get_reference
+from mlxsci.evaluation.results import Evaluation, geometric_mean
+from mlxsci.evaluation.runner import candidate_worker
+from mlxsci.kernel import dialects
+from mlxsci.kernel.candidate import CandidateError, parse
+from mlxsci.kernel.dialects import backend_options
+from mlxsci.kernel.source import policy as source_policy
+from mlxsci.protocol.exchange import ARCHIVE_SLACK, OUTPUT_FILES
+from mlxsci.roofline.ceilings import Roofline
+from mlxsci.storage.cache import cache_dir
+from mlxsci.storage.faults import check_after_failure, faults_raised
+from mlxsci.task import Size, load_task
+from mlxsci.timing.noise import combined_noise
+from mlxsci.timing.timers import check_timer
+
+
+def _prepare(be, timer_name: str, announce, detail) -> Roofline:
+    """What evaluations on this machine build or measure once (the simulator's
+    compiler, the roofline); `announce` hears a line as each piece of that work
+    starts (nothing on warm caches), `detail` the roofline probes' results."""
+    if be.name == "sim":
+        from mlxsci.backends.sim.toolchain import prepare_toolchain
+
+        prepare_toolchain(announce)
+    # Here, not at the top: mlxsci.roofline is a verb (`python -m mlxsci.roofline`),
+    # which must not be in sys.modules before runpy runs it (a RuntimeWarning).
+    from mlxsci.roofline.store import load_or_measure
+
+    return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
+
+
+def size_references(task, size: Size, job: dict, secret: int) -> tuple:
+    """The references a size's checks need, (first set's, [the other sets']),
+    and the job's input seeds set: one set per turn its runs reach
+    (run_budget.input_seeds). A task whose make_inputs takes no seed has
+    its one fixed set (cached on disk)."""
+    if not task.takes_seed:
+        return get_reference(task, size.params), []
+    job["input_seeds"] = input_seeds(secret, job["n_warmup"], job["n_measure"])
+    refs = [get_reference(task, size.params, seed=s) for s in job["input_seeds"]]
+    return refs[0], refs[1:]
+
+
+def judge_plausibility(ev: Evaluation, keep: bool) -> None:
+    """The verdict on a correct evaluation with a size faster than the
+    machine allows: `implausible`, with that size's numbers, and S 0 (Phi
+    none), so no search keeps it; with `keep`, the verdict stands and the
+    fractions count as measured."""
+    reasons = [s.implausible for s in ev.sizes if s.implausible]
+    if not reasons or not ev.correct:
+        return
+    ev.implausible = reasons[0]
+    ev.implausible_kept = keep
+    if not keep:
+        ev.score, ev.phi, ev.noise = 0.0, None, None
+
+
+def blame_machine_first(result: dict | None, job: dict, failure: str) -> None:
+    """A size that failed without a verdict of the parent's (the worker died,
+    or reported an error) is the machine's fault, not the candidate's, when the
+    machine cannot write what an evaluation writes: EnvironmentFault then
+    (mlxsci/storage/faults.py). A run needs room in the temporary folder
+    for every output file a worker may write at this size and the parent's
+    copy of each."""
+    files = len(OUTPUT_FILES) + max(0, len(job.get("input_seeds") or ()) - 1)
+    need = 2 * files * (job["output_bytes"] + ARCHIVE_SLACK)
+    check_after_failure(result, need, [cache_dir()], failure)
+
+
+@faults_raised
+def evaluate(
+    task_name: str,
+    source: str | None = None,
+    *,
+    backend: str = "auto",
+    size_set: str = "in-dist",
+    sizes: list[Size] | None = None,
+    filename: str | None = None,
+    n_warmup: int | None = None,
+    n_measure: int | None = None,
+    timeout: float | None = None,
+    param_overrides: dict | None = None,
+    dialect: str | None = None,
+    timer: str | None = None,
+    sanitize: str | None = None,
+    progress=None,
+    announce=None,
+    unsandboxed: bool = False,
+    input_seed: int | None = None,
+    keep_implausible: bool = False,
+) -> Evaluation:
+    """Evaluate a candidate (the task's seed when `source` is None).
+
+    progress: a callable taking each progress line. announce: one taking only
+    the lines that say once-per-machine work starts (building the simulator's
+    compiler, measuring the roofline: minutes on a first run), default
+    `progress`; a search passes it alone.
+
+    dialect: "metal" or "cuda"; default: the file's extension when given, else
+    the backend's own (the simulator's default is metal). timer: "cupti",
+    "sim" or "wall" (mlxsci.timing.timers); default: the backend's own.
+    sanitize: "memcheck" or "racecheck" (cuda backend only): each size's worker
+    runs under NVIDIA's compute-sanitizer, and a fault it reports (out-of-bounds
+    or misaligned access, shared-memory hazard) fails the size. Timing under
+    the sanitizer is meaningless, so the result records `sanitized` and has no
+    score (None) and no phi; correctness is checked as usual.
+    unsandboxed: on the simulator, run the candidate without the OS sandbox
+    (mlxsci.sandbox; where it cannot be set up, SandboxUnavailable): unsafe.
+    input_seed: the secret seed the sizes' input data are drawn from (each
+    timed run takes one of a few sets in turn, run_budget.input_seeds);
+    default a fresh one per evaluation, recorded in the result afterwards
+    (Evaluation.input_seed) and never shown to a proposer.
+    keep_implausible: count the fraction of a size whose time is below what
+    the machine allows (mlxsci.evaluation.checks.implausibility) instead of scoring the
+    candidate 0: for studying such kernels. The verdict says implausible
+    either way."""
+    task = load_task(task_name)
+    backend_name = resolve_backend_name(backend)
+    options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
+    timer_name = check_timer(timer, backend_name)
+    sanitizer_exe = sanitizer.check_sanitize(sanitize, backend_name)
+    be = get_backend(backend_name, **options)
+    if source is None:
+        source = task.seed(be.dialect)
+        filename = filename or str(task.seed_path(be.dialect))
+    filename = filename or "<candidate>"
+    device = be.device_info()
+    ev = Evaluation(task.name, backend_name, device["name"], be.dialect, timer_name)
+    secret = input_seed if input_seed is not None else secrets.randbits(62)
+    say = progress or (lambda msg: None)
+
+    try:
+        cand = parse(source, dialect=be.dialect, filename=filename)
+    except CandidateError as exc:
+        ev.compile_ok, ev.fail_reason = False, f"format error: {exc}"
+        return ev
+    why = misfit(cand, task, f"{filename}:")  # the source policy's refusal ranks first
+    why = source_policy.refusal(cand, f"{filename}:") or (why and f"format error: {why}")
+    if why:
+        ev.compile_ok, ev.fail_reason = False, why
+        return ev
+
+    kind = "sim" if backend_name == "sim" else "gpu"
+    warm, measure, per_size = DEFAULTS[kind]
+    sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
+    say(f"{task.name}: roofline for {device['name']}")
+    roof = _prepare(be, timer_name, announce or say, say)
+    ev.roofline = dict(roof.source)  # which ceilings this result is scored against
+
+    # One process runs all sizes of the candidate (CandidateWorker), one size
+    # at a time, each checked before the next is handed over.
+    # (check_sanitize gave an executable for any tool asked for, or raised)
+    runner = (
+        ProcessPerSize((sanitize, sanitizer_exe))
+        if sanitize and sanitizer_exe
+        else candidate_worker(task, backend_name, unsandboxed)
+    )
+    with runner as worker:
+        for index, size in enumerate(sizes):
+            job = {
+                "task": task.ref,
+                "source": source,
+                "filename": filename,
+                "backend": backend_name,
+                "backend_options": options,
+                "params": size.params,
+                "n_warmup": n_warmup if n_warmup is not None else warm,
+                "n_measure": n_measure if n_measure is not None else measure,
+                "param_overrides": param_overrides,
+                "timer": timer_name,
+                "settle": SETTLE[kind],
+                "extra_runs": EXTRA_RUNS[kind] if n_measure is None else None,
+            }
+            size_timeout = timeout or per_size
+            if sanitize:
+                job = sanitized_job(job, n_warmup, n_measure)
+                size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
+            say(f"{task.name} {size.label}: reference")
+            # Before the worker takes the size: its cost is not the candidate's.
+            refs = size_references(task, size, job, secret)
+            if backend_name == "sim":
+                job["schedule_seeds"] = schedule_seeds(secret, index)
+                # The candidate's native code runs in the worker: the parent
+                # finds out what it can from outputs (checks.own_findings).
+                job["every_output"] = True
+            job["output_bytes"] = refs[0].result_bytes(task)  # read no more than a run returns
+            under = f" under compute-sanitizer {sanitize}" if sanitize else ""
+            say(f"{task.name} {size.label}: running on {backend_name}{under}")
+            result, jobdir, tail = worker.run(job, size_timeout)
+            try:
+                if result is None or "error" in result:  # no size follows a failure
+                    worker.end()  # first, with all it wrote: its room is not the machine's
+                    shutil.rmtree(jobdir, ignore_errors=True)
+                    said = tail if result is None else str(result["error"].get("message"))
+                    blame_machine_first(result, job, f"size {size.label} failed ({said[-300:]})")
+                if result is None:
+                    flag = "timeout" if tail.startswith("timeout") else "crash"
+                    res = failed_size(
+                        size, task, f"runtime error at size {size.label}: {tail}", flag
+                    )
+                elif "error" in result:
+                    err = result["error"]
+                    if err["kind"] in ("compile", "format"):
+                        ev.compile_ok = False
+                        line = f"{filename}:{err['line']}: " if err.get("line") else ""
+                        ev.fail_reason = f"{err['kind']} error: {line}{err['message']}"
+                        ev.correct, ev.score = False, 0.0
+                        return ev
+                    res = failed_size(
+                        size,
+                        task,
+                        f"runtime error at size {size.label}: {err['kind']}: {err['message']}",
+                        err["kind"],
+                    )
+                else:
+                    res = check_size(
+                        task,
+                        size,
+                        result,
+                        jobdir,
+                        roof,
+                        backend_name,
+                        device["name"],
+                        refs[0],
+                        refs[1],
+                        job=job,
+                    )
+            finally:
+                shutil.rmtree(jobdir, ignore_errors=True)
+            ev.sizes.append(res)
+            if not res.correct:
+                ev.fail_reason = res.fail_reason
+                break
+
+    ev.correct = ev.fail_reason is None and bool(ev.sizes)
+    ev.input_seed = secret if task.takes_seed else None
+    # S is Metal-Sci's score over the in-distribution sizes whenever they ran;
+    # otherwise (smoke or user-given sizes) over whatever non-held-out sizes ran.
+    in_dist = [s for s, size in zip(ev.sizes, sizes) if task.is_in_dist(size)]
+    scored = in_dist or [s for s in ev.sizes if not s.held_out]
+    if not ev.correct:
+        ev.score = 0.0
+    else:  # None when only held-out sizes ran: S is defined over the others
+        ev.score = geometric_mean([s.fraction for s in scored]) if scored else None
+    ev.noise = combined_noise([s.noise for s in scored]) if scored and ev.correct else None
+    held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
+    ev.phi = held[0] if held and ev.correct else None
+    judge_plausibility(ev, keep_implausible)
+    if sanitize:
+        mark_sanitized(ev, sanitize)
+    return ev

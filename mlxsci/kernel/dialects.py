@@ -1,0 +1,185 @@
+"""The kernel dialects, each described once: metal (`mx.fast.metal_kernel`)
+and cuda (`mx.fast.cuda_kernel`).
+
+Everything that differs between the two outside the simulator's own runtime
+is a field of `Dialect`: the candidate file's extension, the words prose uses,
+the generator of the signature MLX wraps a body in, the MLX constructor, the
+simulator's prelude headers and the parser of the GPU compiler's log. Modules
+ask this table (`get`, `of_file`, `for_backend`) instead of comparing dialect
+names. The simulator's per-dialect launch semantics and C++ glue live in
+mlxsci/backends/sim/dialects.py, its half of each dialect.
+
+Adding a dialect is adding a Dialect here, its signature generator in
+mlxsci/kernel/signature.py, its log parser in mlxsci/kernel/compile_logs.py and its
+simulator half (CONTRIBUTING.md, "Adding a dialect").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mlxsci.kernel import compile_logs
+from mlxsci.kernel.signature import GeneratedSource, cuda_source, metal_source
+
+__all__ = [
+    "Dialect",
+    "DIALECTS",
+    "NAMES",
+    "get",
+    "of_file",
+    "name_of_file",
+    "for_backend",
+    "backend_options",
+]
+
+
+def _metal_text(spec, infos, out_dtypes, template=None) -> GeneratedSource:
+    return metal_source(
+        spec.name,
+        list(spec.input_names),
+        list(spec.output_names),
+        spec.source,
+        spec.header,
+        infos,
+        list(out_dtypes),
+        template,
+        spec.atomic_outputs,
+    )
+
+
+def _cuda_text(spec, infos, out_dtypes, template=None) -> GeneratedSource:
+    return cuda_source(
+        spec.name,
+        list(spec.input_names),
+        list(spec.output_names),
+        spec.source,
+        spec.header,
+        infos,
+        list(out_dtypes),
+        template,
+    )
+
+
+def _metal_kernel(spec):
+    import mlx.core as mx
+
+    return mx.fast.metal_kernel(
+        name=spec.name,
+        input_names=list(spec.input_names),
+        output_names=list(spec.output_names),
+        source=spec.source,
+        header=spec.header,
+        atomic_outputs=spec.atomic_outputs,
+    )
+
+
+def _cuda_kernel(spec):
+    # MLX's CUDA kernels have no atomic_outputs: a body declares atomics itself.
+    import mlx.core as mx
+
+    return mx.fast.cuda_kernel(
+        name=spec.name,
+        input_names=list(spec.input_names),
+        output_names=list(spec.output_names),
+        source=spec.source,
+        header=spec.header,
+    )
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str  # "metal" or "cuda": what options and job files say
+    language: str  # the language's name in prose ("Metal", "CUDA")
+    extension: str  # a candidate or seed file of this dialect: NAME + extension
+    suffixes: tuple[str, ...]  # file suffixes read as this dialect
+    fence: str  # the Markdown fence of its code in prompts
+    answer_fences: frozenset  # fence languages taken from an LLM answer ("" = none given)
+    gpu_backend: str  # the backend that runs it on a GPU
+    source: Callable  # (spec, infos, out_dtypes, template) -> the text MLX compiles
+    mlx_kernel: Callable  # spec -> MLX's kernel object (imports MLX when called)
+    parse_log: Callable  # the GPU compiler's log -> [compile_logs.Diagnostic]
+    sim_preludes: tuple[str, ...]  # the simulator's runtime headers after sim_runtime.h
+
+    def file_name(self, stem: str) -> str:
+        return stem + self.extension
+
+
+METAL = Dialect(
+    name="metal",
+    language="Metal",
+    extension=".metal",
+    suffixes=(".metal",),
+    fence="metal",
+    answer_fences=frozenset({"", "metal", "msl", "cpp", "c++", "c"}),
+    gpu_backend="metal",
+    source=_metal_text,
+    mlx_kernel=_metal_kernel,
+    parse_log=compile_logs.parse_metal_log,
+    sim_preludes=("sim_metal.h", "metal_prelude.h", "sim_metal_post.h"),
+)
+
+CUDA = Dialect(
+    name="cuda",
+    language="CUDA",
+    extension=".cu",
+    suffixes=(".cu", ".cuh"),
+    fence="cuda",
+    answer_fences=frozenset({"", "cuda", "cu", "cpp", "c++", "c"}),
+    gpu_backend="cuda",
+    source=_cuda_text,
+    mlx_kernel=_cuda_kernel,
+    parse_log=compile_logs.parse_nvrtc_log,
+    sim_preludes=("cuda_prelude.h",),
+)
+
+DIALECTS = {d.name: d for d in (METAL, CUDA)}
+NAMES = tuple(DIALECTS)
+DEFAULT = METAL  # what a candidate is when nothing says (the simulator's default too)
+
+
+def get(name: str) -> Dialect:
+    """The dialect called `name`; ValueError naming the choices otherwise."""
+    try:
+        return DIALECTS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown dialect {name!r}; choose from {', '.join(NAMES)}") from None
+
+
+def of_file(filename) -> Dialect | None:
+    """The dialect a file's suffix says (.metal; .cu, .cuh), None for any other."""
+    name = str(filename or "")
+    for d in DIALECTS.values():
+        if name.endswith(d.suffixes):
+            return d
+    return None
+
+
+def name_of_file(filename) -> str | None:
+    """The name of the dialect `of_file` gives, None for none."""
+    d = of_file(filename)
+    return d.name if d else None
+
+
+def for_backend(backend_name: str) -> Dialect:
+    """The dialect a backend runs when none is asked for: a GPU backend's own,
+    metal on the simulator (which runs either)."""
+    for d in DIALECTS.values():
+        if d.gpu_backend == backend_name:
+            return d
+    return DEFAULT
+
+
+def backend_options(backend_name: str, dialect: str | None) -> dict:
+    """Options that make a backend run `dialect`. GPU backends have one dialect
+    each; the simulator runs either. ValueError for a dialect the backend
+    cannot run."""
+    if dialect is None:
+        return {}
+    get(dialect)
+    if backend_name == "sim":
+        return {"dialect": dialect}
+    native = for_backend(backend_name).name
+    if dialect != native:
+        raise ValueError(f"the {backend_name} backend runs {native} kernels, not {dialect}")
+    return {}

@@ -1,0 +1,212 @@
+"""What crosses between a worker and its parent, bounded and scrubbed.
+
+A worker runs a candidate's code, so everything it hands back is hostile
+input: its stderr (drained by a thread and kept only at its end, so a
+candidate printing without end costs the parent neither memory nor disk:
+mlxsci.protocol.bounded), the files it writes (read only up to a size), the
+messages in its answer (cut to MESSAGE_CHARS). What it may print is cleaned
+by mlxsci.evaluation.redaction.worker_text, its environment made by
+mlxsci.evaluation.redaction.minimal_worker_env.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+from pathlib import Path
+
+from mlxsci.protocol.bounded import CUT_NOTE, Drain
+
+# How much of a worker's stderr a verdict may quote, and how much the parent
+# keeps of it at all: a candidate printing without end costs neither memory
+# nor disk.
+STDERR_TAIL_CHARS = 2000
+STDERR_KEEP_BYTES = 64 * 1024
+
+
+def open_folder(path: Path) -> int:
+    """A descriptor of a folder the parent made, not following a link in its
+    place: through it, files are opened where the parent made them, whatever
+    the worker renames or links afterwards."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def read_worker_file(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """A file a worker wrote into its job folder (held by `dir_fd`, the
+    descriptor of the folder the parent made), or None: missing, a link of
+    any kind (it is not followed), not a regular file (a FIFO or a device
+    would block or never end), or larger than `limit` bytes."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+        return None if size > limit else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class StderrTail(Drain):
+    """A worker's stderr, drained by a thread so the worker never blocks on a
+    full pipe, keeping only its last STDERR_KEEP_BYTES and the count of all
+    (mlxsci.protocol.bounded.Drain)."""
+
+    def __init__(self, fd: int):
+        super().__init__(fd, head=0, tail=STDERR_KEEP_BYTES, name="worker-stderr")
+
+
+def death_reason(returncode: int, stderr_tail: str) -> str:
+    """Why a worker ended without a result, never a bare "worker died": the
+    simulator's own last words when it left any (a fault it could not turn
+    into a verdict), else the signal or exit code by name with the end of
+    the worker's stderr."""
+    last_words = [ln for ln in stderr_tail.splitlines() if ln.startswith("mlxsci-sim:")]
+    if last_words:
+        return last_words[-1].strip()
+    tail = stderr_tail.strip()[-600:]
+    if returncode >= 0:
+        return f"the worker exited with exit code {returncode} without a result: {tail or '(no output)'}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    if name == "SIGSYS":
+        return (
+            "the sandbox stopped the worker: the candidate's code made a system call the "
+            "sandbox forbids (a new process or thread, exec, a socket, ptrace, ...)"
+        )
+    if name == "SIGKILL":
+        why = "killed from outside, most often by the system running out of memory"
+    else:
+        why = "a fault outside any kernel (in the harness or MLX)"
+    return f"the worker process died of {name}, {why}: {tail or '(no output)'}"
+
+
+# The most of a result.json the parent reads (a verdict is a few KB; the
+# outputs travel in .npz files), and of one status line.
+RESULT_BYTES = 16 << 20
+STATUS_LINE_BYTES = 4096
+
+
+def _numbers(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
+    )
+
+
+def well_formed(result, job: dict) -> bool:
+    """Whether a worker's result has the shape the parent's checks read: an
+    error with a kind and a message, or the measured seconds (a comparison's
+    two lists of them)."""
+    if not isinstance(result, dict):
+        return False
+    err = result.get("error")
+    if err is not None:
+        return (
+            isinstance(err, dict)
+            and isinstance(err.get("kind"), str)
+            and isinstance(err.get("message"), str)
+            and (err.get("line") is None or type(err.get("line")) is int)
+        )
+    seconds = result.get("seconds")
+    if job.get("compare"):
+        return isinstance(seconds, list) and len(seconds) == 2 and all(map(_numbers, seconds))
+    return _numbers(seconds) and bool(seconds)
+
+
+def read_result(dir_fd: int, job: dict) -> dict | None:
+    """A worker's result.json, or None when it is missing, larger than
+    RESULT_BYTES, not JSON or not of the shape its job's results have (the
+    size then fails; the parent lives on)."""
+    data = read_worker_file(dir_fd, "result.json", RESULT_BYTES)
+    try:
+        result = json.loads(data) if data else None
+    except (ValueError, RecursionError):
+        return None
+    if result is None or not well_formed(result, job):
+        return None
+    if result.get("error") is not None:
+        result["error"] = cut_texts(result["error"])
+    return result
+
+
+# The most of any text of a worker's error the parent keeps: its message is
+# quoted in verdicts, prompts and run records, its compile log and traceback
+# are read for their first lines.
+MESSAGE_CHARS = 8000
+
+
+def cut_texts(error: dict) -> dict:
+    """A worker's error with each text in it cut to MESSAGE_CHARS (its start
+    kept: where a message or a compiler's first error is), and no text left
+    in its details past them (a sanitizer's log, a schedule's name)."""
+    cut = {}
+    for key, value in error.items():
+        if isinstance(value, str) and len(value) > MESSAGE_CHARS:
+            value = value[:MESSAGE_CHARS] + CUT_NOTE.format(len(value) - MESSAGE_CHARS).rstrip()
+        elif isinstance(value, (dict, list)) and len(json.dumps(value)) > MESSAGE_CHARS:
+            value = {"cut": f"{len(json.dumps(value))} characters of details left out"}
+        cut[key] = value
+    return cut
+
+
+# The most verification runs under other schedules a size has on the
+# simulator (mlxsci.worker.serve.schedule_plan), and the file of the k-th's outputs
+# (k from 1), left only when they differ bitwise from the verified ones.
+MAX_SCHEDULES = 8
+
+
+def schedule_file(k: int) -> str:
+    return f"schedule_{k}.npz"
+
+
+# The files of outputs a worker leaves beside its result (mlxsci.worker).
+OUTPUT_FILES = ("verified.npz", "second.npz", "last.npz") + tuple(
+    schedule_file(k) for k in range(1, MAX_SCHEDULES + 1)
+)
+# An output file's bytes beyond the outputs' own: the archive's headers.
+ARCHIVE_SLACK = 1 << 20
+
+
+def copy_outputs(dir_fd: int, result: dict | None, job: dict) -> Path:
+    """A folder of the parent's own (not writable by the worker) holding a
+    copy of each output file the worker left, read through `dir_fd` and no
+    larger than the task's outputs at this size (job["output_bytes"], which
+    the parent computed from the reference) plus archive headers; a file
+    that is not so is left out, and the checks fail the size for it."""
+    folder = Path(tempfile.mkdtemp(prefix="mlxsci-checked-"))
+    if result is None or "error" in result or "compare" in job:
+        return folder
+    limit = int(job.get("output_bytes", 0)) + ARCHIVE_SLACK
+    # and the last timed run of each input set after the first (worker_runs.Rotation)
+    rotated = [f"timed_{k}.npz" for k in range(1, len(job.get("input_seeds") or ()))]
+    for name in (*OUTPUT_FILES, *rotated):
+        data = read_worker_file(dir_fd, name, limit)
+        if data is not None:
+            (folder / name).write_bytes(data)
+    return folder
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder a worker could write, whatever it holds: a tree made
+    to break the removal (too deep, links, files in use) leaves what cannot
+    go, never an exception for the parent."""
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    except Exception:  # noqa: BLE001 - RecursionError and the like: the size is judged already
+        pass

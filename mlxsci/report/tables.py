@@ -1,0 +1,307 @@
+"""The report's tables, built from loaded runs (mlxsci.report.runs), and their
+rendering as Markdown, LaTeX, CSV or JSON.
+
+main_table: one row per task, one column group per model (medians and
+spreads when a cell holds several runs, mlxsci.report.spread);
+details_table: one row per run. render turns either into text. What the
+columns mean is in mlxsci/report/build.py's docstring. Separate from the plots
+(mlxsci.report.plots), which need matplotlib and none of this.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+from tabulate import tabulate
+
+from mlxsci.evaluation.verdicts import assess_summary
+from mlxsci.report.runs import (
+    cell_runs,
+    improved,
+    is_tampered,
+    models_of,
+    outcome_label,
+    speedup,
+    trusted,
+)
+from mlxsci.report.spread import SPREAD_NOTE, median_and_spread, spread_kind
+from mlxsci.search.outcomes import OUTCOMES
+
+FORMATS = ("md", "latex", "csv", "json")
+TAMPERED_NOTE = (
+    "tampered: runs whose files changed after they finished (named on stderr), "
+    "left out of the cells unless --include-tampered"
+)
+
+
+# -- tables -------------------------------------------------------------------
+
+
+def _single_cell(m: str, r: dict | None) -> dict:
+    """A cell of one run (or none): the table as it has always been."""
+    return {
+        f"{m} speedup": speedup(r) if r else None,
+        f"{m} improved": None if r is None else improved(r),
+        f"{m} held-out phi": r.get("held_out_best") if r else None,
+        f"{m} held-out ratio": r.get("held_out_ratio") if r else None,
+        f"{m} outcome": outcome_label(r) if r else None,
+    }
+
+
+def _label_counts(cell: list[dict]) -> str:
+    """The labels of the cell's runs, commonest first, each with its count:
+    'improved 2/3, flat 1/3' (ties in mlxsci.search.outcomes.OUTCOMES' order)."""
+    labels = [outcome_label(r) for r in cell]
+    order = list(OUTCOMES)
+    found = sorted(set(labels), key=lambda lab: (-labels.count(lab), order.index(lab)))
+    return ", ".join(f"{lab} {labels.count(lab)}/{len(cell)}" for lab in found)
+
+
+def _repeated_cell(m: str, cell: list[dict]) -> dict:
+    """A cell of any number of runs: medians, spreads, count (report_spread)."""
+    if not cell:
+        return {
+            f"{m} {k}": None
+            for k in (
+                "runs",
+                "speedup",
+                "speedup lo",
+                "speedup hi",
+                "spread",
+                "improved",
+                "held-out phi",
+                "held-out ratio",
+                "held-out ratio lo",
+                "held-out ratio hi",
+                "outcome",
+            )
+        }
+    speedups = [speedup(r) for r in cell]
+    s, s_lo, s_hi = median_and_spread(speedups)
+    ratio, r_lo, r_hi = median_and_spread([r.get("held_out_ratio") for r in cell])
+    phi = median_and_spread([r.get("held_out_best") for r in cell])[0]
+    return {
+        f"{m} runs": len(cell),
+        f"{m} speedup": s,
+        f"{m} speedup lo": s_lo,
+        f"{m} speedup hi": s_hi,
+        f"{m} spread": spread_kind(len([x for x in speedups if x is not None])),
+        f"{m} improved": 2 * sum(improved(r) for r in cell) > len(cell),
+        f"{m} held-out phi": phi,
+        f"{m} held-out ratio": ratio,
+        f"{m} held-out ratio lo": r_lo,
+        f"{m} held-out ratio hi": r_hi,
+        f"{m} outcome": _label_counts(cell) if len(cell) > 1 else outcome_label(cell[0]),
+    }
+
+
+def main_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
+    """One row (an ordered dict) per task; per model: speedup, improved (bool),
+    held-out phi, held-out ratio, outcome, and when any cell holds several runs
+    also runs, speedup lo/hi, spread, held-out ratio lo/hi (module docstring).
+    Values are raw numbers (None if unknown). When any run is tampered
+    (report_runs.is_tampered), each model also gets `tampered`, the count of
+    such runs, which the cells leave out unless include_tampered."""
+    models = models_of(runs)
+    tasks = sorted({r["task"] for r in runs})
+    counted = runs if include_tampered else trusted(runs)
+    cells = {(t, m): cell_runs(counted, t, m) for t in tasks for m in models}
+    repeated = any(len(cell) > 1 for cell in cells.values())
+    flagged = any(is_tampered(r) for r in runs)
+    rows = []
+    for task in tasks:
+        row = {"task": task}
+        for m in models:
+            cell = cells[(task, m)]
+            row.update(
+                _repeated_cell(m, cell) if repeated else _single_cell(m, cell[0] if cell else None)
+            )
+            if flagged:
+                row[f"{m} tampered"] = sum(
+                    1 for r in runs if r["task"] == task and r["model"] == m and is_tampered(r)
+                )
+        rows.append(row)
+    return rows
+
+
+def _count(history: list[dict], pred) -> int:
+    return sum(1 for h in history if h.get("iteration", 0) > 0 and pred(h))
+
+
+def details_table(runs: list[dict]) -> list[dict]:
+    """One row per run."""
+    rows = []
+    for r in runs:
+        hist = r.get("history", [])
+        tokens = r.get("tokens") or {}
+        rows.append(
+            {
+                "task": r["task"],
+                "model": r["model"],
+                "backend": r.get("backend"),
+                "iterations": r.get("iterations"),
+                "compile failures": _count(
+                    hist, lambda h: h.get("role") == "candidate" and not h.get("compile_ok")
+                ),
+                "incorrect": _count(
+                    hist,
+                    lambda h: (
+                        h.get("role") == "candidate"
+                        and h.get("compile_ok")
+                        and not h.get("correct")
+                    ),
+                ),
+                "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
+                # correct, but timed below what the machine allows (mlxsci.evaluation.checks)
+                "implausible": _count(hist, lambda h: bool(h.get("implausible"))),
+                "best iteration": r.get("best_iteration"),
+                "seed S": r.get("seed_score"),
+                "best S": r.get("best_score"),
+                # the noise band the speedup was judged against (mlxsci.evaluation.verdicts)
+                "S band": assess_summary(r)["improvement_band"],
+                "tokens in": tokens.get("input", 0),
+                "tokens out": tokens.get("output", 0),
+                "cost usd": r.get("cost_usd", 0.0),
+                "wall s": r.get("wall_s"),
+                "search outcome": r.get("outcome"),
+                # whether its files are as it finished (mlxsci.search.manifest)
+                "integrity": r.get("_integrity"),
+                "run": Path(r["run_dir"]).name,
+            }
+        )
+    return rows
+
+
+# -- rendering ----------------------------------------------------------------
+
+
+def _fmt_cell(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if key.endswith("speedup"):
+            return f"{value:.2f}x"
+        if key.endswith("cost usd"):
+            return f"{value:.4f}"
+        if key.endswith("wall s"):
+            return f"{value:.1f}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
+
+
+def _has_spread(rows: list[dict]) -> bool:
+    return bool(rows) and any(k.endswith(" spread") for k in rows[0])
+
+
+def _notes(rows: list[dict]) -> list[str]:
+    """What the table's notes say: how spreads are made, what tampered counts."""
+    notes = [f"Per cell: {SPREAD_NOTE}."] if _has_spread(rows) else []
+    if rows and any(k.endswith(" tampered") for k in rows[0]):
+        notes.append(f"{TAMPERED_NOTE[0].upper()}{TAMPERED_NOTE[1:]}.")
+    return notes
+
+
+def _with_spread(key: str, row: dict) -> str:
+    """A cell, with its `[lo, hi]` when the row has them: '1.02x [1.00x, 1.05x]'."""
+    text = _fmt_cell(key, row[key])
+    lo, hi = row.get(f"{key} lo"), row.get(f"{key} hi")
+    if lo is None or hi is None:
+        return text
+    return f"{text} [{_fmt_cell(key, lo)}, {_fmt_cell(key, hi)}]"
+
+
+def _display(rows: list[dict]):
+    """Headers and formatted cells for md/latex: `X improved` columns become
+    the bold marking of `X speedup`; `X lo` / `X hi` join X's cell as its
+    spread (`X spread` goes to the note under the table). Returns (headers,
+    cells, bold)."""
+    keys = list(rows[0]) if rows else []
+    marks = {k[: -len(" improved")] + " speedup": k for k in keys if k.endswith(" improved")}
+    shown = [k for k in keys if not k.endswith((" improved", " lo", " hi", " spread"))]
+    spread = {k for k in shown if f"{k} lo" in keys}
+    headers = [f"{k} [spread]" if k in spread else k for k in shown]
+    cells, bold = [], []
+    for row in rows:
+        cells.append([_with_spread(k, row) for k in shown])
+        bold.append([bool(k in marks and row.get(marks[k])) for k in shown])
+    return headers, cells, bold
+
+
+def _numeric(col: list[str]) -> bool:
+    vals = [c for c in col if c != "-"]
+    return bool(vals) and all(re.fullmatch(r"[-+]?[\d.]+(e[-+]?\d+)?x?", v) for v in vals)
+
+
+def render(rows: list[dict], fmt: str = "md") -> str:
+    """Render rows (main_table or details_table) as md, latex, csv or json."""
+    if fmt == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        if rows:
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        return buf.getvalue()
+    headers, cells, bold = _display(rows)
+    align = ["right" if _numeric([c[i] for c in cells]) else "left" for i in range(len(headers))]
+    if fmt == "md":
+        shown = [[f"**{c}**" if b else c for c, b in zip(cr, br)] for cr, br in zip(cells, bold)]
+        note = "".join(f"\n{n}\n" for n in _notes(rows))
+        return (
+            tabulate(
+                shown, headers=headers, tablefmt="github", colalign=align, disable_numparse=True
+            )
+            + "\n"
+            + note
+        )
+    if fmt == "latex":
+
+        def tex(c: str, b: bool = False) -> str:
+            t = latex_escape(c)
+            if re.fullmatch(r"[-+\d.]+x( \[[-+\d.]+x, [-+\d.]+x\])?", t):  # 1.02x [1.00x, 1.05x]
+                t = re.sub(r"([\d.]+)x", r"\1$\\times$", t)
+            return rf"\textbf{{{t}}}" if b else t
+
+        spec = "".join("r" if a == "right" else "l" for a in align)
+        lines = [
+            rf"\begin{{tabular}}{{{spec}}}",
+            r"\toprule",
+            " & ".join(tex(h) for h in headers) + r" \\",
+            r"\midrule",
+        ]
+        lines += [
+            " & ".join(tex(c, b) for c, b in zip(cr, br)) + r" \\" for cr, br in zip(cells, bold)
+        ]
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        for n in _notes(rows):  # under the tabular, where a caption would say it
+            lines += ["", rf"\par\footnotesize {latex_escape(n)}"]
+        return "\n".join(lines) + "\n"
+    raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

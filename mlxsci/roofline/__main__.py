@@ -1,0 +1,7 @@
+"""`python -m mlxsci.roofline`."""
+
+import sys
+
+from mlxsci.roofline.store import main
+
+sys.exit(main())

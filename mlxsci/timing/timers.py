@@ -1,0 +1,450 @@
+"""Timers: how long one pipeline run keeps the device busy.
+
+The score is a fraction of a roofline, so the time it divides must be the
+kernels' time, not the host's. Plain wall clock around `mx.eval` +
+synchronize measured 1.5-39x the kernels' GPU time on an H100 (launch and
+enqueue overhead, a ~0.12 ms floor per eval). Each backend has a timer that
+sees the device:
+
+- `cupti` (CUDA, default whenever cupti-python imports): CUPTI kernel
+  activity records of the run's kernels, span = first kernel start to last
+  kernel end (Metal-Sci's GPUEndTime - GPUStartTime of one command buffer),
+  plus the GPU time per kernel. Records are bracketed per run: the device is
+  idle and the record buffer drained before the run is enqueued, and drained
+  again after it finishes, so only this run's kernels count.
+- `sim` (the simulator): the simulating thread's CPU time in the runtime
+  around each launch's threads, as the time of a GPU of 32 cores x 32 lanes
+  (docs/simulator-time.md), summed over the run's launches.
+- `wall` (Metal, which exposes no GPU timestamps, and any backend with
+  `--timer wall`): R runs chained output -> input (Task.chain) in one eval,
+  R chosen so one eval lasts >= 20 ms, time / R. The runs serialize (each
+  needs the last one's results), and only work that has already been queued
+  is timed, so this is an upper bound on the device time of a run; the
+  floor of an empty eval is measured and reported beside it.
+
+A timer times a `Work`: how to enqueue one run, its inputs, which results
+feed which inputs for a next run, and how to wait for results. The worker
+builds one per size (mlxsci.worker); the roofline probes build theirs
+(mlxsci.roofline.probes), so kernels and ceilings share a timer.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mlxsci.backends import BACKENDS
+from mlxsci.timing.noise import relative_spread
+
+TIMER_NAMES = ("cupti", "sim", "wall")
+
+
+class TimerError(RuntimeError):
+    """A timer cannot run here (cupti missing) or recorded nothing usable."""
+
+
+@dataclass
+class Work:
+    """One unit of timed work.
+
+    enqueue(inputs) -> results: queue one run (lazy on a GPU; the simulator
+    runs it at once). wait(results): evaluate and synchronize (results may be
+    None: just drain the device). chain: input name -> result name that feeds
+    it in a next run (see Task.chain).
+    """
+
+    enqueue: Callable[[dict], dict]
+    inputs: dict
+    wait: Callable[[dict | None], None]
+    chain: dict = field(default_factory=dict)
+    eager: bool = False
+
+    def next_inputs(self, results: dict) -> dict:
+        return dict(self.inputs, **{i: results[r] for i, r in self.chain.items()})
+
+
+@dataclass
+class Timing:
+    """One timed run: its device time, the time per kernel name as
+    {name: [launches, seconds]} (empty where the timer cannot tell), and the
+    results of the run (for the wall timer: of the first run of the chain,
+    which started from the real inputs)."""
+
+    seconds: float
+    kernels: dict
+    results: dict | None = None
+
+
+class Timer:
+    name = ""
+    # True when the timer measures device time directly (cupti, sim), False when
+    # what it gives is an upper bound (wall).
+    exact = True
+    # How a size's timed runs become its time: the median, or the minimum
+    # where every run does the same work and anything above the least is
+    # interference (see SimTimer).
+    statistic = "median"
+
+    def time(self, work: Work) -> Timing:
+        raise NotImplementedError
+
+    def info(self) -> dict:
+        """What a result should record about how it was timed."""
+        return {"timer": self.name, "statistic": self.statistic}
+
+    def close(self) -> None:
+        """Release what the timer holds (CUPTI activity collection)."""
+
+
+# ------------------------------------------------------------------ helpers
+def kernel_label(raw: str, names=()) -> str:
+    """A kernel's name as the task calls it. MLX names a custom kernel
+    `custom_kernel_<name>` plus type suffixes (inside a C++ namespace on CUDA);
+    the longest task kernel name it starts with wins. Other kernels (MLX's own
+    copies and fills) keep their raw name, shortened."""
+    m = re.search(r"custom_kernel_(\w+)", raw)
+    if m:
+        rest = m.group(1)
+        for name in sorted(names, key=len, reverse=True):
+            if rest == name or rest.startswith(name + "_"):
+                return name
+        return rest
+    return raw if len(raw) <= 80 else raw[:77] + "..."
+
+
+def by_kernel(records) -> dict:
+    """[(name, seconds), ...] -> {name: [launches, seconds]}, in first-seen order."""
+    out: dict = {}
+    for name, seconds in records:
+        entry = out.setdefault(name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
+    return out
+
+
+def median_kernels(timings: list) -> dict:
+    """Per-kernel breakdown of a set of runs: the median seconds per kernel
+    name (launch counts are the same in every run of one pipeline)."""
+    names: dict = {}
+    for t in timings:
+        for name, (launches, seconds) in t.kernels.items():
+            names.setdefault(name, ([], []))
+            names[name][0].append(launches)
+            names[name][1].append(seconds)
+    return {
+        name: {"launches": int(statistics.median(l)), "seconds": statistics.median(s)}
+        for name, (l, s) in names.items()
+    }
+
+
+def settle(
+    measure: Callable[[], float],
+    min_runs: int,
+    max_runs: int,
+    max_seconds: float,
+    tolerance: float = 0.05,
+    window: int = 3,
+) -> dict:
+    """Warm up until timings settle: run `measure` (one timed run, returning
+    seconds) at least `min_runs` times, then until the last `window` runs lie
+    within `tolerance` of each other ((max - min) / median), at most `max_runs`
+    runs or `max_seconds` of wall time. GPU clocks ramp up under load, so the
+    first runs of a size are slower than the rest."""
+    times: list = []
+    started = time.perf_counter()
+    settled = False
+    while len(times) < max(min_runs, 1) or not settled:
+        if len(times) >= max_runs or (
+            time.perf_counter() - started > max_seconds and len(times) >= min_runs
+        ):
+            break
+        times.append(measure())
+        settled = len(times) >= window and relative_spread(times[-window:]) <= tolerance
+    return {"runs": len(times), "settled": settled, "seconds": times}
+
+
+# ------------------------------------------------------------------ sim
+class SimTimer(Timer):
+    """The simulator's own clock: the modeled GPU time of the kernels.
+
+    The runtime reads its thread's CPU time around a launch and a cycle
+    counter around each threadgroup; a group is charged its share over
+    min(32 lanes, its threads), and the launch takes max(the charges' sum over
+    32 cores, the largest charge). A grid run by one thread costs its whole
+    host time, one spread over many full groups about 1/1024 of it
+    (docs/simulator-time.md: the model and its limits). The host's CPU time
+    of the fastest run is kept beside it (`info()["host_seconds"]`).
+
+    Its statistic is the minimum: a run's simulated work is the same every time,
+    so a run that took longer was slowed by the host (a busy hyperthread
+    sibling, caches and memory bandwidth shared with other processes). On a
+    shared 2-core machine such bursts raised single runs by up to 1.5x."""
+
+    name = "sim"
+    statistic = "min"
+    # The simulated GPU (sim_runtime.h: __SIM_CORES, __SIM_LANES).
+    CORES = 32
+    LANES = 32
+
+    def __init__(self, backend, kernel_names=()):
+        if not hasattr(backend, "activity"):
+            raise TimerError(f"the sim timer needs the simulator backend, not {backend.name}")
+        self.backend = backend
+        self.kernel_names = tuple(kernel_names)
+        # (modeled, host) seconds of the fastest modeled run so far.
+        self.fastest: tuple[float, float] | None = None
+
+    def time(self, work: Work) -> Timing:
+        self.backend.activity = []
+        try:
+            results = work.enqueue(work.inputs)
+            work.wait(results)
+            records = self.backend.activity
+        finally:
+            self.backend.activity = None
+        seconds = sum(r[1] for r in records)
+        host = sum(r[2] for r in records)
+        if self.fastest is None or seconds < self.fastest[0]:
+            self.fastest = (seconds, host)
+        return Timing(seconds, by_kernel((r[0], r[1]) for r in records), results)
+
+    def info(self) -> dict:
+        """The model, and the host's CPU seconds of the fastest run so far."""
+        out = super().info()
+        out["model"] = f"threadgroups on {self.CORES} cores x {self.LANES} lanes"
+        if self.fastest is not None:
+            out["host_seconds"] = self.fastest[1]
+        return out
+
+
+# ------------------------------------------------------------------ cupti
+@dataclass
+class KernelRecord:
+    """One kernel execution as an activity source reports it (ns timestamps)."""
+
+    name: str
+    start: int
+    end: int
+
+
+class CuptiSource:
+    """Kernel activity records from CUPTI (cupti-python). drain() flushes
+    CUPTI's buffers and returns every kernel completed since the last drain.
+
+    CUPTI's activity buffers and callbacks belong to the process, so there is
+    one source per process (`CuptiSource.shared()`), enabled on first use and
+    kept: timers come and go (one per size, one for the probes), the source
+    stays, and a timer's close() only drains it."""
+
+    _shared: CuptiSource | None = None
+
+    @classmethod
+    def shared(cls) -> CuptiSource:
+        if cls._shared is None:
+            cls._shared = cls()
+        return cls._shared
+
+    def __init__(self):
+        try:
+            from cupti import cupti
+        except Exception as exc:  # ImportError, or a missing libcupti
+            raise TimerError(
+                f"the cupti timer needs cupti-python ({exc}); "
+                f"install mlxsci[cuda] or use --timer wall"
+            ) from exc
+        self._cupti = cupti
+        self._lock = threading.Lock()
+        self._records: list = []
+        kind = cupti.ActivityKind.CONCURRENT_KERNEL
+
+        def requested():
+            return 8 * 1024 * 1024, 0  # buffer bytes; 0 = as many records as fit
+
+        def completed(activities):
+            with self._lock:
+                for a in activities:
+                    if a.kind == kind:
+                        self._records.append(KernelRecord(str(a.name), int(a.start), int(a.end)))
+
+        self._requested, self._completed = requested, completed  # keep the callbacks alive
+        cupti.activity_register_callbacks(requested, completed)
+        cupti.activity_enable(kind)
+        self._kind = kind
+
+    def drain(self) -> list:
+        self._cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+        with self._lock:
+            records, self._records = self._records, []
+        return records
+
+    def close(self) -> None:
+        """Forget what is buffered; collection stays on for the next timer."""
+        try:
+            self.drain()
+        except Exception:
+            pass
+
+
+class CuptiTimer(Timer):
+    """GPU time of one run from kernel activity records: first kernel start to
+    last kernel end. `source` is a CuptiSource, or any object with drain()
+    (tests feed recorded activity through a fake one)."""
+
+    name = "cupti"
+
+    def __init__(self, source=None, kernel_names=()):
+        self.source = source if source is not None else CuptiSource.shared()
+        self.kernel_names = tuple(kernel_names)
+
+    def time(self, work: Work) -> Timing:
+        work.wait(None)  # nothing of earlier work still running...
+        self.source.drain()  # ...and none of its records left to count
+        results = work.enqueue(work.inputs)
+        work.wait(results)
+        records = self.source.drain()
+        if not records:
+            raise TimerError(
+                "CUPTI recorded no kernel for this run (is another profiler "
+                "attached?); use --timer wall"
+            )
+        start = min(r.start for r in records)
+        end = max(r.end for r in records)
+        kernels = by_kernel(
+            (kernel_label(r.name, self.kernel_names), (r.end - r.start) * 1e-9)
+            for r in sorted(records, key=lambda r: r.start)
+        )
+        return Timing((end - start) * 1e-9, kernels, results)
+
+    def close(self) -> None:
+        close = getattr(self.source, "close", None)
+        if close:
+            close()
+
+
+# ------------------------------------------------------------------ wall
+class WallTimer(Timer):
+    """Wall clock over R chained runs in one eval, divided by R: an upper bound
+    on a run's device time. R is calibrated on the first call so one eval lasts
+    at least `target_seconds`; `floor_seconds` is the wall time of an eval with
+    nothing to do (the host's round trip), reported beside the timings."""
+
+    name = "wall"
+    exact = False
+
+    def __init__(
+        self,
+        target_seconds: float = 0.02,
+        max_repeats: int = 4096,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
+        self.target_seconds = target_seconds
+        self.max_repeats = max_repeats
+        self.clock = clock
+        self.repeats: int | None = None
+        self.floor_seconds: float | None = None
+
+    def _chained(self, work: Work, repeats: int) -> tuple[float, dict]:
+        """Wall seconds of `repeats` chained runs, and the first run's results."""
+        if not work.eager:
+            # Lazy backends: build the whole chain first; the device starts at wait().
+            first = results = work.enqueue(work.inputs)
+            for _ in range(repeats - 1):
+                results = work.enqueue(work.next_inputs(results))
+            work.wait(None)
+            t0 = self.clock()
+            work.wait({"_first": first, "_last": results} if repeats > 1 else results)
+            return self.clock() - t0, first
+        work.wait(None)
+        t0 = self.clock()  # eager backends run each kernel as it is called
+        first = results = work.enqueue(work.inputs)
+        for _ in range(repeats - 1):
+            results = work.enqueue(work.next_inputs(results))
+        work.wait(results)
+        return self.clock() - t0, first
+
+    def calibrate(self, work: Work) -> None:
+        floors = []
+        for _ in range(5):
+            t0 = self.clock()
+            work.wait(None)
+            floors.append(self.clock() - t0)
+        self.floor_seconds = min(floors)
+        repeats = 1
+        while True:
+            elapsed, _ = self._chained(work, repeats)
+            if elapsed >= self.target_seconds or repeats >= self.max_repeats:
+                break
+            grow = math.ceil(repeats * self.target_seconds / max(elapsed, 1e-9) * 1.2)
+            repeats = min(self.max_repeats, max(2 * repeats, grow))
+        self.repeats = repeats
+
+    def time(self, work: Work) -> Timing:
+        if self.repeats is None:
+            self.calibrate(work)
+        repeats = self.repeats
+        assert repeats is not None  # calibrate() set it
+        elapsed, first = self._chained(work, repeats)
+        return Timing(elapsed / repeats, {}, first)
+
+    def info(self) -> dict:
+        return {
+            "timer": self.name,
+            "statistic": self.statistic,
+            "repeats": self.repeats,
+            "floor_seconds": self.floor_seconds,
+        }
+
+
+# ------------------------------------------------------------------ choice
+def cupti_available() -> bool:
+    try:
+        importlib.import_module("cupti.cupti")
+    except Exception:
+        return False
+    return True
+
+
+def default_timer_name(backend_name: str) -> str:
+    """The backend's own timer (mlxsci.backends.BACKENDS): cupti on CUDA when
+    cupti-python imports (else wall), sim on the simulator, wall on Metal."""
+    own = _own_timer(backend_name)
+    if own == "cupti" and not cupti_available():
+        return "wall"
+    return own
+
+
+def _own_timer(backend_name: str) -> str:
+    info = BACKENDS.get(backend_name)
+    return info.timer if info else "wall"
+
+
+def check_timer(timer_name: str | None, backend_name: str) -> str:
+    """The timer to use (validated): `timer_name`, or the backend's default."""
+    name = timer_name or default_timer_name(backend_name)
+    if name not in TIMER_NAMES:
+        raise ValueError(f"unknown timer {name!r}; choose from {', '.join(TIMER_NAMES)}")
+    if name == "sim" and _own_timer(backend_name) != "sim":
+        raise ValueError(f"the sim timer only times the simulator, not the {backend_name} backend")
+    if name == "cupti" and _own_timer(backend_name) != "cupti":
+        raise ValueError(f"the cupti timer only times the cuda backend, not {backend_name}")
+    if name == "cupti" and not cupti_available():
+        raise ValueError(
+            "the cupti timer needs cupti-python (pip install mlxsci[cuda]); use --timer wall"
+        )
+    return name
+
+
+def make_timer(name: str, backend, kernel_names=()) -> Timer:
+    if name == "sim":
+        return SimTimer(backend, kernel_names)
+    if name == "cupti":
+        return CuptiTimer(kernel_names=kernel_names)
+    if name == "wall":
+        return WallTimer()
+    raise ValueError(f"unknown timer {name!r}; choose from {', '.join(TIMER_NAMES)}")

@@ -1,0 +1,7 @@
+"""`python -m mlxsci.worker`."""
+
+import sys
+
+from mlxsci.worker.serve import main
+
+sys.exit(main())

@@ -1,0 +1,110 @@
+"""The bridge from a task's host pipeline to a candidate's kernels.
+
+A task's `run(launch, inputs, params)` calls `launch(kernel_name, inputs,
+outputs=...)`; the Launcher looks up the candidate's body for that kernel,
+evaluates its launch expressions for the current size and params (checked
+against the dialect's launch limits, mlxsci.kernel.launch_limits), and calls the
+backend kernel with MLX's call signature. The evaluator flips
+`init_value` to poison outputs during verification runs. Per-step counters
+come from `launch.counter(step)` (through mlxsci.task.step_counter), made once.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+from mlxsci.backends.base import Backend
+from mlxsci.kernel.candidate import Candidate, template_args, to_kernel_spec
+from mlxsci.kernel.launch_expr import launch_dims
+from mlxsci.kernel.launch_limits import check_launch
+from mlxsci.task import Task
+
+
+def mx_dtype(name: str):
+    return mx.bool_ if name == "bool" else getattr(mx, name)
+
+
+def launch_shapes(
+    task: Task, candidate: Candidate, params: dict, param_overrides: dict | None = None
+) -> dict:
+    """Kernel name -> (grid, threadgroup) of `candidate` at the size `params`:
+    its launch expressions, else the task's, over the size's integers and the
+    candidate's params."""
+    names = dict(task.launch_names(params))
+    names.update(candidate.param_values(param_overrides))
+    shapes = {}
+    for contract in task.kernels:
+        block = candidate.kernel(contract.name)
+        shapes[contract.name] = (
+            launch_dims(block.grid or contract.grid, names),
+            launch_dims(block.threadgroup or contract.threadgroup, names),
+        )
+    return shapes
+
+
+class Launcher:
+    def __init__(
+        self,
+        backend: Backend,
+        task: Task,
+        candidate: Candidate,
+        params: dict,
+        filename: str = "<candidate>",
+        param_overrides: dict | None = None,
+    ):
+        self.task = task
+        self.backend = backend
+        self.init_value: float | None = None
+        self.counters: dict = {}  # value -> 0-d uint32 device array (see counter)
+        self.template = template_args(candidate, param_overrides) or None
+        self.kernels, self.grid, self.threadgroup = {}, {}, {}
+        # Launch shapes are fixed per size, so evaluate and check them once, up
+        # front: a bad expression or a launch over a limit fails before any kernel runs.
+        shapes = launch_shapes(task, candidate, params, param_overrides)
+        for contract in task.kernels:
+            spec = to_kernel_spec(
+                candidate,
+                contract.name,
+                contract.inputs,
+                contract.outputs,
+                atomic_outputs=contract.atomic_outputs,
+                filename=filename,
+            )
+            self.kernels[contract.name] = backend.kernel(spec)
+            grid, threadgroup = shapes[contract.name]
+            check_launch(backend.dialect, contract.name, grid, threadgroup)
+            self.grid[contract.name], self.threadgroup[contract.name] = grid, threadgroup
+
+    def __call__(self, name: str, inputs: dict, outputs: dict) -> dict:
+        contract = self.task.kernel(name)
+        init = contract.init_value if contract.init_value is not None else self.init_value
+        results = self.kernels[name](
+            inputs=[inputs[n] for n in contract.inputs],
+            output_shapes=[tuple(outputs[n][0]) for n in contract.outputs],
+            output_dtypes=[mx_dtype(outputs[n][1]) for n in contract.outputs],
+            grid=self.grid[name],
+            threadgroup=self.threadgroup[name],
+            template=self.template,
+            init_value=init,
+        )
+        return dict(zip(contract.outputs, results))
+
+    def counter(self, value: int):
+        """A per-step counter input (ising's step_idx, hmc's hmc_step_idx) as a
+        0-d uint32 array, made through the backend on first use and reused by
+        every later run at this size. On MLX's CUDA build a small array created
+        on the host lives in managed memory, so one made per launch between
+        timed runs makes kernels page-fault; a cached one is made during the
+        first (compiling) run only. Its dtype and rank never change, so the
+        kernel still compiles one variant."""
+        a = self.counters.get(value)
+        if a is None:
+            a = self.counters[value] = self.backend.to_device(np.array(value, dtype=np.uint32))
+        return a
+
+    def compile_seconds(self) -> float | None:
+        """Time spent compiling, where the backend measures it (the simulator does)."""
+        times = [getattr(k, "compile_seconds", None) for k in self.kernels.values()]
+        known = [t for t in times if t is not None]
+        return float(sum(known)) if len(known) == len(times) else None

@@ -1,0 +1,436 @@
+"""The worker: runs one candidate, size after size, in its own process.
+
+A job is one size: JOBDIR/job.json in, JOBDIR/result.json out, plus the
+outputs of the verified run (verified.npz) and, only when it differs bitwise,
+of the last timed run (last.npz). Two ways to run jobs:
+- `python -m mlxsci.worker JOBDIR`: one job, then exit (a comparison, or a
+  size under compute-sanitizer);
+- `python -m mlxsci.worker --serve FD`: the sizes of one candidate, in one
+  process, so the imports and the backend's set-up are paid once per
+  candidate, not once per size. The parent writes a job and its folder on
+  stdin (one JSON line) only after it has checked the size before; the worker
+  runs it, writes result.json, then "done" on file descriptor FD. End of stdin ends
+  the worker. The parent times each size from the moment it sends its line,
+  so a crash or a hang is that size's verdict and later sizes never run.
+The parent (mlxsci.evaluation, through mlxsci.evaluation.runner and mlxsci.evaluation.checks) holds
+the reference and does every check against it; the worker only measures, so a
+crash, a hang or a GPU fault here costs the parent nothing but a verdict.
+
+Protocol per size: inputs, all on the device (0-d scalars too), one set per
+input seed the job names (mlxsci.worker.runs) -> first run (compiles) ->
+warm-up runs until timings settle -> timed runs, the warm-up and timed runs
+taking the input sets in turn (the last of each set's outputs go back:
+last.npz, timed_K.npz), each timed by
+the backend's timer (mlxsci.timing.timers: CUPTI kernel activity on CUDA, the
+simulator's own clock, or chained wall clock; each waits for the run's
+results, so lazy work cannot escape it) -> two verification runs whose
+outputs are poisoned with two different sentinels -> on the simulator, the
+first verification run once more under each other schedule (run_schedules;
+races show as a difference, judged by the parent, mlxsci.evaluation.checks):
+  reversed       groups, simdgroups and threads last first (forward where
+                 MLXSCI_SIM_SCHEDULE made reversed the simulator's own);
+  shuffled (S)   one per seed S of the job's "schedule_seeds" (two fresh
+                 random seeds when it names none): groups and threads in
+                 orders drawn from S, simdgroups interleaved at random
+                 around barriers and SIMD operations (runtime/sim_runtime.h);
+  outputs that differ bitwise go back as schedule_K.npz (K from 1, in
+  this order) -> input checksums again.
+A job with "compare" instead times two candidates interleaved (run_compare).
+
+A worker never outlives its parent for long, however the parent ends (kill -9
+included): it watches the lifeline its parent hands it (mlxsci.sandbox.lifeline).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import secrets
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import click
+import mlx.core as mx
+import numpy as np
+
+from mlxsci import sandbox
+from mlxsci.backends import get_backend
+from mlxsci.backends.sim import variants
+from mlxsci.kernel.candidate import CandidateError, parse
+from mlxsci.kernel.launch_expr import LaunchExprError
+from mlxsci.kernel.spec import CompileError, KernelFault
+from mlxsci.protocol.exchange import MAX_SCHEDULES, cut_texts, schedule_file
+from mlxsci.protocol.outputs import (
+    SENTINEL_A,
+    SENTINEL_B,
+    input_checksums,
+    same_bits,
+    to_numpy,
+    unwritten_count,
+)
+from mlxsci.sandbox.lifeline import Lifeline
+from mlxsci.storage.cache import atomic_write_json
+from mlxsci.task import load_task
+from mlxsci.timing.noise import run_noise
+from mlxsci.timing.timers import Work, median_kernels
+from mlxsci.worker.launch import Launcher
+from mlxsci.worker.runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
+
+# SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*), and
+# how many shuffled orders a size's extra verification runs take when the
+# job names no seeds (each is one more pipeline run at the size).
+FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
+SCHEDULE_NAMES = {FORWARD_SCHEDULE: "forward", REVERSED_SCHEDULE: "reversed"}
+SHUFFLED_RUNS = 2
+
+
+def schedule_plan(job: dict, backend) -> list[tuple[int, int | None]]:
+    """The other schedules' (schedule, seed): reversed (forward where
+    MLXSCI_SIM_SCHEDULE made reversed the backend's own), then shuffled by
+    each seed of job["schedule_seeds"] (else SHUFFLED_RUNS fresh ones)."""
+    other = FORWARD_SCHEDULE if backend.schedule == REVERSED_SCHEDULE else REVERSED_SCHEDULE
+    seeds = job.get("schedule_seeds")
+    if not (isinstance(seeds, list) and all(type(s) is int and 0 <= s < 1 << 64 for s in seeds)):
+        seeds = [secrets.randbits(63) for _ in range(SHUFFLED_RUNS)]
+    return [(other, None), *((SHUFFLED_SCHEDULE, s) for s in seeds)][:MAX_SCHEDULES]
+
+
+def schedule_name(schedule: int, seed: int | None) -> str:
+    """A schedule as messages name it: "reversed", "shuffled (seed 42)"."""
+    return f"shuffled (seed {seed})" if seed is not None else SCHEDULE_NAMES.get(schedule, "?")
+
+
+def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verified: dict):
+    """The first verification run again (same poison) under each schedule of
+    schedule_plan (SimBackend.schedule; a shuffled one's seed in
+    SimBackend.schedule_seed, one step on per launch): a GPU orders neither
+    threadgroups nor simdgroups without a barrier, so a result that depends
+    on the order is a race one order would hide. Returns, per schedule, its
+    record for result.json and its outputs where they differ bitwise from
+    `verified` (else None; all of them with job "every_output"). A fault
+    only in another order says so."""
+    own = backend.schedule, backend.schedule_seed
+    records, differing = [], []
+    for schedule, seed in schedule_plan(job, backend):
+        backend.schedule, backend.schedule_seed = schedule, seed or 0
+        launcher.init_value = SENTINEL_A
+        try:
+            outputs = to_numpy(work.enqueue(inputs))
+        except KernelFault as exc:
+            name = schedule_name(schedule, seed)
+            raise KernelFault(
+                exc.kind,
+                f"{exc.message} (only with the threads in another order, {name}: the kernel "
+                "depends on the order threads run in, a race)",
+                dict(exc.details, schedule=name),
+            ) from exc
+        finally:
+            backend.schedule, backend.schedule_seed = own
+            launcher.init_value = None
+        same = same_bits(outputs, verified)
+        order = SCHEDULE_NAMES.get(schedule, "shuffled")
+        records.append({"order": order, "seed": seed, "equals_verified": same})
+        # every one when the parent compares them itself (job "every_output")
+        differing.append(None if same and not job.get("every_output") else outputs)
+    return records, differing
+
+
+def error_record(exc: BaseException, backend) -> dict:
+    """The result's error for `exc`, each text in it cut (worker_io.cut_texts):
+    a compiler's log of a candidate's text can be of any size."""
+    return cut_texts(error_fields(exc, backend))
+
+
+def error_fields(exc: BaseException, backend) -> dict:
+    err = backend.classify_error(exc) if backend is not None else None
+    if isinstance(err, CompileError):
+        return {"kind": "compile", "message": err.message, "line": err.line, "log": err.log}
+    if isinstance(err, KernelFault):
+        return {"kind": err.kind, "message": err.message, "details": err.details}
+    if isinstance(exc, CandidateError):
+        return {"kind": "format", "message": str(exc), "line": getattr(exc, "line", None)}
+    if isinstance(exc, LaunchExprError):
+        return {"kind": "launch", "message": f"launch expression: {exc}"}
+    return {
+        "kind": "runtime",
+        "message": f"{type(exc).__name__}: {exc}",
+        "traceback": traceback.format_exc(limit=8),
+    }
+
+
+def run_job(job: dict, outdir: Path) -> dict:
+    timings: dict = {}
+    result: dict = {"phase": "setup", "timings": timings}
+    backend = timer = None
+    try:
+        task = load_task(job["task"])
+        params = job["params"]
+        backend = get_backend(job["backend"], **job.get("backend_options", {}))
+        candidate = parse(job["source"], dialect=backend.dialect, filename=job["filename"])
+        timer = job_timer(job, backend, task)
+
+        result["phase"] = "inputs"
+        t = time.perf_counter()
+        sets, checksums = [], []
+        for seed in job.get("input_seeds") or [None]:
+            one, sums = device_inputs(task, params, backend, seed)
+            sets.append(one)
+            checksums.append(sums)
+        inputs = sets[0]  # the first set is also the verification runs' inputs
+        result["input_checksums_before"] = checksums[0]
+        result["rotation_checksums_before"] = checksums[1:]
+        timings["inputs"] = time.perf_counter() - t
+
+        launcher = Launcher(
+            backend, task, candidate, params, job["filename"], job.get("param_overrides")
+        )
+        work = pipeline_work(task, launcher, inputs, params, backend)
+        every_output = bool(job.get("every_output"))  # the parent checks them itself
+        rotation = Rotation(work, sets, digests=every_output)
+
+        result["phase"] = "compile"
+        t = time.perf_counter()
+        work.wait(work.enqueue(inputs))
+        timings["first_run"] = time.perf_counter() - t
+        timings["compile"] = launcher.compile_seconds()
+
+        result["phase"] = "warmup"
+        t = time.perf_counter()
+        warm = warm_up(timer, rotation, job)
+        result["warmup"] = {"runs": warm["runs"], "settled": warm["settled"]}
+        timings["warmup"] = time.perf_counter() - t
+
+        result["phase"] = "timed"
+        t = time.perf_counter()
+        timed = [rotation.time(timer) for _ in range(job["n_measure"])]
+        extra = job.get("extra_runs")  # cheap runs: more of them, within a budget
+        while (
+            extra
+            and len(timed) < extra["max_runs"]
+            and time.perf_counter() - t < extra["max_seconds"]
+        ):
+            timed.append(rotation.time(timer))
+        timings["timed"] = time.perf_counter() - t
+        result["seconds"] = [x.seconds for x in timed]
+        result["timer"] = timer.info()
+        result["noise"] = run_noise(result["seconds"], timer.statistic)
+        # The breakdown of the run the size's time comes from: the fastest one
+        # where the statistic is the minimum, else the per-kernel medians.
+        result["kernels"] = median_kernels(
+            [min(timed, key=lambda x: x.seconds)] if timer.statistic == "min" else timed
+        )
+        last = to_numpy(rotation.last[0])
+        others = [to_numpy(r) if r is not None else None for r in rotation.last[1:]]
+        del timed
+        rotation.last = []
+        work.inputs = inputs
+
+        result["phase"] = "verify"
+        t = time.perf_counter()
+        launcher.init_value = SENTINEL_A
+        verified = to_numpy(work.enqueue(inputs))
+        launcher.init_value = SENTINEL_B
+        second = to_numpy(work.enqueue(inputs))
+        launcher.init_value = None
+        result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
+        timings["verify"] = time.perf_counter() - t
+        result["phase"], t, other_orders = "schedules", time.perf_counter(), []
+        if hasattr(backend, "schedule"):  # the simulator; GPUs have their own orders
+            result["verified_order"] = SCHEDULE_NAMES.get(backend.schedule, "?")
+            result["schedules"], other_orders = run_schedules(
+                job, work, inputs, launcher, backend, verified
+            )
+        timings["schedules"] = time.perf_counter() - t
+        t = time.perf_counter()
+        result["input_checksums_after"] = input_checksums(
+            {k: np.array(v) for k, v in inputs.items()}
+        )
+        result["rotation_checksums_after"] = [
+            input_checksums({k: np.array(v) for k, v in one.items()}) for one in sets[1:]
+        ]
+        timings["verify"] += time.perf_counter() - t
+
+        np.savez(outdir / "verified.npz", **verified)
+        result["last_equals_verified"] = same_bits(last, verified)
+        if every_output or not result["last_equals_verified"]:
+            np.savez(outdir / "last.npz", **last)
+        if every_output:
+            np.savez(outdir / "second.npz", **second)
+            result["run_digests"] = rotation.digests
+        # The last timed run of every other input set, checked by the parent
+        # against that set's reference (a set no timed run took has none).
+        result["rotation_timed"] = [r is not None for r in others]
+        for k, outputs in enumerate(others, start=1):
+            if outputs is not None:
+                np.savez(outdir / f"timed_{k}.npz", **outputs)
+        for k, outputs in enumerate(other_orders, start=1):  # the parent reads these back
+            if outputs is not None:
+                np.savez(outdir / schedule_file(k), **outputs)
+        result["phase"] = "done"
+    except Exception as exc:  # every failure of the candidate becomes a verdict
+        result["error"] = error_record(exc, backend)
+    finally:
+        if timer is not None:
+            timer.close()
+    return result
+
+
+def run_compare(job: dict, outdir: Path) -> dict:
+    """Time two correct candidates at one size, interleaved in this one process
+    (same inputs, same device state, same clocks): warm both, then rounds of
+    A B / B A so drift in either direction hits both alike. Correctness is
+    not checked here; both were verified by their own evaluations."""
+    result: dict = {"phase": "setup"}
+    backend = timer = None
+    try:
+        task = load_task(job["task"])
+        params = job["params"]
+        backend = get_backend(job["backend"], **job.get("backend_options", {}))
+        timer = job_timer(job, backend, task)
+        result["phase"] = "inputs"
+        sets = [
+            device_inputs(task, params, backend, s)[0] for s in job.get("input_seeds") or [None]
+        ]
+        works = []
+        for source, filename in zip(job["sources"], job["filenames"]):
+            candidate = parse(source, dialect=backend.dialect, filename=filename)
+            launcher = Launcher(backend, task, candidate, params, filename)
+            works.append(pipeline_work(task, launcher, sets[0], params, backend))
+        result["phase"] = "warmup"
+        for work in works:
+            work.wait(work.enqueue(sets[0]))
+        # Both take the same input sets in the same turn (Rotation).
+        rotations = [Rotation(work, sets) for work in works]
+        for _ in range(max(1, job["n_warmup"] - 1)):
+            for rotation in rotations:
+                rotation.time(timer)
+        result["phase"] = "timed"
+        seconds: list = [[], []]
+        for k in range(job["n_measure"]):
+            order = (0, 1) if k % 2 == 0 else (1, 0)
+            for i in order:
+                seconds[i].append(rotations[i].time(timer).seconds)
+        result["seconds"] = seconds
+        result["timer"] = timer.info()
+        result["phase"] = "done"
+    except Exception as exc:
+        result["error"] = error_record(exc, backend)
+    finally:
+        if timer is not None:
+            timer.close()
+    return result
+
+
+def run_one(outdir: Path, job: dict | None = None) -> None:
+    """`job` (else the one in outdir/job.json), its result written to
+    outdir/result.json."""
+    if job is None:
+        job = json.loads((outdir / "job.json").read_text())
+    result = run_compare(job, outdir) if job.get("compare") else run_job(job, outdir)
+    atomic_write_json(outdir / "result.json", result)
+
+
+def release_memory() -> None:
+    """Give the last size's buffers back between sizes, so each size starts
+    with as little held as a fresh process had (MLX keeps freed buffers in
+    a cache for reuse; outputs are poisoned, so reuse could not pass a stale
+    answer either way)."""
+    gc.collect()
+    mx.clear_cache()
+
+
+def start_threads() -> None:
+    """Make MLX start the threads it starts on its first computation (its CPU
+    stream's), now: once a candidate's library is loaded, the sandbox lets
+    no thread start (mlxsci.sandbox.seal)."""
+    mx.eval(mx.array(1.0, dtype=mx.float32) + 1)
+
+
+class ParentBuilds:
+    """How a sandboxed worker gets its kernel libraries (variants.REMOTE): it
+    may start no compiler and write no cache, so it writes the build request
+    into the size's job folder, says "build NAME" on the status pipe, and
+    reads the parent's answer (a library path or an error) from stdin."""
+
+    def __init__(self, status):
+        self.status = status
+        self.jobdir: Path | None = None  # the size being run
+        self.count = 0
+
+    def __call__(self, request: dict) -> Path:
+        assert self.jobdir is not None  # set by serve() before each job
+        self.count += 1
+        name = f"build-{self.count}.json"
+        (self.jobdir / name).write_text(json.dumps(request))
+        self.status.write(f"build {name}\n")
+        answer = sys.stdin.readline()
+        if not answer:
+            raise CompileError("the evaluation ended before it built the kernel", None, "")
+        return variants.raise_reply(json.loads(answer))
+
+
+def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
+    """Run the jobs whose folders arrive one per line on stdin, in order,
+    saying "done" on `status_fd` after each result is written. In the
+    sandbox, kernel builds are asked of the parent over the same two pipes."""
+    # Only this process may hold the pipe: the parent reads its end closing as
+    # this process's death, which a child holding a copy would hide.
+    os.set_inheritable(status_fd, False)
+    with os.fdopen(status_fd, "w", buffering=1) as status:
+        builds = ParentBuilds(status) if sandbox.ACTIVE else None
+        variants.REMOTE = builds
+        if sandbox.ACTIVE:
+            start_threads()
+        # Set up, no candidate code loaded yet: a death before this line is
+        # the machine's fault, after it may be the candidate's (mlxsci.evaluation.runner).
+        status.write("ready\n")
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            handed = json.loads(line)  # {"dir": the size's folder, "job": the job}
+            outdir = Path(handed["dir"])
+            if builds is not None:
+                builds.jobdir = outdir
+            run_one(outdir, handed["job"])
+            release_memory()
+            status.write("done\n")
+    # End of stdin: the parent said goodbye on the lifeline first, or it is
+    # gone and the lifeline's watcher ends this process after cleaning up.
+    if lifeline is not None:
+        lifeline.settle()
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("jobdir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--serve",
+    "status_fd",
+    type=click.IntRange(min=0),
+    metavar="FD",
+    help="Run the job folders that arrive one per line on stdin, saying "
+    '"done" on file descriptor FD after each.',
+)
+def main(jobdir: Path | None, status_fd: int | None) -> int:
+    """Run one job (JOBDIR/job.json -> JOBDIR/result.json), or with --serve FD
+    the jobs of one candidate. Started by the evaluation (mlxsci.evaluation.runner),
+    not by hand."""
+    if (jobdir is None) == (status_fd is None):
+        raise click.UsageError("give one JOBDIR or --serve FD, not both or neither")
+    lifeline = Lifeline.from_environment()
+    if status_fd is not None:
+        return serve(status_fd, lifeline)
+    assert jobdir is not None  # exactly one of the two was given
+    run_one(jobdir)
+    # A parent that died while this job ran: its folder is cleaned up before
+    # this process exits (nothing is written to the lifeline in this mode).
+    if lifeline is not None and lifeline.parent_gone_now():
+        lifeline.settle()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Every fault named (the simulator, both dialects): a threadgroup / __shared__
+array indexed past its bound names the array, the index and the bound; a
+misaligned vector access names the buffer, the byte offset and the
+alignment; an out-of-bounds device access at any distance names the buffer
+and the element. Each faulty kernel has a correct twin that must pass."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from mlxsci.backends.sim import SimBackend
+from mlxsci.evaluation.runner import death_reason
+from mlxsci.kernel.spec import KernelFault, KernelSpec
+
+pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
+
+N, TG = 64, 32
+
+
+@pytest.fixture(scope="module", params=["metal", "cuda"])
+def backend(request):
+    return SimBackend(dialect=request.param, launch_timeout_s=20.0)
+
+
+# Per dialect: the thread's index in its group and in the grid, a barrier,
+# a group-shared array declaration and a vector pointer cast of `out + OFF`.
+WORDS = {
+    "metal": dict(
+        l="uint l = thread_position_in_threadgroup.x;",
+        i="uint i = thread_position_in_grid.x;",
+        sync="threadgroup_barrier(mem_flags::mem_threadgroup);",
+        shared="threadgroup float t[32];",
+        vec="device float4* p = (device float4*)(out + OFF);",
+        one4="float4(1.0f)",
+        group="threadgroup",
+    ),
+    "cuda": dict(
+        l="int l = threadIdx.x;",
+        i="int i = blockIdx.x * blockDim.x + threadIdx.x;",
+        sync="__syncthreads();",
+        shared="__shared__ float t[32];",
+        vec="float4* p = reinterpret_cast<float4*>(out + OFF);",
+        one4="make_float4(1.0f, 1.0f, 1.0f, 1.0f)",
+        group="block",
+    ),
+}
+
+
+def run(backend, name, source):
+    """The first fault in two launches (guarded buffers alternate placement),
+    or the output."""
+    k = backend.kernel(KernelSpec(name, (), ("out",), source, dialect=backend.dialect))
+    out = None
+    for _ in range(2):
+        try:
+            (out,) = k(
+                inputs=[],
+                output_shapes=[(N,)],
+                output_dtypes=[mx.float32],
+                grid=(N, 1, 1),
+                threadgroup=(TG, 1, 1),
+                init_value=0,
+            )
+            out = np.asarray(out)
+        except KernelFault as e:
+            return e
+    return out
+
+
+def shared_overflow(backend, offset):
+    w = WORDS[backend.dialect]
+    return "\n".join(
+        [w["shared"], w["l"], w["i"], f"t[l + {offset}] = 1.0f;", w["sync"], "out[i] = t[l];"]
+    )
+
+
+@pytest.mark.parametrize("offset, index", [(1, 32), (40, 40), (100000, 100000)])
+@pytest.mark.slow
+def test_shared_array_overflow_names_array_index_and_bound(backend, offset, index):
+    e = run(backend, f"tg_oob_{offset}", shared_overflow(backend, offset))
+    assert isinstance(e, KernelFault) and e.kind == "out_of_bounds"
+    word = "threadgroup" if backend.dialect == "metal" else "__shared__"
+    assert f"write of {word} array 't' (float[32]) at index {index} (bound 32)" in e.message
+    assert e.details["buffer"] == "t" and e.details["element"] == index
+    assert f"of {WORDS[backend.dialect]['group']} (" in e.message  # which thread did it
+
+
+@pytest.mark.slow
+def test_shared_array_within_bound_passes(backend):
+    out = run(backend, "tg_ok", shared_overflow(backend, 0))
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_array_equal(out, np.ones(N, np.float32))
+
+
+def misaligned(backend, offset):
+    w = WORDS[backend.dialect]
+    return "\n".join(
+        [w["i"], w["vec"].replace("OFF", str(offset)), f"if (i < {N // 4 - 1}) p[i] = {w['one4']};"]
+    )
+
+
+@pytest.mark.slow
+def test_misaligned_vector_access_names_buffer_offset_alignment(backend):
+    e = run(backend, "misaligned", misaligned(backend, 1))
+    assert isinstance(e, KernelFault) and e.kind == "misaligned"
+    assert "float4" in e.message and "output 'out' at byte offset 4" in e.message
+    assert "16-byte alignment" in e.message
+    assert (e.details["buffer"], e.details["byte_offset"], e.details["alignment"]) == ("out", 4, 16)
+
+
+@pytest.mark.slow
+def test_aligned_vector_access_passes(backend):
+    out = run(backend, "aligned", misaligned(backend, 4))
+    assert isinstance(out, np.ndarray)
+    want = np.zeros(N, np.float32)
+    want[4:N] = 1.0
+    np.testing.assert_array_equal(out, want)
+
+
+def far_write(backend, offset):
+    w = WORDS[backend.dialect]
+    return "\n".join([w["i"], f"if (i < {N}) out[i + {offset}] = 1.0f;"])
+
+
+@pytest.mark.parametrize("offset", [N, 4096, 10_000_000])
+@pytest.mark.slow
+def test_out_of_bounds_at_any_distance_names_buffer_and_element(backend, offset):
+    e = run(backend, f"far_{offset}", far_write(backend, offset))
+    assert isinstance(e, KernelFault) and e.kind == "out_of_bounds"
+    assert e.details["buffer"] == "out" and e.details["element"] == offset
+    assert f"output 'out' at element {offset}" in e.message
+
+
+@pytest.mark.slow
+def test_in_bounds_write_passes(backend):
+    out = run(backend, "near_ok", far_write(backend, 0))
+    np.testing.assert_array_equal(out, np.ones(N, np.float32))
+
+
+# ------------------------------------------------------------ a worker's death
+def test_a_dead_worker_is_explained():
+    tail = "noise\nmlxsci-sim: fatal signal 11 while handling a fault of kernel 'k' (thread (1, 0, 0) ...\n"
+    assert death_reason(-11, tail).startswith(
+        "mlxsci-sim: fatal signal 11 while handling a fault of kernel 'k'"
+    )
+    reason = death_reason(-11, "Traceback ...\n")
+    assert "SIGSEGV" in reason and "outside any kernel" in reason and "Traceback" in reason
+    reason = death_reason(-9, "")
+    assert "SIGKILL" in reason and "memory" in reason
+    reason = death_reason(3, "RuntimeError: boom\n")
+    assert "exit code 3" in reason and "RuntimeError: boom" in reason
+
+
+# ------------------------------------------------------------ an index never written
+INDEX_FROM_UNWRITTEN = {
+    # An index kept in group-shared memory, read before any thread wrote it:
+    # it reads as poison (0xFFFFFFFF), an access 16 GiB past the output's end.
+    "metal": (
+        "threadgroup uint slot[1];\n"
+        "uint l = thread_position_in_threadgroup.x;\n"
+        "if (l == WRITER) slot[0] = thread_position_in_grid.x;\n"
+        "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+        "out[slot[0] + l] = 1.0f;"
+    ),
+    "cuda": (
+        "__shared__ unsigned slot[1];\n"
+        "if (threadIdx.x == WRITER) slot[0] = blockIdx.x * blockDim.x;\n"
+        "__syncthreads();\n"
+        "out[slot[0] + threadIdx.x] = 1.0f;"
+    ),
+}
+
+
+@pytest.mark.slow
+def test_index_read_from_unwritten_shared_memory_is_named(backend):
+    src = INDEX_FROM_UNWRITTEN[backend.dialect]
+    e = run(backend, "idx_unwritten", src.replace("WRITER", "100000"))
+    assert isinstance(e, KernelFault) and e.kind == "out_of_bounds"
+    assert e.details["buffer"] == "out" and e.details["element"] >= 0xFFFFFFFF
+    out = run(backend, "idx_written", src.replace("WRITER", "0"))
+    np.testing.assert_array_equal(out, np.ones(N, np.float32))
