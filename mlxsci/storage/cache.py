@@ -226,7 +226,7 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"mlxsci-key-id\0" + key).hexdigest()[:16]
 
 
-def _mac(key: bytes, label: str, chunks) -> str:
+def keyed_digest(key: bytes, label: str, chunks) -> str:
     h = hmac.new(key, _DOMAIN + label.encode() + b"\0", hashlib.sha256)
     for chunk in chunks:
         h.update(chunk)
@@ -236,11 +236,11 @@ def _mac(key: bytes, label: str, chunks) -> str:
 def sign(label: str, data: bytes, key: bytes | None = None) -> str:
     """HMAC-SHA256 (hex) of `data` under `label` with the cache's key (a run's
     manifest is signed this way: label "run-manifest")."""
-    return _mac(key if key is not None else integrity_key(), label, [data])
+    return keyed_digest(key if key is not None else integrity_key(), label, [data])
 
 
 def signature_matches(label: str, data: bytes, mac: str, key: bytes) -> bool:
-    return hmac.compare_digest(_mac(key, label, [data]), str(mac))
+    return hmac.compare_digest(keyed_digest(key, label, [data]), str(mac))
 
 
 # ------------------------------------------------------------------ verified entries
@@ -321,12 +321,12 @@ def _examine(path: Path, whole: bool) -> tuple[bytes | None, str | None]:
             # A large file is checked in chunks before it is read whole: a
             # planted 10 GB "entry" must cost a hash, not the parent's memory.
             if not hmac.compare_digest(
-                _mac(integrity_key(), entry_name(path), _file_chunks(path)), expected
+                keyed_digest(integrity_key(), entry_name(path), _file_chunks(path)), expected
             ):
                 return None, "not what its seal vouches for (cut short, altered or planted)"
         data = path.read_bytes() if whole else b""  # the bytes returned are the ones checked
         chunks = [data] if whole else _file_chunks(path)
-        actual = _mac(integrity_key(), entry_name(path), chunks)
+        actual = keyed_digest(integrity_key(), entry_name(path), chunks)
     except FileNotFoundError:  # removed since the stat: missing, not damaged
         return None, None
     except OSError as exc:
@@ -356,7 +356,7 @@ def install_verified(tmp: Path, path: Path) -> None:
     unsealed; one between the two sees a mismatch, reads again, and at worst
     rebuilds (wasted work, never a wrong entry)."""
     path = Path(path)
-    _write_sidecar(path, _mac(integrity_key(), entry_name(path), _file_chunks(Path(tmp))))
+    _write_sidecar(path, keyed_digest(integrity_key(), entry_name(path), _file_chunks(Path(tmp))))
     try:
         os.replace(tmp, path)
     except IsADirectoryError:
@@ -397,7 +397,7 @@ def seal_file(path: Path) -> None:
     caller), reading it once in chunks. A new entry is better installed with
     install_verified, which seals it before it is in place."""
     path = Path(path)
-    _write_sidecar(path, _mac(integrity_key(), entry_name(path), _file_chunks(path)))
+    _write_sidecar(path, keyed_digest(integrity_key(), entry_name(path), _file_chunks(path)))
 
 
 def verify_file(path: Path) -> bool:

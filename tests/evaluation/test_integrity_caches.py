@@ -104,7 +104,7 @@ def test_a_sealed_file_verifies_until_it_changes():
 def test_a_sidecar_made_with_another_key_does_not_validate(own_cache):
     path = cache.cache_dir("things") / "a.bin"
     cache.write_verified(path, b"x")
-    forged = cache._mac(os.urandom(32), cache.entry_name(path), [b"y"])
+    forged = cache.keyed_digest(os.urandom(32), cache.entry_name(path), [b"y"])
     path.write_bytes(b"y")
     cache.sidecar(path).write_text(f"hmac-sha256 {forged}\n")
     assert cache.read_verified(path) is None
