@@ -2,15 +2,17 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from mlxsci.report.suite_table import END, START, main, markdown_table, readme_block
+from mlxsci.report.suite_table import END, START, TARGET, main, markdown_table, readme_block
 from mlxsci.task import load_task, task_names
 
 
-def test_readme_table_is_in_sync_with_the_task_definitions():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    start, end = readme.index(START), readme.index(END) + len(END)
-    assert readme[start:end] == readme_block(), (
-        "README task table is stale: run python -m mlxsci.report.suite_table --write"
+def test_the_task_table_is_in_sync_with_the_task_definitions():
+    guide = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
+    assert TARGET == guide
+    text = guide.read_text()
+    start, end = text.index(START), text.index(END) + len(END)
+    assert text[start:end] == readme_block(), (
+        "docs/tasks.md's task table is stale: run python -m mlxsci.report.suite_table --write"
     )
 
 
