@@ -60,7 +60,7 @@ from mlxsci.kernel.model import (
     CandidateError,
     KernelBlock,
     Param,
-    _ensure_newline,
+    ensure_newline,
 )
 from mlxsci.kernel.spec import KernelSpec
 from mlxsci.kernel.validate import LAUNCH_KEYS, CandidateFailure, validate
@@ -403,7 +403,7 @@ def render(c: Candidate) -> str:
     if c.header:
         _check_no_directives(c.header, "header")
         out.append("//! header\n")
-        out.append(_ensure_newline(c.header))
+        out.append(ensure_newline(c.header))
     for k in c.kernels:
         _check_no_directives(k.body, f"body of kernel {k.name!r}")
         out.append(f"//! kernel {k.name}\n")
@@ -411,7 +411,7 @@ def render(c: Candidate) -> str:
             out.append(f"//! grid = {k.grid.strip()}\n")
         if k.threadgroup is not None:
             out.append(f"//! threadgroup = {k.threadgroup.strip()}\n")
-        out.append(_ensure_newline(k.body))
+        out.append(ensure_newline(k.body))
     return "".join(out)
 
 
@@ -433,7 +433,7 @@ def to_kernel_spec(
         input_names=tuple(input_names),
         output_names=tuple(output_names),
         source=k.body,
-        header=_ensure_newline(c.header),
+        header=ensure_newline(c.header),
         atomic_outputs=atomic_outputs,
         dialect=c.dialect,
         source_file=filename if filename is not None else c.source_file,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from mlxsci.kernel import dialects
-from mlxsci.kernel.model import _ensure_newline
+from mlxsci.kernel.model import ensure_newline
 
 # The info string is stripped after the match: a lazy group before `[ \t]*$`
 # retried the trailing blanks from every position, quadratic in a long run
@@ -60,4 +60,4 @@ def extract_from_response(text: str, dialect: str = "metal") -> str | None:
         return None
     preferred = [b for b in fitting if _KERNEL_DIRECTIVE.search(b)]
     best = max(preferred or fitting, key=len)
-    return _ensure_newline(best)
+    return ensure_newline(best)

@@ -30,7 +30,8 @@ class CandidateError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-def _ensure_newline(text: str) -> str:
+def ensure_newline(text: str) -> str:
+    """`text` ending with a newline (an empty text stays empty)."""
     return text if not text or text.endswith("\n") else text + "\n"
 
 
@@ -58,7 +59,7 @@ class KernelBlock:
     threadgroup_line: int | None = field(default=None, compare=False)
 
     def __post_init__(self):
-        self.body = _ensure_newline(self.body)
+        self.body = ensure_newline(self.body)
 
 
 @dataclass
@@ -73,7 +74,7 @@ class Candidate:
     def __post_init__(self):
         if self.dialect not in DIALECTS:
             raise ValueError(f"dialect must be one of {DIALECTS}, got {self.dialect!r}")
-        self.header = _ensure_newline(self.header)
+        self.header = ensure_newline(self.header)
 
     def kernel(self, name: str) -> KernelBlock:
         for k in self.kernels:

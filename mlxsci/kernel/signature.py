@@ -96,7 +96,9 @@ class ArgInfo:
         return cls(dtype_name(array.dtype), tuple(int(d) for d in array.shape))
 
 
-def _template_value(value) -> str:
+def template_value(value) -> str:
+    """A template argument as MLX writes it in a kernel's name and text:
+    1/0 for a bool, the integer, else the dtype's Metal type."""
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int):
@@ -104,12 +106,18 @@ def _template_value(value) -> str:
     return METAL_TYPES[dtype_name(value)]
 
 
-def _template_kind(value) -> str:
+def template_kind(value) -> str:
+    """A template parameter's kind in the generated signature: bool, int or typename."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
         return "int"
     return "typename"
+
+
+# The old private names, until mlxsci/backends/sim (kernel.py, dialects.py)
+# imports the public ones.
+_template_value, _template_kind = template_value, template_kind
 
 
 def metal_kernel_name(
@@ -121,7 +129,7 @@ def metal_kernel_name(
     """The host name MLX gives a metal_kernel variant."""
     kname = "custom_kernel_" + name
     if template:
-        args = "<" + ", ".join(_template_value(v) for _, v in template) + ">"
+        args = "<" + ", ".join(template_value(v) for _, v in template) + ">"
         thash = args.replace("<", "_").replace(">", "_").replace(", ", "_").replace("-", "_")
         if thash.endswith("_"):
             thash = thash[:-1]
@@ -183,7 +191,7 @@ def metal_source(
     parts = [header]
     if template:
         parts.append(
-            "template <" + ", ".join(f"{_template_kind(v)} {k}" for k, v in template) + ">\n"
+            "template <" + ", ".join(f"{template_kind(v)} {k}" for k, v in template) + ">\n"
         )
     parts.append(f"[[kernel]] void {kname}(\n")
     index = 0
@@ -227,7 +235,7 @@ def metal_source(
     parts.append(source)
     parts.append("\n}\n")
     if template:
-        args = ", ".join(_template_value(v) for _, v in template)
+        args = ", ".join(template_value(v) for _, v in template)
         parts.append(
             f'\ntemplate [[host_name("{kname}")]] [[kernel]] '
             f"decltype({kname}<{args}>) {kname}<{args}>;\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from mlxsci.evaluation.verdicts import NOISE_FLOOR
-from mlxsci.report.runs import _pick, _warn, cell_runs, models_of, speedup
+from mlxsci.report.runs import cell_runs, models_of, pick_run, speedup, warn
 from mlxsci.report.spread import (
     BOOTSTRAP_LEVEL,
     BOOTSTRAP_MIN_RUNS,
@@ -261,7 +261,7 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
             r for r in runs if (r.get("backend", ""), r.get("device", "")) == (backend, device)
         ]
         chosen = [
-            _pick([g for g in group if (g["task"], g["model"]) == key])
+            pick_run([g for g in group if (g["task"], g["model"]) == key])
             for key in sorted({(g["task"], g["model"]) for g in group})
         ]
         points = _roofline_points(chosen)
@@ -285,7 +285,7 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
                 "no cached roofline for this device here: bandwidth from the ceilings "
                 "recorded in the runs" + ("" if peak else "; FP32 peak unknown")
             )
-            _warn(f"{device}: {how}")
+            warn(f"{device}: {how}")
         fig, (ax_bw, ax_roof) = plt.subplots(1, 2, figsize=(11, 4.2))
         if bw_curve:
             ax_bw.plot([w / 2**20 for w, _ in bw_curve], [g for _, g in bw_curve], "o-")
@@ -315,7 +315,7 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10
         for i, p in enumerate(points):
             if p["flops"] <= 0:
-                _warn(f"{p['task']}: no FLOPs in its model; left out of the roofline chart")
+                warn(f"{p['task']}: no FLOPs in its model; left out of the roofline chart")
                 continue
             ai = p["flops"] / p["bytes"]
             c = colors[i]
@@ -365,7 +365,7 @@ def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
     keys = sorted({(r["task"], r["model"]) for r in runs})
     fig, axes = _grid(len(keys))
     for ax, key in zip(axes, keys):
-        r = _pick([g for g in runs if (g["task"], g["model"]) == key])
+        r = pick_run([g for g in runs if (g["task"], g["model"]) == key])
         d = Path(r["run_dir"])
         seed, best = (
             _fractions(_read_json(d / "00_result.json")),

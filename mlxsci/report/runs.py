@@ -20,7 +20,8 @@ from mlxsci.search import manifest as run_manifest
 from mlxsci.search.outcomes import classify_summary
 
 
-def _warn(msg: str) -> None:
+def warn(msg: str) -> None:
+    """A report's warning, one line on stderr."""
     print(f"report: {msg}", file=sys.stderr)
 
 
@@ -29,7 +30,7 @@ def _warn(msg: str) -> None:
 
 def _warn_tampered(run_dir: Path, integrity: run_manifest.Integrity, then: str) -> None:
     shown = integrity.problems[:6] + (["..."] if len(integrity.problems) > 6 else [])
-    _warn(
+    warn(
         f"TAMPERED run {run_dir}: its files changed after the run finished "
         f"({'; '.join(shown)}); {then}"
     )
@@ -44,15 +45,15 @@ def _load_run(run_dir: Path) -> dict | None:
         if integrity.tampered:  # a finished run (it has a manifest) lost its summary
             _warn_tampered(run_dir, integrity, "skipped")
         else:
-            _warn(f"skipping unfinished run {run_dir} (no summary.json)")
+            warn(f"skipping unfinished run {run_dir} (no summary.json)")
         return None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        _warn(f"skipping {run_dir}: unreadable summary.json ({exc})")
+        warn(f"skipping {run_dir}: unreadable summary.json ({exc})")
         return None
     if not isinstance(summary, dict) or not all(
         isinstance(summary.get(k), str) for k in ("task", "model")
     ):
-        _warn(f"skipping {run_dir}: its summary.json is not a search summary (no task, model)")
+        warn(f"skipping {run_dir}: its summary.json is not a search summary (no task, model)")
         return None
     if integrity.tampered:
         _warn_tampered(
@@ -151,7 +152,7 @@ def _note_unchecked(runs: list[dict]) -> None:
     for status, what in _UNCHECKED.items():
         n = sum(1 for r in runs if r.get("_integrity") == status)
         if n:
-            _warn(f"{n} run(s) {what}")
+            warn(f"{n} run(s) {what}")
 
 
 def is_tampered(run: dict) -> bool:
@@ -187,7 +188,7 @@ def outcome_label(summary: dict) -> str:
     return classify_summary(summary)
 
 
-def _pick(runs: list[dict]) -> dict:
+def pick_run(runs: list[dict]) -> dict:
     """Most iterations, then newest, then last path."""
     return max(runs, key=lambda r: (r.get("iterations") or 0, r.get("_mtime", 0.0), r["run_dir"]))
 
@@ -197,10 +198,10 @@ def models_of(runs: list[dict]) -> list[str]:
 
 
 def cell_runs(runs: list[dict], task: str, model: str) -> list[dict]:
-    """The runs of one cell: one per proposer seed (picked by _pick), by seed."""
+    """The runs of one cell: one per proposer seed (picked by pick_run), by seed."""
     by_seed: dict = {}
     for r in runs:
         if r["task"] == task and r["model"] == model:
             by_seed.setdefault(r.get("_seed", 0), []).append(r)
     ordered = sorted(by_seed.items(), key=lambda kv: (isinstance(kv[0], str), kv[0]))
-    return [_pick(group) for _, group in ordered]
+    return [pick_run(group) for _, group in ordered]

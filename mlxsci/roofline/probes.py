@@ -116,7 +116,7 @@ def probe_digest(backend: Backend, plan: dict) -> str:
     return h.hexdigest()[:16]
 
 
-def _probe_kernels(backend: Backend) -> dict:
+def probe_kernels(backend: Backend) -> dict:
     path = PROBES[backend.dialect]
     cand = parse(path.read_text(), dialect=backend.dialect, filename=str(path))
     return {
@@ -283,7 +283,7 @@ def measure(backend: Backend, progress=None, timer: str | None = None) -> Roofli
     name = timer or timers.default_timer_name(backend.name)
     info = backend.device_info()
     plan = plan_for(backend, info)
-    kernels = _probe_kernels(backend)
+    kernels = probe_kernels(backend)
     say = progress or (lambda _msg: None)
     shared = timers.make_timer(name, backend, tuple(PROBE_IO))
 

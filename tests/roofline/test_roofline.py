@@ -17,11 +17,11 @@ from mlxsci.roofline import probes as roofline_probes
 from mlxsci.roofline import store as roofline
 from mlxsci.roofline.ceilings import Roofline
 from mlxsci.roofline.probes import (
-    _probe_kernels,
     combine,
     elements,
     measure,
     probe_digest,
+    probe_kernels,
     read_applies,
 )
 from mlxsci.roofline.store import cache_path, format_table, load_or_measure
@@ -49,7 +49,7 @@ def u32(x):
 @pytest.mark.parametrize("threadgroup", [16, 256])
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_stream_probes_equal_a_plain_copy_and_triad_after_any_passes(dialect, threadgroup):
-    k = _probe_kernels(SimBackend(dialect=dialect))
+    k = probe_kernels(SimBackend(dialect=dialect))
     n4 = 300
     a = np.arange(4 * n4, dtype=np.float32)
     b = np.full(4 * n4, 2.0, dtype=np.float32)
@@ -62,7 +62,7 @@ def test_stream_probes_equal_a_plain_copy_and_triad_after_any_passes(dialect, th
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_read_probe_writes_nothing_of_positive_data(dialect):
-    k = _probe_kernels(SimBackend(dialect=dialect))
+    k = probe_kernels(SimBackend(dialect=dialect))
     n4, threads, passes = 300, 512, 3
     src = np.random.default_rng(0).uniform(0.5, 1.0, 4 * n4).astype(np.float32)
     bound = np.array([0.0], np.float32)
@@ -79,7 +79,7 @@ def test_read_probe_sums_the_rotated_elements(dialect):
     """With a bound every sum falls below, each thread writes its sum; the
     simulator runs threads in order, so the last thread's sum is what stays:
     elements (i % n4 + p * threadgroup) % n4 for p < passes."""
-    k = _probe_kernels(SimBackend(dialect=dialect))
+    k = probe_kernels(SimBackend(dialect=dialect))
     n4, threads, tg, passes = 300, 512, 256, 4
     src = np.arange(4 * n4, dtype=np.float32) / 1024
     out = launch(
@@ -97,7 +97,7 @@ def test_read_probe_sums_the_rotated_elements(dialect):
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 def test_fma_probe_computes_per_thread_values(dialect):
-    k = _probe_kernels(SimBackend(dialect=dialect))
+    k = probe_kernels(SimBackend(dialect=dialect))
     threads = 300
     out = launch(
         k["fma_peak"],
