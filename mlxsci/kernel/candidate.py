@@ -171,165 +171,192 @@ def parse(text: str, dialect: str = "metal", filename: str = "<candidate>") -> C
         raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
     _check_size(len(text.encode("utf-8", "surrogatepass")), filename)
     lines = _split_lines(text)
-    params: list[Param] = []
-    header_start: int | None = None  # 0-based index of the header's first line
-    header_directive: int | None = None
-    header_end: int | None = None
-    kernels: list[dict] = []  # name, line, body_start, grid, threadgroup, ...
-    # by name, for the duplicate checks (a search of the list per directive
-    # was quadratic in the number of params or kernels)
-    params_by_name: dict[str, Param] = {}
-    kernels_by_name: dict[str, dict] = {}
-    in_comment = False
-
-    def close_header(end: int) -> None:
-        nonlocal header_end
-        if header_start is not None and header_end is None:
-            header_end = end
-
+    reader = _Reader(filename)
     for idx, raw in enumerate(lines):
-        lineno = idx + 1
+        reader.read_line(idx, raw.rstrip("\n").rstrip("\r"))
+    return reader.candidate(lines, dialect)
 
-        def err(message: str, _line=lineno) -> CandidateError:
-            return CandidateError(message, _line, filename)
 
-        content = raw.rstrip("\n").rstrip("\r")
+class _Reader:
+    """The state of one parse, line after line: the params so far, where the
+    header starts and ends, the kernels so far (each a dict: name, line,
+    body_start, body_end, grid, threadgroup, their lines, launch_zone)."""
+
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.lineno = 0  # 1-based, of the line being read
+        self.params: list[Param] = []
+        self.header_start: int | None = None  # 0-based index of the header's first line
+        self.header_directive: int | None = None
+        self.header_end: int | None = None
+        self.kernels: list[dict] = []
+        # by name, for the duplicate checks (a search of the list per directive
+        # was quadratic in the number of params or kernels)
+        self.params_by_name: dict[str, Param] = {}
+        self.kernels_by_name: dict[str, dict] = {}
+        self.in_comment = False
+
+    def err(self, message: str) -> CandidateError:
+        return CandidateError(message, self.lineno, self.filename)
+
+    def close_header(self, end: int) -> None:
+        if self.header_start is not None and self.header_end is None:
+            self.header_end = end
+
+    def read_line(self, idx: int, content: str) -> None:
+        self.lineno = idx + 1
         m = _DIRECTIVE.match(content)
         if m is None:
-            if kernels:
-                k = kernels[-1]
-                if k["launch_zone"] and content.strip():
-                    k["launch_zone"] = False
-            elif header_start is None:
-                ok, in_comment = _blank_or_comment(content, in_comment)
-                if not ok:
-                    raise err(
-                        "code before the first `//! header` or `//! kernel` "
-                        "(put shared code under `//! header`)"
-                    )
-            continue
-
+            self.text_line(content)
+            return
         rest = m.group(1).strip()
         km = _KEYWORD.match(rest)
         if not rest or km is None:
-            raise err(
+            raise self.err(
                 f"bad directive {content.strip()!r} "
                 "(expected param, header, kernel, grid or threadgroup)"
             )
         key, arg = km.group(1), km.group(2)
         if arg and not arg[0].isspace() and not (key in LAUNCH_KEYS and arg.startswith("=")):
-            raise err(
+            raise self.err(
                 f"unknown directive `//! {rest.split()[0]}` (expected param, header, "
                 "kernel, grid or threadgroup)"
             )
         arg = arg.strip()
-
         if key == "param":
-            if header_start is not None or kernels:
-                raise err("`//! param` must come before `//! header` and the first `//! kernel`")
-            p = _parse_param(arg, err)
-            p.line = lineno
-            first = params_by_name.get(p.name)
-            if first is not None:
-                raise err(f"duplicate param {p.name!r} (first declared on line {first.line})")
-            params.append(p)
-            params_by_name[p.name] = p
+            self.param(arg)
         elif key == "header":
-            if arg:
-                raise err(f"unexpected text after `//! header`: {arg!r}")
-            if header_start is not None:
-                raise err(f"duplicate `//! header` (first on line {header_directive})")
-            if kernels:
-                raise err("`//! header` must come before the first `//! kernel`")
-            if in_comment:
-                raise err("unterminated /* comment before `//! header`")
-            header_directive = lineno
-            header_start = idx + 1
+            self.header(idx, arg)
         elif key == "kernel":
-            if not arg:
-                raise err("`//! kernel` needs a name")
-            if not _IDENT.match(arg):
-                raise err(f"bad kernel name {arg!r}: must be an identifier")
-            if arg in kernels_by_name:
-                raise err(
-                    f"duplicate kernel {arg!r} (first on line {kernels_by_name[arg]['line']})"
-                )
-            if header_start is None and not kernels and in_comment:
-                raise err("unterminated /* comment before the first `//! kernel`")
-            close_header(idx)
-            if kernels:
-                kernels[-1]["body_end"] = idx
-            kernels_by_name[arg] = dict(
-                name=arg,
-                line=lineno,
-                body_start=idx + 1,
-                body_end=None,
-                grid=None,
-                threadgroup=None,
-                grid_line=None,
-                threadgroup_line=None,
-                launch_zone=True,
-            )
-            kernels.append(kernels_by_name[arg])
+            self.kernel(idx, arg)
         elif key in LAUNCH_KEYS:
-            if not kernels:
-                raise err(f"`//! {key}` outside a kernel (it must follow `//! kernel NAME`)")
-            k = kernels[-1]
-            if not arg.startswith("="):
-                raise err(f"bad `//! {key}`: expected `//! {key} = (x, y, z)`")
-            expr = arg[1:].strip()
-            if k[key] is not None:
-                raise err(
-                    f"duplicate `//! {key}` for kernel {k['name']!r} "
-                    f"(first on line {k[key + '_line']})"
-                )
-            if not k["launch_zone"]:
-                raise err(
-                    f"`//! {key}` must come directly after `//! kernel {k['name']}` "
-                    f"(line {k['line']}), before the body"
-                )
-            try:
-                launch_expr.names_used(expr)
-            except launch_expr.LaunchExprError as exc:
-                raise err(f"bad `//! {key}` expression: {exc}") from None
-            k[key] = expr
-            k[key + "_line"] = lineno
-            k["body_start"] = idx + 1
+            self.launch(idx, key, arg)
         else:
-            raise err(
+            raise self.err(
                 f"unknown directive `//! {key}` (expected param, header, kernel, grid "
                 "or threadgroup; use `//` for ordinary comments)"
             )
 
-    n = len(lines)
-    if header_start is None and not kernels and in_comment:
-        raise CandidateError("unterminated /* comment", n or 1, filename)
-    close_header(n)
-    if kernels:
-        kernels[-1]["body_end"] = n
+    def text_line(self, content: str) -> None:
+        """A line that is no directive: it ends a kernel's launch directives,
+        and in the preamble only blank lines and comments may appear."""
+        if self.kernels:
+            k = self.kernels[-1]
+            if k["launch_zone"] and content.strip():
+                k["launch_zone"] = False
+        elif self.header_start is None:
+            ok, self.in_comment = _blank_or_comment(content, self.in_comment)
+            if not ok:
+                raise self.err(
+                    "code before the first `//! header` or `//! kernel` "
+                    "(put shared code under `//! header`)"
+                )
 
-    header = "".join(lines[header_start:header_end]) if header_start is not None else ""
-    blocks = [
-        KernelBlock(
-            name=k["name"],
-            body="".join(lines[k["body_start"] : k["body_end"]]),
-            grid=k["grid"],
-            threadgroup=k["threadgroup"],
-            line=k["line"],
-            body_line=k["body_start"] + 1,
-            grid_line=k["grid_line"],
-            threadgroup_line=k["threadgroup_line"],
+    def param(self, arg: str) -> None:
+        if self.header_start is not None or self.kernels:
+            raise self.err("`//! param` must come before `//! header` and the first `//! kernel`")
+        p = _parse_param(arg, lambda message: self.err(message))
+        p.line = self.lineno
+        first = self.params_by_name.get(p.name)
+        if first is not None:
+            raise self.err(f"duplicate param {p.name!r} (first declared on line {first.line})")
+        self.params.append(p)
+        self.params_by_name[p.name] = p
+
+    def header(self, idx: int, arg: str) -> None:
+        if arg:
+            raise self.err(f"unexpected text after `//! header`: {arg!r}")
+        if self.header_start is not None:
+            raise self.err(f"duplicate `//! header` (first on line {self.header_directive})")
+        if self.kernels:
+            raise self.err("`//! header` must come before the first `//! kernel`")
+        if self.in_comment:
+            raise self.err("unterminated /* comment before `//! header`")
+        self.header_directive = self.lineno
+        self.header_start = idx + 1
+
+    def kernel(self, idx: int, name: str) -> None:
+        if not name:
+            raise self.err("`//! kernel` needs a name")
+        if not _IDENT.match(name):
+            raise self.err(f"bad kernel name {name!r}: must be an identifier")
+        if name in self.kernels_by_name:
+            first = self.kernels_by_name[name]["line"]
+            raise self.err(f"duplicate kernel {name!r} (first on line {first})")
+        if self.header_start is None and not self.kernels and self.in_comment:
+            raise self.err("unterminated /* comment before the first `//! kernel`")
+        self.close_header(idx)
+        if self.kernels:
+            self.kernels[-1]["body_end"] = idx
+        self.kernels_by_name[name] = dict(
+            name=name,
+            line=self.lineno,
+            body_start=idx + 1,
+            body_end=None,
+            grid=None,
+            threadgroup=None,
+            grid_line=None,
+            threadgroup_line=None,
+            launch_zone=True,
         )
-        for k in kernels
-    ]
-    return Candidate(
-        dialect=dialect,
-        params=params,
-        header=header,
-        header_line=(header_start + 1) if header_start is not None and header else 0,
-        kernels=blocks,
-        source_file=filename,
-    )
+        self.kernels.append(self.kernels_by_name[name])
+
+    def launch(self, idx: int, key: str, arg: str) -> None:
+        """`//! grid = ...` or `//! threadgroup = ...` of the current kernel."""
+        if not self.kernels:
+            raise self.err(f"`//! {key}` outside a kernel (it must follow `//! kernel NAME`)")
+        k = self.kernels[-1]
+        if not arg.startswith("="):
+            raise self.err(f"bad `//! {key}`: expected `//! {key} = (x, y, z)`")
+        expr = arg[1:].strip()
+        if k[key] is not None:
+            raise self.err(
+                f"duplicate `//! {key}` for kernel {k['name']!r} (first on line {k[key + '_line']})"
+            )
+        if not k["launch_zone"]:
+            raise self.err(
+                f"`//! {key}` must come directly after `//! kernel {k['name']}` "
+                f"(line {k['line']}), before the body"
+            )
+        try:
+            launch_expr.names_used(expr)
+        except launch_expr.LaunchExprError as exc:
+            raise self.err(f"bad `//! {key}` expression: {exc}") from None
+        k[key] = expr
+        k[key + "_line"] = self.lineno
+        k["body_start"] = idx + 1
+
+    def candidate(self, lines: list[str], dialect: str) -> Candidate:
+        """The Candidate the lines read make, once the last is read."""
+        n = len(lines)
+        if self.header_start is None and not self.kernels and self.in_comment:
+            raise CandidateError("unterminated /* comment", n or 1, self.filename)
+        self.close_header(n)
+        if self.kernels:
+            self.kernels[-1]["body_end"] = n
+        start = self.header_start
+        header = "".join(lines[start : self.header_end]) if start is not None else ""
+        blocks = [
+            KernelBlock(
+                name=k["name"],
+                body="".join(lines[k["body_start"] : k["body_end"]]),
+                grid=k["grid"],
+                threadgroup=k["threadgroup"],
+                line=k["line"],
+                body_line=k["body_start"] + 1,
+                grid_line=k["grid_line"],
+                threadgroup_line=k["threadgroup_line"],
+            )
+            for k in self.kernels
+        ]
+        return Candidate(
+            dialect=dialect,
+            params=self.params,
+            header=header,
+            header_line=(start + 1) if start is not None and header else 0,
+            kernels=blocks,
+            source_file=self.filename,
+        )
 
 
 def _check_size(size: int, filename) -> None:

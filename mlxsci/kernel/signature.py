@@ -164,6 +164,45 @@ class MetalSource(GeneratedSource):
     """What mx.fast.metal_kernel generates."""
 
 
+def metal_input_params(
+    input_names: list[str],
+    inputs: list[ArgInfo],
+    source: str,
+    parts: list[str],
+    params: list[tuple[str, str]],
+) -> int:
+    """The inputs' lines of a metal_kernel signature, appended to `parts`
+    (and their (name, role) to `params`): each input in the constant (0-d,
+    or fewer than MAX_CONSTANT_ARRAY_SIZE elements) or device address space,
+    then its _shape, _strides and _ndim where the body names them. Returns
+    the next buffer index."""
+    index = 0
+    for n, info in zip(input_names, inputs):
+        t = METAL_TYPES[info.dtype]
+        if info.ndim == 0:
+            parts.append(f"  const constant {t}& {n} [[buffer({index})]],\n")
+        elif info.size < MAX_CONSTANT_ARRAY_SIZE:
+            parts.append(f"  const constant {t}* {n} [[buffer({index})]],\n")
+        else:
+            parts.append(f"  const device {t}* {n} [[buffer({index})]],\n")
+        params.append((n, "input"))
+        index += 1
+        if info.ndim > 0:
+            if n + "_shape" in source:
+                parts.append(f"  const constant int* {n}_shape [[buffer({index})]],\n")
+                params.append((n + "_shape", "shape"))
+                index += 1
+            if n + "_strides" in source:
+                parts.append(f"  const constant int64_t* {n}_strides [[buffer({index})]],\n")
+                params.append((n + "_strides", "strides"))
+                index += 1
+            if n + "_ndim" in source:
+                parts.append(f"  const constant int& {n}_ndim [[buffer({index})]],\n")
+                params.append((n + "_ndim", "ndim"))
+                index += 1
+    return index
+
+
 def metal_source(
     name: str,
     input_names: list[str],
@@ -194,30 +233,7 @@ def metal_source(
             "template <" + ", ".join(f"{template_kind(v)} {k}" for k, v in template) + ">\n"
         )
     parts.append(f"[[kernel]] void {kname}(\n")
-    index = 0
-    for n, info in zip(input_names, inputs):
-        t = METAL_TYPES[info.dtype]
-        if info.ndim == 0:
-            parts.append(f"  const constant {t}& {n} [[buffer({index})]],\n")
-        elif info.size < MAX_CONSTANT_ARRAY_SIZE:
-            parts.append(f"  const constant {t}* {n} [[buffer({index})]],\n")
-        else:
-            parts.append(f"  const device {t}* {n} [[buffer({index})]],\n")
-        params.append((n, "input"))
-        index += 1
-        if info.ndim > 0:
-            if n + "_shape" in source:
-                parts.append(f"  const constant int* {n}_shape [[buffer({index})]],\n")
-                params.append((n + "_shape", "shape"))
-                index += 1
-            if n + "_strides" in source:
-                parts.append(f"  const constant int64_t* {n}_strides [[buffer({index})]],\n")
-                params.append((n + "_strides", "strides"))
-                index += 1
-            if n + "_ndim" in source:
-                parts.append(f"  const constant int& {n}_ndim [[buffer({index})]],\n")
-                params.append((n + "_ndim", "ndim"))
-                index += 1
+    index = metal_input_params(input_names, inputs, source, parts, params)
     n_args = len(inputs) + len(output_names)
     for n, t in zip(output_names, out_types):
         qual = f"device atomic<{t}>*" if atomic_outputs else f"device {t}*"
