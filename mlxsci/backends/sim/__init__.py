@@ -40,8 +40,10 @@ import platform
 
 from mlxsci.backends.base import Backend
 from mlxsci.backends.sim import toolchain
-from mlxsci.backends.sim.buffers import _POOL, GARBAGE_BYTE, PAGE, _BufferPool
-from mlxsci.backends.sim.dialects import _DIALECTS
+from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE
+from mlxsci.backends.sim.buffers import POOL as _POOL
+from mlxsci.backends.sim.buffers import BufferPool as _BufferPool
+from mlxsci.backends.sim.dialects import DIALECTS as _DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
 from mlxsci.kernel.spec import KernelSpec
 

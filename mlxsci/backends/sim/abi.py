@@ -3,7 +3,7 @@ runtime (runtime/sim_runtime.h) exchanges with Python, its result kinds, and
 the libc calls the guarded buffers and the launch path make.
 
 The field order and types here must match sim_runtime.h exactly: the runtime
-reads `_Launch` and fills `_Result` through raw pointers.
+reads `SimLaunch` and fills `SimResult` through raw pointers.
 """
 
 from __future__ import annotations
@@ -13,22 +13,22 @@ import signal
 
 # ------------------------------------------------------------------ ABI mirrors
 (
-    _K_OK,
-    _K_OOB,
-    _K_DIV,
-    _K_DEADLOCK,
-    _K_TIMEOUT,
-    _K_CRASH,
-    _K_NEED_FIBERS,
-    _K_STACK,
-    _K_SETUP,
-    _K_TG_OOB,
-    _K_MISALIGNED,
-    _K_GP,
+    RESULT_OK,
+    RESULT_OOB,
+    RESULT_DIVERGENCE,
+    RESULT_DEADLOCK,
+    RESULT_TIMEOUT,
+    RESULT_CRASH,
+    RESULT_NEED_FIBERS,
+    RESULT_STACK_OVERFLOW,
+    RESULT_SETUP_FAILED,
+    RESULT_TG_OOB,
+    RESULT_MISALIGNED,
+    RESULT_GP_FAULT,
 ) = range(12)
 
 
-# _Launch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.
+# SimLaunch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.
 FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
 _SEED_STEP = 0x9E3779B97F4A7C15  # an odd step: consecutive seeds never repeat
 
@@ -43,7 +43,7 @@ def next_schedule_seed(backend) -> int:
     return seed
 
 
-class _Guard(ctypes.Structure):
+class SimGuard(ctypes.Structure):
     _fields_ = [
         ("lo", ctypes.c_uint64),
         ("hi", ctypes.c_uint64),
@@ -54,14 +54,14 @@ class _Guard(ctypes.Structure):
     ]
 
 
-class _Launch(ctypes.Structure):
+class SimLaunch(ctypes.Structure):
     _fields_ = [
         ("grid", ctypes.c_int64 * 3),
         ("tg", ctypes.c_int64 * 3),
         ("ngroups", ctypes.c_int64 * 3),
         ("bufs", ctypes.POINTER(ctypes.c_void_p)),
         ("nbufs", ctypes.c_int64),
-        ("guards", ctypes.POINTER(_Guard)),
+        ("guards", ctypes.POINTER(SimGuard)),
         ("nguards", ctypes.c_int64),
         ("use_fibers", ctypes.c_int64),
         ("timeout_s", ctypes.c_double),
@@ -74,7 +74,7 @@ class _Launch(ctypes.Structure):
     ]
 
 
-class _Result(ctypes.Structure):
+class SimResult(ctypes.Structure):
     _fields_ = [
         ("kind", ctypes.c_int64),
         ("sig", ctypes.c_int64),
@@ -104,9 +104,9 @@ class _Result(ctypes.Structure):
 
 
 # ------------------------------------------------------------------ libc
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [
     ctypes.c_void_p,
     ctypes.c_size_t,
     ctypes.c_int,
@@ -114,14 +114,14 @@ _libc.mmap.argtypes = [
     ctypes.c_int,
     ctypes.c_long,
 ]
-_libc.mprotect.restype = ctypes.c_int
-_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.munmap.restype = ctypes.c_int
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.memcmp.restype = ctypes.c_int
-_libc.memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-_libc.memmove.restype = ctypes.c_void_p
-_libc.memmove.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+libc.mprotect.restype = ctypes.c_int
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.munmap.restype = ctypes.c_int
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.memcmp.restype = ctypes.c_int
+libc.memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+libc.memmove.restype = ctypes.c_void_p
+libc.memmove.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
 # Signal numbers -> names, for crash messages.
-_SIGNAMES = {int(s): s.name for s in signal.Signals}
+SIGNAL_NAMES = {int(s): s.name for s in signal.Signals}

@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from mlxsci.backends.sim.abi import _libc
+from mlxsci.backends.sim.abi import libc
 
 PAGE = _mmap.PAGESIZE
 # PROT_NONE address space on each side of every buffer: wide enough that any
@@ -34,7 +34,7 @@ def _garbage_bytes(n: int) -> bytes:
     return run
 
 
-class _GuardedBuffer:
+class GuardedBuffer:
     """`nbytes` of read-write memory between two PROT_NONE guard regions."""
 
     def __init__(self, nbytes: int, end_aligned: bool):
@@ -44,15 +44,15 @@ class _GuardedBuffer:
         flags = _mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS | _MAP_NORESERVE
         for guard in (GUARD_BYTES, GUARD_BYTES_FALLBACK):
             self.total = guard + self.data_len + guard
-            lo = _libc.mmap(None, self.total, 0, flags, -1, 0)
+            lo = libc.mmap(None, self.total, 0, flags, -1, 0)
             if lo is not None and lo != ctypes.c_void_p(-1).value:
                 break
         else:
             raise MemoryError(f"mmap of {self.total} bytes failed (errno {ctypes.get_errno()})")
         self.lo = lo
         self.data_start = lo + guard
-        if _libc.mprotect(self.data_start, self.data_len, _mmap.PROT_READ | _mmap.PROT_WRITE) != 0:
-            _libc.munmap(lo, self.total)
+        if libc.mprotect(self.data_start, self.data_len, _mmap.PROT_READ | _mmap.PROT_WRITE) != 0:
+            libc.munmap(lo, self.total)
             raise MemoryError("mprotect failed")
         data_end = self.data_start + self.data_len
         self.base = ((data_end - nbytes) & ~15) if end_aligned else self.data_start
@@ -86,11 +86,11 @@ class _GuardedBuffer:
     def free(self) -> None:
         if self.lo:
             self.pages = self.bytes = self._front = self._back = None
-            _libc.munmap(self.lo, self.total)
+            libc.munmap(self.lo, self.total)
             self.lo = 0
 
 
-class _BufferPool:
+class BufferPool:
     """Guarded buffers kept between launches, by (nbytes, end_aligned).
 
     Mapping a buffer, faulting its pages in and unmapping it cost 0.1-0.6 ms
@@ -113,7 +113,7 @@ class _BufferPool:
         self._count = 0
         self._bytes = 0
 
-    def take(self, nbytes: int, end_aligned: bool) -> _GuardedBuffer:
+    def take(self, nbytes: int, end_aligned: bool) -> GuardedBuffer:
         """A buffer of `nbytes` whose data bytes the caller must overwrite."""
         key = (nbytes, end_aligned)
         free = self._free.get(key)
@@ -124,9 +124,9 @@ class _BufferPool:
             self._count -= 1
             self._bytes -= gb.data_len
             return gb
-        return _GuardedBuffer(nbytes, end_aligned)
+        return GuardedBuffer(nbytes, end_aligned)
 
-    def give(self, gb: _GuardedBuffer) -> None:
+    def give(self, gb: GuardedBuffer) -> None:
         """Keep `gb` (its slack checked clean after a launch without a fault)."""
         if gb.data_len > self.MAX_BUFFER_BYTES:
             gb.free()
@@ -154,17 +154,17 @@ class _BufferPool:
 
 
 # One pool per process, used under kernel._launch_lock (launches run one at a time).
-_POOL = _BufferPool()
+POOL = BufferPool()
 
 
 # ------------------------------------------------------------------ data bytes
-def _np_dtype(name: str):
+def host_dtype(name: str):
     if name == "bfloat16":
         return np.dtype(np.uint16)
     return np.dtype(name)
 
 
-def _host_bytes(arr) -> np.ndarray:
+def host_bytes(arr) -> np.ndarray:
     """A numpy view (no copy when possible) of an mx.array's elements."""
     import mlx.core as mx
 
@@ -187,12 +187,12 @@ def _init_pattern(odt: str, init_value) -> np.ndarray:
     if pattern is None:
         import mlx.core as mx
 
-        one = _host_bytes(mx.full((1,), init_value, dtype=getattr(mx, odt)))
+        one = host_bytes(mx.full((1,), init_value, dtype=getattr(mx, odt)))
         pattern = _INIT_PATTERNS[key] = one.reshape(-1).view(np.uint8).copy()
     return pattern
 
 
-def _fill_output(gb: _GuardedBuffer, odt: str, init_value) -> None:
+def fill_output(gb: GuardedBuffer, odt: str, init_value) -> None:
     """Every data byte of an output before the launch: init_value where the
     caller asks for it (MLX's init_value), else the garbage pattern, so a
     stale value from an earlier launch never survives in a reused buffer."""

@@ -38,15 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
-from mlxsci.backends.sim.pch import _compile_with_pch
+from mlxsci.backends.sim.pch import compile_with_pch
 from mlxsci.backends.sim.toolchain import (
     OUTPUT_STOPPED,
     STATS,
-    _compile_and_link,
-    _lock,
-    _runtime_object,
+    build_lock,
     cache_dir,
+    compile_and_link,
     runtime_digest,
+    runtime_object,
     zig_cache_dir,
 )
 from mlxsci.kernel.spec import CompileError
@@ -56,7 +56,7 @@ from mlxsci.storage.faults import ROOM_FIX, SPARE_BYTES, EnvironmentFault, room_
 _loaded: dict[str, ctypes.CDLL] = {}
 
 
-def _line_file(name: str) -> str:
+def line_directive_name(name: str) -> str:
     return name.replace("\\", "/").replace('"', "'").replace("\n", " ")
 
 
@@ -96,7 +96,7 @@ def assemble(
         if not chunk:
             continue
         name = CANDIDATE_FILE if candidate_file is not None and r.file == candidate_file else r.file
-        out.append(f'#line {r.start_line} "{_line_file(name)}"')
+        out.append(f'#line {r.start_line} "{line_directive_name(name)}"')
         out.extend(chunk)
     out.append('#line 1 "<sim-glue>"')
     out.append(glue)
@@ -109,7 +109,7 @@ _DIAG = re.compile(r"^(.*?):(\d+):(?:(\d+):)? (fatal error|error|warning|note): 
 def parse_compile_error(log: str, source_file: str) -> CompileError:
     """CompileError for the first `error:` in clang's log, mapped to the
     candidate file when the error (or one of its notes) points there."""
-    cand = _line_file(source_file)
+    cand = line_directive_name(source_file)
     first = None
     first_line = None
     for raw in log.splitlines():
@@ -186,7 +186,7 @@ def _toolchain_intact() -> bool:
     with tempfile.TemporaryDirectory(prefix="mlxsci-probe-") as folder:
         cpp = Path(folder, "probe.cpp")
         cpp.write_text(_PROBE)
-        return _compile_and_link(cpp, Path(folder, "probe.so"), ()).returncode == 0
+        return compile_and_link(cpp, Path(folder, "probe.so"), ()).returncode == 0
 
 
 def build_library(
@@ -197,9 +197,9 @@ def build_library(
     names `source_file` where the TU says CANDIDATE_FILE."""
 
     def named(log: str) -> str:
-        return log.replace(f"{CANDIDATE_FILE}:", f"{_line_file(source_file)}:")
+        return log.replace(f"{CANDIDATE_FILE}:", f"{line_directive_name(source_file)}:")
 
-    with _lock:
+    with build_lock:
         digest = hashlib.sha256()
         digest.update(tu.encode())
         digest.update(b"\0")
@@ -220,7 +220,7 @@ def build_library(
         if cached_err is not None:
             STATS["cache_hits"] += 1
             raise parse_compile_error(named(cached_err.decode(errors="replace")), source_file)
-        rt = _runtime_object(extra_defines)
+        rt = runtime_object(extra_defines)
         cpp = d / f"k-{key}.cpp"
         fd, tmp_cpp = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".cpp.tmp", dir=d)
         with os.fdopen(fd, "w") as f:
@@ -229,7 +229,7 @@ def build_library(
         fd, tmp_so = tempfile.mkstemp(prefix=f"k-{key}.", suffix=".so.tmp", dir=d)
         os.close(fd)
         for _attempt in range(2):
-            res = _compile_with_pch(cpp, Path(tmp_so), tu, extra_defines, rt)
+            res = compile_with_pch(cpp, Path(tmp_so), tu, extra_defines, rt)
             if res.returncode == 0:
                 break
             raw = res.stderr + res.stdout  # cached as is: it names CANDIDATE_FILE
@@ -267,7 +267,7 @@ def build_library(
 def load_library(path: Path) -> ctypes.CDLL:
     """Each library is loaded once per process."""
     key = str(path)
-    with _lock:
+    with build_lock:
         lib = _loaded.get(key)
         if lib is None:
             lib = ctypes.CDLL(key)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from mlxsci.backends.sim.language_tokens import _code_only, _first, _Tok, _tokens, _Violation
+from mlxsci.backends.sim.language_tokens import Token, Violation, code_only, first_error, tokenize
 from mlxsci.backends.sim.source_scan import mask_comments_and_strings
 from mlxsci.kernel.spec import CompileError
 
@@ -122,13 +122,13 @@ def _defined_names(masked: str) -> set[str]:
         pos = end + 1
 
 
-def _cuda_includes(masked: str) -> list[_Violation]:
+def _cuda_includes(masked: str) -> list[Violation]:
     out = []
     for m in _INCLUDE.finditer(masked):
         name = m.group("name").strip()
         if name in _HOST_HEADERS:
             out.append(
-                _Violation(
+                Violation(
                     m.start("name") - 1,
                     f'catastrophic error: cannot open source file "{name}": NVRTC '
                     f"has no host C/C++ standard library headers (NVRTC User Guide "
@@ -138,7 +138,7 @@ def _cuda_includes(masked: str) -> list[_Violation]:
     return out
 
 
-def _cuda_std_names(toks: list[_Tok]) -> list[_Violation]:
+def _cuda_std_names(toks: list[Token]) -> list[Violation]:
     out = []
     for k in range(len(toks) - 2):
         if toks[k].text != "std" or toks[k + 1].text != "::" or not toks[k + 2].is_ident:
@@ -148,7 +148,7 @@ def _cuda_std_names(toks: list[_Tok]) -> list[_Violation]:
         name = toks[k + 2].text
         if name not in _STD_AVAILABLE:
             out.append(
-                _Violation(
+                Violation(
                     toks[k].pos,
                     f'namespace "std" has no member "{name}": NVRTC '
                     f"compiles device code without the C++ standard "
@@ -159,8 +159,8 @@ def _cuda_std_names(toks: list[_Tok]) -> list[_Violation]:
     return out
 
 
-def _cuda_host_functions(toks: list[_Tok]) -> list[_Violation]:
-    out: list[_Violation] = []
+def _cuda_host_functions(toks: list[Token]) -> list[Violation]:
+    out: list[Violation] = []
     if not any(t.text == "__host__" for t in toks):
         return out
     # per token: where its declaration starts (after the last `;{}`), where
@@ -186,7 +186,7 @@ def _cuda_host_functions(toks: list[_Tok]) -> list[_Violation]:
         lo, hi = starts[k], ends[k]
         if devices[hi] == devices[lo]:
             out.append(
-                _Violation(
+                Violation(
                     tok.pos,
                     "A function explicitly marked as a __host__ function "
                     "is not allowed in JIT mode (NVRTC User Guide 4.1); "
@@ -196,7 +196,7 @@ def _cuda_host_functions(toks: list[_Tok]) -> list[_Violation]:
     return out
 
 
-def _cuda_undefined_names(toks: list[_Tok], masked_with_directives: str) -> list[_Violation]:
+def _cuda_undefined_names(toks: list[Token], masked_with_directives: str) -> list[Violation]:
     defined = _defined_names(masked_with_directives)
     out = []
     for k, tok in enumerate(toks):
@@ -206,7 +206,7 @@ def _cuda_undefined_names(toks: list[_Tok], masked_with_directives: str) -> list
         call = k + 1 < len(toks) and toks[k + 1].text == "("
         if name in _HOST_NAMES or (name in _HOST_FUNCTIONS and call):
             out.append(
-                _Violation(
+                Violation(
                     tok.pos,
                     f'identifier "{name}" is undefined: it comes from a host '
                     f"header or from Metal, which NVRTC does not have" + _cuda_hint(name),
@@ -230,11 +230,11 @@ def check_cuda(text: str, regions, source_file: str = "<candidate>") -> CompileE
     """The first NVRTC rule the kernel text breaks, as a CompileError at the
     candidate's line; None where it breaks none."""
     masked = mask_comments_and_strings(text)
-    toks = _tokens(_code_only(text))
+    toks = tokenize(code_only(text))
     violations = (
         _cuda_includes(masked)
         + _cuda_std_names(toks)
         + _cuda_host_functions(toks)
         + _cuda_undefined_names(toks, masked)
     )
-    return _first(violations, text, regions, source_file)
+    return first_error(violations, text, regions, source_file)

@@ -6,7 +6,7 @@ This is the simulator's half of each dialect; the half every backend shares
 (text generator, prelude headers, file extension) is mlxsci.kernel.dialects.
 _Dialect holds what both share (fiber detection, the runtime header, launch
 and memory checks, region and glue skeletons); _MetalDialect and _CudaDialect
-hold what differs. _DIALECTS maps a dialect name to its class.
+hold what differs. DIALECTS maps a dialect name to its class.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mlxsci.kernel import dialects, launch_limits
 from mlxsci.kernel.signature import CUDA_MAX_NDIM, _template_value
 from mlxsci.kernel.spec import KernelSpec
 
-_SIGNATURE = "<mlx-signature>"  # the file name of generated lines in diagnostics
+SIGNATURE_FILE = "<mlx-signature>"  # the file name of generated lines in diagnostics
 
 
 @dataclass
@@ -99,11 +99,11 @@ class _Dialect:
             )
         if body_first - 1 >= header_first + h:
             regions.append(
-                build.Region(header_first + h, body_first - 1, _SIGNATURE, header_first + h)
+                build.Region(header_first + h, body_first - 1, SIGNATURE_FILE, header_first + h)
             )
         regions.append(build.Region(body_first, body_last, spec.source_file, spec.body_line))
         if n_text > body_last:
-            regions.append(build.Region(body_last + 1, n_text, _SIGNATURE, body_last + 1))
+            regions.append(build.Region(body_last + 1, n_text, SIGNATURE_FILE, body_last + 1))
         return regions
 
     @staticmethod
@@ -248,7 +248,7 @@ class _CudaDialect(_Dialect):
     def _regions(self, spec: KernelSpec, cs) -> list:
         # The includes and `namespace mlx::core::cu {` come before the header.
         h0 = cs.header_first_line
-        return [build.Region(1, h0 - 1, _SIGNATURE, 1)] + self._source_regions(
+        return [build.Region(1, h0 - 1, SIGNATURE_FILE, 1)] + self._source_regions(
             spec, cs.text, h0, cs.body_first_line
         )
 
@@ -259,4 +259,6 @@ class _CudaDialect(_Dialect):
         return self._entry_glue("mlx::core::cu::" + cs.kernel_name, args, ("  __sim_cu_t = __t;",))
 
 
-_DIALECTS = {"metal": _MetalDialect, "cuda": _CudaDialect}
+DIALECTS = {"metal": _MetalDialect, "cuda": _CudaDialect}
+# The old name, until tests/rule_shapes.py (not the simulator's) imports DIALECTS.
+_DIALECTS = DIALECTS

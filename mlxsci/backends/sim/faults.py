@@ -1,4 +1,4 @@
-"""Turning the runtime's result of a failed launch (abi._Result) into a
+"""Turning the runtime's result of a failed launch (abi.SimResult) into a
 KernelFault whose message names the buffer or array, the element, the access
 and the thread, in the dialect's words.
 
@@ -12,17 +12,17 @@ import ctypes
 import signal
 
 from mlxsci.backends.sim.abi import (
-    _K_DEADLOCK,
-    _K_DIV,
-    _K_GP,
-    _K_MISALIGNED,
-    _K_OOB,
-    _K_SETUP,
-    _K_STACK,
-    _K_TG_OOB,
-    _K_TIMEOUT,
-    _SIGNAMES,
-    _Result,
+    RESULT_DEADLOCK,
+    RESULT_DIVERGENCE,
+    RESULT_GP_FAULT,
+    RESULT_MISALIGNED,
+    RESULT_OOB,
+    RESULT_SETUP_FAILED,
+    RESULT_STACK_OVERFLOW,
+    RESULT_TG_OOB,
+    RESULT_TIMEOUT,
+    SIGNAL_NAMES,
+    SimResult,
 )
 from mlxsci.kernel.spec import KernelFault
 
@@ -49,7 +49,7 @@ def _access_word(R) -> str:
     return {1: "write", 0: "read"}.get(R.is_write, "access")
 
 
-def _tg_array(R: _Result, dialect) -> tuple[str, str]:
+def _tg_array(R: SimResult, dialect) -> tuple[str, str]:
     """(description, name) of the threadgroup array R's tg_* fields name."""
     name = ctypes.string_at(R.tg_name).decode(errors="replace")
     decl = ctypes.string_at(R.tg_decl).decode(errors="replace")
@@ -75,7 +75,7 @@ def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
     return f"{nbytes}-byte vector"
 
 
-def fault_of(R: _Result, guards, dtypes, dialect, backend) -> KernelFault:
+def fault_of(R: SimResult, guards, dtypes, dialect, backend) -> KernelFault:
     """The KernelFault for a launch that ended with result R (R.kind not OK)."""
     group = tuple(R.group)
     thread = tuple(R.thread)
@@ -83,15 +83,15 @@ def fault_of(R: _Result, guards, dtypes, dialect, backend) -> KernelFault:
     where = f"thread {thread} of {gw} {group}"
     details: dict[str, object] = {"group": group, "thread": thread}
     kind = R.kind
-    if kind == _K_OOB:
+    if kind == RESULT_OOB:
         return _buffer_out_of_bounds(R, guards, where, details)
-    if kind == _K_TG_OOB:
+    if kind == RESULT_TG_OOB:
         return _array_out_of_bounds(R, dialect, where, details)
-    if kind == _K_MISALIGNED:
+    if kind == RESULT_MISALIGNED:
         return _misaligned(R, guards, dtypes, dialect, where, details)
-    if kind == _K_GP:
+    if kind == RESULT_GP_FAULT:
         return _general_protection(R, where, details)
-    if kind == _K_DIV:
+    if kind == RESULT_DIVERGENCE:
         lines = [int(R.line)] + ([int(R.line2)] if R.line2 else [])
         details.update(lines=lines, n_done=int(R.n_done), n_wait=int(R.n_wait))
         if R.line2:
@@ -104,14 +104,14 @@ def fault_of(R: _Result, guards, dtypes, dialect, backend) -> KernelFault:
             f"at {dialect.barrier_word} on line {R.line} while {other}",
             details,
         )
-    if kind == _K_DEADLOCK:
+    if kind == RESULT_DEADLOCK:
         return KernelFault("deadlock", f"deadlock in {gw} {group}: no thread can run", details)
-    if kind == _K_TIMEOUT:
+    if kind == RESULT_TIMEOUT:
         t = backend.launch_timeout_s
         return KernelFault(
             "timeout", f"kernel did not finish within {t:g} s ({where} was running)", details
         )
-    if kind == _K_STACK:
+    if kind == RESULT_STACK_OVERFLOW:
         details.update(signal="SIGSEGV", stack_overflow=True)
         if R.aux >= 0:
             size = f"per-thread stack {backend.stack_size // 1024} KiB"
@@ -122,12 +122,12 @@ def fault_of(R: _Result, guards, dtypes, dialect, backend) -> KernelFault:
             f"stack overflow in {where} ({size}; deep recursion or large local arrays?)",
             details,
         )
-    if kind == _K_SETUP:
+    if kind == RESULT_SETUP_FAILED:
         return KernelFault("crash", "the simulator could not allocate fiber stacks", details)
     return _signal_crash(R, guards, dialect, where, details)
 
 
-def _buffer_out_of_bounds(R: _Result, guards, where: str, details: dict) -> KernelFault:
+def _buffer_out_of_bounds(R: SimResult, guards, where: str, details: dict) -> KernelFault:
     """An access that landed in a buffer's own guard region."""
     gb, role, name, isz = guards[R.buf]
     n = gb.nbytes // max(1, isz)
@@ -142,7 +142,7 @@ def _buffer_out_of_bounds(R: _Result, guards, where: str, details: dict) -> Kern
     )
 
 
-def _array_out_of_bounds(R: _Result, dialect, where: str, details: dict) -> KernelFault:
+def _array_out_of_bounds(R: SimResult, dialect, where: str, details: dict) -> KernelFault:
     """An index past a threadgroup/__shared__ array's bound (or, after the
     launch, a write into its guard bytes)."""
     what, name = _tg_array(R, dialect)
@@ -166,7 +166,7 @@ def _array_out_of_bounds(R: _Result, dialect, where: str, details: dict) -> Kern
     )
 
 
-def _misaligned(R: _Result, guards, dtypes, dialect, where: str, details: dict) -> KernelFault:
+def _misaligned(R: SimResult, guards, dtypes, dialect, where: str, details: dict) -> KernelFault:
     """A vector access at an address its width does not divide."""
     access = _access_word(R)
     size, off = int(R.aux), int(R.elem)
@@ -198,7 +198,7 @@ def _misaligned(R: _Result, guards, dtypes, dialect, where: str, details: dict) 
     )
 
 
-def _general_protection(R: _Result, where: str, details: dict) -> KernelFault:
+def _general_protection(R: SimResult, where: str, details: dict) -> KernelFault:
     """A SIGSEGV without a faulting address: a non-canonical pointer or an
     instruction the runtime could not decode."""
     details.update(signal="SIGSEGV", address=int(R.addr))
@@ -219,9 +219,9 @@ def _general_protection(R: _Result, where: str, details: dict) -> KernelFault:
     )
 
 
-def _signal_crash(R: _Result, guards, dialect, where: str, details: dict) -> KernelFault:
+def _signal_crash(R: SimResult, guards, dialect, where: str, details: dict) -> KernelFault:
     """Any other signal: a null or stray pointer, or an arithmetic exception."""
-    signame = _SIGNAMES.get(int(R.sig), f"signal {R.sig}")
+    signame = SIGNAL_NAMES.get(int(R.sig), f"signal {R.sig}")
     details.update(signal=signame, address=int(R.addr))
     extra = ""
     if R.sig in (signal.SIGSEGV, signal.SIGBUS):
@@ -247,7 +247,7 @@ def _signal_crash(R: _Result, guards, dialect, where: str, details: dict) -> Ker
     return KernelFault("crash", f"{signame} in {where}{extra}", details)
 
 
-def _far_access(R: _Result, guards, dialect, where: str, details: dict) -> KernelFault | None:
+def _far_access(R: SimResult, guards, dialect, where: str, details: dict) -> KernelFault | None:
     """A fault beyond every guard region, as an access to the nearest
     buffer or threadgroup array when a 32-bit index could reach it."""
     elem = int(R.elem)

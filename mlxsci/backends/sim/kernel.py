@@ -20,16 +20,16 @@ from mlxsci import sandbox
 from mlxsci.backends.base import Kernel
 from mlxsci.backends.sim import build, variants
 from mlxsci.backends.sim.abi import (
-    _K_NEED_FIBERS,
-    _K_OK,
+    RESULT_NEED_FIBERS,
+    RESULT_OK,
     SHUFFLED_SCHEDULE,
-    _Guard,
-    _Launch,
-    _libc,
-    _Result,
+    SimGuard,
+    SimLaunch,
+    SimResult,
+    libc,
     next_schedule_seed,
 )
-from mlxsci.backends.sim.buffers import _POOL, _fill_output, _GuardedBuffer, _host_bytes, _np_dtype
+from mlxsci.backends.sim.buffers import POOL, GuardedBuffer, fill_output, host_bytes, host_dtype
 from mlxsci.backends.sim.faults import fault_of
 from mlxsci.kernel.signature import (
     CUDA_MAX_NDIM,
@@ -151,7 +151,7 @@ class SimKernel(Kernel):
         # library, shared with any other user of the same loaded library).
         entry = lib["__sim_entry"]
         entry.restype = ctypes.c_int64
-        entry.argtypes = [ctypes.POINTER(_Launch), ctypes.POINTER(_Result)]
+        entry.argtypes = [ctypes.POINTER(SimLaunch), ctypes.POINTER(SimResult)]
         tgb = lib["__sim_tgmem_bytes"]
         tgb.restype = ctypes.c_int64
         v = _Variant(
@@ -249,20 +249,20 @@ class SimKernel(Kernel):
         spec = self.spec
         keep = []  # ctypes objects that must outlive the call
         bufs: list[int] = []
-        guards: list[tuple[_GuardedBuffer, str, str, int]] = []  # (buffer, role, name, itemsize)
+        guards: list[tuple[GuardedBuffer, str, str, int]] = []  # (buffer, role, name, itemsize)
         dtypes: list[str] = []  # numpy dtype name of each guard
         inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
-        in_bufs: list[tuple[_GuardedBuffer, np.ndarray, np.ndarray]] = []
-        out_bufs: list[tuple[_GuardedBuffer, str, tuple]] = []
+        in_bufs: list[tuple[GuardedBuffer, np.ndarray, np.ndarray]] = []
+        out_bufs: list[tuple[GuardedBuffer, str, tuple]] = []
         out_iter = iter(zip(spec.output_names, out_names, output_shapes))
         clean = False  # the buffers may go back to the pool
         try:
             for name, role in v.params:
                 if role == "input":
                     arr, info = inputs_by_name[name]
-                    host = _host_bytes(arr)
+                    host = host_bytes(arr)
                     src = host if host.flags.c_contiguous else np.ascontiguousarray(host)
-                    gb = _POOL.take(src.nbytes, end_aligned)
+                    gb = POOL.take(src.nbytes, end_aligned)
                     guards.append((gb, "input", name, src.dtype.itemsize))
                     gb.bytes[:] = src.reshape(-1).view(np.uint8)
                     dtypes.append(info.dtype)
@@ -275,25 +275,25 @@ class SimKernel(Kernel):
                 elif role == "output":
                     oname, odt, oshape = next(out_iter)
                     shape = tuple(int(s) for s in oshape)
-                    npdt = _np_dtype(odt)
+                    npdt = host_dtype(odt)
                     n = math.prod(shape)
-                    gb = _POOL.take(n * npdt.itemsize, end_aligned)
+                    gb = POOL.take(n * npdt.itemsize, end_aligned)
                     guards.append((gb, "output", oname, npdt.itemsize))
-                    _fill_output(gb, odt, init_value)
+                    fill_output(gb, odt, init_value)
                     dtypes.append(odt)
                     out_bufs.append((gb, odt, shape))
                     bufs.append(gb.base)
-            gtab = (_Guard * max(1, len(guards)))()
+            gtab = (SimGuard * max(1, len(guards)))()
             for i, (gb, _role, _name, isz) in enumerate(guards):
-                gtab[i] = _Guard(gb.lo, gb.lo + gb.total, gb.base, gb.nbytes, isz, i)
+                gtab[i] = SimGuard(gb.lo, gb.lo + gb.total, gb.base, gb.nbytes, isz, i)
             cbufs = (ctypes.c_void_p * max(1, len(bufs)))(*bufs)
-            L = _Launch()
+            L = SimLaunch()
             L.grid[:] = grid
             L.tg[:] = tgc
             L.ngroups[:] = ngroups
             L.bufs = ctypes.cast(cbufs, ctypes.POINTER(ctypes.c_void_p))
             L.nbufs = len(bufs)
-            L.guards = ctypes.cast(gtab, ctypes.POINTER(_Guard))
+            L.guards = ctypes.cast(gtab, ctypes.POINTER(SimGuard))
             L.nguards = len(guards)
             L.use_fibers = 1 if use_fibers else 0
             L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
@@ -302,11 +302,11 @@ class SimKernel(Kernel):
             L.schedule = self.backend.schedule
             if L.schedule == SHUFFLED_SCHEDULE:
                 L.schedule_seed = next_schedule_seed(self.backend)
-            R = _Result()
+            R = SimResult()
             kind = v.entry(ctypes.byref(L), ctypes.byref(R))
-            if kind == _K_NEED_FIBERS:
+            if kind == RESULT_NEED_FIBERS:
                 return "retry_with_fibers"
-            if kind != _K_OK:
+            if kind != RESULT_OK:
                 raise fault_of(R, guards, dtypes, self.dialect, self.backend)
             if self.backend.activity is not None:  # the sim timer is listening
                 # The modeled GPU time (docs/simulator-time.md), then the host's CPU time.
@@ -324,13 +324,13 @@ class SimKernel(Kernel):
                     )
             # A GPU kernel can write its inputs: make the caller see it.
             for gb, host, src in in_bufs:
-                if src.nbytes and _libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:
+                if src.nbytes and libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:
                     if host.flags.c_contiguous and host.flags.writeable:
-                        _libc.memmove(host.ctypes.data, gb.base, src.nbytes)
+                        libc.memmove(host.ctypes.data, gb.base, src.nbytes)
             outs = []
             for gb, odt, shape in out_bufs:
                 # mx.array copies: the buffer goes back to the pool.
-                data = np.frombuffer(gb.bytes, dtype=_np_dtype(odt)).reshape(shape)
+                data = np.frombuffer(gb.bytes, dtype=host_dtype(odt)).reshape(shape)
                 a = mx.array(data)
                 if odt == "bfloat16":
                     a = a.view(mx.bfloat16)
@@ -340,7 +340,7 @@ class SimKernel(Kernel):
         finally:
             for gb, *_ in guards:
                 if clean:
-                    _POOL.give(gb)
+                    POOL.give(gb)
                 else:
                     gb.free()
 

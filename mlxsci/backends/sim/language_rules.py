@@ -24,7 +24,7 @@ it is reached (the evaluation also checks before any worker starts).
 from __future__ import annotations
 
 from mlxsci.backends.sim.cuda_rules import check_cuda
-from mlxsci.backends.sim.dialects import _SIGNATURE
+from mlxsci.backends.sim.dialects import SIGNATURE_FILE
 from mlxsci.backends.sim.metal_rules import check_metal
 from mlxsci.kernel.source import policy as source_policy
 from mlxsci.kernel.spec import CompileError
@@ -55,5 +55,5 @@ def candidate_parts(text: str, regions) -> list[tuple[str, int]]:
     return [
         ("\n".join(lines[r.first - 1 : r.last]) + "\n", r.start_line)
         for r in regions
-        if r.file != _SIGNATURE
+        if r.file != SIGNATURE_FILE
     ]

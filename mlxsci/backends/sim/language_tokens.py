@@ -4,8 +4,8 @@ rules (metal_rules.py, cuda_rules.py) share.
 Tokens are just enough C++ for the rules: identifiers, numbers, the
 multi-character operators the rules look at, and single characters; the
 text is first masked (comments, strings and preprocessor lines blanked) so
-offsets stay those of the kernel text. A rule reports a `_Violation` (an
-offset and a message); `_first` turns the earliest one into a CompileError
+offsets stay those of the kernel text. A rule reports a `Violation` (an
+offset and a message); `first_error` turns the earliest one into a CompileError
 in clang's format at the candidate's own file and line, through the same
 parser as the simulator's compile errors (build.py).
 """
@@ -21,7 +21,7 @@ from mlxsci.kernel.spec import CompileError
 
 
 # ------------------------------------------------------------------ tokens
-class _Tok:
+class Token:
     """A token: its text and offset in the kernel text; `index` is its place
     in the text's token list and `table` that list's bracket partners, so
     that a rule finds a closing bracket in one step (issue 23: a scan per
@@ -40,7 +40,7 @@ class _Tok:
         return self.text[:1].isalpha() or self.text[:1] == "_"
 
     def __repr__(self) -> str:
-        return f"_Tok({self.text!r}, {self.pos})"
+        return f"Token({self.text!r}, {self.pos})"
 
 
 # `>>` stays two tokens so that nested template argument lists close; `<<` is
@@ -54,7 +54,7 @@ _PAIRS = {"(": ")", "[": "]", "{": "}"}
 _ANGLE_STOPS = frozenset({";", "{", "}", "&&", "||"})
 
 
-def _code_only(text: str) -> str:
+def code_only(text: str) -> str:
     """Comments, strings and preprocessor lines (with their continuations)
     replaced by spaces; offsets and newlines unchanged. Built from pieces
     in one pass: blanking each line in a copy of the whole text took time
@@ -73,10 +73,10 @@ def _code_only(text: str) -> str:
 class _Partners:
     """For each token of one list: where the bracket it opens closes
     (`close`) and where the template argument list a `<` opens closes
-    (`angle`), as `_close` and `_close_angle` define them, worked out for
+    (`angle`), as `close_bracket` and `close_angle` define them, worked out for
     every token in one pass each. -1: no closing token."""
 
-    def __init__(self, toks: list[_Tok]):
+    def __init__(self, toks: list[Token]):
         n = len(toks)
         texts = [t.text for t in toks]
         close = [n] * n
@@ -109,15 +109,15 @@ class _Partners:
         self.angle = after
 
 
-def _tokens(code: str) -> list[_Tok]:
-    toks = [_Tok(m.group(), m.start(), k) for k, m in enumerate(_TOKEN.finditer(code))]
+def tokenize(code: str) -> list[Token]:
+    toks = [Token(m.group(), m.start(), k) for k, m in enumerate(_TOKEN.finditer(code))]
     table = _Partners(toks)
     for t in toks:
         t.table = table
     return toks
 
 
-def _in_table(toks: list[_Tok], i: int) -> _Partners | None:
+def _in_table(toks: list[Token], i: int) -> _Partners | None:
     """The partners of the list `toks` is a slice of (as every rule's list
     is), or None where it is not one contiguous slice of a tokenized text."""
     table = toks[i].table
@@ -126,7 +126,7 @@ def _in_table(toks: list[_Tok], i: int) -> _Partners | None:
     return table
 
 
-def _close(toks: list[_Tok], i: int) -> int:
+def close_bracket(toks: list[Token], i: int) -> int:
     """Index of the bracket closing toks[i] ((, [, {), or len(toks)."""
     table = _in_table(toks, i)
     if table is None:
@@ -135,7 +135,7 @@ def _close(toks: list[_Tok], i: int) -> int:
     return min(at, len(toks))
 
 
-def _close_angle(toks: list[_Tok], i: int) -> int | None:
+def close_angle(toks: list[Token], i: int) -> int | None:
     """Index of the `>` closing the template argument list opened at toks[i],
     or None where toks[i] is a less-than (a `;` or `{` comes first)."""
     table = _in_table(toks, i) if toks[i].text == "<" else None
@@ -148,8 +148,8 @@ def _close_angle(toks: list[_Tok], i: int) -> int | None:
     return at if at < len(toks) else None
 
 
-def _scan_close(toks: list[_Tok], i: int) -> int:
-    """`_close` by scanning: for a list of tokens that no table covers."""
+def _scan_close(toks: list[Token], i: int) -> int:
+    """`close_bracket` by scanning: for a list of tokens that no table covers."""
     stack = [_PAIRS[toks[i].text]]
     for j in range(i + 1, len(toks)):
         t = toks[j].text
@@ -162,8 +162,8 @@ def _scan_close(toks: list[_Tok], i: int) -> int:
     return len(toks)
 
 
-def _scan_close_angle(toks: list[_Tok], i: int) -> int | None:
-    """`_close_angle` by scanning: for a list of tokens that no table covers."""
+def _scan_close_angle(toks: list[Token], i: int) -> int | None:
+    """`close_angle` by scanning: for a list of tokens that no table covers."""
     depth = 0
     j = i
     while j < len(toks):
@@ -184,12 +184,12 @@ def _scan_close_angle(toks: list[_Tok], i: int) -> int | None:
 
 # ------------------------------------------------------------------ violations
 @dataclass(frozen=True)
-class _Violation:
+class Violation:
     pos: int
     message: str
 
 
-def _to_compile_error(v: _Violation, text: str, regions, source_file: str) -> CompileError:
+def _to_compile_error(v: Violation, text: str, regions, source_file: str) -> CompileError:
     """A CompileError from clang-style log text at the candidate's file and
     line, built by the same parser as the simulator's own compile errors."""
     line = text.count("\n", 0, v.pos) + 1
@@ -201,14 +201,14 @@ def _to_compile_error(v: _Violation, text: str, regions, source_file: str) -> Co
             break
     src_line = text.split("\n")[line - 1]
     log = (
-        f"{build._line_file(file)}:{file_line}:{col}: error: {v.message}\n"
+        f"{build.line_directive_name(file)}:{file_line}:{col}: error: {v.message}\n"
         f"{src_line}\n{' ' * (col - 1)}^\n"
     )
     return build.parse_compile_error(log, source_file)
 
 
-def _first(
-    violations: list[_Violation], text: str, regions, source_file: str
+def first_error(
+    violations: list[Violation], text: str, regions, source_file: str
 ) -> CompileError | None:
     if not violations:
         return None

@@ -13,17 +13,17 @@ bookkeeping beyond recording the names it declares.
 
 from __future__ import annotations
 
-from mlxsci.backends.sim.language_tokens import _close, _close_angle, _Tok
+from mlxsci.backends.sim.language_tokens import Token, close_angle, close_bracket
 from mlxsci.backends.sim.metal_expression_rules import (
-    _ADDRESS_SPACES,
+    ADDRESS_SPACES,
+    Var,
     _MetalExpressionChecker,
-    _Var,
 )
 
 _FUNCTION_QUALIFIERS = frozenset({"kernel", "vertex", "fragment"})
 # Words of Metal's language that can never name anything (metal_rules.py's "keyword").
 _METAL_KEYWORDS = {"half": "a Metal scalar type keyword (MSL 2.1)"}
-_METAL_KEYWORDS.update({w: "a Metal address-space keyword (MSL 4)" for w in _ADDRESS_SPACES})
+_METAL_KEYWORDS.update({w: "a Metal address-space keyword (MSL 4)" for w in ADDRESS_SPACES})
 _METAL_KEYWORDS.update(
     {w: "a Metal function qualifier keyword (MSL 5.1)" for w in _FUNCTION_QUALIFIERS}
 )
@@ -46,7 +46,7 @@ _SPECIFIERS = (
             "union",
         }
     )
-    | _ADDRESS_SPACES
+    | ADDRESS_SPACES
 )
 _INTEGER_WORDS = frozenset({"int", "char", "short", "long"})
 
@@ -56,7 +56,9 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
     and recorded in the current scope."""
 
     # -- declarations ----------------------------------------------------
-    def specifiers(self, toks: list[_Tok], k: int = 0) -> tuple[int, list[_Tok], str | None] | None:
+    def specifiers(
+        self, toks: list[Token], k: int = 0
+    ) -> tuple[int, list[Token], str | None] | None:
         """Parses decl-specifiers from toks[k]: (index after them, the
         specifier tokens, the type word), or None where no type is named."""
         start = k
@@ -84,7 +86,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                     while k < len(toks) and toks[k].text in _INTEGER_WORDS:
                         k += 1
                 if k < len(toks) and toks[k].text == "<":
-                    end = _close_angle(toks, k)
+                    end = close_angle(toks, k)
                     if end is None:
                         return None
                     k = end + 1
@@ -97,8 +99,8 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
         return k, toks[start:k], type_word
 
     def declarators(
-        self, toks: list[_Tok], k: int
-    ) -> list[tuple[list[_Tok], _Tok | None, list[_Tok]]]:
+        self, toks: list[Token], k: int
+    ) -> list[tuple[list[Token], Token | None, list[Token]]]:
         """Splits toks[k:] at top-level commas into (pointer/reference marks,
         name token, the rest: array bounds, attributes, initializer)."""
         out = []
@@ -115,16 +117,16 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             rest_start = k
             while k < len(toks) and toks[k].text != ",":
                 if toks[k].text in ("(", "[", "{"):
-                    k = _close(toks, k)
+                    k = close_bracket(toks, k)
                 elif toks[k].text == "<":
-                    end = _close_angle(toks, k)
+                    end = close_angle(toks, k)
                     k = end if end is not None else k
                 k += 1
             out.append((marks, name, toks[rest_start:k]))
             k += 1
         return out
 
-    def local_declaration(self, body: list[_Tok]) -> None:
+    def local_declaration(self, body: list[Token]) -> None:
         spec = self.specifiers(body)
         if spec is None:
             return
@@ -141,13 +143,13 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             )
         self.declare(specs, type_word, body, k, default_space="thread")
 
-    def declaration(self, body: list[_Tok], scope: str, opens: bool) -> None:
+    def declaration(self, body: list[Token], scope: str, opens: bool) -> None:
         """A declaration at program or type scope: a function, a variable or a member."""
         paren = self.function_paren(body)
         if paren is not None:
             name_tok = body[paren - 1]
             self.check_name(name_tok, what="function")
-            close = _close(body, paren)
+            close = close_bracket(body, paren)
             if opens or self.looks_like_parameters(body[paren + 1 : close]):
                 self.params = self.parameters(body[paren + 1 : close]) if opens else []
                 return
@@ -176,7 +178,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                 f"{' '.join(t.text for t in specs if t.text != 'static')} ...`",
             )
 
-    def function_paren(self, body: list[_Tok]) -> int | None:
+    def function_paren(self, body: list[Token]) -> int | None:
         """Index of the `(` of a function declarator: the first top-level `(`
         right after an identifier (or an operator), before any `=`."""
         k = 0
@@ -193,14 +195,14 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                     return k
                 return None
             if t == "[":
-                k = _close(body, k)
+                k = close_bracket(body, k)
             elif t == "<":
-                end = _close_angle(body, k)
+                end = close_angle(body, k)
                 k = end if end is not None else k
             k += 1
         return None
 
-    def looks_like_parameters(self, inner: list[_Tok]) -> bool:
+    def looks_like_parameters(self, inner: list[Token]) -> bool:
         """`T name(args);` declares a function when args are parameter
         declarations, a variable when they are values (`uint3 M(1, 2, 3);`)."""
         if not inner:
@@ -212,7 +214,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             or inner[0].text == "void"
         )
 
-    def parameters(self, inner: list[_Tok]) -> list[tuple[str, _Var]]:
+    def parameters(self, inner: list[Token]) -> list[tuple[str, Var]]:
         """Checks a parameter list; returns the parameters' names and what they hold."""
         out = []
         k = 0
@@ -220,9 +222,9 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             end = k
             while end < len(inner) and inner[end].text != ",":
                 if inner[end].text in ("(", "["):
-                    end = _close(inner, end)
+                    end = close_bracket(inner, end)
                 elif inner[end].text == "<":
-                    close = _close_angle(inner, end)
+                    close = close_angle(inner, end)
                     end = close if close is not None else end
                 end += 1
             param = inner[k:end]
@@ -271,21 +273,21 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                 self.bind(name.text, var)
         return decls
 
-    def var_of(self, specs, type_word, marks, rest, default_space) -> _Var:
-        space = next((t.text for t in specs if t.text in _ADDRESS_SPACES), None)
+    def var_of(self, specs, type_word, marks, rest, default_space) -> Var:
+        space = next((t.text for t in specs if t.text in ADDRESS_SPACES), None)
         if space is None:
-            space = next((t.text for t in marks if t.text in _ADDRESS_SPACES), None)
+            space = next((t.text for t in marks if t.text in ADDRESS_SPACES), None)
         type_text = " ".join(t.text for t in specs)
         ptr = [t.text for t in marks if t.text in ("*", "&", "&&")]
         if type_word == "auto":
-            return _Var("value", None, type_text)
+            return Var("value", None, type_text)
         if ptr and ptr[0] == "*":
-            return _Var("pointer", space, f"{type_text} *")
+            return Var("pointer", space, f"{type_text} *")
         if ptr:
-            return _Var("reference", space, f"{type_text} &")
+            return Var("reference", space, f"{type_text} &")
         if len(rest) > 1 and rest[0].text == "[" and rest[1].text != "[":  # not [[attribute]]
-            return _Var("array", space or default_space, type_text)
-        return _Var("value", space or default_space, type_text)
+            return Var("array", space or default_space, type_text)
+        return Var("value", space or default_space, type_text)
 
     def check_pointer_marks(self, specs, type_word, marks) -> None:
         if type_word == "auto" or not marks:
@@ -293,8 +295,8 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
         first = marks[0]
         if first.text == "&&":
             return  # forwarding references deduce their address space
-        has_space = any(t.text in _ADDRESS_SPACES for t in specs) or any(
-            t.text in _ADDRESS_SPACES for t in marks
+        has_space = any(t.text in ADDRESS_SPACES for t in specs) or any(
+            t.text in ADDRESS_SPACES for t in marks
         )
         if not has_space:
             kind = "pointer" if first.text == "*" else "reference"
@@ -305,7 +307,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                 f"device, constant, threadgroup or thread before the type)",
             )
 
-    def check_name(self, tok: _Tok, what: str) -> None:
+    def check_name(self, tok: Token, what: str) -> None:
         why = _METAL_KEYWORDS.get(tok.text)
         if why is not None:
             self.flag(

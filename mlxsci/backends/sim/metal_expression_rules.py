@@ -17,9 +17,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mlxsci.backends.sim.language_tokens import _close, _close_angle, _Tok, _tokens, _Violation
+from mlxsci.backends.sim.language_tokens import (
+    Token,
+    Violation,
+    close_angle,
+    close_bracket,
+    tokenize,
+)
 
-_ADDRESS_SPACES = frozenset(
+ADDRESS_SPACES = frozenset(
     {
         "device",
         "constant",
@@ -89,7 +95,7 @@ _EXPRESSION_KEYWORDS = frozenset(
 
 
 @dataclass
-class _Var:
+class Var:
     """What a name holds, for address-space checks: `kind` is "pointer"
     (space = its pointee's address space), "array", "value" or "reference"
     (space = where the object lives); `type` is for messages."""
@@ -109,24 +115,24 @@ class _MetalExpressionChecker:
     """The checker's state, and the checks on casts, pointer initializers and lambdas."""
 
     def __init__(self, code: str):
-        self.toks = _tokens(code)
+        self.toks = tokenize(code)
         self.types = set(_SCALAR_TYPES)
         self.scopes = [_Scope("program")]
         # name -> what it holds in each open scope that declares it, innermost
         # last: a lookup in one step however deep the scopes nest
-        self.visible: dict[str, list[_Var]] = {}
-        self.params: list[tuple[str, _Var]] = []  # of the function whose body opens next
-        self.out: list[_Violation] = []
+        self.visible: dict[str, list[Var]] = {}
+        self.params: list[tuple[str, Var]] = []  # of the function whose body opens next
+        self.out: list[Violation] = []
 
     # -- helpers ---------------------------------------------------------
     def is_type(self, word: str) -> bool:
         return word in self.types or bool(_TYPE_WORD.fullmatch(word))
 
-    def lookup(self, name: str) -> _Var | None:
+    def lookup(self, name: str) -> Var | None:
         held = self.visible.get(name)
         return held[-1] if held else None
 
-    def bind(self, name: str, var: _Var) -> None:
+    def bind(self, name: str, var: Var) -> None:
         """Records that `name` holds `var` in the innermost scope."""
         scope = self.scopes[-1]
         if name in scope.names:
@@ -142,11 +148,11 @@ class _MetalExpressionChecker:
         for name in self.scopes.pop().names:
             self.visible[name].pop()
 
-    def flag(self, tok: _Tok, message: str) -> None:
-        self.out.append(_Violation(tok.pos, message))
+    def flag(self, tok: Token, message: str) -> None:
+        self.out.append(Violation(tok.pos, message))
 
     # -- address spaces of expressions -------------------------------------
-    def check_initializer(self, name: _Tok, var: _Var, rest: list[_Tok]) -> None:
+    def check_initializer(self, name: Token, var: Var, rest: list[Token]) -> None:
         if not rest or rest[0].text != "=":
             return
         got = self.operand_space(rest, 1, whole=True)
@@ -159,7 +165,7 @@ class _MetalExpressionChecker:
             )
 
     def operand_space(
-        self, toks: list[_Tok], k: int, whole: bool = False
+        self, toks: list[Token], k: int, whole: bool = False
     ) -> tuple[str, str] | None:
         """(address space, type text) of the pointer the expression at toks[k]
         evaluates to, where it is a name, `name + offset`, `&name`,
@@ -172,7 +178,7 @@ class _MetalExpressionChecker:
             cast = self.cast_at(toks, k, lo, hi)
             if cast is not None:
                 return (cast[1], cast[2]) if cast[1] else None
-            close = min(_close(toks, k), hi)
+            close = min(close_bracket(toks, k), hi)
             if whole and close != hi - 1:
                 return None
             lo, hi, k = k + 1, close, k + 1
@@ -204,7 +210,7 @@ class _MetalExpressionChecker:
             return var.space, f"{var.type} *"
         return None
 
-    def cast_at(self, toks: list[_Tok], k: int, lo: int = 0, hi: int | None = None):
+    def cast_at(self, toks: list[Token], k: int, lo: int = 0, hi: int | None = None):
         """(end index, target address space or None, target type text, the
         cast's name, the `*` token) of a pointer cast at toks[k], or None.
         Only the window toks[lo:hi] is looked at (default: all of toks)."""
@@ -213,7 +219,7 @@ class _MetalExpressionChecker:
         if t in _CASTS:
             if k + 1 >= hi or toks[k + 1].text != "<":
                 return None
-            end = _close_angle(toks, k + 1)
+            end = close_angle(toks, k + 1)
             if end is None or end >= hi or toks[end - 1].text not in ("*", "&"):
                 return None
             inner = toks[k + 2 : end]
@@ -228,7 +234,7 @@ class _MetalExpressionChecker:
             and toks[k - 1].text not in _EXPRESSION_KEYWORDS
         ):
             return None  # a call, a declarator's parameters, sizeof(T*)
-        close = min(_close(toks, k), hi)
+        close = min(close_bracket(toks, k), hi)
         if close >= hi or close - k < 3 or toks[close - 1].text not in ("*",):
             return None
         # looked at in place, stopping at the first token no type has: a
@@ -247,10 +253,10 @@ class _MetalExpressionChecker:
 
     def cast_parts(self, inner, end, how):
         star = next(x for x in inner if x.text in ("*", "&"))
-        space = next((x.text for x in inner if x.text in _ADDRESS_SPACES), None)
+        space = next((x.text for x in inner if x.text in ADDRESS_SPACES), None)
         return end, space, " ".join(x.text for x in inner), how, star
 
-    def check_casts(self, stmt: list[_Tok]) -> None:
+    def check_casts(self, stmt: list[Token]) -> None:
         for k in range(len(stmt)):
             if stmt[k].text not in ("(",) and stmt[k].text not in _CASTS:
                 continue
@@ -291,7 +297,7 @@ class _MetalExpressionChecker:
                 or toks[k - 1].text[:1].isdigit()
             ):
                 continue  # a subscript, an array bound or an attribute
-            close = _close(toks, k)
+            close = close_bracket(toks, k)
             # a capture list holds only these; looked at in place up to the
             # first other token (copying every bracket's inside was quadratic)
             if not all(

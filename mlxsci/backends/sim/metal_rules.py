@@ -28,12 +28,12 @@ with those metal_expression_rules.py gives both.
 from __future__ import annotations
 
 from mlxsci.backends.sim.language_tokens import (
-    _close,
-    _close_angle,
-    _code_only,
-    _first,
-    _Tok,
-    _Violation,
+    Token,
+    Violation,
+    close_angle,
+    close_bracket,
+    code_only,
+    first_error,
 )
 from mlxsci.backends.sim.metal_declaration_rules import _MetalDeclarationChecker
 from mlxsci.kernel.spec import CompileError
@@ -45,7 +45,7 @@ class _Words:
     """The token texts of a statement from its start, gathered as the walk
     goes (recomputed per `{` they made a statement of many braces quadratic)."""
 
-    def __init__(self, toks: list[_Tok], start: int):
+    def __init__(self, toks: list[Token], start: int):
         self.toks = toks
         self.end = start
         self.seen: set[str] = set()
@@ -63,7 +63,7 @@ class _MetalChecker(_MetalDeclarationChecker):
     openings: dict[int, int] | None = None  # `)` -> its `(`, see paren_opening
 
     # -- the walk --------------------------------------------------------
-    def run(self) -> list[_Violation]:
+    def run(self) -> list[Violation]:
         self.check_lambdas()
         toks = self.toks
         i = 0
@@ -99,14 +99,14 @@ class _MetalChecker(_MetalDeclarationChecker):
         while j < len(toks):
             t = toks[j].text
             if t in ("(", "["):
-                j = _close(toks, j) + 1
+                j = close_bracket(toks, j) + 1
                 continue
             if t == ";" or t == "}":
                 return j, False
             if t == "{":
                 if self.opens_block(i, j, words.upto(j)):
                     return j, True
-                j = _close(toks, j) + 1
+                j = close_bracket(toks, j) + 1
                 continue
             j += 1
         return len(toks), False
@@ -151,7 +151,7 @@ class _MetalChecker(_MetalDeclarationChecker):
         return self.openings.get(close, -1)
 
     # -- statements ------------------------------------------------------
-    def statement(self, stmt: list[_Tok], opens: bool) -> str:
+    def statement(self, stmt: list[Token], opens: bool) -> str:
         """Checks one statement; returns the kind of scope its `{` opens."""
         scope = self.scopes[-1].kind
         self.check_casts(stmt)
@@ -196,13 +196,13 @@ class _MetalChecker(_MetalDeclarationChecker):
         self.declaration(body, scope, opens)
         return "function" if opens else scope
 
-    def strip_template(self, stmt: list[_Tok]) -> list[_Tok]:
+    def strip_template(self, stmt: list[Token]) -> list[Token]:
         """The statement without leading `template <...>` headers (whose type
         parameters become type names) and [[attributes]]."""
         k = 0
         while k < len(stmt):
             if stmt[k].text == "template" and k + 1 < len(stmt) and stmt[k + 1].text == "<":
-                end = _close_angle(stmt, k + 1)
+                end = close_angle(stmt, k + 1)
                 if end is None:
                     break
                 inner = stmt[k + 2 : end]
@@ -211,15 +211,15 @@ class _MetalChecker(_MetalDeclarationChecker):
                         self.types.add(b.text)
                 k = end + 1
             elif stmt[k].text == "[" and k + 1 < len(stmt) and stmt[k + 1].text == "[":
-                k = _close(stmt, k) + 1
+                k = close_bracket(stmt, k) + 1
             else:
                 break
         return stmt[k:]
 
-    def function_statement(self, body: list[_Tok], opens: bool) -> None:
+    def function_statement(self, body: list[Token], opens: bool) -> None:
         head = [t.text for t in body]
         if head[:1] == ["for"] and len(body) > 2 and head[1] == "(":
-            inner = body[2 : _close(body, 1)]
+            inner = body[2 : close_bracket(body, 1)]
             semi = next((k for k, t in enumerate(inner) if t.text == ";"), len(inner))
             self.local_declaration(inner[:semi])
             return
@@ -243,5 +243,5 @@ class _MetalChecker(_MetalDeclarationChecker):
 def check_metal(text: str, regions, source_file: str = "<candidate>") -> CompileError | None:
     """The first Metal language rule the kernel text breaks, as a CompileError
     at the candidate's line; None where it breaks none."""
-    violations = _MetalChecker(_code_only(text)).run()
-    return _first(violations, text, regions, source_file)
+    violations = _MetalChecker(code_only(text)).run()
+    return first_error(violations, text, regions, source_file)

@@ -32,10 +32,10 @@ from mlxsci.backends.sim.toolchain import (
     CXX_FLAGS,
     INCLUDE_DIR,
     STATS,
-    _compile_and_link,
-    _deadline,
-    _run_compiler,
     cache_dir,
+    compile_and_link,
+    current_deadline,
+    run_compiler,
     runtime_digest,
     zig_executable,
 )
@@ -97,7 +97,7 @@ def _precompiled_header(tu: str, extra_defines: tuple[str, ...]) -> Path | None:
             install_verified(Path(tmp_h), header)
         fd, tmp = tempfile.mkstemp(prefix=pch.stem + ".", suffix=".pch.tmp", dir=pch.parent)
         os.close(fd)
-        res = _run_compiler(
+        res = run_compiler(
             [
                 "c++",
                 *CXX_FLAGS,
@@ -124,7 +124,7 @@ def _patience() -> float:
     """Seconds to wait for another process's build of a PCH: at most a
     minute, and never past the compile's deadline (the size's, when a worker
     asked for the kernel), less time for the compile itself."""
-    at = getattr(_deadline, "at", None)
+    at = current_deadline()
     left = 60.0 if at is None else (at - time.monotonic()) / 2
     return max(0.0, min(60.0, left))
 
@@ -136,22 +136,22 @@ def _pch_refused(log: str, pch: Path) -> bool:
     return any(w in log for w in ("precompiled header", "precompiled file", "PCH file", str(pch)))
 
 
-def _compile_with_pch(
+def compile_with_pch(
     cpp: Path, so: Path, tu: str, extra_defines: tuple[str, ...], rt: Path
 ) -> subprocess.CompletedProcess:
-    """_compile_and_link with the TU's precompiled header where there is one.
+    """compile_and_link with the TU's precompiled header where there is one.
     A PCH clang refuses (its header's mtime changed, or unreadable) is named,
     removed and built again at once, so this compile and the later ones keep
     the speed-up; refused again, this TU is compiled without it."""
     pch = _precompiled_header(tu, extra_defines)
     for attempt in range(2):
-        res = _compile_and_link(cpp, so, extra_defines, rt, pch=pch, kernel=True)
+        res = compile_and_link(cpp, so, extra_defines, rt, pch=pch, kernel=True)
         STATS["compiles"] += 1
         if res.returncode == 0 or pch is None or not _pch_refused(res.stderr + res.stdout, pch):
             return res
         report_damaged(pch, "refused by the compiler (its header changed since it was built)")
         discard(pch)
         pch = _precompiled_header(tu, extra_defines) if attempt == 0 else None
-    res = _compile_and_link(cpp, so, extra_defines, rt, kernel=True)
+    res = compile_and_link(cpp, so, extra_defines, rt, kernel=True)
     STATS["compiles"] += 1
     return res

@@ -31,13 +31,13 @@ from __future__ import annotations
 import re
 
 from mlxsci.backends.sim.source_scan import (
-    _Edits,
-    _prev_nonspace,
-    _split_top,
-    _word_before,
+    Edits,
     mask_comments_and_strings,
+    prev_nonspace,
+    split_top_level,
+    word_before,
 )
-from mlxsci.backends.sim.vector_constructors import _rewrite_constructors
+from mlxsci.backends.sim.vector_constructors import rewrite_constructors
 
 __all__ = ["rewrite_metal", "rewrite_cuda", "uses_dynamic_shared"]
 
@@ -47,7 +47,7 @@ _HALF_LIT = re.compile(r"(?<![\w.])(?P<num>\d+\.\d*|\.\d+|\d+)(?P<exp>[eE][+-]?\
 
 def _rewrite_half_literals(text: str) -> str:
     masked = mask_comments_and_strings(text)
-    ed = _Edits()
+    ed = Edits()
     for m in _HALF_LIT.finditer(masked):
         num = m.group("num")
         if "." not in num and not m.group("exp"):
@@ -105,7 +105,7 @@ def _guarded_decl(
     stop = ahead.stop.at(kw_end)
     if 0 <= stop < semi:
         return None
-    parts = _split_top(masked, kw_end, semi)
+    parts = split_top_level(masked, kw_end, semi)
     m0 = _DECLARATOR.search(masked, parts[0][0], parts[0][1])
     if not m0 or not masked[parts[0][0] : m0.start()].strip():
         return None
@@ -129,7 +129,7 @@ def _guarded_decl(
 
 def _starts_statement(masked: str, i: int) -> bool:
     """Whether masked[i] begins a statement (or follows a preprocessor line)."""
-    before = _prev_nonspace(masked, i)
+    before = prev_nonspace(masked, i)
     if before < 0 or masked[before] in ";{}":
         return True
     # allow a preceding preprocessor line ("#pragma ...\n threadgroup"): only
@@ -148,7 +148,7 @@ _TYPE_END = re.compile(r"[<>;=\[({,*&}#]")
 
 def _rewrite_threadgroup_decls(text: str) -> str:
     masked = mask_comments_and_strings(text)
-    ed = _Edits()
+    ed = Edits()
     ahead = _Declarations(masked)
     for m in _TG.finditer(masked):
         if not _starts_statement(masked, m.start()):
@@ -184,7 +184,7 @@ def _rewrite_threadgroup_decls(text: str) -> str:
 def rewrite_metal(text: str) -> str:
     """Rewrite Metal kernel text so clang compiles it as C++ (line-preserving)."""
     out = _rewrite_half_literals(text)
-    out = _rewrite_constructors(out)
+    out = rewrite_constructors(out)
     out = _rewrite_threadgroup_decls(out)
     assert out.count("\n") == text.count("\n"), "rewrite_metal changed the line count"
     return out
@@ -258,7 +258,7 @@ def rewrite_cuda(text: str) -> str:
     Comments and string literals are never touched.
     """
     masked = mask_comments_and_strings(text)
-    ed = _Edits()
+    ed = Edits()
     ahead = _Declarations(masked)
     # the spans rewritten whole, marked position by position (a search of
     # every span per keyword was quadratic)
@@ -278,8 +278,8 @@ def rewrite_cuda(text: str) -> str:
         # `static` and `volatile` may come first: static goes, volatile joins the type
         start, qual = m.start(), ""
         while True:
-            before = _prev_nonspace(masked, start)
-            word = _word_before(masked, before) if before >= 0 else ""
+            before = prev_nonspace(masked, start)
+            word = word_before(masked, before) if before >= 0 else ""
             if word not in ("static", "volatile"):
                 break
             start = before - len(word) + 1

@@ -5,8 +5,8 @@ language rules (language_tokens.py, cuda_rules.py) share.
 - `mask_comments_and_strings`: comments and literals blanked, offsets kept,
   so a regex or a bracket matcher never matches inside them;
 - bracket matching, whitespace and identifier skipping on masked text;
-- `_split_top`: a bracketed list cut at its top-level commas;
-- `_Edits`: replacements collected on one pass and applied back to front,
+- `split_top_level`: a bracketed list cut at its top-level commas;
+- `Edits`: replacements collected on one pass and applied back to front,
   keeping every newline so that lines do not move.
 
 Kept apart from the rewrites so that the rules checker can mask text
@@ -73,7 +73,7 @@ _LAST_PARTNERS: tuple[str, dict[int, int]] = ("", {})
 
 
 def _partners(masked: str) -> dict[int, int]:
-    """Every opening bracket of `masked` that `_match` closes -> where. One
+    """Every opening bracket of `masked` that `match_bracket` closes -> where. One
     pass with a stack: a closing bracket of the wrong kind ends the scan of
     every bracket still open (each would have met it), so none of them
     closes."""
@@ -95,7 +95,7 @@ def _partners(masked: str) -> dict[int, int]:
     return partners
 
 
-def _match(masked: str, i: int) -> int | None:
+def match_bracket(masked: str, i: int) -> int | None:
     """Index of the bracket closing the one at masked[i], or None (never
     closed, or a closing bracket of another kind comes first). Looked up in
     a table made once per text: scanning per bracket took time quadratic in
@@ -103,20 +103,20 @@ def _match(masked: str, i: int) -> int | None:
     return _partners(masked).get(i)
 
 
-def _next_top(masked: str, i: int, end: int) -> int:
+def next_same_level(masked: str, i: int, end: int) -> int:
     """The index after masked[i] at the same bracket level: past the group
     that masked[i] opens where it closes before `end`, else i + 1."""
     close = _partners(masked).get(i) if masked[i] in _CLOSE else None
     return close + 1 if close is not None and close < end else i + 1
 
 
-def _skip_ws(s: str, i: int) -> int:
+def skip_ws(s: str, i: int) -> int:
     while i < len(s) and s[i].isspace():
         i += 1
     return i
 
 
-def _prev_nonspace(s: str, i: int) -> int:
+def prev_nonspace(s: str, i: int) -> int:
     """Index of the last non-space character before i, or -1."""
     i -= 1
     while i >= 0 and s[i].isspace():
@@ -124,7 +124,7 @@ def _prev_nonspace(s: str, i: int) -> int:
     return i
 
 
-def _word_before(s: str, i: int) -> str:
+def word_before(s: str, i: int) -> str:
     """The identifier that ends at index i (inclusive), or ''."""
     j = i
     while j >= 0 and (s[j].isalnum() or s[j] == "_"):
@@ -132,7 +132,7 @@ def _word_before(s: str, i: int) -> str:
     return s[j + 1 : i + 1]
 
 
-def _split_top(masked: str, start: int, end: int) -> list[tuple[int, int]]:
+def split_top_level(masked: str, start: int, end: int) -> list[tuple[int, int]]:
     """[start, end) cut at the commas outside brackets and template arguments."""
     parts, depth, angle, i0 = [], 0, 0, start
     for i in range(start, end):
@@ -152,7 +152,7 @@ def _split_top(masked: str, start: int, end: int) -> list[tuple[int, int]]:
     return parts
 
 
-class _Edits:
+class Edits:
     """Replacements collected on one pass, applied back to front."""
 
     def __init__(self) -> None:

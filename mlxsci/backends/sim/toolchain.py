@@ -89,7 +89,7 @@ LINK_FLAGS = ("-O2", "-mcpu=baseline", "-nostdlib++", "-shared") + (
 # Counters a test (or a curious user) can read.
 STATS = {"compiles": 0, "runtime_compiles": 0, "pch_builds": 0, "cache_hits": 0, "loads": 0}
 
-_lock = threading.RLock()
+build_lock = threading.RLock()
 _zig_version: str | None = None
 
 
@@ -192,6 +192,12 @@ def time_limit(deadline: float | None):
         _deadline.at = before
 
 
+def current_deadline() -> float | None:
+    """The deadline (time.monotonic()) `time_limit` set for compiles in this
+    thread, or None where none was set."""
+    return getattr(_deadline, "at", None)
+
+
 def _limit_compiler(seconds: float) -> None:  # in the compiler's process, before exec
     # Inherited by the clang zig starts: memory, and CPU past the deadline (a
     # backstop for the process group kill below).
@@ -216,11 +222,11 @@ COMPILER_TAIL_BYTES = 16 << 10
 OUTPUT_STOPPED = "the compiler's output passed"
 
 
-def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
+def run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["ZIG_GLOBAL_CACHE_DIR"] = env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache_dir())
     seconds = COMPILE_SECONDS
-    at = getattr(_deadline, "at", None)
+    at = current_deadline()
     if at is not None:
         seconds = max(0.1, min(seconds, at - time.monotonic()))
     cmd = [zig_executable(), *args]
@@ -303,6 +309,11 @@ def _run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+# The old name, until tests/sandbox/test_sandbox.py and
+# tests/evaluation/test_output_bounds.py (not the simulator's) call run_compiler.
+_run_compiler = run_compiler
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -310,7 +321,7 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
+def runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
     key = hashlib.sha256(
         (runtime_digest() + "|rt|" + " ".join(extra_defines)).encode()
     ).hexdigest()[:32]
@@ -319,7 +330,7 @@ def _runtime_object(extra_defines: tuple[str, ...] = ()) -> Path:
         return obj
     fd, tmp = tempfile.mkstemp(prefix=f"rt-{key}.", suffix=".o.tmp", dir=cache_dir())
     os.close(fd)
-    res = _run_compiler(
+    res = run_compiler(
         [
             "c++",
             *CXX_FLAGS,
@@ -356,7 +367,7 @@ def prepare_toolchain(progress=None) -> bool:
     """Build what every kernel link needs, once per zig cache, telling
     `progress` (a callable taking a line) when that work starts. Returns whether
     there was work to do."""
-    with _lock:
+    with build_lock:
         stub = toolchain_stub_path()
         if stub.exists():
             return False
@@ -367,7 +378,7 @@ def prepare_toolchain(progress=None) -> bool:
             f.write(_TOOLCHAIN_STUB)
         tmp_so = Path(tmp_cpp).with_suffix(".so.tmp")
         try:
-            res = _compile_and_link(Path(tmp_cpp), tmp_so, ())
+            res = compile_and_link(Path(tmp_cpp), tmp_so, ())
             if res.returncode != 0:
                 raise RuntimeError(
                     f"preparing the simulator's compiler ({zig_executable()}) "
@@ -380,7 +391,7 @@ def prepare_toolchain(progress=None) -> bool:
         return True
 
 
-def _compile_and_link(
+def compile_and_link(
     cpp: Path,
     so: Path,
     extra_defines: tuple[str, ...],
@@ -396,7 +407,7 @@ def _compile_and_link(
     failing step's result, else the link's."""
     obj = so.with_name(so.name + ".o")  # zig tells inputs apart by extension
     try:
-        res = _run_compiler(
+        res = run_compiler(
             [
                 "c++",
                 *CXX_FLAGS,
@@ -416,7 +427,7 @@ def _compile_and_link(
             return res
         if kernel and (why := kernel_symbols.object_violation(obj, *objects[:1])):
             return subprocess.CompletedProcess(res.args, 1, "", why)
-        res = _run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
+        res = run_compiler(["c++", *LINK_FLAGS, str(obj), *map(str, objects), "-o", str(so)])
         if kernel and res.returncode == 0 and (why := kernel_symbols.library_violation(so)):
             return subprocess.CompletedProcess(res.args, 1, "", why)
         return res

@@ -167,7 +167,7 @@ def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict
     request it refuses: the worker then reports a compile failure). Only a
     kernel of `job`'s own candidates is built, with the parent's spec of it;
     the compiler stops at `deadline` (time.monotonic()), the size's."""
-    from mlxsci.backends.sim.dialects import _DIALECTS
+    from mlxsci.backends.sim.dialects import DIALECTS
 
     try:
         if len(text) > MAX_REQUEST_BYTES:
@@ -177,7 +177,7 @@ def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict
         except (ValueError, RecursionError) as exc:
             raise BadRequest("build request is not JSON") from exc
         dialect_name, spec, infos, out, template, defines = kernel_of_request(req, job)
-        dialect = _DIALECTS[dialect_name]()
+        dialect = DIALECTS[dialect_name]()
         gen = dialect.generate(spec, infos, out, template)
         with toolchain.time_limit(deadline):
             return {"library": str(variant_library(dialect, spec, gen, defines))}

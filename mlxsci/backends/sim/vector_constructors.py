@@ -27,13 +27,13 @@ from __future__ import annotations
 import re
 
 from mlxsci.backends.sim.source_scan import (
-    _Edits,
-    _match,
-    _next_top,
-    _prev_nonspace,
-    _skip_ws,
-    _word_before,
+    Edits,
     mask_comments_and_strings,
+    match_bracket,
+    next_same_level,
+    prev_nonspace,
+    skip_ws,
+    word_before,
 )
 
 __all__ = ["VECTOR_ELEMENT_TYPES"]
@@ -116,7 +116,7 @@ def _parse_cast_operand(s: str, i: int, limit: int | None = None) -> int | None:
     n = len(s) if limit is None else limit
 
     def ws(k: int) -> int:
-        return min(_skip_ws(s, k), n)
+        return min(skip_ws(s, k), n)
 
     def closed(k: int | None) -> int | None:  # a group must close before the limit
         return k if k is not None and k < n else None
@@ -134,7 +134,7 @@ def _parse_cast_operand(s: str, i: int, limit: int | None = None) -> int | None:
         return None
     # primary expression
     if s[i] == "(":
-        j = closed(_match(s, i))
+        j = closed(match_bracket(s, i))
         if j is None:
             return None
         i = j + 1
@@ -162,7 +162,7 @@ def _parse_cast_operand(s: str, i: int, limit: int | None = None) -> int | None:
                 m = _TEMPLATE_CALL.match(s, j, n)
                 if m:
                     i = m.end() - 1
-                    k = closed(_match(s, i))
+                    k = closed(match_bracket(s, i))
                     if k is None:
                         return None
                     i = k + 1
@@ -173,7 +173,7 @@ def _parse_cast_operand(s: str, i: int, limit: int | None = None) -> int | None:
     while True:
         j = ws(i)
         if j < n and s[j] in "([":
-            k = closed(_match(s, j))
+            k = closed(match_bracket(s, j))
             if k is None:
                 return None
             i = k + 1
@@ -230,7 +230,7 @@ def _item_kind(s: str, a: int, b: int) -> str:
     constructors, and a copy per level was quadratic in the nesting."""
 
     def ws(k: int) -> int:
-        return min(_skip_ws(s, k), b)
+        return min(skip_ws(s, k), b)
 
     m = _IDENT.match(s, ws(a), b)
     if not m:  # no identifier first
@@ -255,7 +255,7 @@ def _item_kind(s: str, a: int, b: int) -> str:
 
 
 def _top_items(masked: str, start: int, end: int) -> list[tuple[int, int]]:
-    """`_split_top` of a span whose brackets all close inside it (the inside
+    """`split_top_level` of a span whose brackets all close inside it (the inside
     of a matched bracket), stepping over each nested group at once."""
     parts, angle, i0, i = [], 0, start, start
     while i < end:
@@ -267,7 +267,7 @@ def _top_items(masked: str, start: int, end: int) -> list[tuple[int, int]]:
         elif angle == 0 and c == ",":
             parts.append((i0, i))
             i0 = i + 1
-        i = _next_top(masked, i, end)
+        i = next_same_level(masked, i, end)
     parts.append((i0, end))
     return parts
 
@@ -278,7 +278,7 @@ def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
     `constexpr uint3 M(uint(4), 2, 3)` and `float4 v(float(i), 0.0f, 0.0f, 1.0f)`
     are vector constants, `float4 v(a, b)` is one too, and
     `float4 f(float a, uint2 b)` is a function."""
-    after = masked[_skip_ws(masked, close_i + 1) : _skip_ws(masked, close_i + 1) + 6]
+    after = masked[skip_ws(masked, close_i + 1) : skip_ws(masked, close_i + 1) + 6]
     if after.startswith("{") or after.startswith("->") or after.startswith("const"):
         return True
     if not _NONSPACE.search(masked, open_i + 1, close_i):
@@ -287,12 +287,12 @@ def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
     return "value" not in kinds and "param" in kinds
 
 
-def _rewrite_constructors(text: str) -> str:
+def rewrite_constructors(text: str) -> str:
     # Iterate: each pass handles non-overlapping matches; nested constructors
     # (float4(float2(a, b), c, d)) are all found on the first pass because
     # only the type name and the opening bracket are replaced.
     masked = mask_comments_and_strings(text)
-    ed = _Edits()
+    ed = Edits()
     done: set[int] = set()
 
     # static_cast<float4>(x)
@@ -307,14 +307,14 @@ def _rewrite_constructors(text: str) -> str:
         if name in ("operator",) or name in _KEYWORDS_BEFORE_EXPR:
             continue
         open_i = m.start("open")
-        close_i = _match(masked, open_i)
+        close_i = match_bracket(masked, open_i)
         if close_i is None:
             continue
         if masked[open_i] == "(" and _looks_like_parameters(masked, open_i, close_i):
             continue
         if masked[open_i] == "{":
             # float4 v{...}: only where it ends a declarator (; , ) )
-            at = _skip_ws(masked, close_i + 1)
+            at = skip_ws(masked, close_i + 1)
             nxt = masked[at : at + 1]
             if nxt not in (";", ","):
                 continue
@@ -329,7 +329,7 @@ def _rewrite_constructors(text: str) -> str:
     # Rewritten when there are two or more items; {s} keeps C++ meaning.
     for m in _COPY_LIST_INIT.finditer(masked):
         open_i = m.start("open")
-        close_i = _match(masked, open_i)
+        close_i = match_bracket(masked, open_i)
         if close_i is None or open_i in done:
             continue
         # the top-level commas, stepping over nested groups (a walk over
@@ -337,8 +337,8 @@ def _rewrite_constructors(text: str) -> str:
         items, i = 1, open_i + 1
         while i < close_i:
             items += masked[i] == ","
-            i = _next_top(masked, i, close_i)
-        last = _prev_nonspace(masked, close_i)
+            i = next_same_level(masked, i, close_i)
+        last = prev_nonspace(masked, close_i)
         if items < 2 or (last > open_i and masked[last] == ","):
             continue
         ed.add(open_i, open_i + 1, _make(*_elem_n(m)) + "(", "")
@@ -350,11 +350,11 @@ def _rewrite_constructors(text: str) -> str:
         open_i = m.start("open")
         if open_i in done:
             continue
-        before = _prev_nonspace(masked, m.start())
-        if before >= 0 and _word_before(masked, before) == "operator":
+        before = prev_nonspace(masked, m.start())
+        if before >= 0 and word_before(masked, before) == "operator":
             continue  # operator float4() is a conversion function
         if masked[open_i] == "{":
-            close_i = _match(masked, open_i)
+            close_i = match_bracket(masked, open_i)
             if close_i is None:
                 continue
             # "struct X : float4 {" or "-> float4 {" are not constructors
@@ -396,17 +396,17 @@ def _rewrite_c_casts(text: str) -> str:
     and it closed its operand with a `)`, where the operand of a cast inside
     it must end (`_parse_cast_operand`'s limit)."""
     masked = mask_comments_and_strings(text)
-    ed = _Edits()
+    ed = Edits()
     opened: set[int] = set()  # where a rewritten cast's `(T)` ended: a `(` now
     enclosing: list[int] = []  # ends of the rewritten operands around here
     for m in _C_CAST.finditer(masked):
         while enclosing and enclosing[-1] <= m.start():
             enclosing.pop()
-        before = _prev_nonspace(masked, m.start())
+        before = prev_nonspace(masked, m.start())
         if before >= 0 and before not in opened:
             ch = masked[before]
             if ch.isalnum() or ch == "_":
-                if _word_before(masked, before) not in _KEYWORDS_BEFORE_EXPR:
+                if word_before(masked, before) not in _KEYWORDS_BEFORE_EXPR:
                     continue  # sizeof(float4), f(float4): not a cast
             elif ch in ")]":
                 continue

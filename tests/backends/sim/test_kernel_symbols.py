@@ -91,7 +91,7 @@ def build_object(tmp_path, text: str):
     cpp = tmp_path / "t.cpp"
     cpp.write_text(text)
     obj = tmp_path / "t.o"
-    res = toolchain._run_compiler(
+    res = toolchain.run_compiler(
         ["c++", *toolchain.CXX_FLAGS, "-x", "c++", "-c", str(cpp), "-o", str(obj)]
     )
     assert res.returncode == 0, res.stderr
@@ -115,7 +115,7 @@ def test_a_library_exporting_more_than_its_entry_points_is_refused(tmp_path):
                                  'extern "C" __attribute__((visibility("default"))) int helper() '
                                  '{ return 1; }\n')  # fmt: skip
     so = tmp_path / "t.so"
-    res = toolchain._run_compiler(["c++", *toolchain.LINK_FLAGS, str(obj), "-o", str(so)])
+    res = toolchain.run_compiler(["c++", *toolchain.LINK_FLAGS, str(obj), "-o", str(so)])
     assert res.returncode == 0, res.stderr
     assert "exports helper" in kernel_symbols.library_violation(so)
 

@@ -21,7 +21,8 @@ mx = pytest.importorskip("mlx.core")
 sim = pytest.importorskip("mlxsci.backends.sim")
 
 from mlxsci.backends.base import Backend  # noqa: E402
-from mlxsci.backends.sim import _DIALECTS, language_rules  # noqa: E402
+from mlxsci.backends.sim import language_rules  # noqa: E402
+from mlxsci.backends.sim.dialects import DIALECTS  # noqa: E402
 from mlxsci.kernel.candidate import load as load_candidate  # noqa: E402
 from mlxsci.kernel.signature import ArgInfo, dtype_name  # noqa: E402
 from mlxsci.kernel.spec import CompileError, KernelSpec  # noqa: E402
@@ -231,7 +232,7 @@ def test_metal_error_log_is_in_clang_format(metal):
 def _metal_text(body, header="", names=("x",), sizes=(64,)):
     spec = KernelSpec("k", names, ("out",), body, header)
     infos = [ArgInfo("float32", (s,) if s else ()) for s in sizes]
-    gen = _DIALECTS["metal"]().generate(spec, infos, ["float32"], None)
+    gen = DIALECTS["metal"]().generate(spec, infos, ["float32"], None)
     return gen
 
 
@@ -333,7 +334,7 @@ class _RecordingBackend(Backend):
         self.checked = 0
 
     def kernel(self, spec):
-        gen_dialect = _DIALECTS[self.dialect]()
+        gen_dialect = DIALECTS[self.dialect]()
 
         def call(
             *,

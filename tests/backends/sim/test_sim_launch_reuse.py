@@ -1,6 +1,6 @@
 """The simulator's fast launch path (issue 11, outcome 4) keeps every check.
 
-Guarded buffers are kept between launches (mlxsci.backends.sim._BufferPool)
+Guarded buffers are kept between launches (mlxsci.backends.sim.buffers.BufferPool)
 and the generated text is cached per call signature. These tests pin what
 must not change because of it, in both dialects:
 - a reused buffer still catches an overflow and an underflow, under both
@@ -19,14 +19,13 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from mlxsci.backends import sim
-from mlxsci.backends.sim import SimBackend
+from mlxsci.backends.sim import SimBackend, buffers
 from mlxsci.kernel.spec import KernelFault, KernelSpec
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
 
 N = 37  # not a multiple of the group or the page: slack on both sides
-GARBAGE_F32 = np.frombuffer(bytes([sim.GARBAGE_BYTE]) * 4, dtype=np.float32)[0]
+GARBAGE_F32 = np.frombuffer(bytes([buffers.GARBAGE_BYTE]) * 4, dtype=np.float32)[0]
 
 # out[i + shift] = x[i]: shift 0 is correct, +1 writes one past the end,
 # -1 one before the start.
@@ -110,14 +109,14 @@ def run_scaled(k, a: float, flag: int, init_value=None):
 def taken(monkeypatch):
     """The ids of the buffers each launch takes from the pool, in order."""
     ids: list[set] = []
-    real_take = sim._POOL.take
+    real_take = buffers.POOL.take
 
     def take(nbytes, end_aligned):
         gb = real_take(nbytes, end_aligned)
         ids[-1].add(id(gb))
         return gb
 
-    monkeypatch.setattr(sim._POOL, "take", take)
+    monkeypatch.setattr(buffers.POOL, "take", take)
     return ids
 
 
@@ -190,14 +189,14 @@ def test_template_and_dtype_changes_make_new_variants(backend):
 
 
 def test_pool_returns_only_clean_buffers_and_stays_bounded(monkeypatch):
-    pool = sim._BufferPool()
+    pool = buffers.BufferPool()
     monkeypatch.setattr(pool, "MAX_BUFFERS", 3)
     a = pool.take(40, True)
     a.bytes[:] = 1  # data bytes: the next user overwrites them
     pool.give(a)
     others = [pool.take(40, True), pool.take(40, True), pool.take(40, False)]
     assert others[0] is a and others[1] is not a
-    assert others[2].base % sim.PAGE == 0  # placement is part of the key: start-aligned
+    assert others[2].base % buffers.PAGE == 0  # placement is part of the key: start-aligned
     kept = [pool.take(n, True) for n in (8, 16, 24, 32, 48)]
     for gb in kept:
         pool.give(gb)

@@ -60,13 +60,13 @@ def _compile(
     if target:
         cmd += ["-target", target]
     if obj:
-        return toolchain._run_compiler(cmd + ["-c", str(src), "-o", str(out)])
+        return toolchain.run_compiler(cmd + ["-c", str(src), "-o", str(out)])
     o = out.with_suffix(".o")
-    res = toolchain._run_compiler(cmd + ["-c", str(src), "-o", str(o)])
+    res = toolchain.run_compiler(cmd + ["-c", str(src), "-o", str(o)])
     if res.returncode != 0:
         return res
     link = [f for f in toolchain.LINK_FLAGS if f not in ("-shared", "-Wl,-z,defs")]
-    return toolchain._run_compiler(["c++", *link, str(o), "-o", str(out)])
+    return toolchain.run_compiler(["c++", *link, str(o), "-o", str(out)])
 
 
 # ---------------------------------------------------------------------------
