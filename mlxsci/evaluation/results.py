@@ -129,51 +129,67 @@ def fmt(value, spec=".3g"):
     return "-" if value is None else format(value, spec)
 
 
+# The table's columns, one row per size (size_row).
+SIZE_COLUMNS = (
+    "size",
+    "verdict",
+    "error",
+    "tol",
+    "ms (median)",
+    "noise %",
+    "achieved",
+    "ceiling",
+    "fraction",
+    "flags",
+)
+
+
 def format_evaluation(ev: Evaluation) -> str:
+    """The evaluation as `mlxsci eval` prints it: a heading, a row per size,
+    the timer's and chip table's notes, the score, and what the verdict rests on."""
     # Imported here, not at the top: `import mlxsci` imports this module
     # (through mlxsci/evaluation/evaluator.py), and only the command line prints tables
     # (tabulate takes ~30 ms to import).
     from tabulate import tabulate
 
-    rows = []
-    for s in ev.sizes:
-        verdict = "FAIL" if not s.correct else "IMPLAUSIBLE" if s.implausible else "ok"
-        rows.append(
-            [
-                s.label + (" (held-out)" if s.held_out else ""),
-                verdict,
-                fmt(s.error, ".2e"),
-                fmt(s.tol, ".2e"),
-                fmt(None if s.seconds is None else s.seconds * 1e3, ".4g"),
-                fmt(None if s.noise is None else 100 * s.noise, ".1f"),
-                f"{fmt(s.achieved, '.2f')} {s.unit}".strip(),
-                fmt(s.ceiling, ".2f"),
-                fmt(s.fraction, ".3f"),
-                ",".join(s.flags),
-            ]
-        )
     lines = [
         f"task {ev.task} on {ev.backend} ({ev.device}), {ev.dialect} dialect, timer {ev.timer}"
     ]
-    if rows:
-        lines.append(
-            tabulate(
-                rows,
-                headers=[
-                    "size",
-                    "verdict",
-                    "error",
-                    "tol",
-                    "ms (median)",
-                    "noise %",
-                    "achieved",
-                    "ceiling",
-                    "fraction",
-                    "flags",
-                ],
-                disable_numparse=True,
-            )
-        )
+    if ev.sizes:
+        rows = [size_row(s) for s in ev.sizes]
+        lines.append(tabulate(rows, headers=list(SIZE_COLUMNS), disable_numparse=True))
+    lines += timing_notes(ev)
+    lines.append(
+        f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
+        + (f" (noise {100 * ev.noise:.1f}%)" if ev.noise is not None else "")
+        + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else "")
+    )
+    lines.append(S_AND_PHI)
+    lines += provenance_notes(ev)
+    return redact("\n".join(lines))
+
+
+def size_row(s: SizeResult) -> list[str]:
+    """One size's row of the table (SIZE_COLUMNS)."""
+    verdict = "FAIL" if not s.correct else "IMPLAUSIBLE" if s.implausible else "ok"
+    return [
+        s.label + (" (held-out)" if s.held_out else ""),
+        verdict,
+        fmt(s.error, ".2e"),
+        fmt(s.tol, ".2e"),
+        fmt(None if s.seconds is None else s.seconds * 1e3, ".4g"),
+        fmt(None if s.noise is None else 100 * s.noise, ".1f"),
+        f"{fmt(s.achieved, '.2f')} {s.unit}".strip(),
+        fmt(s.ceiling, ".2f"),
+        fmt(s.fraction, ".3f"),
+        ",".join(s.flags),
+    ]
+
+
+def timing_notes(ev: Evaluation) -> list[str]:
+    """The lines under the table on how the sizes were timed: the wall
+    timer's chains, Metal-Sci's chip-table fractions, compute-sanitizer."""
+    lines = []
     for s in ev.sizes:
         if s.timer == "wall" and s.timer_info.get("repeats"):
             floor = s.timer_info.get("floor_seconds")
@@ -192,12 +208,13 @@ def format_evaluation(ev: Evaluation) -> str:
         lines.append(
             f"ran under compute-sanitizer {ev.sanitized}: timings are not comparable, no score"
         )
-    lines.append(
-        f"score (gmean of fractions): {fmt(ev.score, '.4f')}"
-        + (f" (noise {100 * ev.noise:.1f}%)" if ev.noise is not None else "")
-        + (f"   held-out phi: {ev.phi:.4f}" if ev.phi is not None else "")
-    )
-    lines.append(S_AND_PHI)
+    return lines
+
+
+def provenance_notes(ev: Evaluation) -> list[str]:
+    """The lines under the score: the input seed, the ceilings it was scored
+    against, why it failed, an implausible verdict."""
+    lines = []
     if ev.input_seed is not None:
         lines.append(f"inputs drawn from seed {ev.input_seed} (--input-seed reproduces them)")
     if ev.roofline:
@@ -216,4 +233,4 @@ def format_evaluation(ev: Evaluation) -> str:
                 else "not counted: S 0 (--keep-implausible counts it, for study)"
             )
         )
-    return redact("\n".join(lines))
+    return lines

@@ -252,6 +252,8 @@ def _roofline_points(runs: list[dict]) -> list[dict]:
 
 
 def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
+    """One chart per device the runs ran on: its streaming bandwidth by
+    working set, and the roofline with each task's seed and best."""
     import matplotlib.pyplot as plt
 
     paths = []
@@ -265,88 +267,11 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
             for key in sorted({(g["task"], g["model"]) for g in group})
         ]
         points = _roofline_points(chosen)
-        roof, how = _cached_roofline(backend, device)
-        if roof is not None:
-            bw_curve = [(ws, gbps) for ws, gbps in roof.bandwidth]
-            peak = roof.peak_gflops
-        else:
-            # No cached roofline for this device here: the ceilings the runs were
-            # scored against (GB/s at each size's working set, bandwidth tasks).
-            bw_curve = sorted(
-                (p["working_set"], p["ceiling"])
-                for p in points
-                if p["bound"] == "bandwidth" and p["ceiling"]
-            )
-            peak = max(
-                (p["ceiling"] for p in points if p["bound"] == "compute" and p["ceiling"]),
-                default=None,
-            )
-            how = (
-                "no cached roofline for this device here: bandwidth from the ceilings "
-                "recorded in the runs" + ("" if peak else "; FP32 peak unknown")
-            )
-            warn(f"{device}: {how}")
+        bw_curve, peak, how = _device_ceilings(backend, device, points)
         fig, (ax_bw, ax_roof) = plt.subplots(1, 2, figsize=(11, 4.2))
-        if bw_curve:
-            ax_bw.plot([w / 2**20 for w, _ in bw_curve], [g for _, g in bw_curve], "o-")
-        for p in points:
-            if p["bound"] == "bandwidth" and p["ceiling"]:
-                ax_bw.plot(p["working_set"] / 2**20, p["ceiling"], "s", mfc="none", color="gray")
-                ax_bw.annotate(p["task"], (p["working_set"] / 2**20, p["ceiling"]), fontsize=7)
-        ax_bw.set_xscale("log")
-        ax_bw.set_xlabel("working set (MiB)")
-        ax_bw.set_ylabel("bandwidth (GB/s)")
-        ax_bw.set_title("streaming bandwidth vs working set")
-
-        ais = [p["flops"] / p["bytes"] for p in points if p["flops"] > 0 and p["bytes"] > 0]
-        lo = min(ais + [0.1]) / 4
-        hi = max(ais + [10.0]) * 4
-        x = np.logspace(math.log10(lo), math.log10(hi), 200)
-        if bw_curve:
-            levels = {
-                "DRAM (largest working set)": bw_curve[-1][1],
-                "best cache level": max(g for _, g in bw_curve),
-            }
-            for (name, gbps), ls in zip(levels.items(), ("-", "--")):
-                y = gbps * x if peak is None else np.minimum(gbps * x, peak)
-                ax_roof.plot(x, y, color="black", ls=ls, lw=1, label=f"{name}: {gbps:.3g} GB/s")
-        if peak:
-            ax_roof.axhline(peak, color="red", lw=0.8, ls=":", label=f"FP32 peak {peak:.3g} GFLOPS")
+        _draw_bandwidth(ax_bw, bw_curve, points)
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10
-        for i, p in enumerate(points):
-            if p["flops"] <= 0:
-                warn(f"{p['task']}: no FLOPs in its model; left out of the roofline chart")
-                continue
-            ai = p["flops"] / p["bytes"]
-            c = colors[i]
-            ax_roof.plot(
-                ai, p["seed"], "o", mfc="none", color=c, label=f"{p['task']} ({p['model']}): seed"
-            )
-            if p["ceiling"]:  # the task's own ceiling, at its working set
-                roof_gflops = p["ceiling"] * (ai if p["bound"] == "bandwidth" else 1.0)
-                ax_roof.plot(
-                    ai,
-                    roof_gflops,
-                    "_",
-                    color=c,
-                    ms=18,
-                    mew=2,
-                    label=f"{p['task']}: ceiling at its working set",
-                )
-            if p["best"]:
-                ax_roof.plot(ai, p["best"], "o", color=c, label=f"{p['task']} ({p['model']}): best")
-                ax_roof.annotate(
-                    "",
-                    (ai, p["best"]),
-                    (ai, p["seed"]),
-                    arrowprops={"arrowstyle": "->", "color": c},
-                )
-        ax_roof.set_xscale("log")
-        ax_roof.set_yscale("log")
-        ax_roof.set_xlabel("arithmetic intensity (FLOP / byte, first scored size)")
-        ax_roof.set_ylabel("GFLOP/s")
-        ax_roof.set_title("roofline")
-        ax_roof.legend(fontsize=6)
+        _draw_roofline(ax_roof, bw_curve, peak, points, colors)
         paths += _finish(
             fig,
             out,
@@ -355,6 +280,100 @@ def plot_roofline(runs: list[dict], out: Path) -> list[Path]:
             fontsize=9,
         )
     return paths
+
+
+def _device_ceilings(backend: str, device: str, points: list[dict]) -> tuple:
+    """(bandwidth curve [(working set, GB/s)], FP32 peak or None, where they
+    come from): the device's cached roofline, else the ceilings the runs were
+    scored against (GB/s at each size's working set, bandwidth tasks)."""
+    roof, how = _cached_roofline(backend, device)
+    if roof is not None:
+        return [(ws, gbps) for ws, gbps in roof.bandwidth], roof.peak_gflops, how
+    bw_curve = sorted(
+        (p["working_set"], p["ceiling"])
+        for p in points
+        if p["bound"] == "bandwidth" and p["ceiling"]
+    )
+    peak = max(
+        (p["ceiling"] for p in points if p["bound"] == "compute" and p["ceiling"]),
+        default=None,
+    )
+    how = (
+        "no cached roofline for this device here: bandwidth from the ceilings "
+        "recorded in the runs" + ("" if peak else "; FP32 peak unknown")
+    )
+    warn(f"{device}: {how}")
+    return bw_curve, peak, how
+
+
+def _draw_bandwidth(ax_bw, bw_curve: list, points: list[dict]) -> None:
+    """The bandwidth panel: the curve, and each bandwidth task's ceiling at
+    its working set."""
+    if bw_curve:
+        ax_bw.plot([w / 2**20 for w, _ in bw_curve], [g for _, g in bw_curve], "o-")
+    for p in points:
+        if p["bound"] == "bandwidth" and p["ceiling"]:
+            ax_bw.plot(p["working_set"] / 2**20, p["ceiling"], "s", mfc="none", color="gray")
+            ax_bw.annotate(p["task"], (p["working_set"] / 2**20, p["ceiling"]), fontsize=7)
+    ax_bw.set_xscale("log")
+    ax_bw.set_xlabel("working set (MiB)")
+    ax_bw.set_ylabel("bandwidth (GB/s)")
+    ax_bw.set_title("streaming bandwidth vs working set")
+
+
+def _draw_roofline(ax_roof, bw_curve: list, peak, points: list[dict], colors: list) -> None:
+    """The roofline panel: the DRAM and best cache roofs under the FP32 peak,
+    and per task its seed, its ceiling at its working set and its best."""
+    ais = [p["flops"] / p["bytes"] for p in points if p["flops"] > 0 and p["bytes"] > 0]
+    lo = min(ais + [0.1]) / 4
+    hi = max(ais + [10.0]) * 4
+    x = np.logspace(math.log10(lo), math.log10(hi), 200)
+    if bw_curve:
+        levels = {
+            "DRAM (largest working set)": bw_curve[-1][1],
+            "best cache level": max(g for _, g in bw_curve),
+        }
+        for (name, gbps), ls in zip(levels.items(), ("-", "--")):
+            y = gbps * x if peak is None else np.minimum(gbps * x, peak)
+            ax_roof.plot(x, y, color="black", ls=ls, lw=1, label=f"{name}: {gbps:.3g} GB/s")
+    if peak:
+        ax_roof.axhline(peak, color="red", lw=0.8, ls=":", label=f"FP32 peak {peak:.3g} GFLOPS")
+    for i, p in enumerate(points):
+        if p["flops"] <= 0:
+            warn(f"{p['task']}: no FLOPs in its model; left out of the roofline chart")
+            continue
+        _draw_task_point(ax_roof, p, colors[i])
+    ax_roof.set_xscale("log")
+    ax_roof.set_yscale("log")
+    ax_roof.set_xlabel("arithmetic intensity (FLOP / byte, first scored size)")
+    ax_roof.set_ylabel("GFLOP/s")
+    ax_roof.set_title("roofline")
+    ax_roof.legend(fontsize=6)
+
+
+def _draw_task_point(ax_roof, p: dict, c) -> None:
+    """One task on the roofline: its seed, its own ceiling, an arrow to its best."""
+    ai = p["flops"] / p["bytes"]
+    ax_roof.plot(ai, p["seed"], "o", mfc="none", color=c, label=f"{p['task']} ({p['model']}): seed")
+    if p["ceiling"]:  # the task's own ceiling, at its working set
+        roof_gflops = p["ceiling"] * (ai if p["bound"] == "bandwidth" else 1.0)
+        ax_roof.plot(
+            ai,
+            roof_gflops,
+            "_",
+            color=c,
+            ms=18,
+            mew=2,
+            label=f"{p['task']}: ceiling at its working set",
+        )
+    if p["best"]:
+        ax_roof.plot(ai, p["best"], "o", color=c, label=f"{p['task']} ({p['model']}): best")
+        ax_roof.annotate(
+            "",
+            (ai, p["best"]),
+            (ai, p["seed"]),
+            arrowprops={"arrowstyle": "->", "color": c},
+        )
 
 
 def _fractions(result: dict | None) -> dict:
