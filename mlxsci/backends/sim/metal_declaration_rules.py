@@ -4,9 +4,10 @@ lists, and the checks a declaration is subject to (program-scope variables
 in `constant`, explicit address spaces on pointers and references, Metal's
 keywords as names).
 
-`_MetalDeclarationChecker` adds these to the expression rules it inherits
-(metal_expression_rules.py); `_MetalChecker` (metal_rules.py) walks the
-statements and hands each declaration here. Separate from the walk because
+`DeclarationRules` is held by the statement walk (metal_rules.py), which
+hands it each declaration; it records the names a declaration declares in
+the shared `MetalNames` and has a pointer's initializer checked by the
+`ExpressionRules` (metal_expression_rules.py). Separate from the walk because
 parsing a declaration is a job of its own that needs nothing of the scopes'
 bookkeeping beyond recording the names it declares.
 """
@@ -16,8 +17,9 @@ from __future__ import annotations
 from mlxsci.backends.sim.language_tokens import Token, close_angle, close_bracket
 from mlxsci.backends.sim.metal_expression_rules import (
     ADDRESS_SPACES,
+    ExpressionRules,
+    MetalNames,
     Var,
-    _MetalExpressionChecker,
 )
 
 _FUNCTION_QUALIFIERS = frozenset({"kernel", "vertex", "fragment"})
@@ -51,12 +53,18 @@ _SPECIFIERS = (
 _INTEGER_WORDS = frozenset({"int", "char", "short", "long"})
 
 
-class _MetalDeclarationChecker(_MetalExpressionChecker):
+class DeclarationRules:
     """Declarations: their specifiers, declarators and parameters, checked
-    and recorded in the current scope."""
+    and recorded in the current scope of `names`. The walk calls
+    `declaration` (program or type scope), `local_declaration` (function
+    scope) and `check_name` (a name the walk itself meets: a type's)."""
+
+    def __init__(self, names: MetalNames, expressions: ExpressionRules):
+        self.names = names
+        self.expressions = expressions
 
     # -- declarations ----------------------------------------------------
-    def specifiers(
+    def _specifiers(
         self, toks: list[Token], k: int = 0
     ) -> tuple[int, list[Token], str | None] | None:
         """Parses decl-specifiers from toks[k]: (index after them, the
@@ -79,7 +87,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             if t == "metal" and k + 1 < len(toks) and toks[k + 1].text == "::":
                 k += 2
                 continue
-            if type_word is None and toks[k].is_ident and self.is_type(t):
+            if type_word is None and toks[k].is_ident and self.names.is_type(t):
                 type_word = t
                 k += 1
                 if t in ("unsigned", "signed", "long", "short"):
@@ -98,7 +106,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             return None
         return k, toks[start:k], type_word
 
-    def declarators(
+    def _declarators(
         self, toks: list[Token], k: int
     ) -> list[tuple[list[Token], Token | None, list[Token]]]:
         """Splits toks[k:] at top-level commas into (pointer/reference marks,
@@ -127,7 +135,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
         return out
 
     def local_declaration(self, body: list[Token]) -> None:
-        spec = self.specifiers(body)
+        spec = self._specifiers(body)
         if spec is None:
             return
         k, specs, type_word = spec
@@ -135,30 +143,31 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             return  # `float(x);`, `half2 = ...` and other expressions
         words = {t.text for t in specs}
         if "static" in words and "constant" not in words:
-            self.flag(
+            self.names.flag(
                 body[0],
                 "function-scope static variables are not supported in Metal: a "
                 "static variable must be at program scope in the constant address "
                 "space (MSL 4.2); move it out of the function as `constant ...`",
             )
-        self.declare(specs, type_word, body, k, default_space="thread")
+        self._declare(specs, type_word, body, k, default_space="thread")
 
-    def declaration(self, body: list[Token], scope: str, opens: bool) -> None:
-        """A declaration at program or type scope: a function, a variable or a member."""
-        paren = self.function_paren(body)
+    def declaration(self, body: list[Token], scope: str, opens: bool) -> list[tuple[str, Var]]:
+        """A declaration at program or type scope: a function, a variable or a
+        member. Returns the parameters (names, what they hold) of a function
+        whose body it opens, to be bound in that body's scope; else []."""
+        paren = self._function_paren(body)
         if paren is not None:
             name_tok = body[paren - 1]
             self.check_name(name_tok, what="function")
             close = close_bracket(body, paren)
-            if opens or self.looks_like_parameters(body[paren + 1 : close]):
-                self.params = self.parameters(body[paren + 1 : close]) if opens else []
-                return
-        spec = self.specifiers(body)
+            if opens or self._looks_like_parameters(body[paren + 1 : close]):
+                return self._parameters(body[paren + 1 : close]) if opens else []
+        spec = self._specifiers(body)
         if spec is None:
-            return
+            return []
         k, specs, type_word = spec
         words = {t.text for t in specs}
-        for _marks, name, _rest in self.declare(
+        for _marks, name, _rest in self._declare(
             specs,
             type_word,
             body,
@@ -170,15 +179,16 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                 continue
             if "constant" in words or type_word == "sampler" and "constexpr" in words:
                 continue
-            self.flag(
+            self.names.flag(
                 name,
                 f"program scope variable must reside in constant address space: "
                 f"'{name.text}' is declared outside any function without `constant` "
                 f"(MSL 4.2; `constexpr` alone is not enough); write `constant "
                 f"{' '.join(t.text for t in specs if t.text != 'static')} ...`",
             )
+        return []
 
-    def function_paren(self, body: list[Token]) -> int | None:
+    def _function_paren(self, body: list[Token]) -> int | None:
         """Index of the `(` of a function declarator: the first top-level `(`
         right after an identifier (or an operator), before any `=`."""
         k = 0
@@ -202,19 +212,19 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             k += 1
         return None
 
-    def looks_like_parameters(self, inner: list[Token]) -> bool:
+    def _looks_like_parameters(self, inner: list[Token]) -> bool:
         """`T name(args);` declares a function when args are parameter
         declarations, a variable when they are values (`uint3 M(1, 2, 3);`)."""
         if not inner:
             return True
         return inner[0].text in _SPECIFIERS or (
             inner[0].is_ident
-            and self.is_type(inner[0].text)
+            and self.names.is_type(inner[0].text)
             and inner[0].text != "half"
             or inner[0].text == "void"
         )
 
-    def parameters(self, inner: list[Token]) -> list[tuple[str, Var]]:
+    def _parameters(self, inner: list[Token]) -> list[tuple[str, Var]]:
         """Checks a parameter list; returns the parameters' names and what they hold."""
         out = []
         k = 0
@@ -228,10 +238,10 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                     end = close if close is not None else end
                 end += 1
             param = inner[k:end]
-            spec = self.specifiers(param)
+            spec = self._specifiers(param)
             if spec is not None:
                 pk, specs, type_word = spec
-                for marks, name, rest in self.declare(
+                for marks, name, rest in self._declare(
                     specs,
                     type_word,
                     param,
@@ -243,12 +253,12 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
                 ):
                     if name is not None:
                         out.append(
-                            (name.text, self.var_of(specs, type_word, marks, rest, "thread"))
+                            (name.text, self._var_of(specs, type_word, marks, rest, "thread"))
                         )
             k = end + 1
         return out
 
-    def declare(
+    def _declare(
         self,
         specs,
         type_word,
@@ -261,19 +271,19 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
     ):
         """Checks the declarators after `specs` (names, address spaces,
         initializers) and records them in the current scope."""
-        decls = self.declarators(toks, k)
+        decls = self._declarators(toks, k)
         for marks, name, rest in decls:
             if name is not None:
                 self.check_name(name, what=what)
-            self.check_pointer_marks(specs, type_word, marks)
-            var = self.var_of(specs, type_word, marks, rest, default_space)
+            self._check_pointer_marks(specs, type_word, marks)
+            var = self._var_of(specs, type_word, marks, rest, default_space)
             if check_init and name is not None and var.kind == "pointer" and var.space is not None:
-                self.check_initializer(name, var, rest)
+                self.expressions.check_initializer(name, var, rest)
             if record and name is not None:
-                self.bind(name.text, var)
+                self.names.bind(name.text, var)
         return decls
 
-    def var_of(self, specs, type_word, marks, rest, default_space) -> Var:
+    def _var_of(self, specs, type_word, marks, rest, default_space) -> Var:
         space = next((t.text for t in specs if t.text in ADDRESS_SPACES), None)
         if space is None:
             space = next((t.text for t in marks if t.text in ADDRESS_SPACES), None)
@@ -289,7 +299,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
             return Var("array", space or default_space, type_text)
         return Var("value", space or default_space, type_text)
 
-    def check_pointer_marks(self, specs, type_word, marks) -> None:
+    def _check_pointer_marks(self, specs, type_word, marks) -> None:
         if type_word == "auto" or not marks:
             return
         first = marks[0]
@@ -300,7 +310,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
         )
         if not has_space:
             kind = "pointer" if first.text == "*" else "reference"
-            self.flag(
+            self.names.flag(
                 first,
                 f"{kind} type must have explicit address space qualifier: "
                 f"'{' '.join(t.text for t in specs)} {first.text}' (MSL 4: write "
@@ -310,7 +320,7 @@ class _MetalDeclarationChecker(_MetalExpressionChecker):
     def check_name(self, tok: Token, what: str) -> None:
         why = _METAL_KEYWORDS.get(tok.text)
         if why is not None:
-            self.flag(
+            self.names.flag(
                 tok,
                 f"'{tok.text}' is {why} and cannot name a {what}; rename it (e.g. '{tok.text}_')",
             )

@@ -1,15 +1,13 @@
-"""The Metal checker's state and its expression-level rules: pointer casts
-and pointer initializers that name no address space or move a pointer to
-another one, and lambda expressions (the rules themselves are listed in
-metal_rules.py's docstring).
+"""The Metal checker's shared state and its expression-level rules (the rules
+themselves are listed in metal_rules.py's docstring).
 
-`_MetalExpressionChecker` holds what a walk over the tokens knows (the
-tokens, the type names seen, the scopes with what each name holds) and
-checks single expressions against it; `_MetalDeclarationChecker`
-(metal_declaration_rules.py) extends it with declarations, and
-`_MetalChecker` (metal_rules.py) with the statement walk that keeps that
-state. Split so that each part stays readable on its own; this one never
-calls into the walk.
+`MetalNames` is what the walk over one kernel text knows and every part of
+the checker shares: the type names seen so far, the open scopes with what
+each name holds, and the violations found. `ExpressionRules` checks single
+expressions against it: pointer casts and pointer initializers that name no
+address space or move a pointer to another one, and lambda expressions. The
+declaration rules (metal_declaration_rules.py) and the statement walk
+(metal_rules.py) hold one of each; neither part here calls into them.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from mlxsci.backends.sim.language_tokens import (
     Violation,
     close_angle,
     close_bracket,
-    tokenize,
 )
 
 ADDRESS_SPACES = frozenset(
@@ -111,20 +108,23 @@ class _Scope:
     names: dict = field(default_factory=dict)
 
 
-class _MetalExpressionChecker:
-    """The checker's state, and the checks on casts, pointer initializers and lambdas."""
+class MetalNames:
+    """What a walk over one kernel text knows: the type names seen, the open
+    scopes with what each name holds, and the violations found so far."""
 
-    def __init__(self, code: str):
-        self.toks = tokenize(code)
+    def __init__(self) -> None:
         self.types = set(_SCALAR_TYPES)
         self.scopes = [_Scope("program")]
         # name -> what it holds in each open scope that declares it, innermost
         # last: a lookup in one step however deep the scopes nest
         self.visible: dict[str, list[Var]] = {}
-        self.params: list[tuple[str, Var]] = []  # of the function whose body opens next
         self.out: list[Violation] = []
 
-    # -- helpers ---------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        """The kind of the innermost open scope."""
+        return self.scopes[-1].kind
+
     def is_type(self, word: str) -> bool:
         return word in self.types or bool(_TYPE_WORD.fullmatch(word))
 
@@ -145,26 +145,37 @@ class _MetalExpressionChecker:
         self.scopes.append(_Scope(kind))
 
     def pop_scope(self) -> None:
-        for name in self.scopes.pop().names:
-            self.visible[name].pop()
+        """Closes the innermost scope; the program scope is never closed."""
+        if len(self.scopes) > 1:
+            for name in self.scopes.pop().names:
+                self.visible[name].pop()
 
     def flag(self, tok: Token, message: str) -> None:
         self.out.append(Violation(tok.pos, message))
+
+
+class ExpressionRules:
+    """The checks of single expressions: `check_casts` (every pointer cast
+    of a statement), `check_initializer` (a pointer declarator's `= ...`) and
+    `check_lambdas` (all tokens of the text), reported through `names`."""
+
+    def __init__(self, names: MetalNames):
+        self.names = names
 
     # -- address spaces of expressions -------------------------------------
     def check_initializer(self, name: Token, var: Var, rest: list[Token]) -> None:
         if not rest or rest[0].text != "=":
             return
-        got = self.operand_space(rest, 1, whole=True)
+        got = self._operand_space(rest, 1, whole=True)
         if got is not None and got[0] != var.space:
-            self.flag(
+            self.names.flag(
                 rest[1],
                 f"cannot initialize a variable of type '{var.type}' with an lvalue "
                 f"of type '{got[1]}': the pointer would change address space from "
                 f"{got[0]} to {var.space} (MSL 4)",
             )
 
-    def operand_space(
+    def _operand_space(
         self, toks: list[Token], k: int, whole: bool = False
     ) -> tuple[str, str] | None:
         """(address space, type text) of the pointer the expression at toks[k]
@@ -175,7 +186,7 @@ class _MetalExpressionChecker:
         level made nested parentheses quadratic)."""
         lo, hi = 0, len(toks)
         while k < hi and toks[k].text == "(":
-            cast = self.cast_at(toks, k, lo, hi)
+            cast = self._cast_at(toks, k, lo, hi)
             if cast is not None:
                 return (cast[1], cast[2]) if cast[1] else None
             close = min(close_bracket(toks, k), hi)
@@ -183,14 +194,14 @@ class _MetalExpressionChecker:
                 return None
             lo, hi, k = k + 1, close, k + 1
         if k < hi and toks[k].text in _CASTS:
-            cast = self.cast_at(toks, k, lo, hi)
+            cast = self._cast_at(toks, k, lo, hi)
             return (cast[1], cast[2]) if cast and cast[1] else None
         address_of = k < hi and toks[k].text == "&"
         if address_of:
             k += 1
         if k >= hi or not toks[k].is_ident:
             return None
-        var = self.lookup(toks[k].text)
+        var = self.names.lookup(toks[k].text)
         nxt = toks[k + 1].text if k + 1 < hi else ""
         if var is None or var.space is None:
             return None
@@ -210,7 +221,7 @@ class _MetalExpressionChecker:
             return var.space, f"{var.type} *"
         return None
 
-    def cast_at(self, toks: list[Token], k: int, lo: int = 0, hi: int | None = None):
+    def _cast_at(self, toks: list[Token], k: int, lo: int = 0, hi: int | None = None):
         """(end index, target address space or None, target type text, the
         cast's name, the `*` token) of a pointer cast at toks[k], or None.
         Only the window toks[lo:hi] is looked at (default: all of toks)."""
@@ -225,7 +236,7 @@ class _MetalExpressionChecker:
             inner = toks[k + 2 : end]
             if end + 1 >= hi or toks[end + 1].text != "(":
                 return None
-            return self.cast_parts(inner, end, t)
+            return self._cast_parts(inner, end, t)
         if t != "(":
             return None
         if k > lo and (
@@ -244,14 +255,16 @@ class _MetalExpressionChecker:
             if not (x.is_ident or x.text in ("*", "::", "<", ">", ",") or x.text[:1].isdigit()):
                 return None
         inner = toks[k + 1 : close]
-        if not any(x.is_ident and (self.is_type(x.text) or x.text in self.types) for x in inner):
+        if not any(
+            x.is_ident and (self.names.is_type(x.text) or x.text in self.names.types) for x in inner
+        ):
             return None
         after = toks[close + 1].text if close + 1 < hi else ""
         if after in ("", ")", ";", ",", "]", "}", "=", "{"):
             return None  # not followed by an operand
-        return self.cast_parts(inner, close, "C-style cast")
+        return self._cast_parts(inner, close, "C-style cast")
 
-    def cast_parts(self, inner, end, how):
+    def _cast_parts(self, inner, end, how):
         star = next(x for x in inner if x.text in ("*", "&"))
         space = next((x.text for x in inner if x.text in ADDRESS_SPACES), None)
         return end, space, " ".join(x.text for x in inner), how, star
@@ -262,12 +275,12 @@ class _MetalExpressionChecker:
                 continue
             if stmt[k].text == "(" and k > 0 and stmt[k - 1].text in _CASTS | {">"}:
                 continue
-            cast = self.cast_at(stmt, k)
+            cast = self._cast_at(stmt, k)
             if cast is None:
                 continue
             end, space, target, how, star = cast
             if space is None:
-                self.flag(
+                self.names.flag(
                     star,
                     f"pointer type must have explicit address space qualifier: "
                     f"{how} to '{target}' (MSL 4: write device, constant, threadgroup "
@@ -275,9 +288,9 @@ class _MetalExpressionChecker:
                 )
                 continue
             operand = end + 1 if how == "C-style cast" else end + 2
-            got = self.operand_space(stmt, operand)
+            got = self._operand_space(stmt, operand)
             if got is not None and got[0] != space:
-                self.flag(
+                self.names.flag(
                     stmt[k],
                     f"{how} from '{got[1]}' to '{target}' converts between "
                     f"mismatching address spaces ({got[0]} to {space}); Metal "
@@ -285,8 +298,7 @@ class _MetalExpressionChecker:
                 )
 
     # -- lambdas ---------------------------------------------------------
-    def check_lambdas(self) -> None:
-        toks = self.toks
+    def check_lambdas(self, toks: list[Token]) -> None:
         for k, tok in enumerate(toks):
             if tok.text != "[" or (k + 1 < len(toks) and toks[k + 1].text == "["):
                 continue
@@ -307,7 +319,7 @@ class _MetalExpressionChecker:
                 continue
             after = toks[close + 1].text if close + 1 < len(toks) else ""
             if after in ("(", "{", "mutable", "->", "<"):
-                self.flag(
+                self.names.flag(
                     tok,
                     "lambda expressions are not supported in Metal (MSL 1.4.4: C++ "
                     "features not supported); write a helper function in the header "

@@ -20,9 +20,12 @@
               keywords: C++ lets a declaration shadow them, so they are allowed.
 
 `check_metal` runs `_MetalChecker`: one pass over the tokens that tracks
-scopes and statements (this module), parses and checks declarations with the
-rules it inherits from metal_declaration_rules.py, and checks expressions
-with those metal_expression_rules.py gives both.
+scopes and statements (this module). It holds three parts that share one
+`MetalNames` (the type names, the scopes with what each name holds, the
+violations): the walk itself, `DeclarationRules` (metal_declaration_rules.py),
+to which it hands each declaration, and `ExpressionRules`
+(metal_expression_rules.py), which checks the casts of every statement and
+the text's lambdas.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ from mlxsci.backends.sim.language_tokens import (
     close_bracket,
     code_only,
     first_error,
+    tokenize,
 )
-from mlxsci.backends.sim.metal_declaration_rules import _MetalDeclarationChecker
+from mlxsci.backends.sim.metal_declaration_rules import DeclarationRules
+from mlxsci.backends.sim.metal_expression_rules import ExpressionRules, MetalNames, Var
 from mlxsci.kernel.spec import CompileError
 
 __all__ = ["check_metal"]
@@ -57,21 +62,28 @@ class _Words:
         return self.seen
 
 
-class _MetalChecker(_MetalDeclarationChecker):
-    """One pass over the tokens: scopes, declarations and casts."""
+class _MetalChecker:
+    """One pass over the tokens: scopes and statements, each statement's
+    casts checked by `expressions`, its declarations by `declarations`."""
 
-    openings: dict[int, int] | None = None  # `)` -> its `(`, see paren_opening
+    def __init__(self, code: str):
+        self.toks = tokenize(code)
+        self.names = MetalNames()
+        self.expressions = ExpressionRules(self.names)
+        self.declarations = DeclarationRules(self.names, self.expressions)
+        self.params: list[tuple[str, Var]] = []  # of the function whose body opens next
+        self.openings: dict[int, int] | None = None  # `)` -> its `(`, see paren_opening
 
     # -- the walk --------------------------------------------------------
     def run(self) -> list[Violation]:
-        self.check_lambdas()
+        self.expressions.check_lambdas(self.toks)
         toks = self.toks
+        names = self.names
         i = 0
         while i < len(toks):
             t = toks[i].text
             if t == "}":
-                if len(self.scopes) > 1:
-                    self.pop_scope()
+                names.pop_scope()
                 i += 1
                 continue
             if t == ";":
@@ -80,14 +92,14 @@ class _MetalChecker(_MetalDeclarationChecker):
             end, opens = self.statement_end(i)
             kind = self.statement(toks[i:end], opens)
             if opens:
-                self.push_scope(kind)
+                names.push_scope(kind)
                 if kind == "function":
                     for name, var in self.params:
-                        self.bind(name, var)
+                        names.bind(name, var)
             self.params = []
             # a `}` that ends a statement (`enum E { A, B }`) still closes its scope
             i = end if end < len(toks) and toks[end].text == "}" else end + 1
-        return self.out
+        return names.out
 
     def statement_end(self, i: int) -> tuple[int, bool]:
         """(index of the `;` or block-opening `{` that ends the statement
@@ -153,8 +165,8 @@ class _MetalChecker(_MetalDeclarationChecker):
     # -- statements ------------------------------------------------------
     def statement(self, stmt: list[Token], opens: bool) -> str:
         """Checks one statement; returns the kind of scope its `{` opens."""
-        scope = self.scopes[-1].kind
-        self.check_casts(stmt)
+        scope = self.names.scope
+        self.expressions.check_casts(stmt)
         if not stmt:
             return scope
         body = self.strip_template(stmt)
@@ -174,18 +186,18 @@ class _MetalChecker(_MetalDeclarationChecker):
             if k < len(head) and head[k] == "class" and head[k - 1] == "enum":
                 k += 1
             if k < len(body) and body[k].is_ident:
-                self.types.add(body[k].text)
-                self.check_name(body[k], what="type")
+                self.names.types.add(body[k].text)
+                self.declarations.check_name(body[k], what="type")
             if head[0] == "typedef" and not opens and body[-1].is_ident:
-                self.types.add(body[-1].text)
+                self.names.types.add(body[-1].text)
             return "enum" if "enum" in head[:3] else "type"
         if head[:1] == ["typedef"]:
             if body and body[-1].is_ident:
-                self.types.add(body[-1].text)
+                self.names.types.add(body[-1].text)
             return scope
         if head[:1] == ["using"]:
             if len(head) > 2 and head[2] == "=" and body[1].is_ident:
-                self.types.add(body[1].text)
+                self.names.types.add(body[1].text)
             return scope
         if scope == "enum":
             return scope
@@ -193,7 +205,7 @@ class _MetalChecker(_MetalDeclarationChecker):
             self.function_statement(body, opens)
             return "function"
         # program or type scope: a function or a variable
-        self.declaration(body, scope, opens)
+        self.params = self.declarations.declaration(body, scope, opens)
         return "function" if opens else scope
 
     def strip_template(self, stmt: list[Token]) -> list[Token]:
@@ -208,7 +220,7 @@ class _MetalChecker(_MetalDeclarationChecker):
                 inner = stmt[k + 2 : end]
                 for a, b in zip(inner, inner[1:]):
                     if a.text in ("typename", "class") and b.is_ident:
-                        self.types.add(b.text)
+                        self.names.types.add(b.text)
                 k = end + 1
             elif stmt[k].text == "[" and k + 1 < len(stmt) and stmt[k + 1].text == "[":
                 k = close_bracket(stmt, k) + 1
@@ -221,7 +233,7 @@ class _MetalChecker(_MetalDeclarationChecker):
         if head[:1] == ["for"] and len(body) > 2 and head[1] == "(":
             inner = body[2 : close_bracket(body, 1)]
             semi = next((k for k, t in enumerate(inner) if t.text == ";"), len(inner))
-            self.local_declaration(inner[:semi])
+            self.declarations.local_declaration(inner[:semi])
             return
         if head[:1] and head[0] in (
             "if",
@@ -237,7 +249,7 @@ class _MetalChecker(_MetalDeclarationChecker):
             "goto",
         ):
             return
-        self.local_declaration(body)
+        self.declarations.local_declaration(body)
 
 
 def check_metal(text: str, regions, source_file: str = "<candidate>") -> CompileError | None:
