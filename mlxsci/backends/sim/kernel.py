@@ -11,7 +11,7 @@ import ctypes
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -244,105 +244,94 @@ class SimKernel(Kernel):
         end_aligned,
         use_fibers,
     ):
-        import mlx.core as mx
-
-        spec = self.spec
-        keep = []  # ctypes objects that must outlive the call
-        bufs: list[int] = []
-        guards: list[tuple[GuardedBuffer, str, str, int]] = []  # (buffer, role, name, itemsize)
-        dtypes: list[str] = []  # numpy dtype name of each guard
-        inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
-        in_bufs: list[tuple[GuardedBuffer, np.ndarray, np.ndarray]] = []
-        out_bufs: list[tuple[GuardedBuffer, str, tuple]] = []
-        out_iter = iter(zip(spec.output_names, out_names, output_shapes))
+        """One run of variant `v`: the outputs, or "retry_with_fibers" where
+        the runtime asks for one fiber per thread; a KernelFault for a fault
+        found during or after the run. The buffers go back to the pool only
+        after a clean launch."""
+        bufs = _LaunchBuffers()
         clean = False  # the buffers may go back to the pool
         try:
-            for name, role in v.params:
-                if role == "input":
-                    arr, info = inputs_by_name[name]
-                    host = host_bytes(arr)
-                    src = host if host.flags.c_contiguous else np.ascontiguousarray(host)
-                    gb = POOL.take(src.nbytes, end_aligned)
-                    guards.append((gb, "input", name, src.dtype.itemsize))
-                    gb.bytes[:] = src.reshape(-1).view(np.uint8)
-                    dtypes.append(info.dtype)
-                    in_bufs.append((gb, host, src))
-                    bufs.append(gb.base)
-                elif role in ("shape", "strides", "ndim"):
-                    c = self._shape_arg(name, role, inputs_by_name)
-                    keep.append(c)
-                    bufs.append(ctypes.addressof(c))
-                elif role == "output":
-                    oname, odt, oshape = next(out_iter)
-                    shape = tuple(int(s) for s in oshape)
-                    npdt = host_dtype(odt)
-                    n = math.prod(shape)
-                    gb = POOL.take(n * npdt.itemsize, end_aligned)
-                    guards.append((gb, "output", oname, npdt.itemsize))
-                    fill_output(gb, odt, init_value)
-                    dtypes.append(odt)
-                    out_bufs.append((gb, odt, shape))
-                    bufs.append(gb.base)
-            gtab = (SimGuard * max(1, len(guards)))()
-            for i, (gb, _role, _name, isz) in enumerate(guards):
-                gtab[i] = SimGuard(gb.lo, gb.lo + gb.total, gb.base, gb.nbytes, isz, i)
-            cbufs = (ctypes.c_void_p * max(1, len(bufs)))(*bufs)
-            L = SimLaunch()
-            L.grid[:] = grid
-            L.tg[:] = tgc
-            L.ngroups[:] = ngroups
-            L.bufs = ctypes.cast(cbufs, ctypes.POINTER(ctypes.c_void_p))
-            L.nbufs = len(bufs)
-            L.guards = ctypes.cast(gtab, ctypes.POINTER(SimGuard))
-            L.nguards = len(guards)
-            L.use_fibers = 1 if use_fibers else 0
-            L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
-            L.stack_size = self.backend.stack_size
-            L.kernel = v.kernel_name.encode()
-            L.schedule = self.backend.schedule
-            if L.schedule == SHUFFLED_SCHEDULE:
-                L.schedule_seed = next_schedule_seed(self.backend)
+            self._fill_buffers(
+                bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned
+            )
+            launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers)
             R = SimResult()
-            kind = v.entry(ctypes.byref(L), ctypes.byref(R))
+            kind = v.entry(ctypes.byref(launch), ctypes.byref(R))
             if kind == RESULT_NEED_FIBERS:
                 return "retry_with_fibers"
             if kind != RESULT_OK:
-                raise fault_of(R, guards, dtypes, self.dialect, self.backend)
+                raise fault_of(R, bufs.guards, bufs.dtypes, self.dialect, self.backend)
             if self.backend.activity is not None:  # the sim timer is listening
                 # The modeled GPU time (docs/simulator-time.md), then the host's CPU time.
-                self.backend.activity.append((spec.name, R.model_ps * 1e-12, R.cpu_ns * 1e-9))
-            for gb, role, name, isz in guards:
-                off = gb.slack_violation()
-                if off is not None:
-                    elem = off // isz
-                    n = gb.nbytes // max(1, isz)
-                    raise KernelFault(
-                        "out_of_bounds",
-                        f"out-of-bounds write to {role} '{name}' at element {elem} "
-                        f"(valid elements 0..{n - 1}); detected after the launch",
-                        {"buffer": name, "role": role, "element": elem, "access": "write"},
-                    )
-            # A GPU kernel can write its inputs: make the caller see it.
-            for gb, host, src in in_bufs:
-                if src.nbytes and libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:
-                    if host.flags.c_contiguous and host.flags.writeable:
-                        libc.memmove(host.ctypes.data, gb.base, src.nbytes)
-            outs = []
-            for gb, odt, shape in out_bufs:
-                # mx.array copies: the buffer goes back to the pool.
-                data = np.frombuffer(gb.bytes, dtype=host_dtype(odt)).reshape(shape)
-                a = mx.array(data)
-                if odt == "bfloat16":
-                    a = a.view(mx.bfloat16)
-                outs.append(a)
+                self.backend.activity.append((self.spec.name, R.model_ps * 1e-12, R.cpu_ns * 1e-9))
+            _check_slack(bufs.guards)
+            _copy_back_inputs(bufs.inputs)
+            outs = _read_outputs(bufs.outputs)
             clean = True
             return outs
         finally:
-            for gb, *_ in guards:
-                if clean:
-                    POOL.give(gb)
-                else:
-                    gb.free()
+            bufs.release(clean)
+
+    def _fill_buffers(
+        self, bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned
+    ) -> None:
+        """One buffer or by-value argument per parameter of `v`, in its order:
+        inputs hold their values, outputs init_value or the garbage pattern."""
+        spec = self.spec
+        inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
+        out_iter = iter(zip(spec.output_names, out_names, output_shapes))
+        for name, role in v.params:
+            if role == "input":
+                arr, info = inputs_by_name[name]
+                host = host_bytes(arr)
+                src = host if host.flags.c_contiguous else np.ascontiguousarray(host)
+                gb = POOL.take(src.nbytes, end_aligned)
+                bufs.guards.append((gb, "input", name, src.dtype.itemsize))
+                gb.bytes[:] = src.reshape(-1).view(np.uint8)
+                bufs.dtypes.append(info.dtype)
+                bufs.inputs.append((gb, host, src))
+                bufs.addresses.append(gb.base)
+            elif role in ("shape", "strides", "ndim"):
+                c = self._shape_arg(name, role, inputs_by_name)
+                bufs.keep.append(c)
+                bufs.addresses.append(ctypes.addressof(c))
+            elif role == "output":
+                oname, odt, oshape = next(out_iter)
+                shape = tuple(int(s) for s in oshape)
+                npdt = host_dtype(odt)
+                n = math.prod(shape)
+                gb = POOL.take(n * npdt.itemsize, end_aligned)
+                bufs.guards.append((gb, "output", oname, npdt.itemsize))
+                fill_output(gb, odt, init_value)
+                bufs.dtypes.append(odt)
+                bufs.outputs.append((gb, odt, shape))
+                bufs.addresses.append(gb.base)
+
+    def _launch_record(self, v, bufs, grid, tgc, ngroups, use_fibers) -> SimLaunch:
+        """The runtime's launch structure: dimensions, buffers and their
+        guards, the backend's settings. What it points to is kept in `bufs`."""
+        guards = bufs.guards
+        gtab = (SimGuard * max(1, len(guards)))()
+        for i, (gb, _role, _name, isz) in enumerate(guards):
+            gtab[i] = SimGuard(gb.lo, gb.lo + gb.total, gb.base, gb.nbytes, isz, i)
+        cbufs = (ctypes.c_void_p * max(1, len(bufs.addresses)))(*bufs.addresses)
+        bufs.keep += [gtab, cbufs]
+        L = SimLaunch()
+        L.grid[:] = grid
+        L.tg[:] = tgc
+        L.ngroups[:] = ngroups
+        L.bufs = ctypes.cast(cbufs, ctypes.POINTER(ctypes.c_void_p))
+        L.nbufs = len(bufs.addresses)
+        L.guards = ctypes.cast(gtab, ctypes.POINTER(SimGuard))
+        L.nguards = len(guards)
+        L.use_fibers = 1 if use_fibers else 0
+        L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
+        L.stack_size = self.backend.stack_size
+        L.kernel = v.kernel_name.encode()
+        L.schedule = self.backend.schedule
+        if L.schedule == SHUFFLED_SCHEDULE:
+            L.schedule_seed = next_schedule_seed(self.backend)
+        return L
 
     @staticmethod
     def _shape_arg(name: str, role: str, inputs_by_name: dict):
@@ -357,3 +346,63 @@ class SimKernel(Kernel):
                 st[d] = st[d + 1] * info.shape[d + 1]
             return (ctypes.c_int64 * max(CUDA_MAX_NDIM, info.ndim))(*st)
         return ctypes.c_int32(info.ndim)
+
+
+@dataclass
+class _LaunchBuffers:
+    """A launch's arguments in the kernel's parameter order, and the
+    guarded buffers behind them."""
+
+    addresses: list[int] = field(default_factory=list)  # what each parameter points to
+    keep: list = field(default_factory=list)  # ctypes objects that must outlive the call
+    # (buffer, role, name, itemsize) of each input and output: the runtime's buffer numbers
+    guards: list[tuple[GuardedBuffer, str, str, int]] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)  # numpy dtype name of each guard
+    inputs: list[tuple[GuardedBuffer, np.ndarray, np.ndarray]] = field(default_factory=list)
+    outputs: list[tuple[GuardedBuffer, str, tuple]] = field(default_factory=list)
+
+    def release(self, clean: bool) -> None:
+        """Every buffer back to the pool after a clean launch, else unmapped."""
+        for gb, *_ in self.guards:
+            if clean:
+                POOL.give(gb)
+            else:
+                gb.free()
+
+
+def _check_slack(guards) -> None:
+    """A KernelFault for a write past a buffer's end or before its start
+    that stayed within the page-alignment slack (no guard page caught it)."""
+    for gb, role, name, isz in guards:
+        off = gb.slack_violation()
+        if off is not None:
+            elem = off // isz
+            n = gb.nbytes // max(1, isz)
+            raise KernelFault(
+                "out_of_bounds",
+                f"out-of-bounds write to {role} '{name}' at element {elem} "
+                f"(valid elements 0..{n - 1}); detected after the launch",
+                {"buffer": name, "role": role, "element": elem, "access": "write"},
+            )
+
+
+def _copy_back_inputs(inputs) -> None:
+    """A GPU kernel can write its inputs: make the caller see it."""
+    for gb, host, src in inputs:
+        if src.nbytes and libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:
+            if host.flags.c_contiguous and host.flags.writeable:
+                libc.memmove(host.ctypes.data, gb.base, src.nbytes)
+
+
+def _read_outputs(outputs) -> list:
+    """The outputs as mx.arrays (copies: the buffers go back to the pool)."""
+    import mlx.core as mx
+
+    outs = []
+    for gb, odt, shape in outputs:
+        data = np.frombuffer(gb.bytes, dtype=host_dtype(odt)).reshape(shape)
+        a = mx.array(data)
+        if odt == "bfloat16":
+            a = a.view(mx.bfloat16)
+        outs.append(a)
+    return outs
