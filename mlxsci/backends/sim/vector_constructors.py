@@ -114,76 +114,95 @@ def _parse_cast_operand(s: str, i: int, limit: int | None = None) -> int | None:
     text is read as if a `)` stood at `limit` (default: its end): the `)`
     that closes the operand of an enclosing cast rewritten before."""
     n = len(s) if limit is None else limit
-
-    def ws(k: int) -> int:
-        return min(skip_ws(s, k), n)
-
-    def closed(k: int | None) -> int | None:  # a group must close before the limit
-        return k if k is not None and k < n else None
-
-    i = ws(i)
-    # prefix operators
-    while i < n:
-        if s.startswith("++", i, n) or s.startswith("--", i, n):
-            i = ws(i + 2)
-        elif s[i] in "-+!~*&":
-            i = ws(i + 1)
-        else:
-            break
+    i = _after_prefix_operators(s, i, n)
     if i >= n:
         return None
-    # primary expression
+    end = _primary_end(s, i, n)
+    return None if end is None else _postfix_end(s, end, n)
+
+
+def _ws(s: str, k: int, n: int) -> int:
+    """skip_ws, stopping at the limit n."""
+    return min(skip_ws(s, k), n)
+
+
+def _closed(k: int | None, n: int) -> int | None:
+    """k, where a group closes at k before the limit n; else None."""
+    return k if k is not None and k < n else None
+
+
+def _after_prefix_operators(s: str, i: int, n: int) -> int:
+    """Index of the first character after the prefix operators (++ -- - + ! ~ * &) at i."""
+    i = _ws(s, i, n)
+    while i < n:
+        if s.startswith("++", i, n) or s.startswith("--", i, n):
+            i = _ws(s, i + 2, n)
+        elif s[i] in "-+!~*&":
+            i = _ws(s, i + 1, n)
+        else:
+            break
+    return i
+
+
+def _primary_end(s: str, i: int, n: int) -> int | None:
+    """End of the primary expression at s[i] (i < n): a parenthesised
+    group, a number or a (qualified, possibly template-called) name."""
     if s[i] == "(":
-        j = closed(match_bracket(s, i))
-        if j is None:
-            return None
-        i = j + 1
-    elif s[i].isdigit() or (s[i] == "." and i + 1 < n and s[i + 1].isdigit()):
+        j = _closed(match_bracket(s, i), n)
+        return None if j is None else j + 1
+    if s[i].isdigit() or (s[i] == "." and i + 1 < n and s[i + 1].isdigit()):
         m = _NUMBER.match(s, i, n)
         assert m is not None  # a digit, or a dot before one, starts a number
-        i = m.end()
-    elif s[i].isalpha() or s[i] == "_":
-        m = _IDENT.match(s, i, n)
-        if m is None:  # a letter outside A-Z: no identifier of C's
-            return None
-        i = m.end()
-        while True:
-            j = ws(i)
-            if s.startswith("::", j, n):
-                m = _IDENT.match(s, ws(j + 2), n)
-                if not m:
-                    return None
-                i = m.end()
-                continue
-            # template arguments directly followed by a call: as_type<uint>(x)
-            if j < n and s[j] == "<":
-                # matched in place (a copy of the rest of the text per
-                # operand was quadratic in the number of casts)
-                m = _TEMPLATE_CALL.match(s, j, n)
-                if m:
-                    i = m.end() - 1
-                    k = closed(match_bracket(s, i))
-                    if k is None:
-                        return None
-                    i = k + 1
-            break
-    else:
+        return m.end()
+    if s[i].isalpha() or s[i] == "_":
+        return _name_end(s, i, n)
+    return None
+
+
+def _name_end(s: str, i: int, n: int) -> int | None:
+    """End of the name at s[i]: an identifier, `::` qualifications, and
+    template arguments directly followed by a call (as_type<uint>(x))."""
+    m = _IDENT.match(s, i, n)
+    if m is None:  # a letter outside A-Z: no identifier of C's
         return None
-    # postfix operators
+    i = m.end()
     while True:
-        j = ws(i)
+        j = _ws(s, i, n)
+        if s.startswith("::", j, n):
+            m = _IDENT.match(s, _ws(s, j + 2, n), n)
+            if not m:
+                return None
+            i = m.end()
+            continue
+        if j < n and s[j] == "<":
+            # matched in place (a copy of the rest of the text per
+            # operand was quadratic in the number of casts)
+            m = _TEMPLATE_CALL.match(s, j, n)
+            if m:
+                i = m.end() - 1
+                k = _closed(match_bracket(s, i), n)
+                if k is None:
+                    return None
+                i = k + 1
+        return i
+
+
+def _postfix_end(s: str, i: int, n: int) -> int | None:
+    """End of the postfix operators (calls, subscripts, members, ++ --) after s[:i]."""
+    while True:
+        j = _ws(s, i, n)
         if j < n and s[j] in "([":
-            k = closed(match_bracket(s, j))
+            k = _closed(match_bracket(s, j), n)
             if k is None:
                 return None
             i = k + 1
         elif j < n and s[j] == "." and not (j + 1 < n and s[j + 1].isdigit()):
-            m = _IDENT.match(s, ws(j + 1), n)
+            m = _IDENT.match(s, _ws(s, j + 1, n), n)
             if not m:
                 return None
             i = m.end()
         elif s.startswith("->", j, n):
-            m = _IDENT.match(s, ws(j + 2), n)
+            m = _IDENT.match(s, _ws(s, j + 2, n), n)
             if not m:
                 return None
             i = m.end()
@@ -288,20 +307,34 @@ def _looks_like_parameters(masked: str, open_i: int, close_i: int) -> bool:
 
 
 def rewrite_constructors(text: str) -> str:
+    """Every vector constructor of `text` as a call of `__mlxsci_make<T, N>`
+    (the forms in this module's docstring), lines kept."""
     # Iterate: each pass handles non-overlapping matches; nested constructors
     # (float4(float2(a, b), c, d)) are all found on the first pass because
     # only the type name and the opening bracket are replaced.
     masked = mask_comments_and_strings(text)
     ed = Edits()
-    done: set[int] = set()
+    done: set[int] = set()  # where a rewritten construct's bracket (or cast) starts
+    _static_casts(masked, ed, done)
+    _direct_inits(masked, ed, done)
+    _copy_list_inits(masked, ed, done)
+    _constructor_calls(masked, ed, done)
+    text = ed.apply(text)
 
-    # static_cast<float4>(x)
+    return _rewrite_c_casts(text)
+
+
+def _static_casts(masked: str, ed: Edits, done: set[int]) -> None:
+    """static_cast<float4>(x) -> __mlxsci_make<float,4>(x)."""
     for m in _STATIC_CAST.finditer(masked):
         elem, n = _elem_n(m)
         ed.add(m.start(), m.end(), _make(elem, n) + m.group("ws") + "(", m.group(0))
         done.add(m.start())
 
-    # float4 v(args) / float4 v{args}: direct initialisation
+
+def _direct_inits(masked: str, ed: Edits, done: set[int]) -> None:
+    """float4 v(args) / float4 v{args} (direct initialisation) -> float4 v =
+    __mlxsci_make<float,4>(args), where (args) are values, not parameters."""
     for m in _DIRECT_INIT.finditer(masked):
         name = m.group("name")
         if name in ("operator",) or name in _KEYWORDS_BEFORE_EXPR:
@@ -325,8 +358,10 @@ def rewrite_constructors(text: str) -> str:
             ed.add(close_i, close_i + 1, ")", "")
         done.add(open_i)
 
-    # float4 v = {a.xy, b, c}: clang takes only scalars in a vector's braces.
-    # Rewritten when there are two or more items; {s} keeps C++ meaning.
+
+def _copy_list_inits(masked: str, ed: Edits, done: set[int]) -> None:
+    """float4 v = {a.xy, b, c}: clang takes only scalars in a vector's braces.
+    Rewritten when there are two or more items; {s} keeps C++ meaning."""
     for m in _COPY_LIST_INIT.finditer(masked):
         open_i = m.start("open")
         close_i = match_bracket(masked, open_i)
@@ -345,7 +380,11 @@ def rewrite_constructors(text: str) -> str:
         ed.add(close_i, close_i + 1, ")", "")
         done.add(open_i)
 
-    # float4(args) and float4{args}
+
+def _constructor_calls(masked: str, ed: Edits, done: set[int]) -> None:
+    """float4(args) and float4{args} (a functional cast or a temporary) ->
+    __mlxsci_make<float,4>(args), except where no constructor is meant
+    (`operator float4()`, `struct X : float4 {`, `-> float4 {`)."""
     for m in _CTOR_CALL.finditer(masked):
         open_i = m.start("open")
         if open_i in done:
@@ -380,9 +419,6 @@ def rewrite_constructors(text: str) -> str:
                 _make(*_elem_n(m)) + m.group("ws") + "(",
                 masked[m.start() : open_i + 1],
             )
-    text = ed.apply(text)
-
-    return _rewrite_c_casts(text)
 
 
 def _rewrite_c_casts(text: str) -> str:
