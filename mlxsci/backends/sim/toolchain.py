@@ -223,6 +223,10 @@ OUTPUT_STOPPED = "the compiler's output passed"
 
 
 def run_compiler(args: list[str]) -> subprocess.CompletedProcess:
+    """`zig args...` under the compile's limits (time: the deadline of
+    `time_limit` or COMPILE_SECONDS; memory, file size; output:
+    COMPILER_OUTPUT_BYTES a stream). A compiler stopped for any of them, or
+    killed by a signal, fails with a line saying why."""
     env = dict(os.environ)
     env["ZIG_GLOBAL_CACHE_DIR"] = env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache_dir())
     seconds = COMPILE_SECONDS
@@ -230,6 +234,17 @@ def run_compiler(args: list[str]) -> subprocess.CompletedProcess:
     if at is not None:
         seconds = max(0.1, min(seconds, at - time.monotonic()))
     cmd = [zig_executable(), *args]
+    proc, streams, wake = _start_compiler(cmd, env, seconds)
+    stopped = _wait_for_compiler(proc, streams, wake, seconds)
+    return _compiler_result(cmd, proc, streams, stopped, seconds)
+
+
+def _start_compiler(
+    cmd: list[str], env: dict, seconds: float
+) -> tuple[subprocess.Popen, list[Drain], threading.Event]:
+    """The compiler started in a session of its own with its limits set,
+    and a Drain reading each of its output streams, which sets `wake` when
+    the stream ends or passes its limit."""
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     # A session of its own: zig runs clang as its child, and a time limit
@@ -264,6 +279,15 @@ def run_compiler(args: list[str]) -> subprocess.CompletedProcess:
         )
         for fd in (out_read, err_read)
     ]
+    return proc, streams, wake
+
+
+def _wait_for_compiler(
+    proc: subprocess.Popen, streams: list[Drain], wake: threading.Event, seconds: float
+) -> bool:
+    """Waits up to `seconds` for the compiler to close its output and end;
+    returns whether it had to be stopped (time, a flood of output, Ctrl-C:
+    then zig and its clang are killed)."""
     deadline = time.monotonic() + seconds
     try:
         while not all(s.ended.is_set() for s in streams) and not any(
@@ -289,6 +313,15 @@ def run_compiler(args: list[str]) -> subprocess.CompletedProcess:
             proc.wait()
         for s in streams:
             s.finish()
+    return stopped
+
+
+def _compiler_result(
+    cmd: list[str], proc: subprocess.Popen, streams: list[Drain], stopped: bool, seconds: float
+) -> subprocess.CompletedProcess:
+    """The compiler's result as it ran, or a failure saying why it stopped:
+    its output passed COMPILER_OUTPUT_BYTES, its time ran out, or a signal
+    ended it (a limit it passed)."""
     out, err = (s.kept().decode(errors="replace") for s in streams)
     if any(s.passed_limit for s in streams):
         why = (
