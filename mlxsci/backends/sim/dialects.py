@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from mlxsci.backends.sim import build, toolchain
 from mlxsci.backends.sim.rewrite import rewrite_cuda, rewrite_metal, uses_dynamic_shared
 from mlxsci.kernel import dialects, launch_limits
-from mlxsci.kernel.signature import CUDA_MAX_NDIM, _template_value
+from mlxsci.kernel.signature import CUDA_MAX_NDIM, template_value
 from mlxsci.kernel.spec import KernelSpec
 
 SIGNATURE_FILE = "<mlx-signature>"  # the file name of generated lines in diagnostics
@@ -163,7 +163,7 @@ class _MetalDialect(_Dialect):
     def _glue(self, ms, template) -> str:
         call = ms.kernel_name
         if template:
-            call += "<" + ", ".join(_template_value(v) for _, v in template) + ">"
+            call += "<" + ", ".join(template_value(v) for _, v in template) + ">"
         args = []
         b = 0
         for i, (name, role) in enumerate(ms.params):

@@ -34,9 +34,9 @@ from mlxsci.backends.sim.faults import fault_of
 from mlxsci.kernel.signature import (
     CUDA_MAX_NDIM,
     ArgInfo,
-    _template_kind,
-    _template_value,
     dtype_name,
+    template_kind,
+    template_value,
 )
 from mlxsci.kernel.spec import KernelFault, KernelSpec
 
@@ -75,8 +75,7 @@ def _signature_key(infos, out_dtypes, template) -> tuple | None:
     then reports it)."""
     try:
         targs = tuple(
-            (name, _template_kind(value), _template_value(value))
-            for name, value in (template or ())
+            (name, template_kind(value), template_value(value)) for name, value in (template or ())
         )
     except (TypeError, ValueError, KeyError):
         return None
