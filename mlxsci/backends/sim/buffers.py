@@ -153,7 +153,7 @@ class BufferPool:
             self._evict_oldest()
 
 
-# One pool per process, used under kernel._launch_lock (launches run one at a time).
+# One pool per process, used under the launch lock of kernel.py (launches run one at a time).
 POOL = BufferPool()
 
 
