@@ -26,7 +26,6 @@ from click.testing import CliRunner
 from fake_llm_server import SAXPY_ANSWER, FakeLLMServer, ok
 
 from mlxsci.report import build as report
-from mlxsci.report import plots as report_plots
 from mlxsci.report.build import load_runs, main_table, render
 from mlxsci.report.spread import BOOTSTRAP, MIN_MAX, median_and_spread
 from mlxsci.search import loop
@@ -253,15 +252,16 @@ def test_speedup_plot_has_error_bars(repeats, tmp_path, monkeypatch):
 
     matplotlib.use("Agg")
     from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
 
     captured = {}
-    real_save = report_plots._save
+    real_savefig = Figure.savefig
 
-    def keep(fig, out, stem):
-        captured[stem] = fig
-        return real_save(fig, out, stem)
+    def keep(fig, path, *args, **kwargs):  # every figure the report saves, by file stem
+        captured[Path(path).stem] = fig
+        return real_savefig(fig, path, *args, **kwargs)
 
-    monkeypatch.setattr(report_plots, "_save", keep)
+    monkeypatch.setattr(Figure, "savefig", keep)
     paths = report.write_plots(load_runs([repeats]), tmp_path)
     assert {p.name for p in paths} >= {"speedups.png", "speedups.svg"}
     ax = captured["speedups"].axes[0]
