@@ -21,32 +21,16 @@ import threading
 
 import click
 
-from mlxsci.evaluation.arguments import TaskArgument
 from mlxsci.sandbox import SandboxUnavailable
+from mlxsci.search import options
 from mlxsci.storage.faults import EXIT_CODE as ENVIRONMENT_EXIT
 from mlxsci.storage.faults import EnvironmentFault, fault_of
 from mlxsci.storage.locks import LockHeld
 
-# Options a run keeps in its run.json: a resume takes them from there, so they
-# cannot be given with --resume (the others may, to extend or re-cap the run).
-FIXED_BY_THE_RUN = (
-    "task",
-    "model",
-    "strategy",
-    "backend",
-    "dialect",
-    "sizes",
-    "accept",
-    "timer",
-    "sanitize",
-    "keep_implausible",
-    "out",
-    "start",
-    "seed",
-    "base_url",
-    "api",
-    "timeout",
-)
+# A resume takes these from the run's run.json (with the record's own fixed
+# options, its directory and its start), so they cannot be given with --resume;
+# the others may, to extend or re-cap the run.
+FIXED_BY_THE_RUN = (*options.FIXED_BY_THE_RUN, "out", "start")
 
 
 class Terminated(KeyboardInterrupt):
@@ -80,199 +64,33 @@ def stop_on_termination():
             signal.signal(signum, handler)
 
 
-def options_fixed_by_the_run(ctx: click.Context) -> list[str]:
-    """The options given on the command line that a resumed run takes from its run.json."""
+def check_resume(ctx: click.Context) -> None:
+    """A usage error for the options given on the command line that a resumed
+    run takes from its run.json."""
     from click.core import ParameterSource
 
-    return [
-        "--" + name.replace("_", "-")
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    fixed = [
+        flag(name)
         for name in FIXED_BY_THE_RUN
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     ]
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.pass_context
-@click.option(
-    "--task",
-    type=TaskArgument(),
-    help="Task to optimise: a built-in task name or the path of a task folder "
-    "of your own (task.py, reference.py, seed.metal; see examples/conv1d).",
-)
-@click.option(
-    "--model",
-    default="autotune",
-    show_default=True,
-    help="claude-*, gpt-*/o*, any model served at --base-url, autotune (offline), "
-    "or replay:RUN_DIR.",
-)
-@click.option(
-    "--iterations",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Proposals after the seed (default 10; with --resume, extends the run).",
-)
-@click.option(
-    "--strategy",
-    default="one-plus-one",
-    show_default=True,
-    type=click.Choice(["one-plus-one", "best-of-n"]),
-)
-@click.option(
-    "--backend",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "metal", "cuda", "sim"]),
-)
-@click.option(
-    "--dialect",
-    type=click.Choice(["metal", "cuda"]),
-    default=None,
-    help="Kernel dialect (default: the backend's own; metal on the simulator).",
-)
-@click.option(
-    "--sizes",
-    type=click.Choice(["smoke", "in-dist"]),
-    default=None,
-    help="Sizes the search scores on. Default: in-dist on a GPU, smoke on the simulator.",
-)
-@click.option(
-    "--accept",
-    type=click.Choice(["strict", "noise-aware"]),
-    default="strict",
-    show_default=True,
-    help="strict: a strictly higher S replaces the incumbent (Metal-Sci's (1+1)). "
-    "noise-aware: such a candidate is re-timed against the incumbent in one "
-    "worker and kept only if the speedup lies beyond the measured noise.",
-)
-@click.option(
-    "--timer",
-    type=click.Choice(["cupti", "sim", "wall"]),
-    default=None,
-    help="How a run is timed (default: cupti on CUDA when installed, else wall; "
-    "sim on the simulator).",
-)
-@click.option(
-    "--sanitize",
-    type=click.Choice(["memcheck", "racecheck"]),
-    default=None,
-    help="CUDA only: before timing, run every candidate under NVIDIA's "
-    "compute-sanitizer (memcheck or racecheck); one it reports an error for "
-    "fails, with that error as its verdict.",
-)
-@click.option(
-    "--keep-implausible",
-    is_flag=True,
-    default=None,
-    help="Count a candidate timed below what the machine's measured ceilings "
-    "allow (verdict implausible) as measured, so it may become the best: for "
-    "studying such kernels. Default: its S is 0 and it is never kept.",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    help="Run directory (default results/<task>_<model>_<timestamp>).",
-)
-@click.option(
-    "--resume",
-    type=click.Path(exists=True, file_okay=False),
-    help="Continue a run directory (a killed run loses no finished iteration).",
-)
-@click.option(
-    "--start",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Start from this candidate file instead of the task's seed.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of autotune's order.")
-@click.option(
-    "--max-cost",
-    type=click.FloatRange(min=0),
-    help="Spend at most this many USD: a call is made only when its worst case "
-    "(prompt + max output tokens) fits in what is left. A model without a price "
-    "needs --prices.",
-)
-@click.option(
-    "--base-url",
-    help="OpenAI-compatible endpoint (mlx_lm.server, Ollama, vLLM, ...). "
-    "It gets no API key unless --api-key-env names one.",
-)
-@click.option(
-    "--api-key-env",
-    metavar="NAME",
-    help="Name of the environment variable holding the key for --base-url (e.g. "
-    "GEMINI_API_KEY). OPENAI_API_KEY / ANTHROPIC_API_KEY go only to "
-    "api.openai.com / api.anthropic.com.",
-)
-@click.option(
-    "--llm-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="SECONDS",
-    help="Seconds one LLM call may wait for its answer before it is retried [default: 300].",
-)
-@click.option(
-    "--llm-retries",
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="Retries of a failed LLM call (HTTP 429/5xx, timeout, lost connection, "
-    "malformed answer), each announced [default: 4].",
-)
-@click.option(
-    "--api",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "anthropic", "openai", "openai-chat"]),
-)
-@click.option(
-    "--prices",
-    type=click.Path(exists=True, dir_okay=False),
-    help="JSON price table {model: [USD per M input, USD per M output]}.",
-)
-@click.option(
-    "--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size evaluation."
-)
-@click.option("--quiet", is_flag=True, help="No progress lines.")
-def main(
-    ctx,
-    task,
-    model,
-    iterations,
-    strategy,
-    backend,
-    dialect,
-    sizes,
-    accept,
-    timer,
-    sanitize,
-    keep_implausible,
-    out,
-    resume,
-    start,
-    seed,
-    max_cost,
-    base_url,
-    api_key_env,
-    llm_timeout,
-    llm_retries,
-    api,
-    prices,
-    timeout,
-    quiet,
-):
-    """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
-    from mlxsci.search.loop import run
-    from mlxsci.search.progress import S_AND_PHI
-    from mlxsci.search.proposers.base import ProposerError
-    from mlxsci.search.run_lock import RunDirUnwritable
-
-    if not task and not resume:
-        raise click.UsageError("give --task (or --resume RUN_DIR)")
-    fixed = options_fixed_by_the_run(ctx) if resume else []
     if fixed:
+        free = [
+            flag(p.name)
+            for p in ctx.command.params
+            if p.name and p.name not in (*FIXED_BY_THE_RUN, "resume") and p.name != "help"
+        ]
         raise click.UsageError(
             f"--resume continues a run with the options in its run.json: leave out "
-            f"{', '.join(fixed)} (--iterations, --max-cost, --prices, --api-key-env, "
-            "--llm-timeout, --llm-retries and --quiet may be given)"
+            f"{', '.join(fixed)} ({', '.join(free[:-1])} and {free[-1]} may be given)"
         )
+
+
+def check_machine(sanitize: str | None, backend: str) -> None:
+    """Usage errors for a --sanitize or --backend this machine cannot serve."""
     if sanitize:  # before availability: say what --sanitize needs even where CUDA is missing
         from mlxsci.backends import resolve_backend_name
         from mlxsci.evaluation.sanitizer import check_sanitize
@@ -288,35 +106,19 @@ def main(
             raise click.BadParameter(
                 f"{backend} is not available on this machine", param_hint="--backend"
             )
+
+
+def run_here(**arguments) -> dict:
+    """mlxsci.search.run(**arguments), its stops and failures made exit
+    statuses: a usage error, an interruption (130, or 143 for SIGTERM), a
+    run directory held or unwritable (2), the machine's fault (3)."""
+    from mlxsci.search.loop import run
+    from mlxsci.search.proposers import ProposerError
+    from mlxsci.search.run_lock import RunDirUnwritable
+
     try:
         with stop_on_termination():
-            summary = run(
-                task,
-                model,
-                iterations=iterations,
-                strategy=strategy,
-                backend=backend,
-                sizes=sizes,
-                dialect=dialect,
-                accept=accept,
-                timer=timer,
-                sanitize=sanitize,
-                keep_implausible=bool(keep_implausible),
-                out=out,
-                resume=resume,
-                seed=seed,
-                max_cost=max_cost,
-                base_url=base_url,
-                api=api,
-                prices=prices,
-                start=start,
-                timeout=timeout,
-                api_key_env=api_key_env,
-                llm_timeout=llm_timeout,
-                llm_retries=llm_retries,
-                quiet=quiet,
-                echo=lambda m: click.echo(m),
-            )
+            return run(echo=lambda m: click.echo(m), **arguments)
     except (ProposerError, FileExistsError, ValueError, SandboxUnavailable) as exc:
         raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt as exc:  # run() said where the run is and how to resume it
@@ -330,7 +132,12 @@ def main(
             raise
         click.echo(f"error: {fault}", err=True)
         sys.exit(ENVIRONMENT_EXIT)
-    s = summary
+
+
+def show_result(s: dict, quiet: bool) -> None:
+    """The run's last lines: S and Phi of the seed and the best, its outcome
+    (and why nothing was found, when nothing was), tokens, cost and folder."""
+    from mlxsci.search.progress import S_AND_PHI
 
     def f(x):
         return "-" if x is None else f"{x:.4f}"
@@ -348,6 +155,43 @@ def main(
     if s["outcome"] == "no_candidates":  # not a usage error: the search ran, and found nothing
         click.echo(f"no candidates: {s['outcome_reason']}", err=True)
         sys.exit(1)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
+@options.search_options
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Run directory (default results/<task>_<model>_<timestamp>).",
+)
+@click.option(
+    "--resume",
+    type=click.Path(exists=True, file_okay=False),
+    help="Continue a run directory (a killed run loses no finished iteration).",
+)
+@click.option(
+    "--start",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Start from this candidate file instead of the task's seed.",
+)
+@click.option(
+    "--prices",
+    type=click.Path(exists=True, dir_okay=False),
+    help="JSON price table {model: [USD per M input, USD per M output]}.",
+)
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def main(ctx, task, resume, sanitize, backend, quiet, **given):
+    """Search for faster correct kernels; report S (search sizes) and Phi (held-out)."""
+    if not task and not resume:
+        raise click.UsageError("give --task (or --resume RUN_DIR)")
+    if resume:
+        check_resume(ctx)
+    check_machine(sanitize, backend)
+    summary = run_here(
+        task=task, resume=resume, sanitize=sanitize, backend=backend, quiet=quiet, **given
+    )
+    show_result(summary, quiet)
 
 
 if __name__ == "__main__":

@@ -3,69 +3,36 @@ seed's and each iteration's artefacts (proposal, candidate, result), the best,
 the held-out results, and the state rebuilt from them.
 
 It is separate from search/loop.py because it is the run directory side of a
-search (what makes a killed run resumable), apart from proposing and judging.
-`IterationFiles` is a base of loop.Search: its evaluations go through
-Search.evaluate, so they stay the loop's.
+search (what makes a killed run resumable), apart from proposing, evaluating
+and judging: loop.Search holds an `IterationFiles` and does those itself.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-from mlxsci.search.progress import fmt
-from mlxsci.search.proposers.base import Proposal
+from mlxsci.search.proposers import Proposal
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import Entry, State
-from mlxsci.search.summary import entry_score
-from mlxsci.task import Task
 
 
 class IterationFiles:
-    """The run directory methods of a search (loop.Search sets the attributes)."""
+    """The files of one search's iterations in its run directory `rd`."""
 
-    opts: dict
-    rd: RunDir
-    task: Task
-    dialect: str
-    say: Callable[[str], object]
+    def __init__(self, rd: RunDir):
+        self.rd = rd
+        self.seed_file = rd.file(f"00_seed.{rd.ext}")
+        self.seed_result_file = rd.file("00_result.json")
 
-    def evaluate(self, source: str, filename: str, size_set: str) -> dict:
-        raise NotImplementedError  # loop.Search.evaluate
-
-    # -- the seed -------------------------------------------------------------
-    def seed_entry(self, history: list[dict]) -> Entry:
-        seed_file = self.rd.file(f"00_seed.{self.rd.ext}")
-        result_file = self.rd.file("00_result.json")
-        if history and history[0]["iteration"] == 0:
-            return Entry(self.artefact(seed_file, 0), self.artefact(result_file, 0, True), 0)
-        source = self.opts["start_source"] or self.task.seed(self.dialect)
-        self.rd.write_text(seed_file, source)
-        self.say("iter 0: evaluating the seed")
-        t0 = time.perf_counter()
-        result = self.evaluate(source, str(seed_file), self.opts["sizes"])
-        self.rd.write_json(result_file, result)
-        self.say(f"iter 0  seed     S={fmt(entry_score(result))}")
-        record = {
-            "iteration": 0,
-            "role": "seed",
-            "exhausted": False,
-            "compile_ok": result["candidate"]["compile_ok"],
-            "correct": result["candidate"]["correct"],
-            "score": entry_score(result),
-            "fail_reason": result["candidate"]["fail_reason"],
-            "source_path": seed_file.name,
-            "elapsed_s": time.perf_counter() - t0,
-            "is_new_best": True,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
-        }
-        self.rd.append_history(record)
-        history.insert(0, record)  # before any later record a damaged line left behind
-        return Entry(source, result, 0)
+    # -- reading back -----------------------------------------------------------
+    def recorded_seed(self, history: list[dict]) -> Entry | None:
+        """The seed as a finished iteration 0 left it, or None when it has none."""
+        if not (history and history[0]["iteration"] == 0):
+            return None
+        return Entry(
+            self.artefact(self.seed_file, 0), self.artefact(self.seed_result_file, 0, True), 0
+        )
 
     def artefact(self, path: Path, iteration: int, as_json: bool = False):
         """The text (or JSON) of a file a history record stands for; ValueError,
@@ -85,8 +52,8 @@ class IterationFiles:
                 "run it again"
             ) from None
 
-    # -- rebuilding the state from the run directory --------------------------
     def rebuild(self, seed: Entry, history: list[dict]) -> State:
+        """The state between iterations, as the recorded iterations left it."""
         state = State(seed=seed, best=seed, history=history)
         for rec in history[1:]:
             if rec["role"] == "skipped":
@@ -102,6 +69,14 @@ class IterationFiles:
             if rec.get("is_new_best"):
                 state.best = entry
         return state
+
+    def tried_sources(self, seed: Entry, history: list[dict]) -> list[str]:
+        """Every candidate proposed so far, the seed first."""
+        return [seed.source] + [
+            self.artefact(self.rd.iter_file(r["iteration"], "candidate"), r["iteration"])
+            for r in history[1:]
+            if r["role"] == "candidate"
+        ]
 
     # -- one iteration's proposal -------------------------------------------------
     def saved_proposal(self, it: int) -> Proposal | None:
@@ -147,14 +122,19 @@ class IterationFiles:
         self.rd.write_json(self.rd.file("best_result.json"), entry.result)
 
     # -- the held-out gate --------------------------------------------------------
-    def held_out(self, entry: Entry, name: str) -> dict:
-        """Held-out evaluation of an entry, cached in the run dir per iteration."""
-        path = self.rd.file(f"held_out_{name}.json")
+    def held_out_file(self, name: str) -> Path:
+        return self.rd.file(f"held_out_{name}.json")
+
+    def saved_held_out(self, entry: Entry, name: str) -> dict | None:
+        """The held-out result of `entry` saved as `name` (seed, best), if saved for it."""
+        path = self.held_out_file(name)
         if path.exists():
             saved = self.rd.read_json(path)
             if saved.get("iteration") == entry.iteration:
                 return saved["result"]
-        self.say(f"held-out: evaluating the {name} (iteration {entry.iteration})")
-        result = self.evaluate(entry.source, f"{name}.{self.rd.ext}", "held-out")
-        self.rd.write_json(path, {"iteration": entry.iteration, "result": result})
-        return result
+        return None
+
+    def save_held_out(self, entry: Entry, name: str, result: dict) -> None:
+        self.rd.write_json(
+            self.held_out_file(name), {"iteration": entry.iteration, "result": result}
+        )

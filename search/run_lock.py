@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from mlxsci.search.options import check_extension, make_run_dir, resumed_options
+from mlxsci.search.options import SearchOptions, check_extension, make_run_dir, resumed_options
 from mlxsci.search.rundir import RunDir
 from mlxsci.storage import locks
 from mlxsci.storage.faults import EnvironmentFault
@@ -92,7 +92,7 @@ def starting(run_dir: Path) -> Iterator[locks.Lock]:
 
 
 @contextmanager
-def resuming(run_dir: Path, given: dict, lock: locks.Lock | None = None) -> Iterator[dict]:
+def resuming(run_dir: Path, given: dict, lock: locks.Lock | None = None) -> Iterator[SearchOptions]:
     """Hold the lock of the run in run_dir (unless the caller does: `lock`)
     and give its options (search/options.py resumed_options, with `given`),
     read under the lock. Every check of the options comes first, so a folder
@@ -110,18 +110,18 @@ def resuming(run_dir: Path, given: dict, lock: locks.Lock | None = None) -> Iter
             held.release()
 
 
-def work_left(opts: dict, history: list[dict]) -> str | None:
+def work_left(opts: SearchOptions, history: list[dict]) -> str | None:
     """What a resume of this run would still do, in words; None when nothing
     (the same tests search/loop.py's run_search makes before each iteration)."""
     if not history:
         return "its seed is not evaluated yet"
     done = max(r["iteration"] for r in history)
-    if history[-1].get("exhausted") or done >= opts["iterations"]:
+    if history[-1].get("exhausted") or done >= opts.iterations:
         return None
     cost = sum(r.get("cost_usd", 0.0) for r in history)
-    if opts.get("max_cost") is not None and cost >= opts["max_cost"]:
+    if opts.max_cost is not None and cost >= opts.max_cost:
         return None
-    return f"{opts['iterations'] - done} of its {opts['iterations']} iterations are left"
+    return f"{opts.iterations - done} of its {opts.iterations} iterations are left"
 
 
 def recorded_result(run_dir: Path, unwritable: RunDirUnwritable, **given) -> dict:

@@ -35,15 +35,6 @@ from mlxsci.kernel import dialects
 from mlxsci.storage.cache import atomic_write_bytes, atomic_write_json
 
 ROLES = ("seed", "candidate", "skipped")  # what a history record's iteration was
-# What run.json must hold for a run to be resumed (the other options have defaults).
-REQUIRED_OPTIONS = {
-    "task": str,
-    "model": str,
-    "iterations": int,
-    "strategy": str,
-    "backend": str,
-    "sizes": str,
-}
 
 
 class RunDir:
@@ -71,8 +62,9 @@ class RunDir:
         return json.loads(path.read_text())
 
     def options(self) -> dict:
-        """The options in run.json. ValueError, saying what to do, when the
-        folder is not a run directory or its run.json is not one."""
+        """The JSON object in run.json (search/options.py SearchOptions.from_json
+        reads the options out of it). ValueError, saying what to do, when the
+        folder is not a run directory or its run.json holds no JSON object."""
         path = self.file("run.json")
         if not self.path.is_dir():
             raise ValueError(
@@ -96,15 +88,6 @@ class RunDir:
             raise ValueError(
                 f"{path} is damaged: it must hold a JSON object of options, "
                 "not " + type(opts).__name__ + "; cannot resume this run"
-            )
-        wrong = [
-            f"{key} ({kind.__name__})"
-            for key, kind in REQUIRED_OPTIONS.items()
-            if not isinstance(opts.get(key), kind) or isinstance(opts.get(key), bool)
-        ]
-        if wrong:
-            raise ValueError(
-                f"{path} is damaged: it lacks {', '.join(wrong)}; cannot resume this run"
             )
         return opts
 

@@ -14,6 +14,7 @@ import time
 
 from mlxsci.evaluation.verdicts import NOISE_FLOOR, assess
 from mlxsci.search import manifest as run_manifest
+from mlxsci.search.options import SearchOptions
 from mlxsci.search.outcomes import classify
 from mlxsci.search.strategies import State
 
@@ -52,7 +53,7 @@ def _no_candidates_reason(history: list[dict], iterations: int, stopped: str | N
 
 
 def summarize(
-    opts: dict,
+    opts: SearchOptions,
     task_name: str,
     state: State,
     history: list[dict],
@@ -68,64 +69,29 @@ def summarize(
     seed and the best, cost the USD spent, stopped why the run ended early
     (None: it ran its iterations), held_started the time.perf_counter() at
     which this session's held-out evaluation began."""
-    phi_seed = held_seed["candidate"]["phi"]
-    phi_best = held_best["candidate"]["phi"]
-    seed_score = entry_score(state.seed.result)
-    best_score = entry_score(state.best.result)
-    noises = {
-        "seed_noise": _score_noise(state.seed.result),
-        "best_noise": _score_noise(state.best.result),
-        "held_out_seed_noise": _phi_noise(held_seed),
-        "held_out_best_noise": _phi_noise(held_best),
-    }
-    verdicts = assess(seed_score, best_score, phi_seed, phi_best, **noises)
-    why_none = _no_candidates_reason(history, opts["iterations"], stopped)
+    scores = judged_scores(state, held_seed, held_best)
+    why_none = _no_candidates_reason(history, opts.iterations, stopped)
     skipped = [r for r in history[1:] if r["role"] == "skipped"]
-    ratio = phi_best / phi_seed if phi_seed and phi_best is not None else None
-    device = state.seed.result.get("device", "")
-    summary = {
+    return {
         # The task's name (run.json keeps the folder of a task of your own).
         "task": task_name,
-        "model": opts["model"],
-        "strategy": opts["strategy"],
-        "backend": opts["backend"],
-        "device": device,
-        "sizes": opts["sizes"],
-        "accept": opts["accept"],
+        "model": opts.model,
+        "strategy": opts.strategy,
+        "backend": opts.backend,
+        "device": state.seed.result.get("device", ""),
+        "sizes": opts.sizes,
+        "accept": opts.accept,
         "timer": state.seed.result.get("timer"),
         "iterations": max(r["iteration"] for r in history),
-        "seed_score": seed_score,
-        "best_score": best_score,
-        "improvement": best_score / seed_score if seed_score and best_score else None,
-        "best_iteration": state.best.iteration,
-        "held_out_seed": phi_seed,
-        "held_out_best": phi_best,
-        "held_out_ratio": ratio,
-        "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
-        # The noise of each figure, the bands they give (mlxsci.evaluation.verdicts) and the verdicts.
-        **noises,
-        "noise_floor": NOISE_FLOOR,
-        "improvement_band": verdicts["improvement_band"],
-        "improvement_verdict": verdicts["improvement_verdict"],
-        "held_out_band": verdicts["held_out_band"],
-        "held_out_verdict": verdicts["held_out_verdict"],
+        **scores,
         # One vocabulary with the report (mlxsci.search.outcomes), judged from these numbers.
-        "outcome": classify(
-            {
-                "seed_score": seed_score,
-                "best_score": best_score,
-                "held_out_seed": phi_seed,
-                "held_out_best": phi_best,
-                **noises,
-            },
-            no_candidates=why_none is not None,
-        ),
+        "outcome": classify(scores, no_candidates=why_none is not None),
         "outcome_reason": why_none,
         "skipped_iterations": len(skipped),
         # Candidates timed below what the machine allows (never kept unless
         # the run kept them for study: keep_implausible).
         "implausible_iterations": sum(1 for r in history if r.get("implausible")),
-        "keep_implausible": bool(opts.get("keep_implausible")),
+        "keep_implausible": bool(opts.keep_implausible),
         "last_failure": skipped[-1]["fail_reason"] if skipped else None,
         "tokens": {
             "input": sum(r.get("input_tokens", 0) for r in history),
@@ -139,7 +105,38 @@ def summarize(
         + (time.perf_counter() - held_started),
         "history": history,
     }
-    return summary
+
+
+def judged_scores(state: State, held_seed: dict, held_best: dict) -> dict:
+    """S and Phi of the seed and the best, with their noises, the bands these
+    give and the verdicts (mlxsci.evaluation.verdicts), as summary.json holds them."""
+    phi_seed = held_seed["candidate"]["phi"]
+    phi_best = held_best["candidate"]["phi"]
+    seed_score = entry_score(state.seed.result)
+    best_score = entry_score(state.best.result)
+    noises = {
+        "seed_noise": _score_noise(state.seed.result),
+        "best_noise": _score_noise(state.best.result),
+        "held_out_seed_noise": _phi_noise(held_seed),
+        "held_out_best_noise": _phi_noise(held_best),
+    }
+    verdicts = assess(seed_score, best_score, phi_seed, phi_best, **noises)
+    return {
+        "seed_score": seed_score,
+        "best_score": best_score,
+        "improvement": best_score / seed_score if seed_score and best_score else None,
+        "best_iteration": state.best.iteration,
+        "held_out_seed": phi_seed,
+        "held_out_best": phi_best,
+        "held_out_ratio": phi_best / phi_seed if phi_seed and phi_best is not None else None,
+        "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
+        **noises,
+        "noise_floor": NOISE_FLOOR,
+        "improvement_band": verdicts["improvement_band"],
+        "improvement_verdict": verdicts["improvement_verdict"],
+        "held_out_band": verdicts["held_out_band"],
+        "held_out_verdict": verdicts["held_out_verdict"],
+    }
 
 
 def write_record(rd, summary: dict) -> None:

@@ -4,7 +4,7 @@ and integrity tests."""
 import types
 
 from mlxsci.search import loop, run
-from mlxsci.search.proposers.base import Proposal, Proposer
+from mlxsci.search.proposers import Proposal, Proposer
 from mlxsci.task import load_task
 
 SAXPY = load_task("saxpy")

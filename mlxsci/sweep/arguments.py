@@ -74,7 +74,7 @@ def check_prices(models: list[str], prices_file: str | None, capped: bool) -> di
     """The price table the searches get (None: their default), read once here;
     under a cost cap every LLM model must have a price, or the cap could not
     be kept (each search would refuse to start)."""
-    from mlxsci.search.proposers.prices import load_prices, lookup_price
+    from mlxsci.search.proposers import load_prices, lookup_price
 
     try:
         table = load_prices(prices_file)

@@ -218,20 +218,20 @@ class RayExecutor:
         run's result: another process holds it (left to it), or finished it."""
         if not self.ship_results:
             return None  # the task takes the lock where it runs (sweep_runs.run_one)
-        run_dir = Path(spec["run_dir"])
+        run_dir, iterations = Path(spec["run_dir"]), spec["search"]["iterations"]
         try:
             lock = lock_run(run_dir, f"{spec['name']} (shipped to a Ray node)")
         except LockHeld as exc:
             return dict(left_to_holder(exc), cost_usd=spent_by_run(run_dir), stopped=None)
         except EnvironmentFault as exc:  # the sweep folder cannot be written: no run can go on
             return {
-                "status": run_status(run_dir, spec["iterations"]),
+                "status": run_status(run_dir, iterations),
                 "action": "not started",
                 "cost_usd": spent_by_run(run_dir),
                 "error": f"stopped by the machine: {exc}",
                 "machine_fault": True,
             }
-        if is_finished(run_dir, spec["iterations"]):  # by another sweep, since this one looked
+        if is_finished(run_dir, iterations):  # by another sweep, since this one looked
             lock.release()
             return {"status": "finished", "action": "skipped", "cost_usd": spent_by_run(run_dir)}
         self.held[spec["name"]] = lock
@@ -260,7 +260,7 @@ class RayExecutor:
         reason = " ".join(str(exc).split())[:300]
         shared = not self.ship_results
         return {
-            "status": run_status(run_dir, spec["iterations"]) if shared else "unfinished",
+            "status": run_status(run_dir, spec["search"]["iterations"]) if shared else "unfinished",
             "action": "lost",
             "cost_usd": spent_by_run(run_dir) if shared else None,
             "stopped": None,

@@ -118,40 +118,25 @@ def run_one(spec: dict, echo=None) -> dict:
     from mlxsci.search import run
 
     run_dir = Path(spec["run_dir"])
+    iterations = spec["search"]["iterations"]
     echo = echo or _prefixed_echo(spec["name"])
     result: dict[str, object] = {"action": "ran", "error": None}
-    common = dict(
-        iterations=spec["iterations"],
-        max_cost=spec.get("max_cost"),
-        quiet=spec.get("quiet", True),
-        echo=echo,
-        **spec.get("options", {}),
-    )
     lock = None
     try:
         lock = lock_run(run_dir, spec["name"])
-        if is_finished(run_dir, spec["iterations"]):
+        # A resume takes the options its run.json fixes and those given anew.
+        where = {"resume" if (run_dir / "run.json").exists() else "out": run_dir}
+        if is_finished(run_dir, iterations):
             result["action"] = "skipped"
-        elif (run_dir / "run.json").exists():
-            result["action"] = "resumed"
-            run(None, resume=run_dir, lock=lock, **common)
         else:
-            run(
-                spec["task"],
-                spec["model"],
-                strategy=spec["strategy"],
-                backend=spec["backend"],
-                seed=spec["seed"],
-                out=run_dir,
-                lock=lock,
-                **common,
-            )
-        result["status"] = run_status(run_dir, spec["iterations"])
+            result["action"] = "resumed" if "resume" in where else "ran"
+            run(**spec["search"], **where, quiet=spec["quiet"], echo=echo, lock=lock)
+        result["status"] = run_status(run_dir, iterations)
     except LockHeld as exc:  # another sweep's or a search's: left to it, written nothing
         result.update(left_to_holder(exc))
     except EnvironmentFault as exc:  # the machine's, not the run's: unfinished, to resume
         result.update(
-            status=run_status(run_dir, spec["iterations"]),
+            status=run_status(run_dir, iterations),
             error=f"stopped by the machine: {exc}",
             machine_fault=True,
         )
@@ -171,27 +156,45 @@ def left_to_holder(refusal: LockHeld) -> dict:
     return {"status": "unfinished", "action": "in use", "error": f"{LEFT_TO_HOLDER}{refusal}"}
 
 
+def model_of(spec: dict) -> str:
+    return spec["search"]["model"]
+
+
 def free_model(model: str) -> bool:
     """A model whose runs make no paid calls: they need no share of a cost cap."""
     return model == "autotune" or model.startswith("replay:")
 
 
-def run_spec(
-    job: Job, out: Path, iterations: int, *, backend: str, strategy: str, quiet: bool, options: dict
-) -> dict:
-    """What a run needs to know, as plain data (it travels to Ray workers)."""
+# What a sweep passes on to each mlxsci.search.run besides the search's options.
+SESSION_KEYWORDS = ("prices", "start")
+
+
+def run_spec(job: Job, out: Path, iterations: int, *, quiet: bool, options: dict) -> dict:
+    """What a run needs to know, as plain data (it travels to Ray workers):
+    its name and folder, and `search`: the keywords of its mlxsci.search.run.
+    Those are the search's options by the names of their record
+    (mlxsci.search.options.SearchOptions), each one left out at its default:
+    `options` (those every run of the sweep shares: backend, strategy, accept,
+    ...; TypeError for a name that is no option), the job's task, model and
+    seed, the sweep's iterations and the run's cost cap (the driver's, set
+    when it starts); with the SESSION_KEYWORDS among `options` (prices)."""
+    from mlxsci.search.options import given_options
+
+    shared = {k: v for k, v in options.items() if k not in SESSION_KEYWORDS}
+    given = given_options(
+        **shared,
+        task=job.task,
+        model=job.model,
+        seed=job.seed,
+        iterations=iterations,
+        max_cost=None,
+    )
+    session = {k: v for k, v in options.items() if k in SESSION_KEYWORDS}
     return {
-        "task": job.task,
-        "model": job.model,
-        "seed": job.seed,
         "name": job.name,
         "run_dir": str((out / job.name).resolve()),
-        "iterations": iterations,
-        "backend": backend,
-        "strategy": strategy,
         "quiet": quiet,
-        "options": options,
-        "max_cost": None,
+        "search": {**given, **session},
     }
 
 
@@ -259,26 +262,27 @@ class Driver:
         if not self.waiting or slots <= 0 or self.halted:
             return []
         spent_out = self.budget.exhausted()
-        starting = [s for s in self.waiting if not spent_out or free_model(s["model"])][:slots]
+        starting = [s for s in self.waiting if not spent_out or free_model(model_of(s))][:slots]
         if not starting:
             if running == 0:
                 self.give_up()
             return []
         chosen = {id(s) for s in starting}
         self.waiting = [s for s in self.waiting if id(s) not in chosen]
-        paying = [s for s in starting if not free_model(s["model"])]
+        paying = [s for s in starting if not free_model(model_of(s))]
         for spec in paying:
             self.prior[spec["name"]] = spent_by_run(Path(spec["run_dir"]))
         caps = self.budget.allot([(s["name"], self.prior[s["name"]]) for s in paying])
         for spec, cap_usd in zip(paying, caps):
-            spec["max_cost"] = cap_usd
+            spec["search"]["max_cost"] = cap_usd
             if cap_usd is not None:
                 self.entries[spec["name"]]["max_cost"] = cap_usd
         for spec in starting:
-            cap = "" if spec["max_cost"] is None else f", cap ${spec['max_cost']:.4f}"
+            search = spec["search"]
+            cap = "" if search["max_cost"] is None else f", cap ${search['max_cost']:.4f}"
             self.echo(
-                f"{spec['name']}: starting ({spec['iterations']} iterations, seed "
-                f"{spec['seed']}{cap})"
+                f"{spec['name']}: starting ({search['iterations']} iterations, seed "
+                f"{search['seed']}{cap})"
             )
             self.entries[spec["name"]]["action"] = "running"
         self.write()
@@ -289,7 +293,7 @@ class Driver:
         why = why or f"--max-cost reached ({self.budget.describe()})"
         for spec in self.waiting:
             self.echo(f"{spec['name']}: not started: {why}")
-            status = run_status(Path(spec["run_dir"]), spec["iterations"])
+            status = run_status(Path(spec["run_dir"]), self.iterations)
             self.entries[spec["name"]].update(
                 status=status, action="not started", error=f"{why}, before it started"
             )

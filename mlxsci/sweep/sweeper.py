@@ -121,7 +121,8 @@ def sweep(
     executor: a LocalExecutor (the default) or mlxsci.sweep.ray_executor.RayExecutor.
     max_cost: USD for the whole sweep (all sessions); max_cost_per_run: USD
     per search. run_options go to each mlxsci.search.run (accept, timer,
-    prices, base_url, ...). Each entry: task, model, repeat, seed, path
+    prices, base_url, ...: mlxsci.search.options.SearchOptions' names; any
+    other is a TypeError before a run starts). Each entry: task, model, repeat, seed, path
     (relative to out), status (finished, stopped, unfinished, failed), action
     (skipped, ran, resumed, lost, not started, in use; pending or running while the
     sweep goes on), cost_usd, and max_cost, stopped, error where they apply."""
@@ -151,10 +152,8 @@ def sweep(
                     job,
                     out,
                     iterations,
-                    backend=backend,
-                    strategy=strategy,
                     quiet=quiet,
-                    options=run_options,
+                    options=dict(run_options, backend=backend, strategy=strategy),
                 )
             )
         entries.append(entry)
