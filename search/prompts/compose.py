@@ -297,26 +297,70 @@ def user_prompt(
     last entries of the history and, when asked, the stagnation notice.
     accept: the search's acceptance rule, stated in the instructions."""
     fence = dialects.get(dialect).fence  # ValueError naming the dialects for any other name
-    names = ", ".join(f"`{k}`" for k in task.kernel_names)
     if iteration <= 1:
-        parts = [
-            _brief(task, seed_result),
-            "## Baseline: the seed candidate",
-            _block(seed_source, dialect),
-            "Measured result of the seed:",
-            format_result(seed_result),
-            "",
-            "## Your task",
-            "Write a faster candidate that stays correct at every size. The score is the "
-            "geometric mean over the sizes of achieved / ceiling, and 0 if any size is "
-            f"incorrect. Answer with a short explanation and then one ```{fence} block holding "
-            f"the whole candidate file, with the kernels {names} under their exact names.",
-        ]
-        return "\n".join(parts).rstrip() + "\n"
-
+        return _first_prompt(task, dialect, seed_source, seed_result)
     prev_res = previous[1] if previous else None
     inc_res = incumbent[1] if incumbent else None
     parts = [_brief(task, seed_result, prev_res, inc_res)]
+    attempt, previous_failed = _previous_attempt(dialect, iteration, previous, history)
+    parts += attempt
+    if incumbent is not None and (previous is None or incumbent[0].strip() != previous[0].strip()):
+        parts += [
+            "## Current best (incumbent)",
+            _block(incumbent[0], dialect),
+            "Result:",
+            format_result(incumbent[1]),
+            "",
+        ]
+    if history:
+        recent = sorted(history, key=lambda r: r.get("iteration", 0))[-HISTORY_LINES:]
+        parts += [
+            "## History (iteration 0 is the seed)",
+            *[format_history_line(r) for r in recent],
+            "",
+        ]
+    if stagnation:
+        parts.append(_stagnation_notice(task))
+    best_res = inc_res if incumbent is not None else prev_res
+    best_score = None
+    if best_res and best_res.get("candidate", {}).get("correct"):
+        best_score = best_res["candidate"].get("score")
+    parts += _instructions(task, fence, previous_failed, best_score, accept)
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _kernel_names(task: Task) -> str:
+    return ", ".join(f"`{k}`" for k in task.kernel_names)
+
+
+def _first_prompt(task: Task, dialect: str, seed_source: str, seed_result: dict) -> str:
+    """Iteration 1's user prompt: the brief, the seed and its measured result."""
+    fence = dialects.get(dialect).fence
+    parts = [
+        _brief(task, seed_result),
+        "## Baseline: the seed candidate",
+        _block(seed_source, dialect),
+        "Measured result of the seed:",
+        format_result(seed_result),
+        "",
+        "## Your task",
+        "Write a faster candidate that stays correct at every size. The score is the "
+        "geometric mean over the sizes of achieved / ceiling, and 0 if any size is "
+        f"incorrect. Answer with a short explanation and then one ```{fence} block holding "
+        f"the whole candidate file, with the kernels {_kernel_names(task)} under their exact "
+        "names.",
+    ]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _previous_attempt(
+    dialect: str, iteration: int, previous: tuple[str, dict] | None, history: list[dict]
+) -> tuple[list[str], bool]:
+    """The sections of an iteration-k prompt on the proposer's last answer: a
+    notice when it held no usable block, then its most recent evaluated
+    attempt with the result; and whether that attempt failed."""
+    fence = dialects.get(dialect).fence
+    parts: list[str] = []
     last = max(history, key=lambda r: r.get("iteration", -1)) if history else None
     skipped = last is not None and last.get("role") == "skipped"
     if previous is None and not skipped:
@@ -346,27 +390,13 @@ def user_prompt(
         previous_failed = previous_failed or not (
             cand.get("compile_ok", True) and cand.get("correct")
         )
-    if incumbent is not None and (previous is None or incumbent[0].strip() != previous[0].strip()):
-        parts += [
-            "## Current best (incumbent)",
-            _block(incumbent[0], dialect),
-            "Result:",
-            format_result(incumbent[1]),
-            "",
-        ]
-    if history:
-        recent = sorted(history, key=lambda r: r.get("iteration", 0))[-HISTORY_LINES:]
-        parts += [
-            "## History (iteration 0 is the seed)",
-            *[format_history_line(r) for r in recent],
-            "",
-        ]
-    if stagnation:
-        parts.append(_stagnation_notice(task))
-    best_res = inc_res if incumbent is not None else prev_res
-    best_score = None
-    if best_res and best_res.get("candidate", {}).get("correct"):
-        best_score = best_res["candidate"].get("score")
+    return parts, previous_failed
+
+
+def _instructions(
+    task: Task, fence: str, previous_failed: bool, best_score, accept: str
+) -> list[str]:
+    """The numbered instructions that end an iteration-k prompt."""
     steps = []
     if previous_failed:
         steps.append(
@@ -387,8 +417,7 @@ def user_prompt(
     )
     steps.append(
         f"Answer with a short explanation and then exactly one ```{fence} block "
-        f"holding the whole candidate file, with the kernels {names} under their "
+        f"holding the whole candidate file, with the kernels {_kernel_names(task)} under their "
         "exact names."
     )
-    parts += ["## Instructions", *[f"{i}. {s}" for i, s in enumerate(steps, 1)]]
-    return "\n".join(parts).rstrip() + "\n"
+    return ["## Instructions", *[f"{i}. {s}" for i, s in enumerate(steps, 1)]]
