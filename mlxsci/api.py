@@ -20,11 +20,11 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from mlxsci.backends import get_backend, resolve_backend_name
+from mlxsci.backends import backend_class, backend_options, get_backend, resolve_backend_name
 from mlxsci.evaluation.checks import misfit
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.kernel.candidate import CandidateError, parse, read_candidate_file
-from mlxsci.kernel.dialects import backend_options, name_of_file
+from mlxsci.kernel.dialects import name_of_file
 from mlxsci.task import Size, Task, load_task
 from mlxsci.worker.launch import Launcher
 
@@ -264,7 +264,8 @@ def kernel_function(
     t = _task(task)
     text, filename = _read_source(source)
     name = resolve_backend_name(backend)
-    if name == "sim" and not trusted and filename and _in_run_directory(Path(filename)):
+    native = backend_class(name).runs_candidate_natively  # the simulator: as host code
+    if native and not trusted and filename and _in_run_directory(Path(filename)):
         raise ValueError(
             f"{filename} is in a search's run directory, so a model wrote it; kernel_function "
             "would run it in this process as you, outside the simulator's sandbox. Read it, "

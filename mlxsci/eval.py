@@ -19,8 +19,7 @@ from pathlib import Path
 
 import click
 
-from mlxsci.backends import backend_class, resolve_backend_name
-from mlxsci.backends.sim.toolchain import zig_executable
+from mlxsci.backends import backend_class, backend_options, resolve_backend_name
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.arguments import (
     TaskArgument,
@@ -32,7 +31,6 @@ from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.evaluation.results import format_evaluation
 from mlxsci.kernel import dialects
 from mlxsci.kernel.candidate import read_candidate_file
-from mlxsci.kernel.dialects import backend_options
 from mlxsci.sandbox import SandboxUnavailable
 from mlxsci.storage.faults import EXIT_CODE, EnvironmentFault
 from mlxsci.task import check_memory, load_task
@@ -132,56 +130,23 @@ def main(
     TASK is a built-in task name or the path of a task folder of your own
     (task.py, reference.py, seed.metal; see examples/conv1d)."""
     t = load_task(task)  # TaskArgument checked the task folder
-    try:  # before availability: say what --sanitize needs even where CUDA is missing
-        sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
-    if backend == "sim":  # its one requirement the machine may lack: the compiler
-        try:
-            zig_executable()
-        except EnvironmentFault as exc:
-            click.echo(f"error: the simulator cannot run here: {exc}", err=True)
-            sys.exit(EXIT_CODE)
-    if backend != "auto" and not backend_class(backend).available():
-        raise click.BadParameter(
-            f"{backend} is not available on this machine (use --backend sim or auto)",
-            param_hint="--backend",
-        )
-    sizes = None
-    if custom:
-        try:  # a size the machine cannot hold is refused before anything is allocated
-            sizes = [t.custom_size(parse_assignments(custom, "--size"))]
-            check_memory(t, sizes[0])
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--size") from exc
-    overrides = None
-    if params:
-        try:
-            overrides = {k: int(v) for k, v in parse_assignments(params, "--param").items()}
-        except ValueError:
-            raise click.BadParameter(
-                "param values must be integers", param_hint="--param"
-            ) from None
+    check_backend(backend, sanitize)
+    sizes = [custom_size(t, custom)] if custom else None
+    overrides = param_overrides(params) if params else None
     try:
         text = read_candidate_file(source) if source else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--source") from exc
     backend_name = resolve_backend_name(backend)
     dialect = dialect or dialects.name_of_file(source)
-    try:
-        backend_options(backend_name, dialect)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--dialect") from exc
-    try:
-        check_timer(timer, backend_name)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--timer") from exc
-    if text is None:  # the seed runs: the one of the dialect the backend will run
-        require_seed(t, dialect or dialects.for_backend(backend_name).name)
+    check_dialect_and_timer(backend_name, dialect, timer)
+    # With no text the seed runs: the one of the dialect the backend will run.
+    runs = dialect or dialects.for_backend(backend_name).name
+    if text is None:
+        require_seed(t, runs)
     if overrides:
-        check_overrides(t, text, overrides, dialect or dialects.for_backend(backend_name).name)
-    if size_set is None:
-        size_set = "smoke" if backend_name == "sim" else "in-dist"
+        check_overrides(t, text, overrides, runs)
+    size_set = size_set or backend_class(backend_name).default_size_set
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
     try:
         ev = evaluate(
@@ -208,6 +173,59 @@ def main(
         click.echo(f"error: the machine stopped the evaluation, no verdict: {exc}", err=True)
         sys.exit(EXIT_CODE)
     click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))
+
+
+def check_backend(backend: str, sanitize: str | None) -> None:
+    """--backend and --sanitize: what --sanitize needs (said even where CUDA
+    is missing), what this machine lacks to run the backend asked for (the
+    simulator's compiler: EXIT_CODE), and whether it is available here."""
+    try:  # before availability: say what --sanitize needs even where CUDA is missing
+        sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
+    if backend == "auto":
+        return
+    try:  # a requirement the machine may lack, such as the simulator's compiler
+        backend_class(backend).check_machine()
+    except EnvironmentFault as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_CODE)
+    if not backend_class(backend).available():
+        raise click.BadParameter(
+            f"{backend} is not available on this machine (use --backend sim or auto)",
+            param_hint="--backend",
+        )
+
+
+def custom_size(t, custom: str):
+    """The size --size gives; one the machine cannot hold is refused before
+    anything is allocated."""
+    try:
+        size = t.custom_size(parse_assignments(custom, "--size"))
+        check_memory(t, size)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--size") from exc
+    return size
+
+
+def param_overrides(params: str) -> dict:
+    """The --param values, integers."""
+    try:
+        return {k: int(v) for k, v in parse_assignments(params, "--param").items()}
+    except ValueError:
+        raise click.BadParameter("param values must be integers", param_hint="--param") from None
+
+
+def check_dialect_and_timer(backend_name: str, dialect: str | None, timer: str | None) -> None:
+    """--dialect: one the backend runs; --timer: one that times it."""
+    try:
+        backend_options(backend_name, dialect)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--dialect") from exc
+    try:
+        check_timer(timer, backend_name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timer") from exc
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ importing it (MLX's GPU builds and the simulator's compiler are heavy): where
 its class lives, its own timer, whether NVIDIA's compute-sanitizer checks its
 kernels, whether Metal-Sci's published chip ceilings describe its devices,
 and what one run asks of a Ray cluster. Modules ask this table instead of
-comparing backend names; the dialect a backend runs is mlxsci.kernel.dialects'.
+comparing backend names. What a backend does (the dialects it runs, whether
+a candidate's code runs natively, its once-per-machine set-up...) its class
+answers (mlxsci.backends.base.Backend); `backend_options` asks it which
+options make it run a dialect.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import importlib
 from dataclasses import dataclass
 
 from mlxsci.backends.base import Backend
+from mlxsci.kernel import dialects
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,17 @@ def has_chip_table(name: str) -> bool:
 def backend_class(name: str) -> type[Backend]:
     info = backend_info(name)
     return getattr(importlib.import_module(info.module), info.class_name)
+
+
+def backend_options(name: str, dialect: str | None) -> dict:
+    """The options that make backend `name` run `dialect` (none when no
+    dialect is asked for): the class answers (Backend.dialect_options); a
+    GPU backend runs its own dialect only, the simulator either. ValueError
+    for an unknown dialect or one the backend cannot run."""
+    if dialect is None:
+        return {}
+    dialects.get(dialect)
+    return backend_class(name).dialect_options(dialect)
 
 
 def resolve_backend_name(name: str = "auto") -> str:

@@ -32,15 +32,72 @@ class Kernel:
 class Backend:
     """A place kernels run. Subclasses set `name` and `dialect`; `eager` says
     whether a kernel call runs the kernel at once (the simulator) rather than
-    queueing lazy work that runs at mx.eval (MLX on a GPU)."""
+    queueing lazy work that runs at mx.eval (MLX on a GPU).
+
+    The rest of mlxsci never asks which backend it has, only what the backend
+    does: the attributes and class methods below, answered by the class (so
+    also before one is built: `mlxsci.backends.backend_class(name).<answer>`).
+    Their defaults are a GPU's answers; the simulator gives its own
+    (mlxsci/backends/sim/__init__.py)."""
 
     name: str = ""
     dialect: str = "metal"
     eager: bool = False
+    # The candidate's kernels run as native code in the process that launches
+    # them, not on a device apart: the evaluation runs its worker in the OS
+    # sandbox (mlxsci.sandbox) and works out what it can from the outputs the
+    # worker sends back rather than take its word (job "every_output");
+    # mlxsci.kernel_function refuses a model-written candidate unless trusted.
+    runs_candidate_natively: bool = False
+    # The verification runs once more with the threads in other orders (the
+    # simulator's schedules; a GPU gives no control of its order), so that a
+    # race shows as a difference (job "schedule_seeds").
+    reorders_threads: bool = False
+    # Which row of the protocol's per-backend numbers applies: the runs and
+    # seconds per size (mlxsci.evaluation.budget) and the roofline probes'
+    # plan (mlxsci.roofline.probes.PLANS): "gpu", or "sim" for a backend a
+    # thousand times slower whose runs take the same time every time.
+    profile: str = "gpu"
+    # MLX's own operations run here and its timer sees them (not on the
+    # simulator, which runs only custom kernels): the roofline measures MLX's
+    # copy as a reference.
+    runs_mlx_ops: bool = True
+    # Launches record their modeled device time in `activity` while the sim
+    # timer listens (mlxsci.timing.timers.SimTimer).
+    records_launch_time: bool = False
+    # The size set an evaluation takes when none is asked for: in-dist on a
+    # GPU, smoke where a size costs minutes.
+    default_size_set: str = "in-dist"
 
     @classmethod
     def available(cls) -> bool:
         raise NotImplementedError
+
+    @classmethod
+    def check_machine(cls) -> None:
+        """Raise EnvironmentFault (mlxsci.storage.faults) saying what this
+        machine lacks to run the backend beyond its Python packages, so a
+        command says so before it starts; a GPU backend needs nothing more."""
+
+    @classmethod
+    def dialect_options(cls, dialect: str) -> dict:
+        """The options (keyword arguments of the class) that make this backend
+        run `dialect`; ValueError for a dialect it cannot run. A GPU backend
+        runs one dialect, its own."""
+        if dialect != cls.dialect:
+            raise ValueError(f"the {cls.name} backend runs {cls.dialect} kernels, not {dialect}")
+        return {}
+
+    @classmethod
+    def sandbox_reads(cls) -> list[str]:
+        """The folders the sandboxed worker of a candidate running natively
+        reads beyond Python's, MLX's, mlxsci's and the task's own."""
+        return []
+
+    def prepare_machine(self, announce=None) -> None:
+        """Build what this backend needs once per machine before evaluations
+        start, telling `announce` (a callable taking a line) when such work
+        starts; nothing on a GPU."""
 
     def device_info(self) -> dict:
         """At least {"name": str, "fingerprint": str}; the fingerprint keys the

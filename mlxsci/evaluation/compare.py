@@ -15,11 +15,10 @@ import shutil
 
 import numpy as np
 
-from mlxsci.backends import resolve_backend_name
+from mlxsci.backends import backend_class, backend_options, resolve_backend_name
 from mlxsci.evaluation.budget import DEFAULTS, input_seeds
 from mlxsci.evaluation.results import geometric_mean
 from mlxsci.evaluation.runner import candidate_worker
-from mlxsci.kernel.dialects import backend_options
 from mlxsci.storage.cache import cache_dir
 from mlxsci.storage.faults import check_after_failure, faults_raised
 from mlxsci.task import Size, load_task
@@ -58,17 +57,13 @@ def compare(
     backend_name = resolve_backend_name(backend)
     options = backend_options(backend_name, dialect)
     timer_name = check_timer(timer, backend_name)
-    kind = "sim" if backend_name == "sim" else "gpu"
-    warm, measure, per_size = DEFAULTS[kind]
+    warm, measure, per_size = DEFAULTS[backend_class(backend_name).profile]
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     out: dict = {"timer": timer_name, "sizes": []}
     secret = secrets.randbits(62)
     for size in sizes:
         if task.is_held_out(size):
             raise ValueError("a comparison never times held-out sizes")
-        runs = n_warmup if n_warmup is not None else warm
-        # interleaved pairs: at least 5 of each, to see the spread
-        pairs = max(5, n_measure if n_measure is not None else measure)
         job: dict = {
             "compare": True,
             "task": task.ref,
@@ -78,37 +73,44 @@ def compare(
             "backend_options": options,
             "params": size.params,
             "timer": timer_name,
-            "n_warmup": runs,
-            "n_measure": pairs,
+            "n_warmup": n_warmup if n_warmup is not None else warm,
+            # interleaved pairs: at least 5 of each, to see the spread
+            "n_measure": max(5, n_measure if n_measure is not None else measure),
         }
         if task.takes_seed:
-            job["input_seeds"] = input_seeds(secret, runs, pairs)
+            job["input_seeds"] = input_seeds(secret, job["n_warmup"], job["n_measure"])
         with candidate_worker(task, backend_name, unsandboxed) as worker:
             result, jobdir, tail = worker.run(job, timeout or per_size)
         shutil.rmtree(jobdir, ignore_errors=True)
         if result is None or "error" in result:
-            why = (
-                tail
-                if result is None
-                else f"{result['error']['kind']}: {result['error']['message']}"
-            )
-            # The worker and its folder are gone: is the machine to blame?
-            failed = f"comparison at size {size.label} failed"
-            check_after_failure(result, 0, [cache_dir()], f"{failed} ({why[-300:]})")
-            return {"timer": timer_name, "error": f"{failed}: {why}"}
-        a, b = result["seconds"]
-        statistic = result.get("timer", {}).get("statistic", "median")
-        pick = min if statistic == "min" else np.median
-        med_a, med_b = float(pick(a)), float(pick(b))
-        out["sizes"].append(
-            {
-                "label": size.label,
-                "incumbent": med_a,
-                "candidate": med_b,
-                "speedup": med_a / med_b if med_b > 0 else float("inf"),
-                "noise": max(run_noise(a, statistic), run_noise(b, statistic)),
-            }
-        )
+            return {"timer": timer_name, "error": comparison_failure(result, tail, size)}
+        out["sizes"].append(timed_pair(result, size.label))
     out["speedup"] = geometric_mean([s["speedup"] for s in out["sizes"]])
     out["noise"] = combined_noise([s["noise"] for s in out["sizes"]])
     return out
+
+
+def comparison_failure(result: dict | None, tail: str, size: Size) -> str:
+    """Why a size's comparison failed, once the machine is cleared of the
+    blame (the worker and its folder are gone: EnvironmentFault if the
+    machine is to blame)."""
+    why = tail if result is None else f"{result['error']['kind']}: {result['error']['message']}"
+    failed = f"comparison at size {size.label} failed"
+    check_after_failure(result, 0, [cache_dir()], f"{failed} ({why[-300:]})")
+    return f"{failed}: {why}"
+
+
+def timed_pair(result: dict, label: str) -> dict:
+    """One size's comparison from the worker's two series of seconds, each
+    reduced by the timer's statistic as in an evaluation."""
+    a, b = result["seconds"]
+    statistic = result.get("timer", {}).get("statistic", "median")
+    pick = min if statistic == "min" else np.median
+    med_a, med_b = float(pick(a)), float(pick(b))
+    return {
+        "label": label,
+        "incumbent": med_a,
+        "candidate": med_b,
+        "speedup": med_a / med_b if med_b > 0 else float("inf"),
+        "noise": max(run_noise(a, statistic), run_noise(b, statistic)),
+    }

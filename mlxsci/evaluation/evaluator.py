@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import secrets
 import shutil
+from dataclasses import dataclass
 
-from mlxsci.backends import get_backend, resolve_backend_name
+from mlxsci.backends import backend_options, get_backend, resolve_backend_name
+from mlxsci.backends.base import Backend
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.budget import (
     DEFAULTS,
@@ -42,34 +44,135 @@ from mlxsci.evaluation.budget import (
 from mlxsci.evaluation.checks import check_size, failed_size, misfit
 from mlxsci.evaluation.per_size_runner import ProcessPerSize
 from mlxsci.evaluation.references import get_reference
-from mlxsci.evaluation.results import Evaluation, geometric_mean
+from mlxsci.evaluation.results import Evaluation, SizeResult, geometric_mean
 from mlxsci.evaluation.runner import candidate_worker
 from mlxsci.kernel import dialects
 from mlxsci.kernel.candidate import CandidateError, parse
-from mlxsci.kernel.dialects import backend_options
 from mlxsci.kernel.source import policy as source_policy
 from mlxsci.protocol.exchange import ARCHIVE_SLACK, OUTPUT_FILES
 from mlxsci.roofline.ceilings import Roofline
 from mlxsci.storage.cache import cache_dir
 from mlxsci.storage.faults import check_after_failure, faults_raised
-from mlxsci.task import Size, load_task
+from mlxsci.task import Size, Task, load_task
 from mlxsci.timing.noise import combined_noise
 from mlxsci.timing.timers import check_timer
 
 
-def _prepare(be, timer_name: str, announce, detail) -> Roofline:
-    """What evaluations on this machine build or measure once (the simulator's
-    compiler, the roofline); `announce` hears a line as each piece of that work
-    starts (nothing on warm caches), `detail` the roofline probes' results."""
-    if be.name == "sim":
-        from mlxsci.backends.sim.toolchain import prepare_toolchain
-
-        prepare_toolchain(announce)
+def _prepare(be: Backend, timer_name: str, announce, detail) -> Roofline:
+    """What evaluations on this machine build or measure once (the backend's
+    set-up, such as the simulator's compiler; the roofline); `announce` hears
+    a line as each piece of that work starts (nothing on warm caches),
+    `detail` the roofline probes' results."""
+    be.prepare_machine(announce)
     # Here, not at the top: mlxsci.roofline is a verb (`python -m mlxsci.roofline`),
     # which must not be in sys.modules before runpy runs it (a RuntimeWarning).
     from mlxsci.roofline.store import load_or_measure
 
     return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
+
+
+@dataclass
+class Plan:
+    """What one evaluation settles before any size runs (its arguments
+    checked, the backend built for the dialect, the seed read when no source
+    was given): what every size's job holds besides the size, the budget
+    (mlxsci/evaluation/budget.py) of the backend's profile, and the worker."""
+
+    task: Task
+    backend_name: str
+    backend: Backend
+    device: dict
+    options: dict
+    source: str
+    filename: str
+    timer: str
+    sanitize: str | None
+    sanitizer_exe: str | None
+    n_warmup: int | None
+    n_measure: int | None
+    timeout: float | None
+    param_overrides: dict | None
+
+    def job(self, size: Size) -> dict:
+        """The size's job for the worker (mlxsci/worker/serve.py): the runs
+        the protocol gives it on this backend unless asked for others; under
+        compute-sanitizer as few as it allows (budget.sanitized_job)."""
+        warm, measure, _ = DEFAULTS[self.backend.profile]
+        job = {
+            "task": self.task.ref,
+            "source": self.source,
+            "filename": self.filename,
+            "backend": self.backend_name,
+            "backend_options": self.options,
+            "params": size.params,
+            "n_warmup": self.n_warmup if self.n_warmup is not None else warm,
+            "n_measure": self.n_measure if self.n_measure is not None else measure,
+            "param_overrides": self.param_overrides,
+            "timer": self.timer,
+            "settle": SETTLE[self.backend.profile],
+            "extra_runs": EXTRA_RUNS[self.backend.profile] if self.n_measure is None else None,
+        }
+        return sanitized_job(job, self.n_warmup, self.n_measure) if self.sanitize else job
+
+    def size_timeout(self) -> float:
+        """Seconds a size may take: as asked, else the budget's (longer under
+        compute-sanitizer)."""
+        per_size = DEFAULTS[self.backend.profile][2]
+        if self.sanitize:
+            return self.timeout or per_size * SANITIZER_SLOWDOWN
+        return self.timeout or per_size
+
+    def worker(self, unsandboxed: bool):
+        """One process runs all sizes of the candidate (CandidateWorker), one
+        size at a time, each checked before the next is handed over; under
+        compute-sanitizer one process per size (ProcessPerSize)."""
+        # (check_sanitize gave an executable for any tool asked for, or raised)
+        if self.sanitize and self.sanitizer_exe:
+            return ProcessPerSize((self.sanitize, self.sanitizer_exe))
+        return candidate_worker(self.task, self.backend_name, unsandboxed)
+
+
+def plan_evaluation(
+    task_name: str,
+    source: str | None,
+    backend: str,
+    dialect: str | None,
+    filename: str | None,
+    timer: str | None,
+    sanitize: str | None,
+    **budget,
+) -> Plan:
+    """The Plan of an evaluation: the task, the backend (its options for the
+    dialect asked for, else the file's), the timer and sanitizer checked,
+    the task's seed when no source is given. `budget`: n_warmup, n_measure,
+    timeout, param_overrides, as evaluate() takes them."""
+    task = load_task(task_name)
+    backend_name = resolve_backend_name(backend)
+    options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
+    timer_name = check_timer(timer, backend_name)
+    sanitizer_exe = sanitizer.check_sanitize(sanitize, backend_name)
+    be = get_backend(backend_name, **options)
+    if source is None:
+        source = task.seed(be.dialect)
+        filename = filename or str(task.seed_path(be.dialect))
+    filename = filename or "<candidate>"
+    device = be.device_info()
+    return Plan(
+        task, backend_name, be, device, options, source, filename, timer_name,
+        sanitize, sanitizer_exe, **budget,
+    )  # fmt: skip
+
+
+def candidate_refusal(task: Task, source: str, dialect: str, filename: str) -> str | None:
+    """Why the candidate cannot run at all, before any worker starts: a
+    format error, the source policy's refusal (which ranks first), or a
+    misfit with the task; None when it may run."""
+    try:
+        cand = parse(source, dialect=dialect, filename=filename)
+    except CandidateError as exc:
+        return f"format error: {exc}"
+    why = misfit(cand, task, f"{filename}:")  # the source policy's refusal ranks first
+    return source_policy.refusal(cand, f"{filename}:") or (why and f"format error: {why}")
 
 
 def size_references(task, size: Size, job: dict, secret: int) -> tuple:
@@ -82,6 +185,85 @@ def size_references(task, size: Size, job: dict, secret: int) -> tuple:
     job["input_seeds"] = input_seeds(secret, job["n_warmup"], job["n_measure"])
     refs = [get_reference(task, size.params, seed=s) for s in job["input_seeds"]]
     return refs[0], refs[1:]
+
+
+def run_size(
+    worker, plan: Plan, size: Size, index: int, secret: int, roof: Roofline, say
+) -> SizeResult | str:
+    """One size of the protocol: its job; the references its checks need,
+    computed before the worker takes the size (their cost is not the
+    candidate's); the worker's run; the verdict on its answer (check_size).
+    Returns the size's result, or the compile or format error (a str) that
+    ends the evaluation."""
+    task, be = plan.task, plan.backend
+    job = plan.job(size)
+    say(f"{task.name} {size.label}: reference")
+    ref, rotation_refs = size_references(task, size, job, secret)
+    if be.reorders_threads:  # the race check's other orders, drawn from the secret seed
+        job["schedule_seeds"] = schedule_seeds(secret, index)
+    if be.runs_candidate_natively:
+        # The candidate's native code runs in the worker: the parent
+        # finds out what it can from outputs (checks.own_findings).
+        job["every_output"] = True
+    job["output_bytes"] = ref.result_bytes(task)  # read no more than a run returns
+    under = f" under compute-sanitizer {plan.sanitize}" if plan.sanitize else ""
+    say(f"{task.name} {size.label}: running on {plan.backend_name}{under}")
+    result, jobdir, tail = worker.run(job, plan.size_timeout())
+    try:
+        if result is None or "error" in result:  # no size follows a failure
+            worker.end()  # first, with all it wrote: its room is not the machine's
+            shutil.rmtree(jobdir, ignore_errors=True)
+            said = tail if result is None else str(result["error"].get("message"))
+            blame_machine_first(result, job, f"size {size.label} failed ({said[-300:]})")
+        if result is None:
+            flag = "timeout" if tail.startswith("timeout") else "crash"
+            return failed_size(size, task, f"runtime error at size {size.label}: {tail}", flag)
+        if "error" in result:
+            return worker_error(result["error"], plan.filename, size, task)
+        return check_size(
+            task,
+            size,
+            result,
+            jobdir,
+            roof,
+            plan.backend_name,
+            plan.device["name"],
+            ref,
+            rotation_refs,
+            job=job,
+        )
+    finally:
+        shutil.rmtree(jobdir, ignore_errors=True)
+
+
+def worker_error(err: dict, filename: str, size: Size, task: Task) -> SizeResult | str:
+    """The verdict on an error the worker reported: a compile or format
+    error (a str, naming the candidate's line) ends the evaluation; any
+    other fails the size."""
+    if err["kind"] in ("compile", "format"):
+        line = f"{filename}:{err['line']}: " if err.get("line") else ""
+        return f"{err['kind']} error: {line}{err['message']}"
+    return failed_size(
+        size,
+        task,
+        f"runtime error at size {size.label}: {err['kind']}: {err['message']}",
+        err["kind"],
+    )
+
+
+def score_sizes(ev: Evaluation, task: Task, sizes: list[Size]) -> None:
+    """S, its noise and Phi of a finished evaluation. S is Metal-Sci's score
+    over the in-distribution sizes whenever they ran; otherwise (smoke or
+    user-given sizes) over whatever non-held-out sizes ran."""
+    in_dist = [s for s, size in zip(ev.sizes, sizes) if task.is_in_dist(size)]
+    scored = in_dist or [s for s in ev.sizes if not s.held_out]
+    if not ev.correct:
+        ev.score = 0.0
+    else:  # None when only held-out sizes ran: S is defined over the others
+        ev.score = geometric_mean([s.fraction for s in scored]) if scored else None
+    ev.noise = combined_noise([s.noise for s in scored]) if scored and ev.correct else None
+    held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
+    ev.phi = held[0] if held and ev.correct else None
 
 
 def judge_plausibility(ev: Evaluation, keep: bool) -> None:
@@ -157,137 +339,35 @@ def evaluate(
     the machine allows (mlxsci.evaluation.checks.implausibility) instead of scoring the
     candidate 0: for studying such kernels. The verdict says implausible
     either way."""
-    task = load_task(task_name)
-    backend_name = resolve_backend_name(backend)
-    options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
-    timer_name = check_timer(timer, backend_name)
-    sanitizer_exe = sanitizer.check_sanitize(sanitize, backend_name)
-    be = get_backend(backend_name, **options)
-    if source is None:
-        source = task.seed(be.dialect)
-        filename = filename or str(task.seed_path(be.dialect))
-    filename = filename or "<candidate>"
-    device = be.device_info()
-    ev = Evaluation(task.name, backend_name, device["name"], be.dialect, timer_name)
+    plan = plan_evaluation(
+        task_name, source, backend, dialect, filename, timer, sanitize, n_warmup=n_warmup,
+        n_measure=n_measure, timeout=timeout, param_overrides=param_overrides,
+    )  # fmt: skip
+    task, be, device = plan.task, plan.backend, plan.device
+    ev = Evaluation(task.name, plan.backend_name, device["name"], be.dialect, plan.timer)
     secret = input_seed if input_seed is not None else secrets.randbits(62)
     say = progress or (lambda msg: None)
-
-    try:
-        cand = parse(source, dialect=be.dialect, filename=filename)
-    except CandidateError as exc:
-        ev.compile_ok, ev.fail_reason = False, f"format error: {exc}"
-        return ev
-    why = misfit(cand, task, f"{filename}:")  # the source policy's refusal ranks first
-    why = source_policy.refusal(cand, f"{filename}:") or (why and f"format error: {why}")
-    if why:
+    why = candidate_refusal(task, plan.source, be.dialect, plan.filename)
+    if why:  # it never reaches a worker
         ev.compile_ok, ev.fail_reason = False, why
         return ev
-
-    kind = "sim" if backend_name == "sim" else "gpu"
-    warm, measure, per_size = DEFAULTS[kind]
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     say(f"{task.name}: roofline for {device['name']}")
-    roof = _prepare(be, timer_name, announce or say, say)
+    roof = _prepare(be, plan.timer, announce or say, say)
     ev.roofline = dict(roof.source)  # which ceilings this result is scored against
-
-    # One process runs all sizes of the candidate (CandidateWorker), one size
-    # at a time, each checked before the next is handed over.
-    # (check_sanitize gave an executable for any tool asked for, or raised)
-    runner = (
-        ProcessPerSize((sanitize, sanitizer_exe))
-        if sanitize and sanitizer_exe
-        else candidate_worker(task, backend_name, unsandboxed)
-    )
-    with runner as worker:
+    with plan.worker(unsandboxed) as worker:
         for index, size in enumerate(sizes):
-            job = {
-                "task": task.ref,
-                "source": source,
-                "filename": filename,
-                "backend": backend_name,
-                "backend_options": options,
-                "params": size.params,
-                "n_warmup": n_warmup if n_warmup is not None else warm,
-                "n_measure": n_measure if n_measure is not None else measure,
-                "param_overrides": param_overrides,
-                "timer": timer_name,
-                "settle": SETTLE[kind],
-                "extra_runs": EXTRA_RUNS[kind] if n_measure is None else None,
-            }
-            size_timeout = timeout or per_size
-            if sanitize:
-                job = sanitized_job(job, n_warmup, n_measure)
-                size_timeout = timeout or per_size * SANITIZER_SLOWDOWN
-            say(f"{task.name} {size.label}: reference")
-            # Before the worker takes the size: its cost is not the candidate's.
-            refs = size_references(task, size, job, secret)
-            if backend_name == "sim":
-                job["schedule_seeds"] = schedule_seeds(secret, index)
-                # The candidate's native code runs in the worker: the parent
-                # finds out what it can from outputs (checks.own_findings).
-                job["every_output"] = True
-            job["output_bytes"] = refs[0].result_bytes(task)  # read no more than a run returns
-            under = f" under compute-sanitizer {sanitize}" if sanitize else ""
-            say(f"{task.name} {size.label}: running on {backend_name}{under}")
-            result, jobdir, tail = worker.run(job, size_timeout)
-            try:
-                if result is None or "error" in result:  # no size follows a failure
-                    worker.end()  # first, with all it wrote: its room is not the machine's
-                    shutil.rmtree(jobdir, ignore_errors=True)
-                    said = tail if result is None else str(result["error"].get("message"))
-                    blame_machine_first(result, job, f"size {size.label} failed ({said[-300:]})")
-                if result is None:
-                    flag = "timeout" if tail.startswith("timeout") else "crash"
-                    res = failed_size(
-                        size, task, f"runtime error at size {size.label}: {tail}", flag
-                    )
-                elif "error" in result:
-                    err = result["error"]
-                    if err["kind"] in ("compile", "format"):
-                        ev.compile_ok = False
-                        line = f"{filename}:{err['line']}: " if err.get("line") else ""
-                        ev.fail_reason = f"{err['kind']} error: {line}{err['message']}"
-                        ev.correct, ev.score = False, 0.0
-                        return ev
-                    res = failed_size(
-                        size,
-                        task,
-                        f"runtime error at size {size.label}: {err['kind']}: {err['message']}",
-                        err["kind"],
-                    )
-                else:
-                    res = check_size(
-                        task,
-                        size,
-                        result,
-                        jobdir,
-                        roof,
-                        backend_name,
-                        device["name"],
-                        refs[0],
-                        refs[1],
-                        job=job,
-                    )
-            finally:
-                shutil.rmtree(jobdir, ignore_errors=True)
+            res = run_size(worker, plan, size, index, secret, roof, say)
+            if isinstance(res, str):  # it did not compile: no score
+                ev.compile_ok, ev.correct, ev.score, ev.fail_reason = False, False, 0.0, res
+                return ev
             ev.sizes.append(res)
-            if not res.correct:
+            if not res.correct:  # evaluation stops at the first failing size
                 ev.fail_reason = res.fail_reason
                 break
-
     ev.correct = ev.fail_reason is None and bool(ev.sizes)
     ev.input_seed = secret if task.takes_seed else None
-    # S is Metal-Sci's score over the in-distribution sizes whenever they ran;
-    # otherwise (smoke or user-given sizes) over whatever non-held-out sizes ran.
-    in_dist = [s for s, size in zip(ev.sizes, sizes) if task.is_in_dist(size)]
-    scored = in_dist or [s for s in ev.sizes if not s.held_out]
-    if not ev.correct:
-        ev.score = 0.0
-    else:  # None when only held-out sizes ran: S is defined over the others
-        ev.score = geometric_mean([s.fraction for s in scored]) if scored else None
-    ev.noise = combined_noise([s.noise for s in scored]) if scored and ev.correct else None
-    held = [s.fraction for s in ev.sizes if s.held_out and s.correct]
-    ev.phi = held[0] if held and ev.correct else None
+    score_sizes(ev, task, sizes)
     judge_plausibility(ev, keep_implausible)
     if sanitize:
         mark_sanitized(ev, sanitize)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxsci import sandbox
+from mlxsci.backends import backend_class
 from mlxsci.backends.sim import variants
 from mlxsci.evaluation.redaction import minimal_worker_env, worker_text
 from mlxsci.protocol.exchange import (
@@ -45,7 +46,6 @@ from mlxsci.protocol.exchange import (
     remove_tree,
 )
 from mlxsci.sandbox.lifeline import GOODBYE, open_lifeline
-from mlxsci.storage.cache import cache_dir
 from mlxsci.storage.faults import EnvironmentFault
 
 
@@ -369,14 +369,16 @@ UNSANDBOXED_ENV = "MLXSCI_UNSANDBOXED"
 
 
 def candidate_worker(task, backend_name: str, unsandboxed: bool) -> CandidateWorker:
-    """The worker process for a candidate's sizes: on the simulator, where the
-    candidate's code runs natively, inside the OS sandbox (reading only the
-    task's folder and the kernel cache beyond Python's and mlxsci's own),
-    unless the user said MLXSCI_UNSANDBOXED=1 (or unsandboxed=True)."""
+    """The worker process for a candidate's sizes: where the candidate's code
+    runs natively (Backend.runs_candidate_natively: the simulator), inside the
+    OS sandbox, reading only the task's folder and what the backend names
+    (Backend.sandbox_reads: the simulator's kernel cache) beyond Python's and
+    mlxsci's own, unless the user said MLXSCI_UNSANDBOXED=1 (or unsandboxed=True)."""
     unsandboxed = unsandboxed or os.environ.get(UNSANDBOXED_ENV, "") == "1"
-    if backend_name != "sim" or unsandboxed:
+    backend = backend_class(backend_name)
+    if not backend.runs_candidate_natively or unsandboxed:
         return CandidateWorker(backend_name)
-    return CandidateWorker(backend_name, [str(task.folder), str(cache_dir("sim"))])
+    return CandidateWorker(backend_name, [str(task.folder), *backend.sandbox_reads()])
 
 
 # Seconds a worker may take to exit once told that no size follows.

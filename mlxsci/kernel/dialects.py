@@ -173,7 +173,11 @@ def for_backend(backend_name: str) -> Dialect:
 def backend_options(backend_name: str, dialect: str | None) -> dict:
     """Options that make a backend run `dialect`. GPU backends have one dialect
     each; the simulator runs either. ValueError for a dialect the backend
-    cannot run."""
+    cannot run.
+
+    Superseded by mlxsci.backends.backend_options, where each backend's class
+    answers (Backend.dialect_options): kept, with the same answers, only for
+    search/options.py until it imports that one; then to be removed."""
     if dialect is None:
         return {}
     get(dialect)

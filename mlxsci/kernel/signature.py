@@ -115,11 +115,6 @@ def template_kind(value) -> str:
     return "typename"
 
 
-# The old private names, until mlxsci/backends/sim (kernel.py, dialects.py)
-# imports the public ones.
-_template_value, _template_kind = template_value, template_kind
-
-
 def metal_kernel_name(
     name: str,
     inputs: list[ArgInfo],

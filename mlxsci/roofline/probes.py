@@ -60,10 +60,10 @@ FLOAT4_BYTES = 16
 FMA_FLOPS_PER_ITER = 64  # 32 multiply-adds per thread and iteration (both dialects)
 
 
-# Probe plans per backend. A GPU launch moves >= 1 GiB so its own time
-# (>= ~0.3 ms at 3 TB/s) dwarfs the few microseconds of its start and drain;
-# 2^18 read threads is about one per thread slot of a large GPU (H100: 132
-# SMs x 2048). The simulator is about a thousand times slower than a GPU and
+# Probe plans per backend profile (Backend.profile). A GPU launch moves >= 1
+# GiB so its own time (>= ~0.3 ms at 3 TB/s) dwarfs the few microseconds of
+# its start and drain; 2^18 read threads is about one per thread slot of a
+# large GPU (H100: 132 SMs x 2048). The simulator is about a thousand times slower than a GPU and
 # has no launch ramp in its timer, so it probes less: 8 MiB a launch, sizes
 # from the host's L2 to twice a 32 MiB L3; its read probe only runs at the
 # smallest size, where it is checked rather than needed. The simulator runs
@@ -103,7 +103,7 @@ def plan_for(backend: Backend, info: dict | None = None) -> dict:
     """The backend's plan. Where the SM count is known, the FMA launch is 8
     full waves of 2048 threads per SM (16 or 32 waves at lower occupancy), so
     no partly filled last wave dilutes the peak."""
-    plan = json.loads(json.dumps(PLANS["sim" if backend.name == "sim" else "gpu"]))
+    plan = json.loads(json.dumps(PLANS[backend.profile]))
     props = (info if info is not None else backend.device_info()).get("properties") or {}
     if props.get("sm_count"):
         plan["fma_threads"] = int(props["sm_count"]) * 2048 * 8
@@ -312,7 +312,7 @@ def measure(backend: Backend, progress=None, timer: str | None = None) -> Roofli
         say(f"FP32 multiply-add: {peak:.2f} GFLOPS")
         # MLX's own ops do not run on the simulator, and its timer cannot see them.
         reference = None
-        if backend.name != "sim":
+        if backend.runs_mlx_ops:
             reference = reference_copy_gbps(backend, plan["sizes"][-1], seconds)
             say(f"MLX reference copy: {reference:.2f} GB/s")
     finally:

@@ -193,7 +193,7 @@ class SimTimer(Timer):
     LANES = 32
 
     def __init__(self, backend, kernel_names=()):
-        if not hasattr(backend, "activity"):
+        if not backend.records_launch_time:
             raise TimerError(f"the sim timer needs the simulator backend, not {backend.name}")
         self.backend = backend
         self.kernel_names = tuple(kernel_names)

@@ -162,6 +162,9 @@ def error_fields(exc: BaseException, backend) -> dict:
 
 
 def run_job(job: dict, outdir: Path) -> dict:
+    """One size of the protocol (this module's docstring), phase by phase
+    (result["phase"] says which one a failure met), its result for
+    result.json; the outputs the parent checks go to `outdir`."""
     timings: dict = {}
     result: dict = {"phase": "setup", "timings": timings}
     backend = timer = None
@@ -173,17 +176,8 @@ def run_job(job: dict, outdir: Path) -> dict:
         timer = job_timer(job, backend, task)
 
         result["phase"] = "inputs"
-        t = time.perf_counter()
-        sets, checksums = [], []
-        for seed in job.get("input_seeds") or [None]:
-            one, sums = device_inputs(task, params, backend, seed)
-            sets.append(one)
-            checksums.append(sums)
+        sets = input_sets(job, task, params, backend, result, timings)
         inputs = sets[0]  # the first set is also the verification runs' inputs
-        result["input_checksums_before"] = checksums[0]
-        result["rotation_checksums_before"] = checksums[1:]
-        timings["inputs"] = time.perf_counter() - t
-
         launcher = Launcher(
             backend, task, candidate, params, job["filename"], job.get("param_overrides")
         )
@@ -204,71 +198,15 @@ def run_job(job: dict, outdir: Path) -> dict:
         timings["warmup"] = time.perf_counter() - t
 
         result["phase"] = "timed"
-        t = time.perf_counter()
-        timed = [rotation.time(timer) for _ in range(job["n_measure"])]
-        extra = job.get("extra_runs")  # cheap runs: more of them, within a budget
-        while (
-            extra
-            and len(timed) < extra["max_runs"]
-            and time.perf_counter() - t < extra["max_seconds"]
-        ):
-            timed.append(rotation.time(timer))
-        timings["timed"] = time.perf_counter() - t
-        result["seconds"] = [x.seconds for x in timed]
-        result["timer"] = timer.info()
-        result["noise"] = run_noise(result["seconds"], timer.statistic)
-        # The breakdown of the run the size's time comes from: the fastest one
-        # where the statistic is the minimum, else the per-kernel medians.
-        result["kernels"] = median_kernels(
-            [min(timed, key=lambda x: x.seconds)] if timer.statistic == "min" else timed
-        )
-        last = to_numpy(rotation.last[0])
-        others = [to_numpy(r) if r is not None else None for r in rotation.last[1:]]
-        del timed
-        rotation.last = []
+        last, others = timed_runs(job, timer, rotation, result, timings)
         work.inputs = inputs
 
         result["phase"] = "verify"
-        t = time.perf_counter()
-        launcher.init_value = SENTINEL_A
-        verified = to_numpy(work.enqueue(inputs))
-        launcher.init_value = SENTINEL_B
-        second = to_numpy(work.enqueue(inputs))
-        launcher.init_value = None
-        result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
-        timings["verify"] = time.perf_counter() - t
-        result["phase"], t, other_orders = "schedules", time.perf_counter(), []
-        if hasattr(backend, "schedule"):  # the simulator; GPUs have their own orders
-            result["verified_order"] = SCHEDULE_NAMES.get(backend.schedule, "?")
-            result["schedules"], other_orders = run_schedules(
-                job, work, inputs, launcher, backend, verified
-            )
-        timings["schedules"] = time.perf_counter() - t
-        t = time.perf_counter()
-        result["input_checksums_after"] = input_checksums(
-            {k: np.array(v) for k, v in inputs.items()}
+        verified, second, other_orders = verification_runs(
+            job, work, sets, launcher, backend, result, timings
         )
-        result["rotation_checksums_after"] = [
-            input_checksums({k: np.array(v) for k, v in one.items()}) for one in sets[1:]
-        ]
-        timings["verify"] += time.perf_counter() - t
-
-        np.savez(outdir / "verified.npz", **verified)
-        result["last_equals_verified"] = same_bits(last, verified)
-        if every_output or not result["last_equals_verified"]:
-            np.savez(outdir / "last.npz", **last)
-        if every_output:
-            np.savez(outdir / "second.npz", **second)
-            result["run_digests"] = rotation.digests
-        # The last timed run of every other input set, checked by the parent
-        # against that set's reference (a set no timed run took has none).
-        result["rotation_timed"] = [r is not None for r in others]
-        for k, outputs in enumerate(others, start=1):
-            if outputs is not None:
-                np.savez(outdir / f"timed_{k}.npz", **outputs)
-        for k, outputs in enumerate(other_orders, start=1):  # the parent reads these back
-            if outputs is not None:
-                np.savez(outdir / schedule_file(k), **outputs)
+        runs = verified, second, last, others, other_orders
+        write_outputs(outdir, result, *runs, digests=rotation.digests)
         result["phase"] = "done"
     except Exception as exc:  # every failure of the candidate becomes a verdict
         result["error"] = error_record(exc, backend)
@@ -276,6 +214,119 @@ def run_job(job: dict, outdir: Path) -> dict:
         if timer is not None:
             timer.close()
     return result
+
+
+def input_sets(job: dict, task, params: dict, backend, result: dict, timings: dict) -> list:
+    """One input set per seed the job names (else the task's fixed inputs),
+    on the device; their checksums go in the result."""
+    t = time.perf_counter()
+    sets, checksums = [], []
+    for seed in job.get("input_seeds") or [None]:
+        one, sums = device_inputs(task, params, backend, seed)
+        sets.append(one)
+        checksums.append(sums)
+    result["input_checksums_before"] = checksums[0]
+    result["rotation_checksums_before"] = checksums[1:]
+    timings["inputs"] = time.perf_counter() - t
+    return sets
+
+
+def timed_runs(job: dict, timer, rotation: Rotation, result: dict, timings: dict) -> tuple:
+    """The timed runs (n_measure, then more of the cheap ones within the job's
+    extra_runs budget): their seconds, the timer's record, the noise and the
+    per-kernel breakdown go in the result. Returns the outputs of the last
+    timed run on the first input set and on each other (None for a set no
+    timed run took), on the host."""
+    t = time.perf_counter()
+    timed = [rotation.time(timer) for _ in range(job["n_measure"])]
+    extra = job.get("extra_runs")  # cheap runs: more of them, within a budget
+    while (
+        extra and len(timed) < extra["max_runs"] and time.perf_counter() - t < extra["max_seconds"]
+    ):
+        timed.append(rotation.time(timer))
+    timings["timed"] = time.perf_counter() - t
+    result["seconds"] = [x.seconds for x in timed]
+    result["timer"] = timer.info()
+    result["noise"] = run_noise(result["seconds"], timer.statistic)
+    # The breakdown of the run the size's time comes from: the fastest one
+    # where the statistic is the minimum, else the per-kernel medians.
+    result["kernels"] = median_kernels(
+        [min(timed, key=lambda x: x.seconds)] if timer.statistic == "min" else timed
+    )
+    last = to_numpy(rotation.last[0])
+    others = [to_numpy(r) if r is not None else None for r in rotation.last[1:]]
+    del timed
+    rotation.last = []
+    return last, others
+
+
+def verification_runs(
+    job: dict, work: Work, sets: list, launcher, backend, result: dict, timings: dict
+) -> tuple:
+    """The two verification runs on the first input set, outputs poisoned
+    with two different sentinels (the unwritten counts go in the result);
+    where the backend reorders threads, the first again in each other order
+    (run_schedules); then the input checksums again. Returns the verified
+    outputs, the second run's, and each other order's where the parent gets
+    them back."""
+    inputs = sets[0]
+    t = time.perf_counter()
+    launcher.init_value = SENTINEL_A
+    verified = to_numpy(work.enqueue(inputs))
+    launcher.init_value = SENTINEL_B
+    second = to_numpy(work.enqueue(inputs))
+    launcher.init_value = None
+    result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
+    timings["verify"] = time.perf_counter() - t
+    result["phase"], t, other_orders = "schedules", time.perf_counter(), []
+    if backend.reorders_threads:  # the simulator; GPUs have their own orders
+        result["verified_order"] = SCHEDULE_NAMES.get(backend.schedule, "?")
+        result["schedules"], other_orders = run_schedules(
+            job, work, inputs, launcher, backend, verified
+        )
+    timings["schedules"] = time.perf_counter() - t
+    t = time.perf_counter()
+    result["input_checksums_after"] = input_checksums({k: np.array(v) for k, v in inputs.items()})
+    result["rotation_checksums_after"] = [
+        input_checksums({k: np.array(v) for k, v in one.items()}) for one in sets[1:]
+    ]
+    timings["verify"] += time.perf_counter() - t
+    return verified, second, other_orders
+
+
+def write_outputs(
+    outdir: Path,
+    result: dict,
+    verified: dict,
+    second: dict,
+    last: dict,
+    others: list,
+    other_orders: list,
+    digests: list | None,
+) -> None:
+    """The outputs the parent checks, into `outdir`: the verified run's; the
+    last timed run's where it differs bitwise; where the parent works out
+    what it can itself (job "every_output": the runs' `digests` were kept),
+    the last timed run's always, the second verification run's and the
+    digests; the last timed run on each other input set; each other order's
+    run that came back."""
+    np.savez(outdir / "verified.npz", **verified)
+    result["last_equals_verified"] = same_bits(last, verified)
+    every_output = digests is not None
+    if every_output or not result["last_equals_verified"]:
+        np.savez(outdir / "last.npz", **last)
+    if every_output:
+        np.savez(outdir / "second.npz", **second)
+        result["run_digests"] = digests
+    # The last timed run of every other input set, checked by the parent
+    # against that set's reference (a set no timed run took has none).
+    result["rotation_timed"] = [r is not None for r in others]
+    for k, outputs in enumerate(others, start=1):
+        if outputs is not None:
+            np.savez(outdir / f"timed_{k}.npz", **outputs)
+    for k, outputs in enumerate(other_orders, start=1):  # the parent reads these back
+        if outputs is not None:
+            np.savez(outdir / schedule_file(k), **outputs)
 
 
 def run_compare(job: dict, outdir: Path) -> dict:

@@ -46,6 +46,7 @@ from mlxsci.backends.sim.buffers import BufferPool as _BufferPool
 from mlxsci.backends.sim.dialects import DIALECTS as _DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
 from mlxsci.kernel.spec import KernelSpec
+from mlxsci.storage.faults import EnvironmentFault
 
 __all__ = [
     "SimBackend",
@@ -74,6 +75,18 @@ def _cpu_model() -> str:
 class SimBackend(Backend):
     name = "sim"
     eager = True  # a kernel call runs the kernel before it returns
+    # What the protocol asks of a backend (mlxsci.backends.base.Backend), the
+    # simulator's answers: a kernel is native code in the launching process;
+    # its threads run in an order it chooses (self.schedule), so the
+    # verification runs again in others; a thousand times slower than a GPU,
+    # it takes fewer runs, smaller probes and the smoke sizes; it runs only
+    # custom kernels, and clocks each launch itself.
+    runs_candidate_natively = True
+    reorders_threads = True
+    profile = "sim"
+    runs_mlx_ops = False
+    records_launch_time = True
+    default_size_set = "smoke"
 
     def __init__(
         self,
@@ -112,6 +125,28 @@ class SimBackend(Backend):
         except Exception:
             return False
         return True
+
+    @classmethod
+    def check_machine(cls) -> None:
+        """Its one requirement the machine may lack: the compiler."""
+        try:
+            toolchain.zig_executable()
+        except EnvironmentFault as exc:
+            raise EnvironmentFault(f"the simulator cannot run here: {exc}") from exc
+
+    @classmethod
+    def dialect_options(cls, dialect: str) -> dict:
+        """The simulator runs either dialect, the one it is built for."""
+        return {"dialect": dialect}
+
+    @classmethod
+    def sandbox_reads(cls) -> list[str]:
+        """The kernel cache: the libraries the parent builds for the worker."""
+        return [str(toolchain.cache_dir())]
+
+    def prepare_machine(self, announce=None) -> None:
+        """The compiler's one-off set-up (toolchain.prepare_toolchain)."""
+        toolchain.prepare_toolchain(announce)
 
     def device_info(self) -> dict:
         cpu = _cpu_model()
