@@ -5,6 +5,10 @@
     python -m mlxsci.search --task nbody --model qwen3-coder --base-url http://localhost:8080/v1
     python -m mlxsci.search --resume results/heat2d_claude-opus-4-7_20261122_101500
 
+The last lines give S and Phi of the seed and the best and the outcome; a
+run that found nothing (flat, saturated, within_noise) says why in one line,
+from what it measured (search/progress.py why_nothing_found).
+
 Exit status: 0 when the search ran (whatever its outcome), 1 when no proposal
 gave a candidate (outcome no_candidates: every call failed, or the cost cap
 stopped the run first), 2 for a usage error, 130 when interrupted (Ctrl-C)
@@ -137,7 +141,7 @@ def run_here(**arguments) -> dict:
 def show_result(s: dict, quiet: bool) -> None:
     """The run's last lines: S and Phi of the seed and the best, its outcome
     (and why nothing was found, when nothing was), tokens, cost and folder."""
-    from mlxsci.search.progress import S_AND_PHI
+    from mlxsci.search.progress import S_AND_PHI, why_nothing_found
 
     def f(x):
         return "-" if x is None else f"{x:.4f}"
@@ -150,6 +154,9 @@ def show_result(s: dict, quiet: bool) -> None:
         f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
         f"run directory {s['run_dir']}"
     )
+    why = why_nothing_found(s)
+    if why:  # flat, saturated, within noise: what the run measured, in one line
+        click.echo(why)
     if quiet:  # once per run: the progress output said it at the start otherwise
         click.echo(S_AND_PHI)
     if s["outcome"] == "no_candidates":  # not a usage error: the search ran, and found nothing

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from mlxsci.evaluation.verdicts import IMPROVED, REGRESSED, change
+from mlxsci.search.outcomes import FLAT, SATURATED, SATURATED_SEED, WITHIN_NOISE_RUN
 from mlxsci.storage.faults import EnvironmentFault, parent_writes
 
 # What S and Phi mean, said once per run (progress output, or the final line).
@@ -72,6 +74,81 @@ def _implausible_note(summary: dict) -> str:
         return ""
     kept = "counted, --keep-implausible" if summary.get("keep_implausible") else "not counted"
     return f"  implausible candidates: {n} ({kept})"
+
+
+def why_nothing_found(summary: dict) -> str | None:
+    """One line on why a run found nothing (outcome flat, saturated or
+    within_noise), from what it recorded: the closest candidate's S against
+    the seed's and the noise band, a candidate re-timed and not kept, the
+    candidates that failed, and why the run stopped early; None for any other
+    outcome (no_candidates says why itself)."""
+    outcome = summary["outcome"]
+    if outcome not in (FLAT, SATURATED, WITHIN_NOISE_RUN):
+        return None
+    seed, band = summary["seed_score"], summary["improvement_band"]
+    records = summary["history"][1:]
+    if not seed:  # None (not correct), or 0 (an implausible seed not counted)
+        reason = _first_line(summary["history"][0], "it scores 0")
+        why = f"the seed has no S to compare a candidate's with ({reason})"
+    elif outcome == WITHIN_NOISE_RUN:
+        why = (
+            f"the best, iteration {summary['best_iteration']}, scores S "
+            f"{summary['best_score']:.4f}, {summary['best_score'] / seed:.3f}x the seed's "
+            f"{seed:.4f}, inside the {band:.1%} noise band: no evidence of a change"
+        )
+    else:
+        why = _closest_candidate(records, seed, band)
+        if outcome == SATURATED:
+            why = f"the seed already scores S {seed:.4f} (>= {SATURATED_SEED}); {why}"
+    return f"why {outcome}: " + "; ".join([why, *_what_else(summary, records)])
+
+
+def _closest_candidate(records: list[dict], seed: float, band: float) -> str:
+    """Why no candidate of a run whose best is the seed replaced it."""
+    candidates = [r for r in records if r["role"] == "candidate"]
+    # Correct and counted: an implausible one not kept scores 0 (progress says so).
+    scored = [r for r in candidates if r.get("correct") and r.get("score")]
+    if not candidates:
+        return "no candidate was proposed"
+    if not scored:
+        return f"none of the {len(candidates)} candidate(s) scored (correct and counted)"
+    rejected = [r for r in scored if r.get("comparison") and not r["comparison"].get("accepted")]
+    if rejected:
+        best = max(rejected, key=lambda r: r["score"])
+        return (
+            f"iteration {best['iteration']} scored S {best['score']:.4f}, "
+            f"{best['score'] / seed:.3f}x the seed's {seed:.4f}, but was "
+            f"{best['comparison'].get('reason') or 'not accepted'}"
+        )
+    best = max(scored, key=lambda r: r["score"])
+    ratio = best["score"] / seed
+    where = {IMPROVED: "above", REGRESSED: "below"}.get(change(ratio, band), "within")
+    return (
+        f"no candidate scored above the seed's S {seed:.4f}: the closest of "
+        f"{len(scored)} scored, iteration {best['iteration']}, has S {best['score']:.4f}, "
+        f"{ratio:.3f}x the seed's, {where} the {band:.1%} noise band"
+    )
+
+
+def _what_else(summary: dict, records: list[dict]) -> list[str]:
+    """The rest of a run that found nothing: failed candidates, proposals that
+    gave none, and why it stopped early."""
+    failed = [r for r in records if r["role"] == "candidate" and not r.get("correct")]
+    skipped = [r for r in records if r["role"] == "skipped" and not r.get("exhausted")]
+    notes = []
+    if failed:
+        notes.append(f"{len(failed)} candidate(s) failed ({_first_line(failed[-1])})")
+    if skipped:
+        notes.append(f"{len(skipped)} proposal(s) gave no candidate")
+    if summary.get("stopped"):
+        notes.append(f"stopped early: {summary['stopped']}")
+    return notes
+
+
+def _first_line(record: dict, otherwise: str = "no reason recorded", width: int = 100) -> str:
+    """The first line of a record's failure (`otherwise` when it has none), cut to `width`."""
+    reason = ((record.get("fail_reason") or "").strip() or otherwise).splitlines()[0]
+    return reason if len(reason) <= width else reason[: width - 3] + "..."
 
 
 @contextmanager

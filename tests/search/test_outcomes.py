@@ -1,10 +1,16 @@
-"""The one outcome vocabulary (search/outcomes.py), shared by summary.json and the report."""
+"""The one outcome vocabulary (search/outcomes.py), shared by summary.json and the report,
+and the line that says why a run found nothing."""
 
 import pytest
+from click.testing import CliRunner
+from scripted_runs import SEED, Crafted, Scripted, fenced, variant
 
 from mlxsci.evaluation.verdicts import NOISE_FLOOR
 from mlxsci.report import build as report
+from mlxsci.search import __main__ as search_cli
+from mlxsci.search import loop, options
 from mlxsci.search.outcomes import OUTCOMES, SATURATED_SEED, classify, classify_summary
+from mlxsci.search.progress import why_nothing_found
 
 # summary.json numbers: seed S 0.30, Phi 0.50; noises 0.01 (so the 5 % floor is the band)
 BASE = dict(
@@ -72,3 +78,100 @@ def test_missing_numbers_and_old_summaries():
     assert classify(old) == "improved"
     # a seed that fails at the held-out size too: the best's failure is not the finding
     assert classify(dict(old, held_out_seed=None, held_out_best=None)) == "improved"
+
+
+# -- why a run found nothing, in one line -------------------------------------------------
+
+
+def test_a_flat_run_says_in_one_line_why_it_found_nothing(tmp_path, monkeypatch):
+    """The README's first search may end flat: its output says why, from what the run measured."""
+    table = {"seed": SEED, "slower": (0.29, 0.02, 0.5, 0.02), "close": (0.295, 0.01, 0.49, 0.02)}
+    monkeypatch.setattr(loop, "evaluate", Crafted(table))
+    proposer = Scripted([fenced(variant("slower")), fenced(variant("close"))])
+    monkeypatch.setattr(options, "make_proposer", lambda model, **kw: proposer)
+    args = ["--task", "saxpy", "--model", "scripted", "--iterations", "2", "--backend", "sim"]
+    out = CliRunner().invoke(search_cli.main, [*args, "--out", str(tmp_path / "run"), "--quiet"])
+    assert out.exit_code == 0, out.output
+    assert "outcome flat (noise band 5.0%)" in out.output
+    assert [line for line in out.output.splitlines() if line.startswith("why ")] == [
+        "why flat: no candidate scored above the seed's S 0.3000: the closest of 2 scored, "
+        "iteration 2, has S 0.2950, 0.983x the seed's, within the 5.0% noise band"
+    ]
+
+
+def record(iteration, role="candidate", score=None, **kw):
+    correct = role != "skipped" and score is not None
+    return {"iteration": iteration, "role": role, "score": score, "correct": correct, **kw}
+
+
+SEED_RECORD = record(0, "seed", 0.30)
+EXHAUSTED = "the proposer has nothing left to propose (autotune: search space exhausted)"
+
+
+@pytest.mark.parametrize(
+    "summary,line",
+    [
+        (  # every candidate failed, and the autotuner's space ran out
+            dict(
+                outcome="flat",
+                history=[
+                    SEED_RECORD,
+                    record(1, fail_reason="correctness failed at size 1M: max_abs=1\nmore"),
+                    record(2, "skipped", exhausted=True, fail_reason="autotune: exhausted"),
+                ],
+                stopped=EXHAUSTED,
+            ),
+            "why flat: none of the 1 candidate(s) scored (correct and counted); 1 candidate(s) "
+            "failed (correctness failed at size 1M: max_abs=1); stopped early: " + EXHAUSTED,
+        ),
+        (  # faster, but re-timed within the noise: not kept
+            dict(
+                outcome="flat",
+                history=[
+                    SEED_RECORD,
+                    record(
+                        1,
+                        score=0.36,
+                        comparison={"accepted": False, "reason": "not accepted: re-timed"},
+                    ),
+                    record(2, "skipped", fail_reason="no fenced code block in the response"),
+                ],
+            ),
+            "why flat: iteration 1 scored S 0.3600, 1.200x the seed's 0.3000, but was not "
+            "accepted: re-timed; 1 proposal(s) gave no candidate",
+        ),
+        (  # far slower: below the band
+            dict(
+                outcome="saturated",
+                seed_score=0.85,
+                history=[record(0, "seed", 0.85), record(1, score=0.425)],
+            ),
+            "why saturated: the seed already scores S 0.8500 (>= 0.8); no candidate scored "
+            "above the seed's S 0.8500: the closest of 1 scored, iteration 1, has S 0.4250, "
+            "0.500x the seed's, below the 5.0% noise band",
+        ),
+        (
+            dict(
+                outcome="within_noise",
+                best_iteration=1,
+                best_score=0.31,
+                history=[SEED_RECORD, record(1, score=0.31)],
+            ),
+            "why within_noise: the best, iteration 1, scores S 0.3100, 1.033x the seed's "
+            "0.3000, inside the 5.0% noise band: no evidence of a change",
+        ),
+        (
+            dict(
+                outcome="flat",
+                seed_score=None,
+                history=[record(0, "seed", fail_reason="compile error: x.metal:3: oops")],
+            ),
+            "why flat: the seed has no S to compare a candidate's with (compile error: "
+            "x.metal:3: oops)",
+        ),
+        (dict(outcome="improved", history=[SEED_RECORD, record(1, score=0.6)]), None),
+    ],
+)
+def test_why_nothing_was_found(summary, line):
+    summary = {"seed_score": 0.30, "improvement_band": NOISE_FLOOR, "stopped": None, **summary}
+    assert why_nothing_found(summary) == line
