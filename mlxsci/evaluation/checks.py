@@ -217,33 +217,7 @@ def _check_size(
     if job and job.get("every_output"):
         result = own_findings(result, jobdir, verified, job)
     out.error, passed, kind = verdict(task.name, verified, ref, size.params)
-    problems = []
-    if result.get("input_checksums_before") != ref.input_checksums:
-        problems.append("inputs given to the kernel differ from the reference inputs")
-    mutated = sorted(
-        k
-        for k, v in result.get("input_checksums_after", {}).items()
-        if ref.input_checksums.get(k) != v
-    )
-    if mutated:
-        out.flags.append("input_mutated")
-        problems.append(f"input mutated: {', '.join(mutated)}")
-    # Results the reference checks; a task's extra results only carry state from
-    # run to run for the wall timer's chains (Task.chain), as before this held.
-    unwritten = {k: n for k, n in result.get("unwritten", {}).items() if n and k in ref.outputs}
-    if unwritten:
-        out.flags.append("unwritten")
-        problems.append(
-            "unwritten output: "
-            + ", ".join(f"{n} element(s) of {k} never written" for k, n in unwritten.items())
-        )
-    if not result.get("last_equals_verified", False):
-        out.flags.append("nondeterministic")
-        last_err, last_ok, last_kind = verdict(
-            task.name, _load_npz(jobdir / "last.npz"), ref, size.params
-        )
-        if not last_ok:
-            problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
+    problems = _run_problems(task, size, result, jobdir, ref, out.flags)
     problems += _rotation_problems(task, size, result, jobdir, rotation_refs, out.flags)
     if job and job.get("every_output"):
         problems += _unchecked_runs(result, jobdir, len(rotation_refs) + 1, out.flags)
@@ -256,7 +230,59 @@ def _check_size(
     out.correct = not problems
     if problems:
         out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
+    _measure(out, task, size, result, roof, backend_name, device_name)
+    return out
 
+
+def _run_problems(
+    task: Task, size: Size, result: dict, jobdir: Path, ref: Reference, flags: list
+) -> list[str]:
+    """The checks of the runs on the first input set beyond the verified
+    outputs' error: the inputs the kernel got and left, no output element
+    unwritten, the last timed run right where it differs bitwise."""
+    problems = []
+    if result.get("input_checksums_before") != ref.input_checksums:
+        problems.append("inputs given to the kernel differ from the reference inputs")
+    mutated = sorted(
+        k
+        for k, v in result.get("input_checksums_after", {}).items()
+        if ref.input_checksums.get(k) != v
+    )
+    if mutated:
+        flags.append("input_mutated")
+        problems.append(f"input mutated: {', '.join(mutated)}")
+    # Results the reference checks; a task's extra results only carry state from
+    # run to run for the wall timer's chains (Task.chain), as before this held.
+    unwritten = {k: n for k, n in result.get("unwritten", {}).items() if n and k in ref.outputs}
+    if unwritten:
+        flags.append("unwritten")
+        problems.append(
+            "unwritten output: "
+            + ", ".join(f"{n} element(s) of {k} never written" for k, n in unwritten.items())
+        )
+    if not result.get("last_equals_verified", False):
+        flags.append("nondeterministic")
+        last_err, last_ok, last_kind = verdict(
+            task.name, _load_npz(jobdir / "last.npz"), ref, size.params
+        )
+        if not last_ok:
+            problems.append(f"last timed run's output is wrong ({last_kind}={last_err:.4g})")
+    return problems
+
+
+def _measure(
+    out: SizeResult,
+    task: Task,
+    size: Size,
+    result: dict,
+    roof: Roofline,
+    backend_name: str,
+    device_name: str,
+) -> None:
+    """The size's time from the raw seconds (by the timer's statistic), its
+    noise, what it achieved against the roofline, and the physics floor's
+    verdict on it (implausible, or above the roofline: suspicious); where
+    Metal-Sci's chip table describes the device, the fraction of its ceiling."""
     seconds = sorted(result["seconds"])
     info = dict(result.get("timer") or {})
     # The timer says which statistic of its runs is the size's time (mlxsci.timing.timers).
@@ -288,7 +314,6 @@ def _check_size(
     if has_chip_table(backend_name):
         gflops, gbps = metal_sci_ceiling(device_name)
         out.metal_sci_fraction = out.achieved / (gbps if task.bound == "bandwidth" else gflops)
-    return out
 
 
 def _rotation_problems(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -263,6 +264,24 @@ def test_each_candidate_has_its_own_process(standin):
 def test_the_worker_command_takes_one_jobdir_or_serve_not_both_or_neither(args):
     out = CliRunner().invoke(worker_module.main, args)
     assert out.exit_code == 2 and "give one JOBDIR or --serve FD" in out.output
+
+
+# The packages of the side that judges a worker: the worker process, which runs
+# the candidate's code, loads none of them.
+TRUSTED_PACKAGES = ("evaluation", "roofline", "search", "report", "sweep")
+
+
+def test_the_worker_loads_nothing_of_the_trusted_side():
+    code = (
+        "import sys, mlxsci.worker.serve\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('mlxsci'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = done.stdout.split()
+    assert "mlxsci.worker.serve" in loaded  # the listing is the worker's
+    trusted = [m for m in loaded if m.partition(".")[2].split(".")[0] in TRUSTED_PACKAGES]
+    assert trusted == [], f"the worker loads the side that judges it: {trusted}"
 
 
 @pytest.mark.parametrize("act", ["junk", "longline", "bigresult", "badresult"])
