@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from mlxsci.backends.sim import language_rules
-from mlxsci.backends.sim.dialects import _DIALECTS
+from mlxsci.backends.sim.dialects import DIALECTS as SIM_DIALECTS
 from mlxsci.evaluation import checks
 from mlxsci.kernel.candidate import CandidateError, parse, template_args, to_kernel_spec
 from mlxsci.kernel.signature import ArgInfo
@@ -200,7 +200,7 @@ def front_end(text: str, dialect: str) -> dict[str, float | str]:
     contract = task.kernels[0]
     spec = to_kernel_spec(cand, contract.name, contract.inputs, contract.outputs)
     infos, outs = _infos(dialect)
-    sim_dialect = _DIALECTS[dialect]()
+    sim_dialect = SIM_DIALECTS[dialect]()
     gen = timed("generate", lambda: sim_dialect.generate(spec, infos, outs, template_args(cand)))
     violation = timed(
         "rules", lambda: language_rules.check(dialect, gen.text, gen.regions, filename)
@@ -233,7 +233,7 @@ def each_checker(text: str, dialect: str) -> dict[str, float]:
     contract = task.kernels[0]
     spec = to_kernel_spec(cand, contract.name, contract.inputs, contract.outputs)
     infos, outs = _infos(dialect)
-    sim_dialect = _DIALECTS[dialect]()
+    sim_dialect = SIM_DIALECTS[dialect]()
     t0 = time.perf_counter()
     gen = sim_dialect.generate(spec, infos, outs, template_args(cand))
     times["generate"] = time.perf_counter() - t0

@@ -164,7 +164,7 @@ def _toolchain_lacks(log: str) -> list[str]:
     owed = [
         n
         for n in names
-        if n in kernel_symbols.ALLOWED_CALLS or kernel_symbols._COMPILER_RT.fullmatch(n)
+        if n in kernel_symbols.ALLOWED_CALLS or kernel_symbols.COMPILER_RT_HELPERS.fullmatch(n)
     ]
     return owed if owed and not _toolchain_intact() else []
 

@@ -49,7 +49,7 @@ ALLOWED_CALLS = frozenset(
 )
 # compiler-rt's helpers: __<operation><types><arity digit>, e.g. __extendhfsf2,
 # __truncsfbf2, __muldc3, __udivti3, __popcountdi2.
-_COMPILER_RT = re.compile(
+COMPILER_RT_HELPERS = re.compile(
     r"__(extend|trunc|fix|fixuns|float|floatun|floatuns|mul|div|udiv|mod|umod|udivmod|divmod|"
     r"pow|powi|popcount|parity|clz|ctz|ffs|bswap|ashl|ashr|lshr|neg|cmp|ucmp|abs|absv|addv|"
     r"subv|mulv|negv|mulo|add|sub|eq|ne|lt|le|gt|ge|unord)[a-z]*[0-9]"
@@ -140,7 +140,7 @@ def _allowed_call(name: str) -> bool:
     return (
         name.startswith("__sim_")
         or name in ALLOWED_CALLS
-        or bool(_COMPILER_RT.fullmatch(name))
+        or bool(COMPILER_RT_HELPERS.fullmatch(name))
         or bool(_LINKER_BOUNDS.fullmatch(name))
     )
 
