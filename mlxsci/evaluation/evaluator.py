@@ -51,6 +51,7 @@ from mlxsci.kernel.candidate import CandidateError, parse
 from mlxsci.kernel.source import policy as source_policy
 from mlxsci.protocol.exchange import ARCHIVE_SLACK, OUTPUT_FILES
 from mlxsci.roofline.ceilings import Roofline
+from mlxsci.roofline.store import load_or_measure
 from mlxsci.storage.cache import cache_dir
 from mlxsci.storage.faults import check_after_failure, faults_raised
 from mlxsci.task import Size, Task, load_task
@@ -64,10 +65,6 @@ def _prepare(be: Backend, timer_name: str, announce, detail) -> Roofline:
     a line as each piece of that work starts (nothing on warm caches),
     `detail` the roofline probes' results."""
     be.prepare_machine(announce)
-    # Here, not at the top: mlxsci.roofline is a verb (`python -m mlxsci.roofline`),
-    # which must not be in sys.modules before runpy runs it (a RuntimeWarning).
-    from mlxsci.roofline.store import load_or_measure
-
     return load_or_measure(be, progress=detail, timer=timer_name, announce=announce)
 
 
