@@ -327,8 +327,9 @@ def run(
 
     task, model: e.g. "heat2d", "claude-opus-4-7" / "gpt-5.5" / "autotune" /
     "replay:RUN_DIR" / any model name with base_url (OpenAI-compatible server).
-    options: the other fields of mlxsci.search.options.SearchOptions, by name:
-    the command line's options (`python -m mlxsci.search --help`), e.g.
+    options: the other options of the record mlxsci.search.options.SearchOptions
+    (each field but start_source) by name, which are the command line's
+    (`python -m mlxsci.search --help`), e.g.
     iterations=8, backend="sim", accept="noise-aware", max_cost=2.0
     (TypeError for any other keyword). out: the run directory (default
     results/<task>_<model>_<timestamp>). start: a candidate file to start from
