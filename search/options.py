@@ -29,12 +29,12 @@ from typing import Any
 
 import click
 
-from mlxsci.backends import backend_class, get_backend, resolve_backend_name
+from mlxsci.backends import backend_class, backend_options, get_backend, resolve_backend_name
 from mlxsci.evaluation.arguments import TaskArgument
 from mlxsci.evaluation.evaluator import misfit
 from mlxsci.evaluation.sanitizer import check_sanitize
 from mlxsci.kernel.candidate import CandidateError, parse, read_candidate_file
-from mlxsci.kernel.dialects import backend_options, name_of_file
+from mlxsci.kernel.dialects import name_of_file
 from mlxsci.search.proposers import (
     DEFAULT_LLM_RETRIES,
     DEFAULT_LLM_TIMEOUT_S,
@@ -335,7 +335,7 @@ def new_options(given: dict, start: str | Path | None) -> tuple[SearchOptions, T
     backend = resolve_backend_name(given["backend"])
     sizes = given["sizes"]
     if sizes is None:
-        sizes = "smoke" if backend == "sim" else "in-dist"
+        sizes = backend_class(backend).default_size_set
     if sizes in ("held-out", "all"):
         raise ValueError("a search never scores on held-out sizes; use smoke or in-dist")
     # Fails early on an unknown task. A task folder of your own is recorded by its

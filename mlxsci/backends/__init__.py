@@ -31,6 +31,9 @@ class BackendInfo:
     chip_table: bool  # Metal-Sci's published chip ceilings describe its devices
     ray_task: dict  # the Ray options of one run on it
     ray_limit: str  # the Ray resource that limits how many run at once
+    # What a prompt adds after the backend's name, so a model knows how far to
+    # trust the timings it is shown.
+    prompt_note: str = ""
 
 
 BACKENDS = {
@@ -65,6 +68,10 @@ BACKENDS = {
             chip_table=False,
             ray_task={"num_cpus": 1},
             ray_limit="CPU",
+            prompt_note=(
+                " (MLX kernels simulated on the CPU: timings rank candidates only roughly, "
+                "correctness is checked as on a GPU)"
+            ),
         ),
     )
 }

@@ -59,7 +59,7 @@ from mlxsci.timing.noise import combined_noise
 from mlxsci.timing.timers import check_timer
 
 
-def _prepare(be: Backend, timer_name: str, announce, detail) -> Roofline:
+def machine_roofline(be: Backend, timer_name: str, announce, detail) -> Roofline:
     """What evaluations on this machine build or measure once (the backend's
     set-up, such as the simulator's compiler; the roofline); `announce` hears
     a line as each piece of that work starts (nothing on warm caches),
@@ -350,7 +350,7 @@ def evaluate(
         return ev
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     say(f"{task.name}: roofline for {device['name']}")
-    roof = _prepare(be, plan.timer, announce or say, say)
+    roof = machine_roofline(be, plan.timer, announce or say, say)
     ev.roofline = dict(roof.source)  # which ceilings this result is scored against
     with plan.worker(unsandboxed) as worker:
         for index, size in enumerate(sizes):

@@ -70,7 +70,6 @@ def reference_key(task: Task, params: dict) -> str:
 
 # The old private name, for tests/evaluation/test_integrity_caches.py until it
 # uses reference_key.
-_key = reference_key
 
 
 def _parse_entry(data: bytes) -> Reference | None:

@@ -30,7 +30,6 @@ __all__ = [
     "of_file",
     "name_of_file",
     "for_backend",
-    "backend_options",
 ]
 
 
@@ -168,22 +167,3 @@ def for_backend(backend_name: str) -> Dialect:
         if d.gpu_backend == backend_name:
             return d
     return DEFAULT
-
-
-def backend_options(backend_name: str, dialect: str | None) -> dict:
-    """Options that make a backend run `dialect`. GPU backends have one dialect
-    each; the simulator runs either. ValueError for a dialect the backend
-    cannot run.
-
-    Superseded by mlxsci.backends.backend_options, where each backend's class
-    answers (Backend.dialect_options): kept, with the same answers, only for
-    search/options.py until it imports that one; then to be removed."""
-    if dialect is None:
-        return {}
-    get(dialect)
-    if backend_name == "sim":
-        return {"dialect": dialect}
-    native = for_backend(backend_name).name
-    if dialect != native:
-        raise ValueError(f"the {backend_name} backend runs {native} kernels, not {dialect}")
-    return {}

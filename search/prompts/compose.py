@@ -38,6 +38,7 @@ import functools
 from collections.abc import Callable
 from typing import ParamSpec
 
+from mlxsci.backends import BACKENDS
 from mlxsci.evaluation.redaction import redact
 from mlxsci.kernel import dialects
 from mlxsci.search.prompts.contract import contract_text, cuda_signature, metal_signature
@@ -235,11 +236,8 @@ def _brief(task: Task, seed_result: dict, *others) -> str:
         else "GFLOPS against the measured FP32 peak"
     )
     where = f"{seed_result.get('backend', '?')} backend, device: {seed_result.get('device', '?')}"
-    if seed_result.get("backend") == "sim":
-        where += (
-            " (MLX kernels simulated on the CPU: timings rank candidates only roughly, "
-            "correctness is checked as on a GPU)"
-        )
+    if seed_result.get("backend") in BACKENDS:
+        where += BACKENDS[seed_result["backend"]].prompt_note
     return (
         f"## Task: {task.name}\n{task.description}\n\n"
         f"Roofline model: {task.model or task.bound}; scored in {unit}.\n"

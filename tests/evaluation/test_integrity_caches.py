@@ -147,7 +147,10 @@ def test_a_key_others_may_read_is_made_private_again(own_cache):
 
 
 def _reference_path():
-    return cache.cache_dir("reference", TASK.name) / f"{reference_store._key(TASK, PARAMS)}.npz"
+    return (
+        cache.cache_dir("reference", TASK.name)
+        / f"{reference_store.reference_key(TASK, PARAMS)}.npz"
+    )
 
 
 def _count_solves(monkeypatch) -> list:

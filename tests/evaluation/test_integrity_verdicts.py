@@ -109,7 +109,7 @@ class Offering(Proposer):
 def slow_roofline(factor: float):
     """The machine's roofline with every ceiling divided by `factor`: a seed's
     honest time then lies below what that machine could do."""
-    real = evaluation._prepare
+    real = evaluation.machine_roofline
 
     def prepare(be, timer_name, announce, detail):
         roof = real(be, timer_name, announce, detail)
@@ -126,7 +126,7 @@ def slow_roofline(factor: float):
 
 
 def test_a_time_below_the_physics_floor_is_implausible_and_not_scored(monkeypatch):
-    monkeypatch.setattr(evaluation, "_prepare", slow_roofline(1e4))
+    monkeypatch.setattr(evaluation, "machine_roofline", slow_roofline(1e4))
     ev = mlxsci.evaluate("saxpy", backend="sim", size_set="smoke")
     assert ev.correct and ev.implausible
     assert ev.score == 0.0 and ev.phi is None
@@ -149,7 +149,7 @@ def test_a_search_never_keeps_an_implausible_candidate(monkeypatch, tmp_path):
     def evaluate(task, source=None, **kw):
         if source and marker in source:
             with monkeypatch.context() as m:
-                m.setattr(evaluation, "_prepare", slow_roofline(1e4))
+                m.setattr(evaluation, "machine_roofline", slow_roofline(1e4))
                 return real_evaluate(task, source, **kw)
         return real_evaluate(task, source, **kw)
 

@@ -229,7 +229,7 @@ def test_a_flooding_comparison_worker_leaves_its_parent_a_tail_only(tmp_path):
 
 
 def test_a_flooding_compiler_leaves_its_parent_a_head_and_tail_only(tmp_path):
-    # Every compile of the simulator goes through _run_compiler, in the
+    # Every compile of the simulator goes through run_compiler, in the
     # parent when it builds for a sandboxed worker: a compiler printing
     # hundreds of MB of diagnostics (a candidate's text quoted in each).
     flood = flood_process(tmp_path)
@@ -244,7 +244,7 @@ def test_a_flooding_compiler_leaves_its_parent_a_head_and_tail_only(tmp_path):
             os.environ["ZIG_GLOBAL_CACHE_DIR"] = {str(tmp_path / "zig")!r}
 
         def act():
-            res = toolchain._run_compiler(["c++", "-c", "candidate.cpp"])
+            res = toolchain.run_compiler(["c++", "-c", "candidate.cpp"])
             return {{"returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr}}
         """,
     )

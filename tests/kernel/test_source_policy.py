@@ -236,7 +236,7 @@ def test_the_evaluation_reports_a_compile_error_before_any_worker(
     def never(*args, **kwargs):
         raise AssertionError("the evaluation went past the policy")
 
-    monkeypatch.setattr(evaluation, "_prepare", never)
+    monkeypatch.setattr(evaluation, "machine_roofline", never)
     monkeypatch.setattr(evaluation, "candidate_worker", never)
     text = saxpy(dialect, f'#include "{secret_file}"\n')
     ev = evaluation.evaluate("saxpy", text, backend="sim", dialect=dialect, filename="cand.x")

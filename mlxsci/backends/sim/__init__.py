@@ -20,7 +20,7 @@ overflow) and start-aligned (catches underflow). Faults, barrier divergence,
 deadlock and timeouts come back as KernelFault; the Python caller lives on.
 
 The launch path is kept cheap (issue 11: ~0.1-0.3 ms of host work per small
-launch, 1-2 ms before): mappings are reused across launches (_BufferPool; only
+launch, 1-2 ms before): mappings are reused across launches (BufferPool; only
 after a clean launch, data bytes rewritten every time), generated text and
 launch checks are cached per call signature and launch shape.
 
@@ -40,10 +40,8 @@ import platform
 
 from mlxsci.backends.base import Backend
 from mlxsci.backends.sim import toolchain
-from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE
-from mlxsci.backends.sim.buffers import POOL as _POOL
-from mlxsci.backends.sim.buffers import BufferPool as _BufferPool
-from mlxsci.backends.sim.dialects import DIALECTS as _DIALECTS
+from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE, POOL, BufferPool
+from mlxsci.backends.sim.dialects import DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
 from mlxsci.kernel.spec import KernelSpec
 from mlxsci.storage.faults import EnvironmentFault
@@ -54,9 +52,9 @@ __all__ = [
     # what tests reach into (tests/backends/sim/test_sim_launch_reuse.py, test_sim_language_rules.py)
     "GARBAGE_BYTE",
     "PAGE",
-    "_BufferPool",
-    "_POOL",
-    "_DIALECTS",
+    "BufferPool",
+    "POOL",
+    "DIALECTS",
 ]
 
 
@@ -95,10 +93,10 @@ class SimBackend(Backend):
         stack_size: int = 128 * 1024,
         force_fibers: bool | None = None,
     ):
-        if dialect not in _DIALECTS:
+        if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}")
         self.dialect = dialect
-        self._dialect = _DIALECTS[dialect]()
+        self.sim_dialect = DIALECTS[dialect]()
         self.launch_timeout_s = launch_timeout_s
         self.stack_size = int(stack_size)
         if force_fibers is None:

@@ -260,5 +260,3 @@ class _CudaDialect(_Dialect):
 
 
 DIALECTS = {"metal": _MetalDialect, "cuda": _CudaDialect}
-# The old name, until tests/rule_shapes.py (not the simulator's) imports DIALECTS.
-_DIALECTS = DIALECTS

@@ -99,10 +99,10 @@ class SimKernel(Kernel):
 
     def __init__(self, backend: SimBackend, spec: KernelSpec):
         if not spec.output_names:
-            raise ValueError(f"{backend._dialect.tag} Must specify at least one output.")
+            raise ValueError(f"{backend.sim_dialect.tag} Must specify at least one output.")
         self.backend = backend
         self.spec = spec
-        self.dialect = backend._dialect
+        self.dialect = backend.sim_dialect
         self._variants: dict[str, _Variant] = {}
         # The same variants by call signature, so a repeated launch generates no text.
         self._by_signature: dict[tuple, _Variant] = {}

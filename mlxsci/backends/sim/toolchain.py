@@ -342,11 +342,6 @@ def _compiler_result(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-# The old name, until tests/sandbox/test_sandbox.py and
-# tests/evaluation/test_output_bounds.py (not the simulator's) call run_compiler.
-_run_compiler = run_compiler
-
-
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name

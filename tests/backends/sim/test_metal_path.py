@@ -44,7 +44,7 @@ def sim_source(task_name: str, kernel_name: str) -> str:
     infos = [ArgInfo.of(np.asarray(inputs[n])) for n in contract.inputs]
     # The text the simulator generates and compiles for this call (seeds have no
     # template, so not even the explicit-instantiation line is blanked).
-    generated = SimBackend()._dialect.generate(
+    generated = SimBackend().sim_dialect.generate(
         spec, infos, ["float32"] * len(contract.outputs), template_args(cand) or None
     )
     return generated.text
