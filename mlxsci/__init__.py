@@ -5,7 +5,7 @@ source, backend=..., size_set=...)`, `kernel_function(task, source)` (a
 candidate as a function over MLX arrays) and `task_inputs(task, size)`.
 `mlxsci.evaluate` is the function; it lives in mlxsci/evaluation/evaluator.py (`from
 mlxsci.evaluation import ...`), its `eval` command line in mlxsci/eval.py;
-`compare` in mlxsci/evaluation/compare.py.
+`compare` in mlxsci/evaluation/comparison.py.
 No name exported here is also a module's name, so none hides a module.
 
 The API is imported on first use of one of its names, not with the package:

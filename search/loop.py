@@ -12,7 +12,7 @@ giving Phi for each and the outcome.
 Whether S or Phi changed is judged against the measured noise, with the same
 verdicts the report uses (mlxsci.evaluation.verdicts). With accept="noise-aware" a
 candidate the strict rule would take is re-timed against the incumbent in
-one worker (mlxsci.evaluation.compare.compare) and taken only when the speedup lies
+one worker (mlxsci.evaluation.comparison.compare) and taken only when the speedup lies
 beyond the noise.
 
 A failed call never ends a run: it is a skipped iteration, recorded with its
@@ -34,7 +34,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from mlxsci.evaluation.compare import compare
+from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.kernel.candidate import extract_from_response
 from mlxsci.search import run_lock

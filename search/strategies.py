@@ -7,7 +7,7 @@ island or archive strategy means adding a class here, nothing else.
 Acceptance rules sit on top of a strategy's own `accept`: `strict` takes
 what the strategy takes (Metal-Sci: a strictly higher S); `noise-aware`
 also asks for a re-timing of incumbent and candidate side by side
-(mlxsci.evaluation.compare.compare) whose speedup lies beyond the noise, because two
+(mlxsci.evaluation.comparison.compare) whose speedup lies beyond the noise, because two
 S values from separate workers differ by more than their own runs' spread.
 """
 
@@ -104,7 +104,7 @@ def check_accept_rule(name: str) -> str:
 
 
 def noise_aware_decision(comparison: dict) -> dict:
-    """The comparison (mlxsci.evaluation.compare.compare's dict) with the decision added:
+    """The comparison (mlxsci.evaluation.comparison.compare's dict) with the decision added:
     band (its noise, at least the floor), verdict of the speedup, accepted
     (only when the verdict is improved) and reason. A failed comparison
     ({"error": ...}) is not accepted: nothing shows the candidate is faster."""

@@ -16,7 +16,7 @@ the worker (mlxsci/worker/), which runs the candidate's code.
 
 from mlxsci.evaluation.arguments import TaskArgument
 from mlxsci.evaluation.checks import misfit
-from mlxsci.evaluation.compare import compare
+from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.evaluation.redaction import redact, redact_json, remember_secret
 from mlxsci.evaluation.results import Evaluation, SizeResult, format_evaluation

@@ -3,7 +3,7 @@
 `evaluate()` is the library function (`mlxsci.evaluate` is this function);
 its command line, `mlxsci eval TASK` or `python -m mlxsci.eval TASK`, is
 mlxsci/eval.py. Two candidates timed against each other (the search's
-noise-aware acceptance) is mlxsci/evaluation/compare.py.
+noise-aware acceptance) is mlxsci/evaluation/comparison.py.
 
 The trusted side's protocol. It parses and validates the candidate
 (mlxsci.evaluation.checks.misfit, mlxsci.kernel.source.policy), holds the cached NumPy reference, runs the sizes of a

@@ -211,7 +211,7 @@ def test_a_flooding_comparison_worker_leaves_its_parent_a_tail_only(tmp_path):
         tmp_path,
         f"""
         import sys
-        from mlxsci.evaluation.compare import compare
+        from mlxsci.evaluation.comparison import compare
         from mlxsci.evaluation.runner import CandidateWorker
         from mlxsci.task import Size, load_task
 

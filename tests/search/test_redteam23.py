@@ -133,7 +133,7 @@ def test_a_double_to_bf16_conversion_is_the_candidates_not_a_damaged_toolchain()
 
 # ------------------------------------------------------------------ a machine's fault taken for a verdict
 def test_a_comparison_on_a_full_temp_folder_is_the_machines_fault(small_tmp, tmp_path, monkeypatch):
-    from mlxsci.evaluation.compare import compare
+    from mlxsci.evaluation.comparison import compare
     from mlxsci.task import load_task
 
     fill(small_tmp, 150 << 10)

@@ -559,7 +559,7 @@ def test_a_killed_search_leaves_no_worker_and_no_job_folder(tmp_path, how):
 def test_a_killed_comparison_leaves_no_worker_and_no_job_folder(tmp_path):
     """A comparison's worker (one CandidateWorker for the size) watches its parent too."""
     script = (
-        "from mlxsci.evaluation.compare import compare\n"
+        "from mlxsci.evaluation.comparison import compare\n"
         f"compare('saxpy', {HANG!r}, {HANG!r}, backend='sim', size_set='smoke', "
         "timeout=300)\n"
     )
