@@ -6,7 +6,7 @@ errors, each a one-line message, found before anything runs: an unknown task
 or a task folder that cannot run (mlxsci.task.check_task), a --size the task
 rejects or this machine's memory cannot hold (mlxsci.task.check_memory), a
 --source that is not a candidate text file (binary, not UTF-8, empty); and
-environment_faults.EXIT_CODE (3) when the machine stopped the evaluation (no
+mlxsci.storage.faults.EXIT_CODE (3) when the machine stopped the evaluation (no
 space, a read-only folder, a worker that could not start): no verdict then.
 The argument types and checks are in mlxsci/evaluation/arguments.py.
 """

@@ -138,7 +138,7 @@ def _schedule_race(task: Task, size: Size, result: dict, jobdir: Path, ref, veri
     """The race verdict from the simulator's verification runs under other
     schedules (result["schedules"], mlxsci.worker.serve.schedule_plan: reversed,
     then shuffled orders): each whose outputs differ bitwise from the
-    verified ones (worker_io.schedule_file(k)) is judged by schedule_race;
+    verified ones (mlxsci.protocol.exchange.schedule_file(k)) is judged by schedule_race;
     the first race, naming both orders, or None (also on a GPU: no runs)."""
     runs = result.get("schedules")
     if not isinstance(runs, list):
@@ -322,7 +322,7 @@ def _rotation_problems(
     """The timed runs' checks beyond the first input set: each other set
     reached the kernel as the parent made it and left unchanged, and the last
     timed run of each is right against that set's own reference. The parent
-    gives a job only as many sets as its runs reach (run_budget.input_sets),
+    gives a job only as many sets as its runs reach (mlxsci.evaluation.budget.input_sets),
     so each must have its timed run: the worker's word is not asked."""
     problems: list[str] = []
     if not refs:

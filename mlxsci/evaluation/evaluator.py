@@ -175,7 +175,7 @@ def candidate_refusal(task: Task, source: str, dialect: str, filename: str) -> s
 def size_references(task, size: Size, job: dict, secret: int) -> tuple:
     """The references a size's checks need, (first set's, [the other sets']),
     and the job's input seeds set: one set per turn its runs reach
-    (run_budget.input_seeds). A task whose make_inputs takes no seed has
+    (mlxsci.evaluation.budget.input_seeds). A task whose make_inputs takes no seed has
     its one fixed set (cached on disk)."""
     if not task.takes_seed:
         return get_reference(task, size.params), []
@@ -329,7 +329,7 @@ def evaluate(
     unsandboxed: on the simulator, run the candidate without the OS sandbox
     (mlxsci.sandbox; where it cannot be set up, SandboxUnavailable): unsafe.
     input_seed: the secret seed the sizes' input data are drawn from (each
-    timed run takes one of a few sets in turn, run_budget.input_seeds);
+    timed run takes one of a few sets in turn, mlxsci.evaluation.budget.input_seeds);
     default a fresh one per evaluation, recorded in the result afterwards
     (Evaluation.input_seed) and never shown to a proposer.
     keep_implausible: count the fraction of a size whose time is below what

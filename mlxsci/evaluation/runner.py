@@ -149,7 +149,7 @@ class CandidateWorker:
         Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker
         and removes the size's folders before the exception goes on."""
         jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=self.logdir))
-        # Held from its making (worker_io.open_folder).
+        # Held from its making (mlxsci.protocol.exchange.open_folder).
         try:
             dir_fd = open_folder(jobdir)
         except OSError:  # the worker removed it at once: a size it cannot run

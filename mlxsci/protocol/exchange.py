@@ -193,7 +193,7 @@ def copy_outputs(dir_fd: int, result: dict | None, job: dict) -> Path:
     if result is None or "error" in result or "compare" in job:
         return folder
     limit = int(job.get("output_bytes", 0)) + ARCHIVE_SLACK
-    # and the last timed run of each input set after the first (worker_runs.Rotation)
+    # and the last timed run of each input set after the first (mlxsci.worker.runs.Rotation)
     rotated = [f"timed_{k}.npz" for k in range(1, len(job.get("input_seeds") or ()))]
     for name in (*OUTPUT_FILES, *rotated):
         data = read_worker_file(dir_fd, name, limit)

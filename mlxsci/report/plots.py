@@ -132,7 +132,7 @@ def _convergence_line(ax, r: dict, color, model: str | None, runs_note: str) -> 
 
 def plot_speedups(runs: list[dict], out: Path) -> list[Path]:
     """Per task and model: the median speedup as a bar, its spread (min-max or
-    bootstrap CI, report_spread) as an error bar, each run as a dot."""
+    bootstrap CI, mlxsci.report.spread) as an error bar, each run as a dot."""
     import matplotlib.pyplot as plt
 
     tasks, models = sorted({r["task"] for r in runs}), models_of(runs)

@@ -4,7 +4,7 @@ cell), and whether a run's files are still those it finished with
 (mlxsci.search.manifest: a tampered run is named on stderr and marked).
 
 Separate from the tables and the plots because both read runs through it:
-report_tables and report_plots import it, never the other way round. The
+mlxsci.report.tables and mlxsci.report.plots import it, never the other way round. The
 rules (a sweep's index.json, unfinished runs skipped with a note, one run per
 task, model and proposer seed) are described in mlxsci/report/build.py's docstring.
 """

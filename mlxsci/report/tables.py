@@ -62,7 +62,7 @@ def _label_counts(cell: list[dict]) -> str:
 
 
 def _repeated_cell(m: str, cell: list[dict]) -> dict:
-    """A cell of any number of runs: medians, spreads, count (report_spread)."""
+    """A cell of any number of runs: medians, spreads, count (mlxsci.report.spread)."""
     if not cell:
         return {
             f"{m} {k}": None
@@ -104,7 +104,7 @@ def main_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
     held-out phi, held-out ratio, outcome, and when any cell holds several runs
     also runs, speedup lo/hi, spread, held-out ratio lo/hi (module docstring).
     Values are raw numbers (None if unknown). When any run is tampered
-    (report_runs.is_tampered), each model also gets `tampered`, the count of
+    (mlxsci.report.runs.is_tampered), each model also gets `tampered`, the count of
     such runs, which the cells leave out unless include_tampered."""
     models = models_of(runs)
     tasks = sorted({r["task"] for r in runs})

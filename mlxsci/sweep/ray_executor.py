@@ -217,7 +217,7 @@ class RayExecutor:
         leave until they land (collect). None when it holds it now; else the
         run's result: another process holds it (left to it), or finished it."""
         if not self.ship_results:
-            return None  # the task takes the lock where it runs (sweep_runs.run_one)
+            return None  # the task takes the lock where it runs (mlxsci.sweep.runs.run_one)
         run_dir, iterations = Path(spec["run_dir"]), spec["search"]["iterations"]
         try:
             lock = lock_run(run_dir, f"{spec['name']} (shipped to a Ray node)")

@@ -139,7 +139,7 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
 
 
 def error_record(exc: BaseException, backend) -> dict:
-    """The result's error for `exc`, each text in it cut (worker_io.cut_texts):
+    """The result's error for `exc`, each text in it cut (mlxsci.protocol.exchange.cut_texts):
     a compiler's log of a candidate's text can be of any size."""
     return cut_texts(error_fields(exc, backend))
 

@@ -42,7 +42,7 @@ exactly as every compiler preprocesses it and the resulting tokens are
 checked again, every token a `##` forms included.
 
 Why a preprocessor of our own (mlxsci/kernel/source/macros.py,
-source_preprocess.py, source_conditions.py) rather than clang's `-E`: the
+mlxsci/kernel/source/preprocess.py, mlxsci/kernel/source/conditions.py) rather than clang's `-E`: the
 check runs in the parent on every backend, also where no compiler of ours is
 installed (Metal on macOS); a real preprocessor acts on what it reads
 (`_Pragma` pragmas, `__has_include` probes, crashes on `#pragma clang
