@@ -62,7 +62,7 @@ def task_inputs(task: str | os.PathLike | Task, size, *, numpy: bool = False) ->
     "67x45x5"), or a dict of size parameters ({"NX": 64, "NY": 32, "n_steps": 3});
     parameters left out take the task's defaults."""
     t = _task(task)
-    host = t.make_inputs(_size(t, size).params)
+    host = t.inputs(_size(t, size).params)
     return dict(host) if numpy else {k: mx.array(v) for k, v in host.items()}
 
 

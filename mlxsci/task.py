@@ -52,10 +52,19 @@ class KernelContract:
 
 @dataclass(frozen=True)
 class Size:
-    """A named problem size: e.g. Size("256x256x50", {"NX": 256, "NY": 256, "n_steps": 50})."""
+    """A named problem size: e.g. Size("256x256x50", {"NX": 256, "NY": 256, "n_steps": 50}).
+
+    `held_out`: a configuration drawn as a held-out (mlxsci/held_out.py)
+    rather than listed in the task's held-out set; its label says nothing of
+    its values ("secret held-out"), so no progress line or failure text
+    written before the draw is revealed names them. A size's params may hold
+    "distribution": the name of one of the task's input distributions
+    (Task.distributions) its inputs are drawn from instead of make_inputs'.
+    """
 
     label: str
     params: dict
+    held_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,24 @@ class Task:
     check: str = ""
     tolerance: str = ""
     model: str = ""
+    # The held-out gate (mlxsci/held_out.py). draw_held_out: (rng) -> the
+    # params of a held-out configuration drawn with that numpy Generator:
+    # every key of `defaults`, off the power-of-two grid and away from every
+    # listed size (held_out.draw_problems says what a draw must satisfy; it
+    # is drawn again until it does), and where the task has one, an input
+    # distribution under the key "distribution". None: the task has no
+    # secret held-out (a task folder of your own), only its listed one.
+    draw_held_out: Callable | None = None
+    # Input distributions besides make_inputs' own: name -> a function like
+    # make_inputs ((params, seed=None) -> inputs) whose data differ in their
+    # statistics (each task's physics decides: another initial field, mass
+    # distribution, conditioning, temperature, density). The first is the
+    # one a transfer check uses when no draw names one.
+    distributions: dict = field(default_factory=dict)
+    # Size parameters that must stay on the power-of-two grid (an FFT's
+    # length): a draw may take their published values, and differs from
+    # the listed sizes in other parameters or its distribution.
+    power_of_two_params: tuple = ()
     folder: Path = field(default=Path("."), compare=False)
     origin: str = ""  # what load_task was given, for worker processes; "" = the name
 
@@ -121,7 +148,7 @@ class Task:
         return tuple(self.sizes[which])
 
     def is_held_out(self, size: Size) -> bool:
-        return self._in_set(size, "held-out")
+        return size.held_out or self._in_set(size, "held-out")
 
     def is_in_dist(self, size: Size) -> bool:
         return self._in_set(size, "in-dist")
@@ -132,7 +159,15 @@ class Task:
         )
 
     def custom_size(self, given: dict) -> Size:
-        """A user-given size: unspecified parameters take the defaults."""
+        """A user-given size: unspecified parameters take the defaults; a
+        task with input distributions also takes distribution=NAME."""
+        given = dict(given)
+        distribution = given.pop("distribution", None)
+        if distribution is not None and distribution not in self.distributions:
+            known = ", ".join(self.distributions) or "none"
+            raise ValueError(
+                f"{self.name} has no input distribution {distribution!r} (it has: {known})"
+            )
         unknown = set(given) - set(self.defaults)
         if unknown:
             raise ValueError(
@@ -153,6 +188,9 @@ class Task:
                 raise ValueError(f"size parameter {key} must be a finite number, got {value!r}")
         self.validate_size(params)
         label = ",".join(f"{k}={params[k]}" for k in self.defaults)
+        if distribution is not None:
+            params["distribution"] = distribution
+            label += f",distribution={distribution}"
         return Size(label, params)
 
     @property
@@ -164,12 +202,25 @@ class Task:
         except (TypeError, ValueError):
             return False
 
+    def input_maker(self, params: dict) -> Callable[..., dict]:
+        """The function that makes a size's inputs: make_inputs, or the
+        distribution its params name (ValueError for one the task lacks)."""
+        name = params.get("distribution")
+        if name is None:
+            return self.make_inputs
+        if name not in self.distributions:
+            known = ", ".join(self.distributions) or "none"
+            raise ValueError(f"{self.name} has no input distribution {name!r} (it has: {known})")
+        return self.distributions[name]
+
     def inputs(self, params: dict, seed: int | None = None) -> dict:
         """The size's inputs: drawn from `seed` where make_inputs takes one,
-        else its fixed data (seed None, or a task that takes no seed)."""
+        else its fixed data (seed None, or a task that takes no seed); from
+        the distribution the params name, if any."""
+        make = self.input_maker(params)
         if seed is None or not self.takes_seed:
-            return self.make_inputs(params)
-        return self.make_inputs(params, seed=seed)
+            return make(params)
+        return make(params, seed=seed)
 
     def launch_names(self, params: dict) -> dict:
         """Integer size parameters usable in launch expressions."""

@@ -23,7 +23,7 @@ SOURCE_DIRS = ("mlxsci", *MAPPED)
 LAYERS = (
     ("storage",),
     ("kernel", "protocol"),
-    ("task", "tasks", "reference"),
+    ("task", "held_out", "tasks", "reference"),
     ("backends", "sandbox"),
     ("timing",),
     ("worker",),

@@ -107,7 +107,7 @@ def get_reference(
     with building(path, f"computing the {task.name} reference") as held:
         ref = _cached(path) if use_cache else None
         if ref is None:
-            ref = _solve(task, params, task.make_inputs(params))
+            ref = _solve(task, params, task.inputs(params))
             if held:  # else the holder writes it: two writers would tear the entry
                 write_verified(path, _entry_bytes(ref))
     return ref
