@@ -29,8 +29,10 @@ OUTCOMES = {
     "seed does not (e.g. a kernel that special-cases the scored sizes)",
     "held_out_regression": "a higher S, but Phi regressed beyond the held-out noise band, "
     "whether or not the S gain is beyond its own band",
-    "improved": "S improved beyond the noise band, and Phi did not regress beyond its band "
-    "(or the seed has no Phi to compare with)",
+    "not_transferred": "S improved beyond the noise band, but Phi did not improve beyond "
+    "its band: the gain does not carry to the held-out configuration",
+    "improved": "S improved beyond the noise band, and so did Phi (or the seed has no "
+    "Phi to compare with)",
     "within_noise": "a higher S, inside the noise band: no evidence of a change",
 }
 (
@@ -39,6 +41,7 @@ OUTCOMES = {
     FLAT,
     HELD_OUT_FAILURE,
     HELD_OUT_REGRESSION,
+    NOT_TRANSFERRED,
     IMPROVED_RUN,
     WITHIN_NOISE_RUN,
 ) = OUTCOMES
@@ -64,9 +67,13 @@ def classify(numbers: dict, *, no_candidates: bool = False) -> str:
     verdicts = assess_summary(numbers)
     if verdicts["held_out_verdict"] == REGRESSED:
         return HELD_OUT_REGRESSION
-    if verdicts["improvement_verdict"] == IMPROVED:
+    if verdicts["improvement_verdict"] != IMPROVED:
+        return WITHIN_NOISE_RUN
+    # A win is one in speed at the held-out too (the sequel's gate): a Phi
+    # merely not worse is a gain that does not transfer.
+    if numbers.get("held_out_seed") is None or verdicts["held_out_verdict"] == IMPROVED:
         return IMPROVED_RUN
-    return WITHIN_NOISE_RUN
+    return NOT_TRANSFERRED
 
 
 def classify_summary(summary: dict) -> str:

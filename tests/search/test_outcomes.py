@@ -26,7 +26,8 @@ CASES = {
     "saturated": dict(seed_score=SATURATED_SEED, best_score=SATURATED_SEED, held_out_best=0.5),
     "held_out_failure": dict(best_score=0.60, held_out_best=None),
     "held_out_regression": dict(best_score=0.60, held_out_best=0.40),
-    "improved": dict(best_score=0.60, held_out_best=0.50),
+    "not_transferred": dict(best_score=0.60, held_out_best=0.50),
+    "improved": dict(best_score=0.60, held_out_best=0.60),
     "within_noise": dict(best_score=0.30 * (1 + NOISE_FLOOR), held_out_best=0.50),
 }
 
@@ -38,6 +39,7 @@ def test_the_vocabulary_is_the_summary_names_in_rule_order():
         "flat",
         "held_out_failure",
         "held_out_regression",
+        "not_transferred",
         "improved",
         "within_noise",
     ]
@@ -74,10 +76,23 @@ def test_missing_numbers_and_old_summaries():
     assert classify({"seed_score": 0.3, "best_score": None}) == "flat"
     assert classify({"seed_score": 0.9, "best_score": None}) == "saturated"
     # no noise keys (written before noise was measured): the floor decides
-    old = dict(seed_score=0.30, best_score=0.33, held_out_seed=0.5, held_out_best=0.5)
+    old = dict(seed_score=0.30, best_score=0.33, held_out_seed=0.5, held_out_best=0.55)
     assert classify(old) == "improved"
+    # a Phi merely not worse: a gain that does not carry to the held-out
+    assert classify(dict(old, held_out_best=0.52)) == "not_transferred"
     # a seed that fails at the held-out size too: the best's failure is not the finding
     assert classify(dict(old, held_out_seed=None, held_out_best=None)) == "improved"
+
+
+def test_a_win_must_transfer_in_speed_beyond_the_held_out_noise():
+    """The held-out speed gate: with S 2x, Phi 1.06x (beyond the 5 % floor)
+    transfers; Phi 1.04x does not, nor does it under a 30 % held-out noise."""
+    numbers = {**BASE, "best_score": 0.60, "held_out_best": 0.50 * 1.06}
+    assert classify(numbers) == "improved"
+    assert classify(dict(numbers, held_out_best=0.50 * 1.04)) == "not_transferred"
+    assert classify(dict(numbers, held_out_best=0.50 * 1.04, held_out_seed_noise=0.30)) == (
+        "not_transferred"
+    )
 
 
 # -- why a run found nothing, in one line -------------------------------------------------
