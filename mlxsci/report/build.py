@@ -16,9 +16,7 @@ modification time), then the last path. Columns, for a cell of one run:
     held-out ratio Phi_best / Phi_seed
     outcome        the run's outcome: summary.json's vocabulary and rules
                    (mlxsci.search.outcomes.OUTCOMES lists them, in the order they
-                   are tried: no_candidates, saturated, flat,
-                   held_out_failure, held_out_regression, improved,
-                   within_noise)
+                   are tried; the report shows whichever names it holds)
 
 A cell of several runs (different seeds: `mlxsci.sweep --repeats K`) gives
 the median of its runs with a spread (mlxsci.report.spread: min-max under 5
@@ -74,10 +72,32 @@ run without a manifest (finished before runs wrote one, or resumed and not
 finished again) is counted, with one line on stderr saying its files cannot
 be checked.
 
+Transfer (issue 25): summary.json's `transfer` grades the run's best as
+"Gaming Without an Attacker" does (transfers, A, B, C, D, no-win; null: not
+gradable), with evidence strongest first; `held_out` records how the held-out
+was chosen (secret or metal-sci) and `held_out_verified` what does not hold in
+a secret draw. The details table shows per run `transfer grade`, `held-out
+mode`, `held-out verified` (yes; n/a for the listed metal-sci size; `NO:
+<problems>`) and `evidence` (the first item's what and where, cut to about
+80 characters); runs written before grading show `-`. The report rechecks a
+revealed secret against its commitment itself (mlxsci.held_out.commitment);
+a run whose draw does not verify is named on stderr (UNVERIFIED), the main
+table gains a `<model> unverified` count, and the transfer table counts it as
+unverified instead of by its grade. Once any run carries a `transfer` or
+`held_out` record the report adds the transfer table (mlxsci.report.tables.
+transfer_table: per model, a row per task and an `all tasks` row; columns
+model, task, runs, ungraded, [unverified], [tampered], no win, wins,
+transferred, A, B, C, D, transfer rate), after the main table in Markdown and
+LaTeX, as `transfer` in the JSON document (which is then {"main": ...,
+"transfer": ...[, "details": ...]}), and for CSV in FILE_transfer.csv beside
+`--out FILE.csv` (to stdout CSV holds the main table only, and stderr says
+where the transfer table went).
+
 Library (re-exported here; defined in mlxsci.report.runs: load_runs,
 outcome_label, cell_runs; mlxsci.report.tables: main_table, details_table,
-render; mlxsci.report.plots: write_plots): load_runs(paths), main_table(runs),
-details_table(runs), render(rows, fmt), report_text(runs, fmt, details),
+transfer_table, render; mlxsci.report.plots: write_plots): load_runs(paths),
+main_table(runs), details_table(runs), transfer_table(runs), render(rows,
+fmt), report_text(runs, fmt, details),
 report_files(runs, fmt, details, out), outcome_label(summary),
 cell_runs(runs, task, model), write_plots(runs, dir).
 """
@@ -91,13 +111,21 @@ from pathlib import Path
 import click
 
 from mlxsci.report.plots import write_plots
-from mlxsci.report.runs import cell_runs, load_runs, outcome_label, trusted
-from mlxsci.report.tables import FORMATS, details_table, main_table, render
+from mlxsci.report.runs import (
+    cell_runs,
+    has_transfer_records,
+    load_runs,
+    outcome_label,
+    trusted,
+    warn,
+)
+from mlxsci.report.tables import FORMATS, details_table, main_table, render, transfer_table
 
 __all__ = [
     "load_runs",
     "main_table",
     "details_table",
+    "transfer_table",
     "render",
     "report_text",
     "report_files",
@@ -120,37 +148,55 @@ CSV_ONE_TABLE = (
 def report_text(
     runs: list[dict], fmt: str = "md", details: bool = False, include_tampered: bool = False
 ) -> str:
-    """The main table (and with `details` the details table after it) as one
-    text. CSV has no way to hold two tables, so csv with details is refused
-    (ValueError): render each table to its own file (details_path).
-    include_tampered: count tampered runs in the main table's cells."""
+    """The main table, the transfer table when any run has a transfer record
+    (has_transfer_records), and with `details` the details table, as one
+    text. CSV has no way to hold two tables: csv with details is refused
+    (ValueError), and csv alone is the main table only (report_files writes
+    each table to its own file). JSON is the main table's list when it is the
+    only table, else {"main", "transfer", "details"} (those there are).
+    include_tampered: count tampered runs in the main and transfer tables."""
     main = main_table(runs, include_tampered)
-    if not details:
-        return render(main, fmt)
-    if fmt == "csv":
+    transfer = transfer_table(runs, include_tampered) if has_transfer_records(runs) else None
+    if fmt == "csv" and details:
         raise ValueError(CSV_ONE_TABLE)
-    det = details_table(runs)
+    if fmt == "csv" or (fmt == "json" and not details and transfer is None):
+        return render(main, fmt)
     if fmt == "json":
-        return json.dumps({"main": main, "details": det}, indent=2) + "\n"
-    return render(main, fmt) + "\n" + render(det, fmt)
+        doc: dict = {"main": main}
+        if transfer is not None:
+            doc["transfer"] = transfer
+        if details:
+            doc["details"] = details_table(runs)
+        return json.dumps(doc, indent=2) + "\n"
+    tables = [main] + ([transfer] if transfer is not None else [])
+    tables += [details_table(runs)] if details else []
+    return "\n".join(render(t, fmt) for t in tables)
+
+
+def table_path(out: Path, which: str) -> Path:
+    """Where a second CSV table goes beside the main one: table.csv -> table_<which>.csv."""
+    return out.with_name(f"{out.stem}_{which}{out.suffix}")
 
 
 def details_path(out: Path) -> Path:
     """Where the details table goes beside a CSV main table: table.csv -> table_details.csv."""
-    return out.with_name(f"{out.stem}_details{out.suffix}")
+    return table_path(out, "details")
 
 
 def report_files(
     runs: list[dict], fmt: str, details: bool, out: Path, include_tampered: bool = False
 ) -> dict:
-    """{path: text} of what `--out OUT` writes: one file, or for CSV with
-    details two, one table each."""
-    if fmt == "csv" and details:
-        return {
-            out: render(main_table(runs, include_tampered), "csv"),
-            details_path(out): render(details_table(runs), "csv"),
-        }
-    return {out: report_text(runs, fmt, details, include_tampered)}
+    """{path: text} of what `--out OUT` writes: one file, or for CSV one per
+    table: OUT the main table, OUT_transfer the transfer table (when any run
+    has a transfer record), OUT_details the details (with `details`)."""
+    if fmt != "csv":
+        return {out: report_text(runs, fmt, details, include_tampered)}
+    files = {out: render(main_table(runs, include_tampered), "csv")}
+    if has_transfer_records(runs):
+        files[table_path(out, "transfer")] = render(transfer_table(runs, include_tampered), "csv")
+    if details:
+        files[details_path(out)] = render(details_table(runs), "csv")
+    return files
 
 
 def _write(files: dict) -> None:
@@ -202,6 +248,11 @@ def main(runs, fmt, out, plots, details, include_tampered):
         _write(report_files(loaded, fmt, details, out, include_tampered))
     else:
         click.echo(report_text(loaded, fmt, details, include_tampered), nl=False)
+        if fmt == "csv" and has_transfer_records(loaded):
+            warn(
+                "the transfer table is not printed: CSV holds one table; give --out "
+                "FILE.csv (it goes to FILE_transfer.csv) or use --format json"
+            )
     plotted = loaded if include_tampered else trusted(loaded)
     if plots and not plotted:
         click.echo("no plots: every run is tampered (--include-tampered draws them)", err=True)

@@ -1,7 +1,10 @@
 """Finding and loading search run directories, and the per-run figures a
 report is made of (speedup, improved, outcome label, which run stands for a
-cell), and whether a run's files are still those it finished with
-(mlxsci.search.manifest: a tampered run is named on stderr and marked).
+cell, the transfer grade and its strongest evidence), whether a run's files
+are still those it finished with (mlxsci.search.manifest: a tampered run is
+named on stderr and marked), and whether its secret held-out draw verifies
+against the commitment made at its start (mlxsci.held_out: an unverified run
+is named on stderr and marked).
 
 Separate from the tables and the plots because both read runs through it:
 mlxsci.report.tables and mlxsci.report.plots import it, never the other way round. The
@@ -15,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from mlxsci import held_out
 from mlxsci.evaluation.verdicts import IMPROVED, assess_summary
 from mlxsci.search import manifest as run_manifest
 from mlxsci.search.outcomes import classify_summary
@@ -62,6 +66,7 @@ def _load_run(run_dir: Path) -> dict | None:
             "marked tampered, left out of the main table and the plots "
             "(--include-tampered keeps it)",
         )
+    _warn_transfer(run_dir, summary)
     summary["run_dir"] = str(run_dir)
     summary["_integrity"] = integrity.status
     summary["_mtime"] = path.stat().st_mtime
@@ -205,3 +210,139 @@ def cell_runs(runs: list[dict], task: str, model: str) -> list[dict]:
             by_seed.setdefault(r.get("_seed", 0), []).append(r)
     ordered = sorted(by_seed.items(), key=lambda kv: (isinstance(kv[0], str), kv[0]))
     return [pick_run(group) for _, group in ordered]
+
+
+# -- transfer grades and the held-out draw -------------------------------------
+#
+# summary.json's `transfer` grades the run's best as "Gaming Without an
+# Attacker" (arXiv 2608.08722) does: a win that transfers to the held-out, one
+# of four ways a win fails to (A: a tuned branch for the measured case beside
+# a slow fallback; B: a wrong arm never run in-distribution; C: a disclosed
+# held-out enumerated; D: overfitting to the in-distribution data), or no win.
+# Its grade is null when the search could not grade the run; summaries written
+# before grading have no `transfer` at all. Both count as ungraded.
+
+TRANSFERS = "transfers"
+NO_WIN = "no-win"
+FAILURE_GRADES = ("A", "B", "C", "D")
+GRADES = (TRANSFERS, *FAILURE_GRADES, NO_WIN)
+# A table cell holds one line of evidence; the rest is in summary.json.
+EVIDENCE_CHARS = 80
+WHERE_CHARS = 24
+
+
+def has_transfer_records(runs: list[dict]) -> bool:
+    """Whether any run was written since runs record a held-out draw and a
+    transfer grade: only then does a transfer table say anything."""
+    return any("transfer" in r or "held_out" in r for r in runs)
+
+
+def transfer_grade(summary: dict) -> str | None:
+    """The run's transfer grade (GRADES), or None when it has none: written
+    before grading, not gradable (grade null), or a grade this report does not
+    know (named on stderr when the run is loaded)."""
+    record = summary.get("transfer")
+    grade = record.get("grade") if isinstance(record, dict) else None
+    return grade if grade in GRADES else None
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters ('...' where cut)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def strongest_evidence(summary: dict) -> str | None:
+    """The first (strongest) item of the grade's evidence as one short line,
+    'what (where)'; the `where` is kept whole however long `what` is, since
+    it is what points a reader into the kernel. None when there is none."""
+    record = summary.get("transfer")
+    evidence = record.get("evidence") if isinstance(record, dict) else None
+    if not isinstance(evidence, list) or not evidence or not isinstance(evidence[0], dict):
+        return None
+    what, where = evidence[0].get("what"), evidence[0].get("where")
+    where = shorten(where, WHERE_CHARS) if isinstance(where, str) and where.strip() else None
+    room = EVIDENCE_CHARS - (len(where) + 3 if where else 0)
+    text = shorten(what, room) if what is not None else ""
+    if where:
+        return f"{text} ({where})" if text else where
+    return text or None
+
+
+def held_out_mode(summary: dict) -> str | None:
+    """How the run's held-out was chosen (secret or metal-sci; None: no record)."""
+    record = summary.get("held_out")
+    mode = record.get("mode") if isinstance(record, dict) else None
+    return mode if isinstance(mode, str) else None
+
+
+def _commitment_problems(record: dict) -> list[str]:
+    """The report's own check of a revealed secret against the commitment:
+    a hash anyone can recompute (mlxsci.held_out.commitment), so it needs
+    neither the machine's key nor the task."""
+    mode = record.get("mode")
+    if mode == "metal-sci":
+        return []
+    if mode not in held_out.MODES:
+        return [f"unknown held-out mode {mode!r}"]
+    task, nonce, committed = (record.get(k) for k in ("task", "nonce", "commitment"))
+    if not (isinstance(task, str) and isinstance(nonce, str) and isinstance(committed, str)):
+        return ["the held-out record lacks its task, nonce or commitment"]
+    secret = record.get("secret")
+    if not isinstance(secret, str):
+        return ["the secret is not revealed"]
+    if held_out.commitment(task, nonce, secret) != committed:
+        return ["the revealed secret does not match the commitment made at the start"]
+    return []
+
+
+def held_out_problems(summary: dict) -> list[str] | None:
+    """What does not hold in the run's held-out draw: the problems the search
+    recorded (held_out_verified) and those the report finds itself
+    (_commitment_problems). Empty: it verified; None: the run has no draw
+    to verify (written before runs recorded one)."""
+    record = summary.get("held_out")
+    recorded = summary.get("held_out_verified")
+    if record is None and recorded is None:
+        return None
+    if not isinstance(record, dict):
+        return ["the held-out record is missing or not an object"]
+    problems = []
+    if isinstance(recorded, list):
+        problems += [str(p) for p in recorded]
+    elif recorded is not None:
+        problems.append(f"held_out_verified is not a list: {shorten(str(recorded), 60)}")
+    problems += _commitment_problems(record)
+    return list(dict.fromkeys(problems))  # the search and the report may say the same
+
+
+def held_out_unverified(summary: dict) -> bool:
+    """Whether the run's held-out draw fails to verify: its transfer grade
+    and held-out numbers rest on a configuration that may not be the one
+    committed to before the search saw anything."""
+    return bool(held_out_problems(summary))
+
+
+def held_out_status(summary: dict) -> str | None:
+    """The details table's word on the draw: 'yes' (verified), 'n/a' (the
+    listed metal-sci size, nothing secret), 'NO: <problems>', None (no draw)."""
+    problems = held_out_problems(summary)
+    if problems is None:
+        return None
+    if problems:
+        return "NO: " + shorten("; ".join(problems), EVIDENCE_CHARS)
+    return "n/a" if held_out_mode(summary) == "metal-sci" else "yes"
+
+
+def _warn_transfer(run_dir: Path, summary: dict) -> None:
+    """Name on stderr a run whose draw does not verify, or whose grade is unknown."""
+    problems = held_out_problems(summary)
+    if problems:
+        warn(
+            f"UNVERIFIED held-out draw in run {run_dir}: {'; '.join(problems)}; "
+            "its transfer grade is left out of the transfer table (counted as unverified)"
+        )
+    record = summary.get("transfer")
+    grade = record.get("grade") if isinstance(record, dict) else None
+    if grade is not None and grade not in GRADES:
+        warn(f"run {run_dir}: unknown transfer grade {grade!r}, counted as ungraded")
