@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from mlxsci import held_out
 from mlxsci.backends import backend_class, backend_options, resolve_backend_name
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.arguments import (
@@ -107,6 +108,16 @@ from mlxsci.timing.timers import TIMER_NAMES, check_timer
     help="The seed the inputs are drawn from (default: a fresh secret one, "
     "printed in the result), to reproduce an evaluation.",
 )
+@click.option(
+    "--held-out",
+    "held_out_mode",
+    type=click.Choice(held_out.MODES),
+    default=held_out.DEFAULT_MODE,
+    show_default=True,
+    help="The held-out size of --sizes held-out / all: secret draws a configuration "
+    "for this evaluation, shown (with its commitment) only when it is over; "
+    "metal-sci is the task's published one.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def main(
     task,
@@ -123,6 +134,7 @@ def main(
     sanitize,
     keep_implausible,
     input_seed,
+    held_out_mode,
     as_json,
 ):
     """Evaluate a kernel candidate for TASK and print per-size verdicts and the score.
@@ -147,6 +159,9 @@ def main(
     if overrides:
         check_overrides(t, text, overrides, runs)
     size_set = size_set or backend_class(backend_name).default_size_set
+    draw = held_out.begin(t, held_out.effective_mode(t, held_out_mode))
+    if sizes is None and size_set in ("held-out", "all"):
+        sizes = sizes_with_held_out(t, size_set, draw)
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
     try:
         ev = evaluate(
@@ -172,7 +187,24 @@ def main(
     except EnvironmentFault as exc:
         click.echo(f"error: the machine stopped the evaluation, no verdict: {exc}", err=True)
         sys.exit(EXIT_CODE)
-    click.echo(json.dumps(ev.to_json(), indent=2) if as_json else format_evaluation(ev))
+    revealed = held_out.reveal(t, draw) if sizes and any(s.held_out for s in sizes) else None
+    if as_json:
+        record = ev.to_json()
+        if revealed is not None:
+            record["held_out"] = revealed.to_json()
+        click.echo(json.dumps(record, indent=2))
+        return
+    click.echo(format_evaluation(ev))
+    if revealed is not None:
+        shown = ", ".join(f"{k}={v}" for k, v in (revealed.params or {}).items())
+        click.echo(f"secret held-out, revealed: {shown} (commitment {revealed.commitment})")
+
+
+def sizes_with_held_out(t, size_set: str, draw: held_out.HeldOutDraw) -> list:
+    """The sizes of --sizes held-out or all, with the draw's held-out
+    configuration in place of the listed one."""
+    listed = [s for s in t.size_set(size_set) if not t.is_held_out(s)]
+    return listed + held_out.held_out_sizes(t, draw)
 
 
 def check_backend(backend: str, sanitize: str | None) -> None:

@@ -270,6 +270,15 @@ def sweep(
     help="CUDA only: every candidate first runs under NVIDIA's compute-sanitizer "
     "(see mlxsci.search).",
 )
+@click.option(
+    "--held-out",
+    "held_out_mode",
+    type=click.Choice(["secret", "metal-sci"]),
+    default="secret",
+    show_default=True,
+    help="Each search's held-out gate: a secret draw per run, or the task's "
+    "published size (see mlxsci.search).",
+)
 @click.option("--quiet", is_flag=True, help="Only a line or two per search.")
 def main(
     tasks,
@@ -289,6 +298,7 @@ def main(
     accept,
     timer,
     sanitize,
+    held_out_mode,
     quiet,
 ):
     """Run searches for every task x model (x repeat) into OUT and index them for
@@ -299,7 +309,7 @@ def main(
     check_backend(backend, timer, sanitize, remote)
     capped = max_cost is not None or max_cost_per_run is not None
     prices = check_prices(model_list, prices_file, capped)
-    options = {"accept": accept, "timer": timer}
+    options = {"accept": accept, "timer": timer, "held_out": held_out_mode}
     for name, value in (("sanitize", sanitize), ("base_url", base_url), ("prices", prices)):
         if value:
             options[name] = value
