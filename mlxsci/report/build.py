@@ -226,8 +226,8 @@ def _write(files: dict) -> None:
 @click.option(
     "--include-tampered",
     is_flag=True,
-    help="Count runs whose files changed after they finished in the main table and "
-    "the plots (they are named on stderr and marked either way).",
+    help="Count runs whose files changed after they finished in the main and transfer "
+    "tables and the plots (they are named on stderr and marked either way).",
 )
 def main(runs, fmt, out, plots, details, include_tampered):
     """Tables (and plots) from search run directories or folders holding them.
