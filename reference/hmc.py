@@ -35,7 +35,9 @@ perfect sample. Two checks beyond Metal-Sci's close that gap:
 the statistics alone).
 
 `solve` rebuilds the target covariance from the spec's construction (not from
-the task's inputs) and cross-checks it against the precision matrix it is given.
+the task's inputs; the eigenvalue range is the one SPECTRA gives the size's
+input distribution, the held-out's differently conditioned targets) and
+cross-checks it against the precision matrix it is given.
 `sample` is a vectorised fp32 mirror of the kernel (same counter-based RNG and
 leapfrog): `solve` replays it for every input set (about 20 s at d8_K16384_T200
 on one core, 0.05 s at smoke), and the tests use it to show the check passes
@@ -61,12 +63,18 @@ GOLDEN = 0x9E3779B9
 MASK32 = 0xFFFFFFFF
 
 
-def target(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """(Sigma, A) in fp32: Q diag(lambda) Q^T with lambda = geomspace(0.5, 2, d), and
-    its analytic inverse, both symmetrised in fp64 before the cast."""
+# Sigma's eigenvalue range for each of the task's input distributions (the
+# size's params["distribution"]; None: the spec's target).
+SPECTRA = {None: (0.5, 2.0), "elongated": (0.5, 8.0), "round": (0.8, 1.25)}
+
+
+def target(d: int, spectrum: tuple = SPECTRA[None]) -> tuple[np.ndarray, np.ndarray]:
+    """(Sigma, A) in fp32: Q diag(lambda) Q^T with lambda = geomspace(lo, hi, d)
+    (the spec: 0.5, 2), and its analytic inverse, both symmetrised in fp64
+    before the cast."""
     rng = np.random.default_rng(TARGET_SEED)
     q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    lam = np.geomspace(0.5, 2.0, d)
+    lam = np.geomspace(spectrum[0], spectrum[1], d)
     sigma = (q * lam) @ q.T
     prec = (q / lam) @ q.T
     sigma = 0.5 * (sigma + sigma.T)
@@ -191,7 +199,10 @@ def replay_agreement(q, accept_cnt, q_ref, acc_ref) -> float:
 
 def solve(inputs, params):
     d = params["d"]
-    sigma, prec = target(d)
+    distribution = params.get("distribution")
+    if distribution not in SPECTRA:
+        raise ValueError(f"hmc reference: no target for input distribution {distribution!r}")
+    sigma, prec = target(d, SPECTRA[distribution])
     # The checker's target must be the one the task samples: A Sigma = I.
     if not np.allclose(np.asarray(inputs["A"], np.float64) @ sigma, np.eye(d), atol=1e-4):
         raise ValueError("hmc inputs: A is not the inverse of the reference target covariance")

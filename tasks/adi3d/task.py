@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task, perturbed
+from mlxsci.task import KernelContract, Size, Task, input_rng, perturbed
 
 MU = 0.5
 KERNELS = ("adi_x", "adi_y", "adi_z")
@@ -50,6 +50,53 @@ def make_inputs(p, seed=None):
         "NY": np.array(ny, dtype=np.uint32),
         "NZ": np.array(nz, dtype=np.uint32),
         "mu": np.array(MU, dtype=np.float32),
+    }
+
+
+def _with_field(p, seed, u):
+    """make_inputs' inputs with u_in replaced by `u` (float32, faces zeroed)."""
+    u = u.astype(np.float32)
+    u[[0, -1], :, :] = 0.0
+    u[:, [0, -1], :] = 0.0
+    u[:, :, [0, -1]] = 0.0
+    return dict(make_inputs(p, seed), u_in=u)
+
+
+def bumps_inputs(p, seed=None):
+    """Four Gaussian bumps of either sign, off centre and of different widths,
+    instead of one centred bump: the field has negative parts and steep sides."""
+    rng = input_rng(seed, 0xAD01)
+    nx, ny, nz = p["NX"], p["NY"], p["NZ"]
+    k, j, i = np.ogrid[0:nz, 0:ny, 0:nx]
+    u = np.zeros((nz, ny, nx))
+    for _ in range(4):
+        cx, cy, cz = rng.uniform(0.2, 0.8, size=3) * (nx, ny, nz)
+        width = rng.uniform(0.04, 0.12) * (nx + ny + nz) / 3.0 + 0.5
+        sign = rng.choice(np.array([-1.0, 1.0]))
+        r2 = (i - cx) ** 2 + (j - cy) ** 2 + (k - cz) ** 2
+        u += sign * rng.uniform(0.5, 1.0) * np.exp(-r2 / (2.0 * width * width))
+    return _with_field(p, seed, u)
+
+
+def noise_inputs(p, seed=None):
+    """White noise U(-1, 1) inside the zero faces: every wavelength down to the
+    grid's, which the implicit sweeps damp hardest (the smooth bump has none)."""
+    u = input_rng(seed, 0xAD02).uniform(-1.0, 1.0, size=(p["NZ"], p["NY"], p["NX"]))
+    return _with_field(p, seed, u)
+
+
+DISTRIBUTIONS = {"bumps": bumps_inputs, "noise": noise_inputs}
+
+
+def draw_held_out(rng):
+    """A prism near the listed held-out's 256x192x128 with 6 to 14 steps (it
+    has 10), each side off the listed values and the power-of-two grid."""
+    return {
+        "NX": int(rng.integers(180, 320)),
+        "NY": int(rng.integers(140, 240)),
+        "NZ": int(rng.integers(90, 170)),
+        "n_steps": int(rng.integers(6, 15)),
+        "distribution": str(rng.choice(sorted(DISTRIBUTIONS))),
     }
 
 
@@ -120,5 +167,7 @@ TASK = Task(
     check="max abs of the field",
     tolerance="1e-3 + 1e-3 * max|ref|",
     model="24 NX NY NZ n_steps bytes",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
     folder=Path(__file__).parent,
 )

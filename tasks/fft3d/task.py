@@ -46,6 +46,66 @@ def make_inputs(p, seed=None):
     return {"in_data": np.ascontiguousarray(data), "N": np.array(n, dtype=np.uint32)}
 
 
+def _with_signal(p, seed, signal):
+    """Inputs as make_inputs' with in_data the complex array `signal` (k, j, i)."""
+    data = np.stack([signal.real, signal.imag], axis=-1).astype(np.float32)
+    return {"in_data": np.ascontiguousarray(data), "N": np.array(p["N"], dtype=np.uint32)}
+
+
+def band_limited_inputs(p, seed=None):
+    """A smooth signal: white-noise coefficients on the wavenumbers within
+    N/8 of zero (per axis, wrapped), transformed back; the transform's energy
+    sits in a small corner block, the rest is rounding-level."""
+    n = p["N"]
+    rng = input_rng(seed, 0xF101)
+    k = np.fft.fftfreq(n) * n
+    keep = np.abs(k) <= max(1, n // 8)
+    spectrum = np.zeros((n, n, n), dtype=np.complex128)
+    block = np.ix_(keep, keep, keep)
+    shape = spectrum[block].shape
+    spectrum[block] = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    signal = np.fft.ifftn(spectrum)
+    return _with_signal(p, seed, signal / np.sqrt(np.mean(np.abs(signal) ** 2)))
+
+
+def sparse_spectrum_inputs(p, seed=None):
+    """A sum of eight complex tones exp(2 pi i (a x + b y + c z) / N) at random
+    wavevectors: a transform of eight spikes of height ~N^3 and zeros."""
+    n = p["N"]
+    rng = input_rng(seed, 0xF102)
+    axis = 2j * np.pi * np.arange(n) / n
+    signal = np.zeros((n, n, n), dtype=np.complex64)
+    for _ in range(8):
+        a, b, c = rng.integers(0, n, size=3)
+        amplitude = rng.uniform(0.2, 1.0) * np.exp(2j * np.pi * rng.uniform())
+        wave = [np.exp(m * axis).astype(np.complex64) for m in (a, b, c)]
+        plane = (amplitude * wave[2][:, None] * wave[1][None, :]).astype(np.complex64)
+        signal += plane[:, :, None] * wave[0][None, None, :]
+    return _with_signal(p, seed, signal)
+
+
+def real_inputs(p, seed=None):
+    """Real white noise (imaginary parts zero): a Hermitian-symmetric transform."""
+    n = p["N"]
+    signal = input_rng(seed, 0xF103).standard_normal((n, n, n)).astype(np.complex64)
+    return _with_signal(p, seed, signal)
+
+
+DISTRIBUTIONS = {
+    "band-limited": band_limited_inputs,
+    "sparse-spectrum": sparse_spectrum_inputs,
+    "real": real_inputs,
+}
+
+
+def draw_held_out(rng):
+    """N stays a power of two (the radix-2 passes need it) and within twice
+    the listed held-out's cost: 256 (the listed held-out's) three times in
+    four, else 128; a held-out differs from the listed one by its signal."""
+    n = 256 if rng.uniform() < 0.75 else 128
+    return {"N": n, "distribution": str(rng.choice(sorted(DISTRIBUTIONS)))}
+
+
 def run(launch, inp, p):
     # x, y, z passes in order, each reading the previous pass's output.
     n = p["N"]
@@ -114,5 +174,8 @@ TASK = Task(
     check="max abs of re and im; relative RMS over all coefficients",
     tolerance="1e-3 + 1e-3 * max|ref|; relative RMS 5e-5",
     model="96 N^3 bytes (Metal-Sci's; physically 48 N^3)",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
+    power_of_two_params=("N",),
     folder=Path(__file__).parent,
 )

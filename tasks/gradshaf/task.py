@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task, perturbed
+from mlxsci.task import KernelContract, Size, Task, input_rng, perturbed
 
 R_MIN = 1.0
 P_AXIS = 200.0
@@ -58,6 +58,54 @@ def make_inputs(p, seed=None):
         "p_axis": f32(P_AXIS),
         "mu0": f32(MU0),
         "omega": f32(OMEGA),
+    }
+
+
+def _with_psi(p, seed, psi):
+    """make_inputs' inputs with psi_in the field `psi` (float32, edges zeroed)."""
+    psi = psi.astype(np.float32)
+    psi[[0, -1], :] = 0.0
+    psi[:, [0, -1]] = 0.0
+    return dict(make_inputs(p, seed), psi_in=psi)
+
+
+def shifted_inputs(p, seed=None):
+    """A peaked start whose magnetic axis sits off centre (outward in R, as a
+    Shafranov shift moves it, and up or down in Z): the current J(psin)
+    starts concentrated in a narrow off-centre core."""
+    rng = input_rng(seed, 0x6501)
+    u = np.linspace(0.0, 1.0, p["NR"])[None, :]
+    v = np.linspace(0.0, 1.0, p["NZ"])[:, None]
+    u0, v0 = rng.uniform(0.55, 0.75), rng.uniform(0.35, 0.65)
+    wu, wv = rng.uniform(0.1, 0.2), rng.uniform(0.12, 0.25)
+    peak = np.exp(-((u - u0) ** 2) / (2 * wu * wu) - (v - v0) ** 2 / (2 * wv * wv))
+    return _with_psi(p, seed, peak * np.sin(np.pi * u) * np.sin(np.pi * v))
+
+
+def doublet_inputs(p, seed=None):
+    """Two lobes of opposite sign in R (sin(2 pi u) sin(pi v), unequal
+    heights): psi_axis is the positive lobe's peak and the negative lobe
+    carries no current (J = 0 where psin <= 0)."""
+    rng = input_rng(seed, 0x6502)
+    u = np.linspace(0.0, 1.0, p["NR"])[None, :]
+    v = np.linspace(0.0, 1.0, p["NZ"])[:, None]
+    lobes = np.sin(2 * np.pi * u) * np.sin(np.pi * v)
+    scale = np.where(lobes > 0, 1.0, rng.uniform(0.3, 1.5))
+    return _with_psi(p, seed, scale * lobes)
+
+
+DISTRIBUTIONS = {"shifted": shifted_inputs, "doublet": doublet_inputs}
+
+
+def draw_held_out(rng):
+    """A grid near the listed held-out's 129x129 (not square in general) with
+    25 to 50 outer steps (it has 35), off the listed values and the
+    power-of-two grid, on one of the other initial fields."""
+    return {
+        "NR": int(rng.integers(100, 170)),
+        "NZ": int(rng.integers(100, 170)),
+        "n_steps": int(rng.integers(25, 51)),
+        "distribution": str(rng.choice(sorted(DISTRIBUTIONS))),
     }
 
 
@@ -141,5 +189,7 @@ TASK = Task(
     check="max abs of psi",
     tolerance="1e-4 + 1e-5 * max|ref|",
     model="12 NR NZ n_steps bytes",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
     folder=Path(__file__).parent,
 )

@@ -41,11 +41,19 @@ TARGET_SEED = 0xC0FFEE
 INIT_SEED = 0xBADC0DE
 
 
-def make_target(d):
-    """(Sigma, A) fp32: Q diag(geomspace(0.5, 2, d)) Q^T and its analytic inverse."""
+# Sigma's eigenvalue range per input distribution (None: make_inputs'); the
+# reference (reference/hmc.py SPECTRA) rebuilds the same targets. Every
+# eigenvalue stays >= 0.5: below, a trajectory of L eps = 2 nears the
+# half-period of a direction (eigenvalue ~0.41), where HMC maps q to about -q
+# and the chains stop mixing there.
+SPECTRA = {None: (0.5, 2.0), "elongated": (0.5, 8.0), "round": (0.8, 1.25)}
+
+
+def make_target(d, spectrum=SPECTRA[None]):
+    """(Sigma, A) fp32: Q diag(geomspace(lo, hi, d)) Q^T and its analytic inverse."""
     rng = np.random.default_rng(TARGET_SEED)
     q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    lam = np.geomspace(0.5, 2.0, d)
+    lam = np.geomspace(spectrum[0], spectrum[1], d)
     sigma = q @ np.diag(lam) @ q.T
     prec = q @ np.diag(1.0 / lam) @ q.T
     return (0.5 * (sigma + sigma.T)).astype(np.float32), (0.5 * (prec + prec.T)).astype(np.float32)
@@ -73,6 +81,45 @@ def make_inputs(p, seed=None):
         "eps": np.array(EPS, dtype=np.float32),
         "hmc_step_idx": u32(0),  # replaced at every launch by run() (a device counter)
         "seed": u32(input_word(seed, RNG_SEED)),
+    }
+
+
+def _conditioned_inputs(p, seed, name, fixed):
+    """make_inputs' inputs for the target of SPECTRA[name], started from
+    N(0, 4 Sigma) of that target (drawn from the constant `fixed`)."""
+    d, K = p["d"], p["K"]
+    sigma, prec = make_target(d, SPECTRA[name])
+    chol = np.linalg.cholesky(sigma).astype(np.float32)
+    z = input_rng(seed, fixed).standard_normal((K, d)).astype(np.float32)
+    q0 = (np.float32(2.0) * (z @ chol.T)).astype(np.float32)
+    return dict(make_inputs(p, seed), q_in=q0, A=prec)
+
+
+def elongated_inputs(p, seed=None):
+    """Condition number 16 (Sigma's eigenvalues 0.5 to 8) instead of 4: the
+    same stiffest direction, so acceptance stays, and slower wide directions
+    the chains must cross from the overdispersed start."""
+    return _conditioned_inputs(p, seed, "elongated", 0xBAD01)
+
+
+def round_inputs(p, seed=None):
+    """Condition number ~1.6 (eigenvalues 0.8 to 1.25): a nearly isotropic
+    target, high acceptance."""
+    return _conditioned_inputs(p, seed, "round", 0xBAD02)
+
+
+DISTRIBUTIONS = {"elongated": elongated_inputs, "round": round_inputs}
+
+
+def draw_held_out(rng):
+    """d near the listed held-out's 24 (even, off the listed values and the
+    powers of two), K near its 2048 chains and T near its 200 steps, on a
+    differently conditioned target."""
+    return {
+        "d": int(rng.choice(np.array([18, 20, 22, 26, 28]))),
+        "K": int(rng.integers(1200, 3000)),
+        "T": int(rng.integers(150, 251)),
+        "distribution": str(rng.choice(sorted(DISTRIBUTIONS))),
     }
 
 
@@ -169,5 +216,7 @@ TASK = Task(
         "fp32 mirror's"
     ),
     model="K T (L+1)(2d^2 - d) FLOPs",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
     folder=Path(__file__).parent,
 )

@@ -61,6 +61,45 @@ def make_inputs(p, seed=None):
     }
 
 
+def _at_temperature(p, seed, beta, up_fraction, fixed):
+    """make_inputs' inputs at inverse temperature `beta` (its acceptance
+    table) from a start with `up_fraction` of the spins +1."""
+    up = input_rng(seed, fixed).uniform(size=(p["NY"], p["NX"])) < up_fraction
+    p_accept = np.array([1.0, 1.0, 1.0, np.exp(-4.0 * beta), np.exp(-8.0 * beta)])
+    return dict(
+        make_inputs(p, seed),
+        spins=np.where(up, 1, -1).astype(np.int8),
+        p_accept=p_accept.astype(np.float32),
+    )
+
+
+def cold_inputs(p, seed=None):
+    """beta = 0.6, below the critical temperature (beta_c = 0.4407), from a
+    90 % magnetised start: ordered domains, few flips accepted."""
+    return _at_temperature(p, seed, 0.6, 0.9, 0x15101)
+
+
+def hot_inputs(p, seed=None):
+    """beta = 0.25, well above the critical temperature: a disordered lattice
+    where most proposed flips are accepted."""
+    return _at_temperature(p, seed, 0.25, 0.5, 0x15102)
+
+
+DISTRIBUTIONS = {"cold": cold_inputs, "hot": hot_inputs}
+
+
+def draw_held_out(rng):
+    """An even lattice near the listed held-out's 1536x1536 (not square in
+    general) with 25 to 55 sweeps (it has 40), off the listed values and the
+    power-of-two grid, at another temperature."""
+    return {
+        "NX": 2 * int(rng.integers(600, 950)),
+        "NY": 2 * int(rng.integers(600, 950)),
+        "n_sweeps": int(rng.integers(25, 56)),
+        "distribution": str(rng.choice(sorted(DISTRIBUTIONS))),
+    }
+
+
 def run(launch, inp, p):
     # 2 n_sweeps dispatches (colour = step_idx & 1); each reads the previous output.
     s = inp["spins"]
@@ -132,5 +171,7 @@ TASK = Task(
     check="byte-exact final spins",
     tolerance="0 differing sites",
     model="2 NX NY n_sweeps bytes (MLX-native moves 4)",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
     folder=Path(__file__).parent,
 )

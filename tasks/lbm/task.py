@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task, perturbed
+from mlxsci.task import KernelContract, Size, Task, input_rng, perturbed
 
 TAU = 0.8
 W = (
@@ -32,6 +32,10 @@ W = (
     1.0 / 36.0,
     1.0 / 36.0,
 )
+
+
+CX = (0, 1, 0, -1, 0, 1, -1, -1, 1)
+CY = (0, 0, 1, 0, -1, 1, 1, -1, -1)
 
 
 def make_inputs(p, seed=None):
@@ -50,6 +54,61 @@ def make_inputs(p, seed=None):
         "NX": np.array(nx, dtype=np.uint32),
         "NY": np.array(ny, dtype=np.uint32),
         "tau": np.array(TAU, dtype=np.float32),
+    }
+
+
+def _equilibrium(p, seed, rho, u, v):
+    """make_inputs' inputs with f_in the BGK equilibrium of the fields rho,
+    u, v (computed in fp64, stored fp32): a fluid in motion."""
+    usq = u * u + v * v
+    f = np.empty((9, p["NY"], p["NX"]))
+    for k in range(9):
+        cu = CX[k] * u + CY[k] * v
+        f[k] = W[k] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * usq)
+    return dict(make_inputs(p, seed), f_in=f.astype(np.float32))
+
+
+def shear_layer_inputs(p, seed=None):
+    """A doubly periodic shear layer (two tanh jets in x, speed 0.03 to 0.06)
+    with a small sinusoidal v kick that rolls it up into vortices, instead
+    of a density bump at rest."""
+    rng = input_rng(seed, 0x1B01)
+    nx, ny = p["NX"], p["NY"]
+    x = np.arange(nx)[None, :] / nx
+    y = np.arange(ny)[:, None] / ny
+    speed, width = rng.uniform(0.03, 0.06), rng.uniform(0.03, 0.08)
+    u = speed * np.where(y <= 0.5, np.tanh((y - 0.25) / width), np.tanh((0.75 - y) / width))
+    phase = rng.uniform(0.0, 2.0 * np.pi)
+    v = 0.05 * speed * np.sin(2.0 * np.pi * x + phase) * np.ones_like(y)
+    return _equilibrium(p, seed, np.ones((ny, nx)), u, v)
+
+
+def vortices_inputs(p, seed=None):
+    """A Taylor-Green vortex array (m x n cells, m, n in 1..4, peak speed
+    0.02 to 0.05) with its pressure as a density dip at the vortex centres."""
+    rng = input_rng(seed, 0x1B02)
+    nx, ny = p["NX"], p["NY"]
+    kx = 2.0 * np.pi * rng.integers(1, 5) * np.arange(nx)[None, :] / nx
+    ky = 2.0 * np.pi * rng.integers(1, 5) * np.arange(ny)[:, None] / ny
+    speed = rng.uniform(0.02, 0.05)
+    u = speed * np.cos(kx) * np.sin(ky)
+    v = -speed * np.sin(kx) * np.cos(ky)
+    rho = 1.0 - 0.75 * speed * speed * (np.cos(2.0 * kx) + np.cos(2.0 * ky))
+    return _equilibrium(p, seed, rho, u, v)
+
+
+DISTRIBUTIONS = {"shear-layer": shear_layer_inputs, "vortices": vortices_inputs}
+
+
+def draw_held_out(rng):
+    """A grid near the listed held-out's 192x192 (not square in general) with
+    50 to 100 steps (it has 75), off the listed values and the power-of-two
+    grid, on one of the flows in motion."""
+    return {
+        "NX": int(rng.integers(140, 250)),
+        "NY": int(rng.integers(140, 250)),
+        "n_steps": int(rng.integers(50, 101)),
+        "distribution": str(rng.choice(sorted(DISTRIBUTIONS))),
     }
 
 
@@ -115,5 +174,7 @@ TASK = Task(
     check="max abs over all 9 fields",
     tolerance="5e-4 + 1e-4 * max|ref|",
     model="72 NX NY n_steps bytes",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
     folder=Path(__file__).parent,
 )

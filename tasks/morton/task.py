@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlxsci.task import KernelContract, Size, Task, perturbed
+from mlxsci.task import KernelContract, Size, Task, input_rng, perturbed
 
 ALPHA = 0.10
 
@@ -62,6 +62,61 @@ def make_inputs(p, seed=None):
         "logN": np.array(n.bit_length() - 1, dtype=np.uint32),
         "alpha": np.array(ALPHA, dtype=np.float32),
     }
+
+
+def _in_morton_order(p, seed, u):
+    """make_inputs' inputs with u_in the row-major field `u` (faces zeroed)
+    scattered into Morton order."""
+    n = p["N"]
+    u = u.astype(np.float32)
+    u[[0, -1], :, :] = 0.0
+    u[:, [0, -1], :] = 0.0
+    u[:, :, [0, -1]] = 0.0
+    u_morton = np.empty(n**3, dtype=np.float32)
+    u_morton[morton_index(n).ravel()] = u.ravel()
+    return dict(make_inputs(p, seed), u_in=u_morton)
+
+
+def hot_spots_inputs(p, seed=None):
+    """Five narrow hot spots of different heights at random places instead of
+    one wide centred Gaussian: steep gradients, mostly cold cells."""
+    rng = input_rng(seed, 0x3D01)
+    n = p["N"]
+    z, y, x = np.ogrid[0:n, 0:n, 0:n]
+    u = np.zeros((n, n, n))
+    for _ in range(5):
+        cx, cy, cz = rng.uniform(0.15, 0.85, size=3) * n
+        width = rng.uniform(0.02, 0.06) * n + 0.6
+        r2 = (x - cx) ** 2 + (y - cy) ** 2 + (z - cz) ** 2
+        u = u + rng.uniform(0.3, 1.0) * np.exp(-r2 / (2.0 * width * width))
+    return _in_morton_order(p, seed, u)
+
+
+def modes_inputs(p, seed=None):
+    """A sum of three sine modes (1 to 6 half waves per axis, signed): every
+    cell away from the faces non-zero, cold and hot regions side by side."""
+    rng = input_rng(seed, 0x3D02)
+    n = p["N"]
+    c = np.linspace(0.0, np.pi, n)
+    u = np.zeros((n, n, n))
+    for _ in range(3):
+        a, b, k = rng.integers(1, 7, size=3)
+        mode = np.sin(k * c)[:, None, None] * np.sin(b * c)[None, :, None]
+        u = u + rng.uniform(-1.0, 1.0) * mode * np.sin(a * c)[None, None, :]
+    return _in_morton_order(p, seed, u)
+
+
+DISTRIBUTIONS = {"hot-spots": hot_spots_inputs, "modes": modes_inputs}
+
+
+def draw_held_out(rng):
+    """N stays a power of two (Morton order needs it): 256 (the listed
+    held-out's) with 6 to 19 steps (it has 10), or 128 with 50 to 150 steps,
+    about the same cell updates; the steps off the listed values and the
+    power-of-two grid, and one of the other initial fields."""
+    n = int(rng.choice(np.array([128, 256])))
+    steps = int(rng.integers(6, 20)) if n == 256 else int(rng.integers(50, 151))
+    return {"N": n, "n_steps": steps, "distribution": str(rng.choice(sorted(DISTRIBUTIONS)))}
 
 
 def run(launch, inp, p):
@@ -127,5 +182,8 @@ TASK = Task(
     check="max abs of the field (row-major)",
     tolerance="1e-4 + 1e-5 * max|ref|",
     model="8 N^3 n_steps bytes",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
+    power_of_two_params=("N",),
     folder=Path(__file__).parent,
 )

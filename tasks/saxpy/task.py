@@ -21,6 +21,41 @@ def make_inputs(p, seed=None):
     }
 
 
+def log_normal_inputs(p, seed=None):
+    """x and y with magnitudes spread over decades (log-normal, sigma 1.5) and
+    random signs, instead of unit normals: large and tiny terms side by side."""
+    inputs = make_inputs(p, seed)
+    rng = input_rng(seed, 0x5A01)
+    for name in ("x", "y"):
+        magnitude = np.exp(rng.normal(0.0, 1.5, size=p["N"]))
+        sign = rng.choice(np.array([-1.0, 1.0]), size=p["N"])
+        inputs[name] = (sign * magnitude).astype(np.float32)
+    return inputs
+
+
+def cancelling_inputs(p, seed=None):
+    """y within 0.1 % of -a x: y_out is the small difference of two nearly
+    equal terms (cancellation), about 1e-3 of either."""
+    inputs = make_inputs(p, seed)
+    rng = input_rng(seed, 0x5A02)
+    x = rng.standard_normal(p["N"])
+    y = -A * x * (1.0 + rng.normal(0.0, 1e-3, size=p["N"]))
+    inputs["x"] = x.astype(np.float32)
+    inputs["y"] = y.astype(np.float32)
+    return inputs
+
+
+DISTRIBUTIONS = {"log-normal": log_normal_inputs, "cancelling": cancelling_inputs}
+
+
+def draw_held_out(rng):
+    """N near the listed held-out's 4M (2^22), off the power-of-two grid."""
+    return {
+        "N": int(rng.integers(2_500_000, 7_500_000)),
+        "distribution": str(rng.choice(sorted(DISTRIBUTIONS))),
+    }
+
+
 def run(launch, inp, p):
     # One dispatch; y is an input and y_out a fresh output, so every run starts from y0
     # (a chained run, TASK.chain, from the previous run's y).
@@ -72,5 +107,7 @@ TASK = Task(
     check="max abs of y",
     tolerance="1e-5 * max(1, max|ref|)",
     model="12 N bytes",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
     folder=Path(__file__).parent,
 )

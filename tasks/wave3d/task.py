@@ -64,6 +64,61 @@ def make_inputs(p, seed=None):
     }
 
 
+def _at_rest(p, seed, u):
+    """make_inputs' inputs with the field `u` (faces zeroed) at rest."""
+    u = u.astype(np.float32)
+    u[[0, -1], :, :] = 0.0
+    u[:, [0, -1], :] = 0.0
+    u[:, :, [0, -1]] = 0.0
+    return dict(make_inputs(p, seed), u_prev=u, u_curr=u.copy())
+
+
+def modes_inputs(p, seed=None):
+    """Three standing modes sin(a pi x) sin(b pi y) sin(c pi z) (a, b, c in
+    1..6) instead of a bump: the whole box oscillates, faces to centre."""
+    rng = input_rng(seed, 0x3A01)
+    nx, ny, nz = p["NX"], p["NY"], p["NZ"]
+    x = np.linspace(0.0, np.pi, nx)[None, None, :]
+    y = np.linspace(0.0, np.pi, ny)[None, :, None]
+    z = np.linspace(0.0, np.pi, nz)[:, None, None]
+    u = np.zeros((nz, ny, nx))
+    for _ in range(3):
+        a, b, c = rng.integers(1, 7, size=3)
+        u = u + rng.uniform(-1.0, 1.0) * np.sin(a * x) * np.sin(b * y) * np.sin(c * z)
+    return _at_rest(p, seed, u)
+
+
+def pulses_inputs(p, seed=None):
+    """Six narrow Gaussian pulses of either sign at random places over a
+    0.05 U(0, 1) background (so no cell near a face is ~0, where a wrong
+    update would hide): wavefronts that cross and reflect off the faces."""
+    rng = input_rng(seed, 0x3A02)
+    nx, ny, nz = p["NX"], p["NY"], p["NZ"]
+    k, j, i = np.ogrid[0:nz, 0:ny, 0:nx]
+    u = rng.uniform(0.0, 0.05, size=(nz, ny, nx))
+    for _ in range(6):
+        cx, cy, cz = rng.uniform(0.15, 0.85, size=3) * (nx, ny, nz)
+        width = rng.uniform(0.03, 0.08) * min(nx, ny, nz) + 0.7
+        r2 = (i - cx) ** 2 + (j - cy) ** 2 + (k - cz) ** 2
+        u = u + rng.choice(np.array([-1.0, 1.0])) * np.exp(-r2 / (2.0 * width * width))
+    return _at_rest(p, seed, u)
+
+
+DISTRIBUTIONS = {"modes": modes_inputs, "pulses": pulses_inputs}
+
+
+def draw_held_out(rng):
+    """A box near the listed held-out's 128^3 (not a cube in general) with 12
+    to 28 steps (it has 20), off the listed values and the power-of-two grid."""
+    return {
+        "NX": int(rng.integers(96, 170)),
+        "NY": int(rng.integers(96, 170)),
+        "NZ": int(rng.integers(96, 170)),
+        "n_steps": int(rng.integers(12, 29)),
+        "distribution": str(rng.choice(sorted(DISTRIBUTIONS))),
+    }
+
+
 def run(launch, inp, p):
     # Metal-Sci's three-buffer rotation: the step's (curr, next) become the next
     # step's (prev, curr). The answer is the last u_curr; u_prev, the field one
@@ -128,5 +183,7 @@ TASK = Task(
     check="max abs of the final u_curr",
     tolerance="1e-4 + 1e-5 * max|ref|",
     model="12 NX NY NZ n_steps bytes",
+    draw_held_out=draw_held_out,
+    distributions=DISTRIBUTIONS,
     folder=Path(__file__).parent,
 )
