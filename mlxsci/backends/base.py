@@ -8,7 +8,22 @@ runs on an Apple GPU, an NVIDIA GPU and the CPU simulator.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from mlxsci.kernel.spec import BackendError, KernelSpec
+
+
+@dataclass
+class BranchMap:
+    """A kernel's branch arms as a backend that measures coverage counts
+    them: `arms`, {"line", "column", "kind", "counter"} each (line and column
+    in the candidate file; counter: the index in Kernel.branch_hits()),
+    `not_instrumented`, {"line", "column", "kind", "reason"} each, and
+    `counters`, the length of Kernel.branch_hits()."""
+
+    arms: list[dict] = field(default_factory=list)
+    not_instrumented: list[dict] = field(default_factory=list)
+    counters: int = 0
 
 
 class Kernel:
@@ -27,6 +42,13 @@ class Kernel:
     ):
         """Returns a list of mx.array outputs (lazy on GPU backends)."""
         raise NotImplementedError
+
+    def branch_hits(self) -> list[int] | None:
+        """Where the backend measures coverage (Backend.measures_coverage):
+        how often each counter of the kernel's arms (Backend.branch_map) was
+        bumped by the launches made while `count_branches` was on; None
+        where it does not."""
+        return None
 
 
 class Backend:
@@ -68,6 +90,13 @@ class Backend:
     # The size set an evaluation takes when none is asked for: in-dist on a
     # GPU, smoke where a size costs minutes.
     default_size_set: str = "in-dist"
+    # It can count how often each arm of a candidate's branches runs
+    # (branch_map, Kernel.branch_hits): the simulator instruments the text
+    # it compiles; a GPU runs the compiled kernel as it is.
+    measures_coverage: bool = False
+    # Set by the worker for its coverage run: kernels launched meanwhile
+    # count their arms (on a backend that measures coverage).
+    count_branches: bool = False
 
     @classmethod
     def available(cls) -> bool:
@@ -113,6 +142,12 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for all queued work (a no-op where calls are eager)."""
+
+    def branch_map(self, spec: KernelSpec) -> BranchMap | None:
+        """The arms of `spec`'s branches that its counters count, and those
+        left out, where the backend measures coverage; None where not. The
+        parent asks it (never the worker), from its own spec of the kernel."""
+        return None
 
     def classify_error(self, exc: BaseException) -> BackendError | None:
         """Map an exception raised while evaluating kernel outputs to a

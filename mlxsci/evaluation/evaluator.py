@@ -47,9 +47,9 @@ from mlxsci.evaluation.references import get_reference
 from mlxsci.evaluation.results import Evaluation, SizeResult, geometric_mean
 from mlxsci.evaluation.runner import candidate_worker
 from mlxsci.kernel import dialects
-from mlxsci.kernel.candidate import CandidateError, parse
+from mlxsci.kernel.candidate import CandidateError, parse, to_kernel_spec
 from mlxsci.kernel.source import policy as source_policy
-from mlxsci.protocol.exchange import ARCHIVE_SLACK, OUTPUT_FILES
+from mlxsci.protocol.exchange import ARCHIVE_SLACK, OUTPUT_FILES, coverage_counts
 from mlxsci.roofline.ceilings import Roofline
 from mlxsci.roofline.store import load_or_measure
 from mlxsci.storage.cache import cache_dir
@@ -89,6 +89,8 @@ class Plan:
     n_measure: int | None
     timeout: float | None
     param_overrides: dict | None
+    # Set where evaluate(coverage=True) runs on a backend that measures it.
+    coverage: CoverageTally | None = None
 
     def job(self, size: Size) -> dict:
         """The size's job for the worker (mlxsci/worker/serve.py): the runs
@@ -109,6 +111,10 @@ class Plan:
             "settle": SETTLE[self.backend.profile],
             "extra_runs": EXTRA_RUNS[self.backend.profile] if self.n_measure is None else None,
         }
+        if self.coverage is not None:
+            # The counted run comes last; a size that used half its time
+            # already skips it rather than risk its verdict on a timeout.
+            job["coverage"] = {"within_s": COVERAGE_TIME_SHARE * self.size_timeout()}
         return sanitized_job(job, self.n_warmup, self.n_measure) if self.sanitize else job
 
     def size_timeout(self) -> float:
@@ -206,6 +212,8 @@ def run_size(
     under = f" under compute-sanitizer {plan.sanitize}" if plan.sanitize else ""
     say(f"{task.name} {size.label}: running on {plan.backend_name}{under}")
     result, jobdir, tail = worker.run(job, plan.size_timeout())
+    if plan.coverage is not None:
+        plan.coverage.add(size.label, result)
     try:
         if result is None or "error" in result:  # no size follows a failure
             worker.end()  # first, with all it wrote: its room is not the machine's
@@ -310,6 +318,7 @@ def evaluate(
     unsandboxed: bool = False,
     input_seed: int | None = None,
     keep_implausible: bool = False,
+    coverage: bool = False,
 ) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
 
@@ -335,7 +344,17 @@ def evaluate(
     keep_implausible: count the fraction of a size whose time is below what
     the machine allows (mlxsci.evaluation.checks.implausibility) instead of scoring the
     candidate 0: for studying such kernels. The verdict says implausible
-    either way."""
+    either way.
+    coverage: on a backend that measures it (Backend.measures_coverage: the
+    simulator), count how often each arm of the candidate's branches runs,
+    summed over every thread and every size: Evaluation.coverage (its shape:
+    CoverageTally.record); None when not asked or where not measured. Each
+    size's worker makes one more pipeline run for it, with kernels built to
+    count (mlxsci.worker.serve.coverage_run), after the timed and the
+    verification runs: the verdict and the score rest on the uninstrumented
+    kernels alone, so the score stays comparable with any other. Coverage is
+    evidence only: a count the parent cannot trust makes it unavailable,
+    never changes a verdict."""
     plan = plan_evaluation(
         task_name, source, backend, dialect, filename, timer, sanitize, n_warmup=n_warmup,
         n_measure=n_measure, timeout=timeout, param_overrides=param_overrides,
@@ -345,23 +364,20 @@ def evaluate(
     secret = input_seed if input_seed is not None else secrets.randbits(62)
     say = progress or (lambda msg: None)
     why = candidate_refusal(task, plan.source, be.dialect, plan.filename)
+    if coverage and be.measures_coverage:
+        plan.coverage = CoverageTally.of(plan, refused=why)
     if why:  # it never reaches a worker
         ev.compile_ok, ev.fail_reason = False, why
+        ev.coverage = plan.coverage.record() if plan.coverage else None
         return ev
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     say(f"{task.name}: roofline for {device['name']}")
     roof = machine_roofline(be, plan.timer, announce or say, say)
     ev.roofline = dict(roof.source)  # which ceilings this result is scored against
-    with plan.worker(unsandboxed) as worker:
-        for index, size in enumerate(sizes):
-            res = run_size(worker, plan, size, index, secret, roof, say)
-            if isinstance(res, str):  # it did not compile: no score
-                ev.compile_ok, ev.correct, ev.score, ev.fail_reason = False, False, 0.0, res
-                return ev
-            ev.sizes.append(res)
-            if not res.correct:  # evaluation stops at the first failing size
-                ev.fail_reason = res.fail_reason
-                break
+    compiled = run_sizes(plan, ev, sizes, secret, roof, say, unsandboxed)
+    ev.coverage = plan.coverage.record() if plan.coverage else None
+    if not compiled:
+        return ev
     ev.correct = ev.fail_reason is None and bool(ev.sizes)
     ev.input_seed = secret if task.takes_seed else None
     score_sizes(ev, task, sizes)
@@ -369,3 +385,117 @@ def evaluate(
     if sanitize:
         mark_sanitized(ev, sanitize)
     return ev
+
+
+def run_sizes(
+    plan: Plan, ev: Evaluation, sizes: list[Size], secret: int, roof: Roofline, say, unsandboxed
+) -> bool:
+    """The sizes in order, in one worker, each result appended to `ev.sizes`
+    until the first that fails (its reason in ev.fail_reason). False where
+    the candidate did not compile (ev says so: no score)."""
+    with plan.worker(unsandboxed) as worker:
+        for index, size in enumerate(sizes):
+            res = run_size(worker, plan, size, index, secret, roof, say)
+            if isinstance(res, str):  # it did not compile: no score
+                ev.compile_ok, ev.correct, ev.score, ev.fail_reason = False, False, 0.0, res
+                return False
+            ev.sizes.append(res)
+            if not res.correct:  # evaluation stops at the first failing size
+                ev.fail_reason = res.fail_reason
+                break
+    return True
+
+
+# The share of a size's time limit after which its worker skips the counted
+# run (evaluate(coverage=True)): it comes after everything the verdict needs.
+COVERAGE_TIME_SHARE = 0.5
+
+
+class CoverageTally:
+    """The branch coverage an evaluation collects (evaluate(coverage=True)).
+    The arms are the parent's own: Backend.branch_map of its own spec of each
+    of the candidate's kernels. Each size's worker sends only counts
+    (mlxsci.worker.serve.coverage_run), read as hostile: the candidate's
+    code ran in that process and could write them. A record that is not
+    exactly what the parent expects (mlxsci.protocol.exchange.coverage_counts)
+    makes the whole coverage unavailable, with the reason; it never touches
+    a verdict."""
+
+    def __init__(self, filename: str, maps: dict, unavailable: str | None = None):
+        self.filename = filename
+        self.maps = maps  # kernel name -> BranchMap
+        self.hits = {name: [0] * m.counters for name, m in maps.items()}
+        self.sizes: list[str] = []  # sizes whose counts are summed
+        self.uncounted: list[dict] = []  # sizes whose worker failed: no counts
+        self.unavailable = unavailable
+
+    @classmethod
+    def of(cls, plan: Plan, refused: str | None = None) -> CoverageTally:
+        """The tally of `plan`'s candidate; unavailable, saying why, where
+        its kernels cannot be mapped (a candidate refused before any run)."""
+        if refused:
+            return cls(plan.filename, {}, f"the candidate never ran: {refused[:300]}")
+        try:
+            cand = parse(plan.source, dialect=plan.backend.dialect, filename=plan.filename)
+            maps = {}
+            for k in plan.task.kernels:
+                spec = to_kernel_spec(
+                    cand, k.name, k.inputs, k.outputs,
+                    atomic_outputs=k.atomic_outputs, filename=plan.filename,
+                )  # fmt: skip
+                maps[k.name] = plan.backend.branch_map(spec)
+        except Exception as exc:  # noqa: BLE001 - coverage is evidence only
+            return cls(plan.filename, {}, f"the kernels' arms could not be mapped: {exc}"[:300])
+        if any(m is None for m in maps.values()):
+            return cls(plan.filename, {}, "the backend mapped no arms")
+        return cls(plan.filename, maps)
+
+    def add(self, label: str, result) -> None:
+        """A size's worker result: its coverage record's counts summed in, a
+        failed size noted, a record refused making the coverage unavailable."""
+        if self.unavailable is not None:
+            return
+        if not isinstance(result, dict) or "error" in result:
+            why = "no result" if not isinstance(result, dict) else "the size failed"
+            self.uncounted.append({"size": label, "reason": why})
+            return
+        try:
+            expected = {name: m.counters for name, m in self.maps.items()}
+            counts = coverage_counts(result.get("coverage"), expected)
+        except Exception as exc:  # noqa: BLE001 - whatever a worker wrote, the parent lives on
+            counts = f"unreadable coverage record ({type(exc).__name__})"
+        if isinstance(counts, str):
+            self.unavailable = f"size {label}: {counts}"
+            return
+        for name, values in counts.items():
+            self.hits[name] = [a + b for a, b in zip(self.hits[name], values)]
+        self.sizes.append(label)
+
+    def record(self) -> dict:
+        """Evaluation.coverage: {"measured", "reason", "file", "sizes",
+        "uncounted", "arms": [{"line", "column", "kind", "hits"}],
+        "not_instrumented": [{"line", "column", "kind", "reason"}]}: arms at
+        lines of the candidate file, a header's arms summed over the kernels
+        that include it; hits None when not measured."""
+        measured = self.unavailable is None and bool(self.sizes)
+        reason = self.unavailable or (None if measured else "no size completed its counted run")
+        arms: dict[tuple, int] = {}
+        left_out: dict[tuple, dict] = {}
+        for name, m in self.maps.items():
+            for arm in m.arms:
+                key = (arm["line"], arm["column"], arm["kind"])
+                arms[key] = arms.get(key, 0) + self.hits[name][arm["counter"]]
+            for k in m.not_instrumented:
+                left_out[(k["line"], k["column"], k["kind"])] = dict(k)
+        return {
+            "measured": measured,
+            "reason": reason,
+            "file": self.filename,
+            "sizes": list(self.sizes),
+            "uncounted": list(self.uncounted),
+            "arms": [
+                {"line": line, "column": col, "kind": kind, "hits": hits if measured else None}
+                for (line, col, kind), hits in sorted(arms.items())
+            ],
+            "not_instrumented": [left_out[k] for k in sorted(left_out)],
+        }

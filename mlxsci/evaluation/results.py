@@ -79,6 +79,10 @@ class Evaluation:
     # the roofline cache entry's name, the sha256 of its bytes, measured_at);
     # {} when no size ran.
     roofline: dict = field(default_factory=dict)
+    # How often each arm of the candidate's branches ran (evaluate(coverage=True)
+    # on a backend that measures it; the shape: mlxsci.evaluation.evaluator.CoverageTally.record).
+    # Evidence only, apart from the verdict and the score. None when not asked.
+    coverage: dict | None = None
 
     def to_json(self) -> dict:
         data = {
@@ -103,6 +107,8 @@ class Evaluation:
         }
         if self.sanitized:  # only sanitized runs carry it; their score is None
             data["sanitized"] = self.sanitized
+        if self.coverage is not None:  # only evaluations that asked for it carry it
+            data["coverage"] = self.coverage
         return redact_json(data)
 
 

@@ -210,3 +210,37 @@ def remove_tree(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
     except Exception:  # noqa: BLE001 - RecursionError and the like: the size is judged already
         pass
+
+
+# A count of a coverage record: non-negative and below 2^63 (what no run
+# reaches); the words of a worker's reason for having none kept in a record.
+COUNT_LIMIT = 1 << 63
+COVERAGE_REASON_CHARS = 300
+
+
+def coverage_counts(record, expected: dict[str, int]) -> dict[str, list[int]] | str:
+    """The counts of a worker's coverage record (mlxsci.worker.serve.coverage_run)
+    when it has the shape the parent expects: exactly the kernels of
+    `expected`, each a list of exactly its number of counters (the parent's
+    own: mlxsci.backends.base.BranchMap), each count an int in
+    [0, COUNT_LIMIT), and outputs equal to the verified run's. Otherwise why
+    not, as a str; never an exception, whatever the record holds (the
+    candidate's code ran in the worker, and could write its counters)."""
+    if not isinstance(record, dict):
+        return "the worker sent no coverage record"
+    if "error" in record:
+        said = record["error"] if isinstance(record["error"], str) else "(not a text)"
+        said = "".join(c if c.isprintable() else " " for c in said[:COVERAGE_REASON_CHARS])
+        return f"the counted run did not complete: {said}"
+    kernels = record.get("kernels")
+    if not isinstance(kernels, dict) or set(kernels) != set(expected):
+        return "malformed coverage record: not one list of counts per kernel"
+    for name, n in expected.items():
+        counts = kernels[name]
+        if not isinstance(counts, list) or len(counts) != n:
+            return f"malformed coverage record: kernel {name!r} has not {n} counts"
+        if not all(type(x) is int and 0 <= x < COUNT_LIMIT for x in counts):
+            return f"malformed coverage record: a count of kernel {name!r} is out of range"
+    if record.get("equals_verified") is not True:
+        return "the counted run's outputs differ from the verified run's"
+    return {name: list(kernels[name]) for name in expected}

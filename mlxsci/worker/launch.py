@@ -103,6 +103,11 @@ class Launcher:
             a = self.counters[value] = self.backend.to_device(np.array(value, dtype=np.uint32))
         return a
 
+    def branch_hits(self) -> dict:
+        """Kernel name -> its counters' counts (Kernel.branch_hits: None on a
+        backend that does not count)."""
+        return {name: k.branch_hits() for name, k in self.kernels.items()}
+
     def compile_seconds(self) -> float | None:
         """Time spent compiling, where the backend measures it (the simulator does)."""
         times = [getattr(k, "compile_seconds", None) for k in self.kernels.values()]

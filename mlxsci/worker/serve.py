@@ -34,7 +34,9 @@ races show as a difference, judged by the parent, mlxsci.evaluation.checks):
                  orders drawn from S, simdgroups interleaved at random
                  around barriers and SIMD operations (runtime/sim_runtime.h);
   outputs that differ bitwise go back as schedule_K.npz (K from 1, in
-  this order) -> input checksums again.
+  this order) -> input checksums again -> with job "coverage", one more run
+  with kernels that count their branch arms (coverage_run; nothing the
+  verdict or the score reads).
 A job with "compare" instead times two candidates interleaved (run_compare).
 
 A worker never outlives its parent for long, however the parent ends (kill -9
@@ -62,7 +64,7 @@ from mlxsci.backends.sim import variants
 from mlxsci.kernel.candidate import CandidateError, parse
 from mlxsci.kernel.launch_expr import LaunchExprError
 from mlxsci.kernel.spec import CompileError, KernelFault
-from mlxsci.protocol.exchange import MAX_SCHEDULES, cut_texts, schedule_file
+from mlxsci.protocol.exchange import MAX_SCHEDULES, MESSAGE_CHARS, cut_texts, schedule_file
 from mlxsci.protocol.outputs import (
     SENTINEL_A,
     SENTINEL_B,
@@ -138,6 +140,33 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
     return records, differing
 
 
+def coverage_run(
+    job: dict, work: Work, inputs: dict, launcher, backend, verified: dict, started: float
+) -> dict:
+    """One more run of the pipeline on the first input set with the kernels'
+    counted variants (Backend.count_branches: they count how often each arm
+    of the candidate's branches runs, mlxsci/backends/sim/coverage.py),
+    after every run the verdict and the score rest on, so that neither
+    depends on it. Its record: {"kernels": {name: counts}, "equals_verified":
+    whether its outputs equal the verified run's bit for bit}, or {"error":
+    why there are no counts} (a build or a fault of the counted variant, or
+    too little of the size's time left: job["coverage"]["within_s"])."""
+    within = (job.get("coverage") or {}).get("within_s")
+    if isinstance(within, (int, float)) and time.monotonic() - started > within:
+        return {"error": "too little of the size's time left for the counted run"}
+    backend.count_branches = True
+    launcher.init_value = SENTINEL_A
+    try:
+        outputs = to_numpy(work.enqueue(inputs))
+        return {"kernels": launcher.branch_hits(), "equals_verified": same_bits(outputs, verified)}
+    except Exception as exc:  # noqa: BLE001 - no counts is the answer; the size stands
+        text = error_fields(exc, backend).get("message") or type(exc).__name__
+        return {"error": str(text)[:MESSAGE_CHARS]}
+    finally:
+        backend.count_branches = False
+        launcher.init_value = None
+
+
 def error_record(exc: BaseException, backend) -> dict:
     """The result's error for `exc`, each text in it cut (mlxsci.protocol.exchange.cut_texts):
     a compiler's log of a candidate's text can be of any size."""
@@ -165,6 +194,7 @@ def run_job(job: dict, outdir: Path) -> dict:
     """One size of the protocol (this module's docstring), phase by phase
     (result["phase"] says which one a failure met), its result for
     result.json; the outputs the parent checks go to `outdir`."""
+    started = time.monotonic()
     timings: dict = {}
     result: dict = {"phase": "setup", "timings": timings}
     backend = timer = None
@@ -205,6 +235,11 @@ def run_job(job: dict, outdir: Path) -> dict:
         verified, second, other_orders = verification_runs(
             job, work, sets, launcher, backend, result, timings
         )
+        if job.get("coverage"):
+            result["phase"] = "coverage"
+            result["coverage"] = coverage_run(
+                job, work, inputs, launcher, backend, verified, started
+            )
         runs = verified, second, last, others, other_orders
         write_outputs(outdir, result, *runs, digests=rotation.digests)
         result["phase"] = "done"

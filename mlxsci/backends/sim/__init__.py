@@ -38,8 +38,8 @@ import importlib
 import os
 import platform
 
-from mlxsci.backends.base import Backend
-from mlxsci.backends.sim import toolchain
+from mlxsci.backends.base import Backend, BranchMap
+from mlxsci.backends.sim import coverage, toolchain
 from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE, POOL, BufferPool
 from mlxsci.backends.sim.dialects import DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
@@ -85,6 +85,9 @@ class SimBackend(Backend):
     runs_mlx_ops = False
     records_launch_time = True
     default_size_set = "smoke"
+    # It compiles the candidate's text itself, so it can count its branch
+    # arms (coverage.py) in a variant built for that.
+    measures_coverage = True
 
     def __init__(
         self,
@@ -112,6 +115,9 @@ class SimBackend(Backend):
         # the sim timer records (mlxsci.timing.timers.SimTimer); None when nobody listens.
         self.activity: list | None = None
         self.extra_defines: tuple[str, ...] = ()
+        # Kernels launched while this is on use their counted variants (the
+        # worker's coverage run: mlxsci.worker.serve.coverage_run).
+        self.count_branches = False
         if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):
             self.extra_defines = ("-DSIM_FIBER_UCONTEXT=1",)
 
@@ -159,6 +165,11 @@ class SimBackend(Backend):
                 f"kernel dialect {spec.dialect!r} does not match backend dialect {self.dialect!r}"
             )
         return SimKernel(self, spec)
+
+    def branch_map(self, spec: KernelSpec) -> BranchMap:
+        """The arms the counted variant of `spec` counts (coverage.arms_of)."""
+        arms, skipped = coverage.arms_of(spec)
+        return BranchMap(arms, skipped, coverage.counters_of(spec))
 
     def to_device(self, array):
         import mlx.core as mx

@@ -84,13 +84,17 @@ def assemble(
     glue: str,
     includes: list[Path],
     candidate_file: str | None = None,
+    prologue: str = "",
 ) -> str:
     """The full TU: `includes` (runtime headers, prelude, post headers, in
-    order), then the (rewritten) kernel text with a #line directive at the
-    start of every region, then the glue. Regions of `candidate_file` are
-    named CANDIDATE_FILE."""
+    order), the `prologue` (what an instrumented kernel text calls:
+    coverage.PROLOGUE), then the (rewritten) kernel text with a #line
+    directive at the start of every region, then the glue. Regions of
+    `candidate_file` are named CANDIDATE_FILE."""
     lines = text.split("\n")
     out = [f'#include "{p}"' for p in includes]
+    if prologue:
+        out += ['#line 1 "<sim-coverage>"', prologue]
     for r in regions:
         chunk = lines[r.first - 1 : r.last]
         if not chunk:

@@ -18,7 +18,7 @@ import numpy as np
 
 from mlxsci import sandbox
 from mlxsci.backends.base import Kernel
-from mlxsci.backends.sim import build, variants
+from mlxsci.backends.sim import build, coverage, variants
 from mlxsci.backends.sim.abi import (
     RESULT_NEED_FIBERS,
     RESULT_OK,
@@ -92,6 +92,9 @@ class _Variant:
     needs_fibers: bool
     tgmem_bytes: int
     launch_error: str = ""
+    # Built to count its branch arms (coverage.py): its launches take one more
+    # buffer pointer, the kernel's counters, after its own.
+    counted: bool = False
 
 
 class SimKernel(Kernel):
@@ -111,22 +114,27 @@ class SimKernel(Kernel):
         self.launches = 0
         self.compile_seconds = 0.0  # time spent generating, compiling and loading variants
         self._needs_fibers = self.dialect.needs_fibers(spec)
+        # The counters of the counted variants' launches (all variants of a
+        # kernel share its arms: coverage.instrument_spec), made at the first.
+        self._counts: ctypes.Array | None = None
 
     def _variant(self, infos, out_dtypes, template) -> _Variant:
         """The compiled variant for this call signature; generated text is
         produced only for a signature not seen before."""
+        counted = bool(self.backend.count_branches)
         key = _signature_key(infos, out_dtypes, template)
+        key = key + (counted,) if key is not None else None
         v = self._by_signature.get(key) if key is not None else None
         if v is None:
-            v = self._variant_of_text(infos, out_dtypes, template)
+            v = self._variant_of_text(infos, out_dtypes, template, counted)
             if key is not None:
                 self._by_signature[key] = v
         return v
 
-    def _variant_of_text(self, infos, out_dtypes, template) -> _Variant:
+    def _variant_of_text(self, infos, out_dtypes, template, counted: bool) -> _Variant:
         spec = self.spec
         gen = self.dialect.generate(spec, infos, out_dtypes, template)
-        key = gen.text + "\0" + gen.line1
+        key = gen.text + "\0" + gen.line1 + ("\0counted" if counted else "")
         v = self._variants.get(key)
         if v is not None:
             return v
@@ -140,10 +148,13 @@ class SimKernel(Kernel):
                     out_dtypes,
                     template,
                     self.backend.extra_defines,
+                    counted,
                 )
             )
         else:
-            so = variants.variant_library(self.dialect, spec, gen, self.backend.extra_defines)
+            so = variants.variant_library(
+                self.dialect, spec, gen, self.backend.extra_defines, counted
+            )
         sandbox.seal()  # no thread can start once candidate code is in the process
         lib = build.load_library(so)
         # lib[...] makes a function object of our own (getattr caches one per
@@ -154,7 +165,13 @@ class SimKernel(Kernel):
         tgb = lib["__sim_tgmem_bytes"]
         tgb.restype = ctypes.c_int64
         v = _Variant(
-            entry, gen.params, gen.kernel_name, self._needs_fibers, int(tgb()), gen.launch_error
+            entry,
+            gen.params,
+            gen.kernel_name,
+            self._needs_fibers,
+            int(tgb()),
+            gen.launch_error,
+            counted,
         )
         self._variants[key] = v
         self.compile_seconds += time.perf_counter() - started
@@ -253,10 +270,13 @@ class SimKernel(Kernel):
             self._fill_buffers(
                 bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned
             )
+            before = self._pass_counters(v, bufs)
             launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers)
             R = SimResult()
             kind = v.entry(ctypes.byref(launch), ctypes.byref(R))
             if kind == RESULT_NEED_FIBERS:
+                if before is not None:  # the launch runs again from the start
+                    ctypes.memmove(self._counters(), before, len(before))
                 return "retry_with_fibers"
             if kind != RESULT_OK:
                 raise fault_of(R, bufs.guards, bufs.dtypes, self.dialect, self.backend)
@@ -270,6 +290,29 @@ class SimKernel(Kernel):
             return outs
         finally:
             bufs.release(clean)
+
+    def _pass_counters(self, v: _Variant, bufs: _LaunchBuffers) -> bytes | None:
+        """A counted variant's counters after its own buffers (where its glue
+        looks: coverage.glue), and their values before the launch."""
+        if not v.counted:
+            return None
+        if len(bufs.addresses) != coverage.buffer_count(v.params):
+            raise KernelFault("launch", "internal: the counted variant's buffers do not line up")
+        counts = self._counters()
+        bufs.addresses.append(ctypes.addressof(counts))
+        return bytes(counts)
+
+    def _counters(self) -> ctypes.Array:
+        if self._counts is None:
+            n = coverage.counters_of(self.spec)
+            self._counts = (ctypes.c_uint64 * max(1, n))()
+        return self._counts
+
+    def branch_hits(self) -> list[int]:
+        """How often each counter of the kernel's arms (coverage.arms_of)
+        was bumped, over every counted launch so far."""
+        n = coverage.counters_of(self.spec)
+        return list(self._counters())[:n]
 
     def _fill_buffers(
         self, bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned

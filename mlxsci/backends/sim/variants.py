@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlxsci.backends.sim import build, language_rules, toolchain
+from mlxsci.backends.sim import build, coverage, language_rules, toolchain
 from mlxsci.kernel.signature import METAL_TYPES, ArgInfo
 from mlxsci.kernel.spec import CompileError, KernelSpec
 from mlxsci.storage.faults import fault_of
@@ -40,14 +40,27 @@ MAX_REQUEST_BYTES = 4 << 20
 MAX_BUILDS_PER_SIZE = 16
 
 
-def variant_library(dialect, spec: KernelSpec, gen, extra_defines: tuple[str, ...]) -> Path:
+def variant_library(
+    dialect, spec: KernelSpec, gen, extra_defines: tuple[str, ...], counted: bool = False
+) -> Path:
     """The cached library of generated text `gen`, built if needed: the
     language rules first (what the real compilers reject, and what no kernel
-    language allows), then the line-preserving rewrite, the TU, the build."""
+    language allows), then, `counted`, the candidate's text instrumented to
+    count its branch arms (mlxsci/backends/sim/coverage.py: after the rules,
+    which judge the candidate's own text), then the line-preserving rewrite,
+    the TU, the build."""
     violation = language_rules.check(dialect.name, gen.text, gen.regions, spec.source_file)
     if violation is not None:
         raise violation
-    rewritten = dialect.rewrite(gen.text)
+    text, glue, prologue = gen.text, gen.glue, ""
+    if counted:
+        try:
+            text = coverage.instrument_generated(text, gen.regions, spec)
+            glue = coverage.glue(glue, gen.params)
+        except coverage.NotInstrumentable as exc:
+            raise CompileError(f"branch coverage: {exc}", None, "") from exc
+        prologue = coverage.PROLOGUE
+    rewritten = dialect.rewrite(text)
     if rewritten.count("\n") != gen.text.count("\n"):
         raise CompileError("internal: the source rewrite changed the number of lines", None, "")
     if gen.line1:
@@ -56,7 +69,12 @@ def variant_library(dialect, spec: KernelSpec, gen, extra_defines: tuple[str, ..
             raise CompileError("internal: the generated text's first line is not empty", None, "")
         rewritten = gen.line1 + nl + rest
     tu = build.assemble(
-        rewritten, gen.regions, gen.glue, dialect.includes(), candidate_file=spec.source_file
+        rewritten,
+        gen.regions,
+        glue,
+        dialect.includes(),
+        candidate_file=spec.source_file,
+        prologue=prologue,
     )
     return build.build_library(tu, spec.source_file, extra_defines)
 
@@ -68,8 +86,10 @@ def request(
     out_dtypes: list[str],
     template,
     extra_defines: tuple[str, ...],
+    counted: bool = False,
 ) -> dict:
-    """A build request: everything the parent needs to generate the variant's text."""
+    """A build request: everything the parent needs to generate the
+    variant's text; `counted`: the variant that counts its branch arms."""
     return {
         "dialect": dialect,
         "spec": dict(
@@ -80,6 +100,7 @@ def request(
         # A candidate's template arguments are its params: (name, int) pairs.
         "template": [[n, v] for n, v in (template or ())],
         "extra_defines": list(extra_defines),
+        "counted": counted,
     }
 
 
@@ -115,12 +136,13 @@ def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
     return kernels
 
 
-def kernel_of_request(req: Any, job: dict) -> tuple[str, KernelSpec, list, list, list, tuple]:
-    """(dialect, spec, infos, out_dtypes, template, extra_defines) of a request
-    read from a worker. The spec and template are the parent's own
-    (job_kernels): the request must name one of them exactly, so nothing of
-    the kernel's text comes from the worker. The call signature is checked
-    for type and range."""
+def kernel_of_request(req: Any, job: dict) -> tuple[str, KernelSpec, list, list, list, tuple, bool]:
+    """(dialect, spec, infos, out_dtypes, template, extra_defines, counted)
+    of a request read from a worker. The spec and template are the parent's
+    own (job_kernels): the request must name one of them exactly, so nothing
+    of the kernel's text comes from the worker. The call signature is
+    checked for type and range; a counted variant only for a job that asks
+    for coverage."""
     _need(isinstance(req, dict), "not an object")
     dialect = (job.get("backend_options") or {}).get("dialect", "metal")
     _need(req.get("dialect") == dialect, "dialect")
@@ -158,7 +180,10 @@ def kernel_of_request(req: Any, job: dict) -> tuple[str, KernelSpec, list, list,
     _need(len(out) == len(spec.output_names), "one output dtype per output")
     defines = tuple(req.get("extra_defines", ()))
     _need(defines in ALLOWED_DEFINES, "defines")
-    return dialect, spec, infos, out, template, defines
+    counted = req.get("counted", False)
+    _need(type(counted) is bool, "counted")
+    _need(not counted or bool(job.get("coverage")), "a counted variant the job does not ask for")
+    return dialect, spec, infos, out, template, defines, counted
 
 
 def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict:
@@ -176,11 +201,11 @@ def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict
             req = json.loads(text)
         except (ValueError, RecursionError) as exc:
             raise BadRequest("build request is not JSON") from exc
-        dialect_name, spec, infos, out, template, defines = kernel_of_request(req, job)
+        dialect_name, spec, infos, out, template, defines, counted = kernel_of_request(req, job)
         dialect = DIALECTS[dialect_name]()
         gen = dialect.generate(spec, infos, out, template)
         with toolchain.time_limit(deadline):
-            return {"library": str(variant_library(dialect, spec, gen, defines))}
+            return {"library": str(variant_library(dialect, spec, gen, defines, counted))}
     except CompileError as exc:
         return {
             "error": {"kind": "compile", "message": exc.message, "line": exc.line, "log": exc.log}
