@@ -5,6 +5,7 @@
     mlxsci report results/sweep
     mlxsci sweep --tasks saxpy --models autotune --iterations 4
     mlxsci roofline
+    mlxsci transfer heat2d my_heat.metal --backend sim
     mlxsci --version
 
 Each subcommand is the verb module's own click command (its `main`), so the
@@ -32,6 +33,10 @@ VERBS = {
     "report": ("mlxsci.report", "Tables and plots from search run directories."),
     "sweep": ("mlxsci.sweep", "Run searches for every task x model and index them."),
     "roofline": ("mlxsci.roofline", "Show (measuring once) this machine's roofline."),
+    "transfer": (
+        "mlxsci.transfer.__main__",
+        "Grade whether a candidate's win transfers to the held-out (A-D, transfers).",
+    ),
 }
 
 

@@ -29,6 +29,7 @@ LAYERS = (
     ("worker",),
     ("roofline",),
     ("evaluation",),
+    ("transfer",),
     ("search",),
     ("report", "sweep"),
     ("api", "eval", "cli", "__init__", "__main__"),
