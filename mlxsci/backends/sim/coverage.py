@@ -41,6 +41,7 @@ plain increments: the simulator runs a launch's threads on one OS thread.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -119,6 +120,8 @@ _LEFT_KEYWORDS = frozenset({"return", "else", "do", "case", "throw", "co_return"
 _CONTROL = frozenset({"if", "while", "for", "switch"})
 _AFTER_PARAMETERS = frozenset({"const", "noexcept", "override", "final", "volatile"})
 _SKIP_DEPTH = 200  # nested unbraced statements the pairing follows
+_ANGLE_MARKS = re.compile(r"[<>;{}]")
+_CASE_MARKS = re.compile(r"[:?;{}()\[\]]")
 
 
 class _Scan:
@@ -141,6 +144,8 @@ class _Scan:
         self.inserts: list[tuple[int, int, str]] = []  # (position, order, text)
         self.result = Instrumented(text, end=first)
         self.skipped_statements: dict[int, int | None] = {}
+        self._angles: tuple[list[int], list[int]] | None = None
+        self._openers: dict[int, int] | None = None
 
     def where(self, pos: int) -> tuple[int, int]:
         line = bisect.bisect_right(self.line_starts, pos)
@@ -330,7 +335,7 @@ class _Scan:
         """The colon ending a `case` label's expression from `i`: outside
         brackets, not `::`, not a ternary's."""
         s, pending = self.scan, 0
-        while (m := re.compile(r"[:?;{}()\[\]]").search(s, i)) is not None:
+        while (m := _CASE_MARKS.search(s, i)) is not None:
             c, j = m.group(), m.start()
             if c in "([":
                 close = match_bracket(s, j)
@@ -440,22 +445,30 @@ class _Scan:
 
     def in_angles(self, i: int) -> bool:
         """Whether more `<` than `>` stand between the statement's start and
-        `i`: a comma that may separate template arguments."""
-        s = self.scan
-        j = i - 1
-        depth = 0
-        while j >= 0 and s[j] not in ";{}":
-            c = s[j]
-            if c == "<" and not (j > 0 and s[j - 1] == "<") and s[j + 1] not in "<=":
-                depth += 1
-            elif c == ">" and not (j > 0 and s[j - 1] in "->=") and s[j + 1] not in ">=":
-                depth -= 1
-            j -= 1
-        return depth > 0
+        `i`: a comma that may separate template arguments. The running count
+        is made once per text (asked per comma, a scan back to the
+        statement's start was quadratic in a long initialiser)."""
+        if self._angles is None:
+            s, depth = self.scan, 0
+            self._angles = ([], [])
+            for m in _ANGLE_MARKS.finditer(s):
+                c, j = m.group(), m.start()
+                if c in ";{}":
+                    depth = 0
+                elif c == "<" and not (j > 0 and s[j - 1] == "<") and s[j + 1 : j + 2] not in "<=":
+                    depth += 1
+                elif (
+                    c == ">" and not (j > 0 and s[j - 1] in "->=") and s[j + 1 : j + 2] not in ">="
+                ):
+                    depth -= 1
+                self._angles[0].append(j)
+                self._angles[1].append(depth)
+        k = bisect.bisect_left(self._angles[0], i) - 1  # the last mark before i
+        return k >= 0 and self._angles[1][k] > 0
 
     def opening(self, close: int) -> int | None:
         """The bracket that the one at `close` closes."""
-        if not hasattr(self, "_openers"):
+        if self._openers is None:
             self._openers = {}
             for m in re.finditer(r"[(\[{]", self.scan):
                 partner = match_bracket(self.scan, m.start())
@@ -521,10 +534,13 @@ def instrument(text: str, first: int = 0, functions: bool = False) -> Instrument
     return out
 
 
+@functools.lru_cache(maxsize=32)
 def instrument_spec(spec: KernelSpec) -> tuple[Instrumented | None, Instrumented]:
     """A kernel's header (its function bodies counted too) and body,
     instrumented with counters numbered header first: what the worker
-    launches and what the parent reads its counts by."""
+    launches and what the parent reads its counts by. Kept for the specs
+    asked last (the build, the map and the counts all ask); not to be
+    changed by callers."""
     header = instrument(spec.header, 0, functions=True) if spec.header else None
     body = instrument(spec.source, header.end if header else 0)
     return header, body

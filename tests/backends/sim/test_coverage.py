@@ -354,3 +354,26 @@ def test_the_parent_builds_a_counted_variant_only_for_a_job_that_asks():
     refused = saxpy_build(True, job_coverage=False)
     assert "does not ask for" in refused["error"]["message"]
     assert "counted" in saxpy_build(1, job_coverage=True)["error"]["message"]
+
+
+def test_instrumenting_a_hostile_text_stays_linear():
+    """A candidate is hostile text up to 2 MiB: the scanner answers in about
+    linear time (a ternary per comma of one long initialiser, and a run of
+    `<` before them, were quadratic in a first version), and stops counting
+    at MAX_COUNTERS with the rest listed as left out."""
+    import time
+
+    texts = [
+        "float v[] = {" + ", ".join("a ? 1 : 2" for _ in range(20000)) + "};\n",
+        "x = " + "<" * 20000 + "a ? b : c, " * 5000 + ";\n",
+        "if (a) { x = 1; } else { x = 2; }\n" * 12000,
+        "if (a) " * 5000 + "x = 1;\n",
+    ]
+    for text in texts:
+        started = time.perf_counter()
+        out = coverage.instrument(text, functions=True)
+        assert time.perf_counter() - started < 10.0
+        assert out.text.count("\n") == text.count("\n") and out.end <= coverage.MAX_COUNTERS
+    many = coverage.instrument("if (a) { x = 1; }\n" * (coverage.MAX_COUNTERS // 2 + 10))
+    assert many.end == coverage.MAX_COUNTERS
+    assert sum(s.reason.startswith("more than") for s in many.skipped) == 10
