@@ -154,6 +154,12 @@ def show_result(s: dict, quiet: bool) -> None:
         f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
         f"run directory {s['run_dir']}"
     )
+    transfer = s.get("transfer") or {}
+    if transfer.get("grade") and s.get("best_iteration"):  # (the seed itself: no-win, said)
+        mode = (s.get("held_out") or {}).get("mode", "metal-sci")
+        click.echo(
+            f"transfer to the {mode} held-out: {transfer['grade']}: {transfer.get('reason')}"
+        )
     why = why_nothing_found(s)
     if why:  # flat, saturated, within noise: what the run measured, in one line
         click.echo(why)

@@ -125,16 +125,30 @@ class IterationFiles:
     def held_out_file(self, name: str) -> Path:
         return self.rd.file(f"held_out_{name}.json")
 
-    def saved_held_out(self, entry: Entry, name: str) -> dict | None:
-        """The held-out result of `entry` saved as `name` (seed, best), if saved for it."""
-        path = self.held_out_file(name)
-        if path.exists():
-            saved = self.rd.read_json(path)
-            if saved.get("iteration") == entry.iteration:
-                return saved["result"]
+    def saved_held_out(self, entry: Entry, name: str, draw: str) -> dict | None:
+        """The held-out result of `entry` saved as `name` (seed, best) at the
+        held-out `draw` (its commitment, or the mode), if saved for them."""
+        return self.saved_for(self.held_out_file(name), entry, draw)
+
+    def save_held_out(self, entry: Entry, name: str, result: dict, draw: str) -> None:
+        self.save_for(self.held_out_file(name), entry, draw, result)
+
+    def saved_transfer(self, entry: Entry, draw: str) -> dict | None:
+        """The transfer grade of `entry` at `draw` (transfer.json), if judged."""
+        return self.saved_for(self.rd.file("transfer.json"), entry, draw)
+
+    def save_transfer(self, entry: Entry, draw: str, judged: dict) -> None:
+        self.save_for(self.rd.file("transfer.json"), entry, draw, judged)
+
+    def saved_for(self, path: Path, entry: Entry, draw: str) -> dict | None:
+        """What `path` holds for `entry` at `draw`: None when it holds another's."""
+        if not path.exists():
+            return None
+        saved = self.rd.read_json(path)
+        # (a result saved before draws existed was at the listed held-out)
+        if saved.get("iteration") == entry.iteration and saved.get("draw", "metal-sci") == draw:
+            return saved["result"]
         return None
 
-    def save_held_out(self, entry: Entry, name: str, result: dict) -> None:
-        self.rd.write_json(
-            self.held_out_file(name), {"iteration": entry.iteration, "result": result}
-        )
+    def save_for(self, path: Path, entry: Entry, draw: str, result: dict) -> None:
+        self.rd.write_json(path, {"iteration": entry.iteration, "draw": draw, "result": result})

@@ -30,10 +30,12 @@ holds) and its console lines worded in search/progress.py.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from mlxsci import held_out
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.kernel.candidate import extract_from_response
@@ -46,10 +48,12 @@ from mlxsci.search.options import (
     check_priced,
     default_run_dir,
     given_options,
+    held_out_record,
     make_run_dir,
     new_options,
     proposer_for,
     search_dialect,
+    with_new_draw,
 )
 from mlxsci.search.progress import (
     S_AND_PHI,
@@ -64,7 +68,8 @@ from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import Context, Entry, State, make_strategy, noise_aware_decision
 from mlxsci.search.summary import entry_score, reopen_record, summarize, write_record
 from mlxsci.storage.faults import fault_of
-from mlxsci.task import load_task
+from mlxsci.task import Size, load_task
+from mlxsci.transfer import judge_transfer
 
 
 class CostCapReached(Exception):
@@ -85,14 +90,23 @@ class Search:
         self.backend = opts.backend
         self.dialect = search_dialect(opts)
         self.strategy = make_strategy(opts.strategy)
+        self.draw = held_out_record(opts, self.task)
+        self.held_out_sizes = held_out.held_out_sizes(self.task, self.draw)
 
     # -- evaluation ---------------------------------------------------------
-    def evaluate(self, source: str, filename: str, size_set: str) -> dict:
+    def evaluate(
+        self, source: str, filename: str, sizes: str | list[Size], coverage: bool = False
+    ) -> dict:
+        """An evaluation of `source` at `sizes` (a size set's name, or the
+        sizes themselves: a held-out draw); with `coverage`, on a backend that
+        measures it, the branch arms it ran (a transfer check's evidence)."""
         # announce: a first run on a machine builds the simulator's compiler and
         # measures the roofline, and says so rather than stay silent for minutes.
+        where = {"size_set": sizes} if isinstance(sizes, str) else {"sizes": list(sizes)}
         common = dict(
             backend=self.backend,
-            size_set=size_set,
+            **where,
+            **({"coverage": True} if coverage else {}),
             filename=filename,
             timeout=self.opts.timeout,
             dialect=self.dialect,
@@ -168,14 +182,55 @@ class Search:
         return Entry(source, result, 0)
 
     def held_out(self, entry: Entry, name: str) -> dict:
-        """Held-out evaluation of an entry, saved in the run dir per iteration."""
-        saved = self.files.saved_held_out(entry, name)
+        """Held-out evaluation of an entry at the run's held-out configuration
+        (the draw's: mlxsci/held_out.py), saved in the run dir per iteration
+        and draw."""
+        saved = self.files.saved_held_out(entry, name, self.draw_key)
         if saved is not None:
             return saved
         self.say(f"held-out: evaluating the {name} (iteration {entry.iteration})")
-        result = self.evaluate(entry.source, f"{name}.{self.rd.ext}", "held-out")
-        self.files.save_held_out(entry, name, result)
+        result = self.evaluate(entry.source, f"{name}.{self.rd.ext}", self.held_out_sizes)
+        self.files.save_held_out(entry, name, result, self.draw_key)
         return result
+
+    @property
+    def draw_key(self) -> str:
+        """What ties a saved held-out result to this run's draw."""
+        return self.draw.commitment or self.draw.mode
+
+    def transfer(self, state: State, held_seed: dict, held_best: dict) -> dict:
+        """The transfer grade of the run's best against its seed
+        (mlxsci.transfer.judge_transfer), saved in transfer.json once judged."""
+        saved = self.files.saved_transfer(state.best, self.draw_key)
+        if saved is not None:
+            return saved
+        if state.best is state.seed:
+            judged = {
+                "grade": "no-win",
+                "reason": "the best is the seed: the search kept no candidate",
+                "evidence": [],
+                "numbers": {},
+            }
+        else:
+            self.say("transfer: grading the best against the seed")
+
+            judged = judge_transfer(
+                self.task,
+                state.best.source,
+                state.seed.source,
+                dialect=self.dialect,
+                search_sizes=list(self.task.size_set(self.opts.sizes)),
+                held_out=self.held_out_sizes,
+                evaluate=self.evaluate,
+                known={
+                    "candidate_in_dist": state.best.result,
+                    "baseline_in_dist": state.seed.result,
+                    "candidate_held_out": held_best,
+                    "baseline_held_out": held_seed,
+                },
+            )
+        self.files.save_transfer(state.best, self.draw_key, judged)
+        return judged
 
     # -- one iteration ----------------------------------------------------------
     def check_cost(self, ctx: PromptContext, spent: float) -> None:
@@ -372,6 +427,7 @@ def run(
         where = resume if resume is not None else out or default_run_dir(task_def.name, opts.model)
         rd = RunDir(Path(where), search_dialect(opts))
         history = open_run_dir(rd, held, resume is not None, lock, given["iterations"], echo)
+        opts = draw_again_if_revealed(opts, history, say)
         # run.json says what this session runs: a resume's new iterations, cap, timeouts.
         rd.write_json(rd.file("run.json"), opts.to_json())
         say(f"run directory {rd.path}")
@@ -402,6 +458,18 @@ def open_run_dir(
     return history
 
 
+def draw_again_if_revealed(opts: SearchOptions, history: list[dict], say) -> SearchOptions:
+    """A finished run extended by a resume: its secret was revealed when it
+    finished, so its extension gets a new draw (a held-out gate is a test
+    only while nobody has seen it)."""
+    record = opts.held_out_draw
+    done = max((r["iteration"] for r in history), default=0)
+    if not record or record.get("secret") is None or opts.iterations <= done:
+        return opts
+    say("held-out: this run's draw was revealed when it finished; its extension draws anew")
+    return with_new_draw(opts, load_task(opts.task))
+
+
 def run_search(opts: SearchOptions, rd: RunDir, proposer, say, history: list[dict]) -> dict:
     """The iterations a run has left, then the held-out gate: the summary."""
     search = Search(opts, rd, proposer, say)
@@ -416,6 +484,12 @@ def run_search(opts: SearchOptions, rd: RunDir, proposer, say, history: list[dic
     held_started = time.perf_counter()
     held_seed = search.held_out(state.seed, "seed")
     held_best = held_seed if state.best is state.seed else search.held_out(state.best, "best")
+    transfer = search.transfer(state, held_seed, held_best)
+    # The run is over: its secret is revealed (run.json and summary.json) and
+    # checked against the commitment run.json made when it started.
+    revealed = held_out.reveal(search.task, search.draw)
+    opts = dataclasses.replace(opts, held_out_draw=revealed.to_json())
+    rd.write_json(rd.file("run.json"), opts.to_json())
     summary = summarize(
         opts,
         search.task.name,
@@ -426,6 +500,11 @@ def run_search(opts: SearchOptions, rd: RunDir, proposer, say, history: list[dic
         cost=cost,
         stopped=stopped,
         held_started=held_started,
+    )
+    summary.update(
+        transfer=transfer,
+        held_out=revealed.to_json(),
+        held_out_verified=held_out.verify(search.task, revealed),
     )
     write_record(rd, summary)  # summary.json, then the manifest of the run's files
     say(done_line(summary))

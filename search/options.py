@@ -29,6 +29,7 @@ from typing import Any
 
 import click
 
+from mlxsci import held_out
 from mlxsci.backends import backend_class, backend_options, get_backend, resolve_backend_name
 from mlxsci.evaluation.arguments import TaskArgument
 from mlxsci.evaluation.evaluator import misfit
@@ -129,6 +130,17 @@ class SearchOptions:
         "fails, with that error as its verdict.",
     )
     # Count candidates timed below what the machine allows (for study).
+    # Which held-out the gate evaluates at the end (mlxsci/held_out.py). Runs
+    # from before secret draws evaluated the listed one.
+    held_out: str = option(
+        old_runs="metal-sci",
+        type=click.Choice(["secret", "metal-sci"]),
+        default="secret",
+        show_default=True,
+        help="The held-out gate: secret draws a configuration for this run (committed "
+        "in run.json, revealed at the end, in no prompt); metal-sci evaluates the "
+        "task's published held-out size (comparable with Metal-Sci).",
+    )
     keep_implausible: bool = option(
         old_runs=False,
         is_flag=True,
@@ -188,6 +200,9 @@ class SearchOptions:
     )
     # The text of the --start file, which stands in for the task's seed; no option itself.
     start_source: str | None = dataclasses.field(default=None, metadata={"click": None})
+    # The held-out draw (mlxsci.held_out.HeldOutDraw.to_json()): its commitment
+    # from the start, its secret and configuration once revealed; no option.
+    held_out_draw: dict | None = dataclasses.field(default=None, metadata={"click": None})
 
     def to_json(self) -> dict:
         """What run.json holds."""
@@ -366,7 +381,23 @@ def new_options(given: dict, start: str | Path | None) -> tuple[SearchOptions, T
     check_task(task_def, None if start else written_in)
     if start:
         opts = dataclasses.replace(opts, start_source=read_start(start, written_in, task_def))
-    return opts, task_def
+    return with_new_draw(opts, task_def), task_def
+
+
+def with_new_draw(opts: SearchOptions, task_def: Task) -> SearchOptions:
+    """`opts` with a new held-out draw (mlxsci/held_out.py): for secret, its
+    commitment only; a task that declares no secret draw falls back to its
+    listed held-out, and the record says metal-sci."""
+    mode = held_out.effective_mode(task_def, opts.held_out)
+    draw = held_out.begin(task_def, mode)
+    return dataclasses.replace(opts, held_out=mode, held_out_draw=draw.to_json())
+
+
+def held_out_record(opts: SearchOptions, task_def: Task) -> held_out.HeldOutDraw:
+    """The run's held-out draw; a run.json from before draws had the listed held-out."""
+    if opts.held_out_draw is None:
+        return held_out.begin(task_def, "metal-sci")
+    return held_out.HeldOutDraw.from_json(opts.held_out_draw)
 
 
 def resumed_options(rd_path: Path, **given) -> SearchOptions:

@@ -64,11 +64,16 @@ class Crafted:
         self.table = table  # name -> (S, S noise, Phi, Phi noise)
         self.calls = []
 
-    def __call__(self, task, source, *, size_set, timer=None, **kw):
-        self.calls.append({"size_set": size_set, "timer": timer})
+    def __call__(self, task, source, *, size_set=None, sizes=None, timer=None, **kw):
+        # The held-out: the listed set by name, or a secret draw's sizes. Any
+        # other sizes (a transfer check's second input distribution) score as
+        # the search sizes do.
+        held = size_set == "held-out" or any(SAXPY.is_held_out(s) for s in sizes or ())
+        given = "held-out" if held else (size_set or "given sizes")
+        self.calls.append({"size_set": given, "timer": timer})
         name = source.split("// crafted: ")[1].strip() if "// crafted: " in source else "seed"
         score, noise, phi, phi_noise = self.table[name]
-        if size_set == "held-out":
+        if held:
             ok = phi is not None
             sizes = [
                 {

@@ -331,9 +331,9 @@ def test_the_cli_names_a_tampered_run_and_keeps_it_on_request(finished):
     out = CliRunner().invoke(report.main, [str(finished), "--format", "json"])
     assert out.exit_code == 0, out.output
     assert "TAMPERED" in out.stderr
-    assert json.loads(out.stdout)[0]["scripted speedup"] is None
+    assert json.loads(out.stdout)["main"][0]["scripted speedup"] is None
     out = CliRunner().invoke(report.main, [str(finished), "--format", "json", "--include-tampered"])
-    assert json.loads(out.stdout)[0]["scripted speedup"] == pytest.approx(2.0)
+    assert json.loads(out.stdout)["main"][0]["scripted speedup"] == pytest.approx(2.0)
 
 
 def test_a_resumed_finished_run_writes_its_manifest_anew(finished, monkeypatch):

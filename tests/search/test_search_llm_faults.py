@@ -154,11 +154,11 @@ def test_retry_waits_follow_retry_after_else_double(fake):
 # --- through the loop: recorded skipped iterations, no_candidates -------------------
 
 
-def stub_evaluate(task, source, *, size_set, timer=None, **kw):
+def stub_evaluate(task, source, *, size_set=None, sizes=None, timer=None, **kw):
     """Stands in for mlxsci.evaluation.evaluator.evaluate: every candidate is correct, S 0.3
-    (0.4 for one holding 'faster'), Phi 0.5."""
+    (0.4 for one holding 'faster'), Phi 0.5 (at the listed held-out or a drawn one)."""
     score = 0.4 if "faster" in source else 0.3
-    held = size_set == "held-out"
+    held = size_set == "held-out" or any(SAXPY.is_held_out(s) for s in sizes or ())
     label = SAXPY.size_set("held-out" if held else "smoke")[0].label
     sizes = [
         {
