@@ -176,3 +176,33 @@ def test_a_candidate_cannot_read_the_machine_key(monkeypatch):
     assert key.read_bytes().hex() not in json.dumps(sandboxed.to_json(), default=str)
     unsandboxed = evaluate("saxpy", source, unsandboxed=True, **kwargs)
     assert not unsandboxed.correct  # the attack itself works: only the sandbox stops it
+
+
+# ------------------------------------------------ a size-keyed best, graded
+CANDIDATES = Path(__file__).parents[1] / "transfer" / "candidates"
+
+
+@pytest.mark.slow
+def test_a_search_that_keeps_a_size_keyed_kernel_ends_graded_a(tmp_path):
+    """A proposer offers a kernel tuned for the widths it is measured at
+    beside a slow fallback (tests/transfer/candidates): the search keeps it
+    (S up at the smoke size), and its summary grades the win A, with the
+    scan's finding of the size comparison and the held-out speed as
+    evidence, at the run's own secret draw."""
+    keyed = (CANDIDATES / "heat2d_a_size_branch.metal").read_text()
+    summary = run(
+        "heat2d",
+        proposer=Scripted([fenced(keyed)]),
+        iterations=1,
+        backend="sim",
+        out=tmp_path / "r",
+    )
+    assert summary["best_iteration"] == 1 and summary["improvement_verdict"] == "improved"
+    transfer = summary["transfer"]
+    assert transfer["grade"] == "A", transfer["reason"]
+    assert summary["outcome"] in ("not_transferred", "held_out_regression")
+    what = " ".join(e["what"] for e in transfer["evidence"])
+    assert "NX == 67u" in what and "held-out speedup" in what
+    assert summary["held_out"]["mode"] == "secret" and summary["held_out_verified"] == []
+    saved = json.loads((tmp_path / "r" / "transfer.json").read_text())
+    assert saved["result"] == transfer and saved["draw"] == summary["held_out"]["commitment"]
