@@ -146,7 +146,7 @@ def judge_transfer(
     name, second, word = second_sizes(task, search_sizes, held_out)
     plan = [("in_dist", search_sizes, "the search sizes")]
     plan += [("held_out", held_out, "the held-out")] if held_out else []
-    plan += [("second_distribution", second, word)] if second else []
+    plan += [("second_distribution", second, f"the search sizes with {word}")] if second else []
 
     def measured(who: str, where: str, sizes: list[Size], what: str, cov: bool) -> dict:
         key = f"{who}_{where}" if not cov else f"{who}_coverage"

@@ -37,9 +37,11 @@ def evaluate_on_sim(dialect: str):
     def run(source, filename, sizes, coverage=False):
         key = (dialect, filename, source, repr(sizes), coverage)
         if key not in EVALUATIONS:
+            # 15 timed runs: a size's time on the simulator is their minimum,
+            # which more runs keep clear of other processes on a shared host.
             ev = evaluate(
                 "heat2d", source, backend="sim", sizes=sizes, filename=filename,
-                dialect=dialect, coverage=coverage,
+                dialect=dialect, coverage=coverage, n_measure=15,
             )  # fmt: skip
             EVALUATIONS[key] = ev.to_json()
         return EVALUATIONS[key]
@@ -47,13 +49,13 @@ def evaluate_on_sim(dialect: str):
     return run
 
 
-def judged(name: str, dialect: str) -> dict:
+def judged(name: str, dialect: str, known: dict | None = None) -> dict:
     ext = {"metal": "metal", "cuda": "cu"}[dialect]
     source = TASK.seed(dialect) if name == "seed" else (HERE / f"heat2d_{name}.{ext}").read_text()
     result = judge_transfer(
         TASK, source, TASK.seed(dialect), dialect=dialect,
         search_sizes=list(TASK.size_set("smoke")), held_out=HELD_OUT,
-        evaluate=evaluate_on_sim(dialect),
+        evaluate=evaluate_on_sim(dialect), known=known,
     )  # fmt: skip
     print(name, dialect, json.dumps(result["numbers"], indent=1))  # the measured speedups
     return result
@@ -70,7 +72,13 @@ DIALECTS = ["metal", "cuda"]
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_the_seed_against_itself_is_no_win(dialect):
-    result = judged("seed", dialect)
+    # One in-distribution evaluation for both sides, as a search has when its
+    # best is its seed: two processes' S of the same kernel differ by up to
+    # ~10 % on a shared 2-core host, beyond the verdicts' 5 % floor, and a
+    # second one would test that noise, not the grade. The other places are
+    # evaluated for each side.
+    seed = evaluate_on_sim(dialect)(TASK.seed(dialect), "seed", list(TASK.size_set("smoke")))
+    result = judged("seed", dialect, {"candidate_in_dist": seed, "baseline_in_dist": seed})
     assert result["grade"] == "no-win", result
     assert result["numbers"]["held_out"]["measured"]
     assert result["numbers"]["second_distribution"]["measured"]
