@@ -141,7 +141,7 @@ def run_here(**arguments) -> dict:
 def show_result(s: dict, quiet: bool) -> None:
     """The run's last lines: S and Phi of the seed and the best, its outcome
     (and why nothing was found, when nothing was), tokens, cost and folder."""
-    from mlxsci.search.progress import S_AND_PHI, why_nothing_found
+    from mlxsci.search.progress import S_AND_PHI, held_out_lines, why_nothing_found
 
     def f(x):
         return "-" if x is None else f"{x:.4f}"
@@ -154,12 +154,8 @@ def show_result(s: dict, quiet: bool) -> None:
         f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "
         f"run directory {s['run_dir']}"
     )
-    transfer = s.get("transfer") or {}
-    if transfer.get("grade") and s.get("best_iteration"):  # (the seed itself: no-win, said)
-        mode = (s.get("held_out") or {}).get("mode", "metal-sci")
-        click.echo(
-            f"transfer to the {mode} held-out: {transfer['grade']}: {transfer.get('reason')}"
-        )
+    for line in held_out_lines(s):
+        click.echo(line)
     why = why_nothing_found(s)
     if why:  # flat, saturated, within noise: what the run measured, in one line
         click.echo(why)

@@ -65,26 +65,25 @@ def done_line(summary: dict) -> str:
         f"Phi seed={fmt(summary['held_out_seed'])} best={fmt(summary['held_out_best'])} "
         f"({summary['held_out_verdict'] or 'n/a'})  outcome={summary['outcome']}"
         + _implausible_note(summary)
-        + transfer_note(summary)
     )
 
 
-def transfer_note(summary: dict) -> str:
-    """The transfer grade of the run's best, its reason, and the held-out it
-    was judged at (revealed now that the run is over)."""
-    transfer = summary.get("transfer") or {}
-    if not transfer.get("grade"):
-        return ""
+def held_out_lines(summary: dict) -> list[str]:
+    """The run's held-out (its secret draw revealed, and whether it verifies
+    against the commitment made at the start) and, when the best is not the
+    seed, the transfer grade of the best with its reason."""
     record = summary.get("held_out") or {}
-    where = record.get("mode", "metal-sci")
-    if record.get("params"):
-        shown = ", ".join(f"{k}={v}" for k, v in record["params"].items())
-        where += f": {shown}"
-    unverified = summary.get("held_out_verified")
-    warning = f"  WARNING: the draw does not verify: {'; '.join(unverified)}" if unverified else ""
-    return (
-        f"\ntransfer={transfer['grade']} ({transfer.get('reason', '')}); held-out {where}{warning}"
-    )
+    if record.get("mode") == "secret":
+        shown = ", ".join(f"{k}={v}" for k, v in (record.get("params") or {}).items())
+        problems = summary.get("held_out_verified") or []
+        check = f"DOES NOT VERIFY: {'; '.join(problems)}" if problems else "verified"
+        lines = [f"held-out: secret draw {shown} (commitment {check})"]
+    else:
+        lines = ["held-out: the task's published size (metal-sci)"]
+    transfer = summary.get("transfer") or {}
+    if transfer.get("grade") and summary.get("best_iteration"):
+        lines.append(f"transfer: {transfer['grade']}: {transfer.get('reason')}")
+    return lines
 
 
 def _implausible_note(summary: dict) -> str:
