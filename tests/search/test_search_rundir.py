@@ -195,9 +195,13 @@ def test_the_output_says_what_s_and_phi_are_once(tmp_path, monkeypatch, quiet):
     assert out.output.count(loop.S_AND_PHI) == 1
     lines = out.output.splitlines()
     where = lines.index(loop.S_AND_PHI)
-    if quiet:  # last, after the final line (and the line on why nothing was found, if any)
-        final = lines[-3] if lines[-2].startswith("why ") else lines[-2]
-        assert where == len(lines) - 1 and final.startswith("saxpy / autotune on sim")
+    if quiet:  # last, after the final line and those on the held-out, transfer and why
+        final = next(
+            i for i, line in enumerate(lines) if line.startswith("saxpy / autotune on sim")
+        )
+        after = lines[final + 1 : where]
+        assert where == len(lines) - 1 and after[0].startswith("held-out: secret draw N=")
+        assert all(line.startswith(("held-out: ", "transfer: ", "why ")) for line in after)
     else:  # among the first lines of the progress output
         assert where <= 2 and lines[where - 1] == f"run directory {tmp_path / 'run'}"
     assert (
