@@ -26,6 +26,7 @@ VERB_MODULES = {
     "report": "mlxsci.report",
     "sweep": "mlxsci.sweep",
     "roofline": "mlxsci.roofline",
+    "transfer": "mlxsci.transfer.__main__",
 }
 
 
