@@ -427,7 +427,7 @@ def run(
         where = resume if resume is not None else out or default_run_dir(task_def.name, opts.model)
         rd = RunDir(Path(where), search_dialect(opts))
         history = open_run_dir(rd, held, resume is not None, lock, given["iterations"], echo)
-        opts = draw_again_if_revealed(opts, history, say)
+        opts = draw_again_if_revealed(opts, history, rd, say)
         # run.json says what this session runs: a resume's new iterations, cap, timeouts.
         rd.write_json(rd.file("run.json"), opts.to_json())
         say(f"run directory {rd.path}")
@@ -458,15 +458,21 @@ def open_run_dir(
     return history
 
 
-def draw_again_if_revealed(opts: SearchOptions, history: list[dict], say) -> SearchOptions:
-    """A finished run extended by a resume: its secret was revealed when it
-    finished, so its extension gets a new draw (a held-out gate is a test
-    only while nobody has seen it)."""
+def draw_again_if_revealed(
+    opts: SearchOptions, history: list[dict], rd: RunDir, say
+) -> SearchOptions:
+    """A run extended by a resume after its held-out gate began (its secret
+    revealed when it finished, or held-out results at the drawn configuration
+    in its folder when it was stopped during the gate): its extension gets a
+    new draw, as a held-out is a test only while nothing has shown it."""
     record = opts.held_out_draw
     done = max((r["iteration"] for r in history), default=0)
-    if not record or record.get("secret") is None or opts.iterations <= done:
+    if not record or record.get("mode") != "secret" or opts.iterations <= done:
         return opts
-    say("held-out: this run's draw was revealed when it finished; its extension draws anew")
+    began = any(rd.file(f"held_out_{name}.json").exists() for name in ("seed", "best"))
+    if record.get("secret") is None and not began:
+        return opts
+    say("held-out: this run's draw was shown at its held-out gate; its extension draws anew")
     return with_new_draw(opts, load_task(opts.task))
 
 

@@ -206,3 +206,31 @@ def test_a_search_that_keeps_a_size_keyed_kernel_ends_graded_a(tmp_path):
     assert summary["held_out"]["mode"] == "secret" and summary["held_out_verified"] == []
     saved = json.loads((tmp_path / "r" / "transfer.json").read_text())
     assert saved["result"] == transfer and saved["draw"] == summary["held_out"]["commitment"]
+
+
+def test_a_run_stopped_during_its_gate_and_extended_draws_anew(tmp_path, monkeypatch):
+    """Held-out results at the drawn configuration are in the run's folder
+    once its gate began: a run stopped there (no summary, the secret not yet
+    revealed) and extended with more iterations must not go on proposing
+    with them beside it, so its extension draws anew."""
+    table = {"seed": SEED, "a": (0.36, 0.01, 0.60, 0.02)}
+    summary, fake, _ = crafted_run(tmp_path, monkeypatch, table, ["a"])
+    rd = tmp_path / "run"
+    # As stopped during the gate: run.json's draw unrevealed, no summary yet.
+    options = json.loads((rd / "run.json").read_text())
+    first = dict(options["held_out_draw"], secret=None, params=None)
+    (rd / "run.json").write_text(json.dumps(dict(options, held_out_draw=first)))
+    for name in ("summary.json", "manifest.json", "transfer.json"):
+        (rd / name).unlink(missing_ok=True)
+    summary = run(None, resume=rd, iterations=2, proposer=Scripted([fenced(variant("a"))]))
+    assert summary["held_out"]["nonce"] != first["nonce"]
+    assert summary["held_out_verified"] == []
+    # Stopped the same way before its gate began: the same draw goes on.
+    for name in ("summary.json", "manifest.json", "transfer.json", "held_out_seed.json"):
+        (rd / name).unlink(missing_ok=True)
+    (rd / "held_out_best.json").unlink(missing_ok=True)
+    options = json.loads((rd / "run.json").read_text())
+    second = dict(options["held_out_draw"], secret=None, params=None)
+    (rd / "run.json").write_text(json.dumps(dict(options, held_out_draw=second)))
+    summary = run(None, resume=rd, iterations=3, proposer=Scripted([fenced(variant("a"))]))
+    assert summary["held_out"]["nonce"] == second["nonce"]
