@@ -76,7 +76,8 @@ def is_power_of_two(value) -> bool:
     return isinstance(value, int) and value >= 2 and value & (value - 1) == 0
 
 
-def _cost(task: Task, params: dict) -> tuple[float, float, float]:
+def cost(task: Task, params: dict) -> tuple[float, float, float]:
+    """(bytes moved, FLOPs, working set) of a size: what COST_CAP bounds."""
     return (
         float(task.bytes_moved(params)),
         float(task.flops(params)),
@@ -116,7 +117,7 @@ def draw_problems(task: Task, params: dict) -> list[str]:
         elif is_power_of_two(value):
             problems.append(f"{name}={value} is a power of two")
     listed = task.sizes["held-out"][0].params
-    costs = zip(("bytes", "FLOPs", "working set"), _cost(task, params), _cost(task, listed))
+    costs = zip(("bytes", "FLOPs", "working set"), cost(task, params), cost(task, listed))
     for what, mine, theirs in costs:
         if not math.isfinite(mine) or mine > COST_CAP * theirs:
             problems.append(f"its {what} exceed {COST_CAP:g}x the listed held-out's")
