@@ -14,16 +14,22 @@ The text is read with the source policy's own lexer
 mistaken for code and every token keeps its line of the candidate file.
 What is found: comparisons (==, !=, <, <=, >, >=) with an integer literal
 directly on one side (parentheses allowed), `case N:` labels, and integer
-literals inside a template argument or parameter list. Integer literals in
-any base C++ spells (decimal, hex, octal, binary, digit separators) with or
-without u/U/l/L suffixes count; floating literals do not. 0 and 1 are
-ignored: every kernel compares with them. Not found: a value computed from
-other literals (`2 * 384`), one held in a named constant compared later,
-or one in a `//!` launch expression (a comment to the lexer).
+literals inside a template argument or parameter list. A comparison also
+counts with the value it really tests: a side of literals alone folded
+(`NX == 767u + 1u`, `NX == (2 * 384)`), the integer boundary of a strict
+one (`NX > 767u` is `NX >= 768u`), and a size moved by a literal against a
+constant (`768u - NX == 0u`, `NX + 1u == 769u`, `(NX ^ 768u) == 0u`).
+Integer literals in any base C++ spells (decimal, hex, octal, binary, digit
+separators) with or without u/U/l/L suffixes count; floating literals do
+not, nor does one too long for 64 bits. 0 and 1 are ignored: every kernel
+compares with them. Not found: one held in a named constant compared later,
+arithmetic beyond those shapes, or one in a `//!` launch expression (a
+comment to the lexer).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -47,6 +53,14 @@ NOT_IN_TEMPLATE = frozenset({";", "{", "}", "&&", "||"})
 OPERAND_ENDS = frozenset(
     {"(", ")", ",", ";", "{", "}", "&&", "||", "?", ":", "=", "!", "return"} | COMPARISONS
 )
+# No size needs more than 64 bits: a longer literal (which Python would not
+# even convert past 4300 decimal digits) or a folded value beyond it is none.
+MAX_VALUE_BITS = 64
+MAX_LITERAL_CHARS = 2 + MAX_VALUE_BITS + 3  # `0b`, 64 binary digits, a suffix
+# The operators a side of literals alone is folded through (C's integer ones).
+FOLDED = frozenset({"+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^", "~", "(", ")"})
+# A size moved by a literal (`NX - 768u`): the operators solved for the size.
+MOVED = frozenset({"+", "-", "^"})
 _INTEGER = re.compile(
     r"(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[bB](?P<bin>[01]+)|(?P<dec>[1-9][0-9]*)|(?P<oct>0[0-7]*))"
     r"(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)?\Z"
@@ -94,8 +108,12 @@ class Finding:
 
 def integer_value(text: str) -> int | None:
     """The value of an integer literal token (`256`, `0x100u`, `1'024UL`,
-    `0400`), None for anything else (a floating literal, a user-defined one)."""
-    m = _INTEGER.match(text.replace("'", ""))
+    `0400`), None for anything else (a floating literal, a user-defined one,
+    one too long for MAX_VALUE_BITS)."""
+    text = text.replace("'", "")
+    if len(text) > MAX_LITERAL_CHARS:
+        return None
+    m = _INTEGER.match(text)
     if m is None:
         return None
     if m.group("hex"):
@@ -103,7 +121,8 @@ def integer_value(text: str) -> int | None:
     if m.group("bin"):
         return int(m.group("bin"), 2)
     if m.group("dec"):
-        return int(m.group("dec"))
+        value = int(m.group("dec"))
+        return value if value.bit_length() <= MAX_VALUE_BITS else None
     return int(m.group("oct"), 8)
 
 
@@ -217,22 +236,131 @@ def template_findings(toks: list[Tok], start: int, close: int, values: dict) -> 
 
 
 def comparison_findings(toks: list[Tok], k: int, values: dict) -> list[Finding]:
-    """The finding of a comparison at toks[k] with a listed value directly
-    on either side (through parentheses)."""
+    """The findings of a comparison at toks[k]: a listed value directly on
+    either side (through parentheses), or one the comparison tests
+    (compared_values): one finding per value."""
     right = k + 1
     while right < len(toks) and toks[right].text == "(":
         right += 1
     left = k - 1
     while left >= 0 and toks[left].text == ")":
         left -= 1
-    found = []
+    sides = (operand(toks, k, -1), operand(toks, k, 1))
+    what = f"comparison `{show(sides[0] + [toks[k]] + sides[1])}`"
+    found: list[Finding] = []
+    seen: set[int] = set()
+
+    def note(tok: Tok, value: int | None = None) -> None:
+        finding = make_finding("comparison", what, tok, values, value)
+        if finding and finding.value not in seen:
+            seen.add(finding.value)
+            found.append(finding)
+
     for side in (left, right):
         if 0 <= side < len(toks) and toks[side].kind == "num":
-            what = f"comparison `{show(operand(toks, k, -1) + [toks[k]] + operand(toks, k, 1))}`"
-            finding = make_finding("comparison", what, toks[side], values)
-            if finding:
-                found.append(finding)
+            note(toks[side])
+    for value in compared_values(sides[0], toks[k].text, sides[1]):
+        note(toks[k], value)
     return found
+
+
+def compared_values(left: list[Tok], op: str, right: list[Tok]) -> list[int]:
+    """The values a comparison `left op right` tests a size against, beyond
+    a literal written beside the operator: a side of literals alone, folded;
+    for a strict comparison, the boundary it means (`x > 767` is `x >= 768`);
+    and against a constant, a size moved by a literal, solved (`768 - x ==
+    0`, `x + 1 == 769`, `(x ^ 768) == 0`: x is 768)."""
+    consts = [fold(left), fold(right)]
+    found: list[int | None] = [c for c in consts if c is not None]
+    # The boundary: as if the constant were on the right of the operator.
+    for c, flipped in ((consts[1], False), (consts[0], True)):
+        if c is not None and op in ("<", ">"):
+            found.append(c + 1 if (op == ">") != flipped else c - 1)
+    for side, other in ((left, consts[1]), (right, consts[0])):
+        moved = moved_size(side)
+        if other is not None and moved is not None and op == "==":
+            found.append(solve(moved, other))
+    return [v for v in found if v is not None and 0 <= v < 1 << MAX_VALUE_BITS]
+
+
+def fold(toks: list[Tok]) -> int | None:
+    """The value of an operand of integer literals and C's integer
+    operators alone (`767u + 1u`, `(2 * 384)`), None for anything else."""
+    if not toks or not any(t.kind == "num" for t in toks):
+        return None
+    words = []
+    for t in toks:
+        if t.kind == "num":
+            value = integer_value(t.text)
+            if value is None:
+                return None
+            words.append(str(value))
+        elif t.kind == "punct" and t.text in FOLDED:
+            words.append("//" if t.text == "/" else t.text)
+        else:
+            return None
+    try:
+        return folded(ast.parse(" ".join(words), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, MemoryError):
+        return None
+
+
+def folded(node) -> int | None:
+    """The value of a parsed integer expression, kept within MAX_VALUE_BITS."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        value = node.value
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+        inner = folded(node.operand)
+        if inner is None:
+            return None
+        value = {ast.USub: -inner, ast.UAdd: inner, ast.Invert: ~inner}[type(node.op)]
+    elif isinstance(node, ast.BinOp):
+        a, b = folded(node.left), folded(node.right)
+        if a is None or b is None:
+            return None
+        if isinstance(node.op, (ast.LShift, ast.RShift)) and not 0 <= b < MAX_VALUE_BITS:
+            return None
+        ops = {
+            ast.Add: lambda: a + b,
+            ast.Sub: lambda: a - b,
+            ast.Mult: lambda: a * b,
+            ast.FloorDiv: lambda: a // b,
+            ast.Mod: lambda: a % b,
+            ast.LShift: lambda: a << b,
+            ast.RShift: lambda: a >> b,
+            ast.BitAnd: lambda: a & b,
+            ast.BitOr: lambda: a | b,
+            ast.BitXor: lambda: a ^ b,
+        }
+        if type(node.op) not in ops:
+            return None
+        value = ops[type(node.op)]()
+    else:
+        return None
+    return value if abs(value).bit_length() <= MAX_VALUE_BITS else None
+
+
+def moved_size(toks: list[Tok]) -> tuple[str, int, bool] | None:
+    """(operator, literal, literal first) when the operand is a name moved
+    by one literal: `x - 768u`, `768u - x`, `(x ^ 768u)`; else None."""
+    core = [t for t in toks if t.text not in ("(", ")")]
+    if len(core) != 3 or core[1].kind != "punct" or core[1].text not in MOVED:
+        return None
+    kinds = (core[0].kind, core[2].kind)
+    if kinds not in (("id", "num"), ("num", "id")):
+        return None
+    literal = integer_value(core[2].text if kinds[1] == "num" else core[0].text)
+    return None if literal is None else (core[1].text, literal, kinds[0] == "num")
+
+
+def solve(moved: tuple[str, int, bool], c: int) -> int | None:
+    """The x for which the moved size (moved_size) equals `c`."""
+    op, literal, first = moved
+    if op == "+":
+        return c - literal
+    if op == "^":
+        return c ^ literal
+    return literal - c if first else c + literal
 
 
 def operand(toks: list[Tok], k: int, step: int) -> list[Tok]:
@@ -269,12 +397,16 @@ def case_findings(toks: list[Tok], k: int, values: dict) -> list[Finding]:
     return [finding] if finding else []
 
 
-def make_finding(kind: str, what: str, tok: Tok, values: dict) -> Finding | None:
+def make_finding(
+    kind: str, what: str, tok: Tok, values: dict, value: int | None = None
+) -> Finding | None:
     """A Finding for the literal `tok` when it is an integer literal whose
-    value a listed size has (0 and 1 never count); else None."""
-    if tok.kind != "num":
-        return None
-    value = integer_value(tok.text)
+    value a listed size has (0 and 1 never count), or, given `value`, for
+    that value, at `tok`'s line; else None."""
+    if value is None:
+        if tok.kind != "num":
+            return None
+        value = integer_value(tok.text)
     if value is None or value in IGNORED_VALUES or value not in values:
         return None
     params, sets = values[value]
