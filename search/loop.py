@@ -125,6 +125,22 @@ class Search:
             result["sanitizer_check"] = tool  # passed under compute-sanitizer `tool`
         return result
 
+    def timed_pair(self, baseline: str, candidate: str, sizes: list[Size]) -> dict:
+        """Baseline and candidate timed interleaved at `sizes` (the transfer
+        check's speedups); a failed comparison is an {"error"}, the machine's
+        fault raised."""
+        try:
+            return compare(
+                self.task.name, baseline, candidate, backend=self.backend, sizes=sizes,
+                filenames=("seed", "best"), dialect=self.dialect, timer=self.opts.timer,
+                timeout=self.opts.timeout, held_out=True,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the figures' ratio stands in
+            fault = fault_of(exc)
+            if fault is not None:
+                raise fault from exc
+            return {"error": f"comparison failed: {type(exc).__name__}: {exc}"}
+
     def confirm(self, incumbent: Entry, entry: Entry) -> dict:
         """Noise-aware acceptance of a candidate the strict rule would take:
         re-time incumbent and candidate interleaved in one worker on the sizes
@@ -227,6 +243,7 @@ class Search:
                 # loaded machine a noise "win" of 1.6x was kept): the grade
                 # measures both at the search sizes again, beside the others.
                 known={"candidate_held_out": held_best, "baseline_held_out": held_seed},
+                compare=self.timed_pair,
             )
         self.files.save_transfer(state.best, self.draw_key, judged)
         return judged

@@ -42,6 +42,7 @@ def compare(
     n_measure: int | None = None,
     timeout: float | None = None,
     unsandboxed: bool = False,
+    held_out: bool = False,
 ) -> dict:
     """Time two correct candidates against each other, interleaved in one worker
     per size (mlxsci.worker.serve.run_compare), so both see the same machine state.
@@ -52,6 +53,8 @@ def compare(
     larger of the two candidates' spreads)}, or {"error": ...} when a worker
     failed. Noise-aware acceptance (search --accept noise-aware) takes a
     candidate only when the speedup lies beyond the noise (mlxsci.evaluation.verdicts).
+    held_out: held-out sizes may be timed (a transfer check, after a search's
+    last proposal); else they are refused, as a search never times them.
     """
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
@@ -62,7 +65,7 @@ def compare(
     out: dict = {"timer": timer_name, "sizes": []}
     secret = secrets.randbits(62)
     for size in sizes:
-        if task.is_held_out(size):
+        if task.is_held_out(size) and not held_out:
             raise ValueError("a comparison never times held-out sizes")
         job: dict = {
             "compare": True,

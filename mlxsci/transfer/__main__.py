@@ -30,6 +30,7 @@ import click
 from mlxsci import held_out
 from mlxsci.backends import backend_class, backend_options, resolve_backend_name
 from mlxsci.evaluation.arguments import TaskArgument, require_seed
+from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import candidate_refusal, evaluate
 from mlxsci.kernel import dialects
 from mlxsci.kernel.candidate import read_candidate_file
@@ -105,11 +106,19 @@ def main(task, candidate, baseline, backend, mode, size_set, dialect, timer, tim
             timer=timer, timeout=timeout, progress=say, coverage=coverage,
         ).to_json()  # fmt: skip
 
+    def timed(baseline_source: str, candidate_source: str, sizes: list[Size]) -> dict:
+        return compare(
+            task, baseline_source, candidate_source, backend=backend_name, sizes=sizes,
+            filenames=(sources[1][1], sources[0][1]), dialect=dialect, timer=timer,
+            timeout=timeout, held_out=True,
+        )  # fmt: skip
+
     try:
         judged = judge_transfer(
             t, sources[0][0], sources[1][0], dialect=dialect, search_sizes=search_sizes,
             held_out=held_out.held_out_sizes(t, record), evaluate=run,
             candidate_filename=sources[0][1], baseline_filename=sources[1][1], progress=say,
+            compare=timed,
         )  # fmt: skip
     except SandboxUnavailable as exc:
         raise click.UsageError(str(exc)) from None

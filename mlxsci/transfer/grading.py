@@ -74,6 +74,12 @@ class Place:
     where: str
     candidate: Figure
     baseline: Figure
+    # Both timed interleaved in one worker (mlxsci.evaluation.comparison:
+    # {"speedup", "noise"}), when both were correct there: the speedup then
+    # comes from it, not from two evaluations apart in time, whose ratio a
+    # shared machine's load can move by more than any band measured inside
+    # one process. None: not timed so (the ratio of the figures is used).
+    timed: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,16 @@ class Measurements:
     notes: list = field(default_factory=list)
 
 
+def interleaved_speedup(timed: dict | None) -> tuple[float, float | None] | None:
+    """(speedup, noise) of a comparison (Place.timed), or None when it holds none."""
+    if not isinstance(timed, dict) or timed.get("error"):
+        return None
+    value, noise = timed.get("speedup"), timed.get("noise")
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value), noise if isinstance(noise, (int, float)) else None
+
+
 def speedup(place: Place, r_in: float | None = None) -> dict:
     """The candidate's speedup over the baseline at `place`: ratio, band and
     verdict (mlxsci.evaluation.verdicts.judge); with r_in, the in-distribution
@@ -100,6 +116,11 @@ def speedup(place: Place, r_in: float | None = None) -> dict:
     transfers (None: not judged, the baseline has no figure here)."""
     c, b = place.candidate, place.baseline
     figures = judge(c.value if c.correct else None, b.value, c.noise, b.noise)
+    timed = interleaved_speedup(place.timed)
+    if c.correct and timed is not None:
+        # ratio of the interleaved times; the band from their spread
+        figures = judge(timed[0], 1.0, timed[1])
+        figures["timed_interleaved"] = True
     result = {
         "candidate": c.value,
         "baseline": b.value,

@@ -122,6 +122,7 @@ def judge_transfer(
     candidate_filename: str | None = None,
     baseline_filename: str | None = None,
     progress: Callable[[str], None] | None = None,
+    compare: Callable[..., dict] | None = None,
 ) -> dict:
     """The transfer grade of `candidate_source` against `baseline_source`
     (the task's seed, for a search): {"grade", "reason", "evidence",
@@ -134,7 +135,11 @@ def judge_transfer(
     search sizes (None: where the backend of its evaluations measures it).
     candidate_filename, baseline_filename: the names evaluations and the
     scan report lines of (default: candidate.<ext>, baseline.<ext>).
-    progress: hears a line as each evaluation starts."""
+    progress: hears a line as each evaluation starts.
+    compare(baseline_source, candidate_source, sizes) -> the two timed
+    interleaved in one worker (mlxsci.evaluation.comparison.compare's
+    result): given, each place where both are correct takes its speedup from
+    it rather than from the ratio of two evaluations made apart in time."""
     have = dict(known or {})
     say = progress or (lambda line: None)
     ext = dialects.get(dialect)
@@ -166,12 +171,14 @@ def judge_transfer(
         else None
     )
     findings, notes = scan_evidence(task, candidate_source, dialect, files["candidate"])
+    timed = timed_pairs(plan, have, sources, compare, say)
     places = {
         where: Place(
             place_name(where),
             place_where(where, sizes),
             figure_of(have[f"candidate_{where}"], where == "held_out"),
             figure_of(have[f"baseline_{where}"], where == "held_out"),
+            timed.get(where),
         )
         for where, sizes, _ in plan
     }
@@ -186,6 +193,24 @@ def judge_transfer(
     judged = grade(m)
     judged["numbers"] = numbers(m, places, name, second_is_secret=word != f"{name} data")
     return judged
+
+
+def timed_pairs(plan: list, have: dict, sources: dict, compare, say) -> dict:
+    """Candidate and baseline timed interleaved at each place of `plan`
+    where both evaluations were correct (nothing without `compare`); a
+    comparison that failed is left out (its place keeps the figures' ratio)."""
+    timed: dict = {}
+    if compare is None:
+        return timed
+    for where, sizes, what in plan:
+        both = (have[f"candidate_{where}"], have[f"baseline_{where}"])
+        if not all(isinstance(r, dict) and r.get("candidate", {}).get("correct") for r in both):
+            continue
+        say(f"transfer: timing the candidate and the baseline interleaved at {what}")
+        result = compare(sources["baseline"], sources["candidate"], sizes)
+        if isinstance(result, dict) and not result.get("error"):
+            timed[where] = result
+    return timed
 
 
 def scan_evidence(task: Task, source: str, dialect: str, filename: str) -> tuple[list, list]:
