@@ -212,10 +212,25 @@ class HeldOutDraw:
 
     @classmethod
     def from_json(cls, data: dict) -> HeldOutDraw:
+        """The record a run.json or summary.json holds; ValueError for one
+        that is not shaped as one (a hand-edited or damaged file)."""
         if not isinstance(data, dict) or data.get("mode") not in MODES:
             raise ValueError(f"not a held-out draw record: {str(data)[:200]}")
+        texts = [k for k in ("task", "nonce", "commitment") if not isinstance(data.get(k, ""), str)]
+        secret, params = data.get("secret"), data.get("params")
+        if texts or not (secret is None or is_secret_text(secret)):
+            raise ValueError(f"a held-out draw record with a malformed {(texts or ['secret'])[0]}")
+        if not (params is None or isinstance(params, dict)):
+            raise ValueError("a held-out draw record whose params are not an object")
         fields = ("mode", "task", "nonce", "commitment", "secret", "params")
         return cls(**{k: data[k] for k in fields if k in data})
+
+
+def is_secret_text(value) -> bool:
+    """A secret as records hold it: 32 hex digits (_derive's)."""
+    return (
+        isinstance(value, str) and len(value) == 32 and all(c in "0123456789abcdef" for c in value)
+    )
 
 
 def begin(task: Task, mode: str = DEFAULT_MODE) -> HeldOutDraw:
@@ -231,17 +246,17 @@ def begin(task: Task, mode: str = DEFAULT_MODE) -> HeldOutDraw:
 
 
 def secret_of(record: HeldOutDraw) -> str:
-    """The secret (hex) of a secret-mode record: revealed, or derived anew
-    from its nonce; HeldOutUnavailable when what this machine derives does
-    not match the commitment."""
-    if record.secret is not None:
-        return record.secret
+    """The secret (hex) of a secret-mode record, derived anew from its nonce
+    with this machine's key: never read from the record, so a secret planted
+    in a run.json (with a commitment to match) draws nothing.
+    HeldOutUnavailable when what this machine derives does not match the
+    commitment (another machine's run, or a key that changed)."""
     secret = _derive(record.task, record.nonce)
     if commitment(record.task, record.nonce, secret) != record.commitment:
         raise HeldOutUnavailable(
             "this run's secret held-out was drawn with another machine's key (or this "
-            f"machine's key, {cache_dir('held-out') / 'machine.key'}, changed): resume it "
-            "on the machine that started it"
+            f"machine's key, {cache_dir('held-out') / 'machine.key'}, changed, or its "
+            "run.json was edited): resume it on the machine that started it"
         )
     return secret
 

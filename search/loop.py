@@ -496,6 +496,8 @@ def run_search(opts: SearchOptions, rd: RunDir, proposer, say, history: list[dic
     """The iterations a run has left, then the held-out gate: the summary."""
     search = Search(opts, rd, proposer, say)
     proposer.say = say  # retries and waits on the console
+    if search.draw.mode == "secret":  # the digest only: the draw is told at the end
+        say(f"held-out: a secret draw, committed to as {search.draw.commitment}")
     rd.repair_history(history)  # drop a torn last line or damaged lines, if any
     seed_entry = search.seed_entry(history)
     state = search.files.rebuild(seed_entry, history)

@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import held_out
+from mlxsci.task import load_task
 from mlxsci.report import build as report
 from mlxsci.report import tables
 from mlxsci.report.build import details_table, load_runs, main_table, render, transfer_table
@@ -45,14 +46,15 @@ EVIDENCE = {
 
 
 def secret_record(task: str, *, secret: str = SECRET, committed_to: str = SECRET) -> dict:
-    """A revealed secret draw; committed_to != secret forges a mismatch."""
+    """A revealed secret draw (params: what the secret draws, as the report
+    checks); committed_to != secret forges a mismatch."""
     return {
         "mode": "secret",
         "task": task,
         "nonce": NONCE,
         "commitment": held_out.commitment(task, NONCE, committed_to),
         "secret": secret,
-        "params": {"N": 3000017},
+        "params": held_out.draw(load_task(task), int(secret, 16)).params,
     }
 
 
@@ -207,6 +209,12 @@ def test_the_report_checks_the_commitment_itself(tmp_path, capsys):
     unrevealed = dict(secret_record("saxpy"), secret=None, params=None)
     hidden = make_run(tmp_path, "unrevealed", transfer=graded("A"), held_out=unrevealed)
     assert "not revealed" in details_table(load_runs([hidden]))[0]["held-out verified"]
+    # The secret and commitment left alone, the configuration swapped for the
+    # published one: the report draws it again from the secret and says so.
+    listed = dict(secret_record("saxpy"), params={"N": 4194304})
+    swapped = make_run(tmp_path, "swapped", transfer=graded("transfers"), held_out=listed)
+    verified = details_table(load_runs([swapped]))[0]["held-out verified"]
+    assert verified.startswith("NO: ") and "not what the secret draws" in verified
 
 
 # -- the transfer table --------------------------------------------------------

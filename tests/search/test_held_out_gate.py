@@ -234,3 +234,28 @@ def test_a_run_stopped_during_its_gate_and_extended_draws_anew(tmp_path, monkeyp
     (rd / "run.json").write_text(json.dumps(dict(options, held_out_draw=second)))
     summary = run(None, resume=rd, iterations=3, proposer=Scripted([fenced(variant("a"))]))
     assert summary["held_out"]["nonce"] == second["nonce"]
+
+
+def test_a_planted_secret_draws_nothing_and_a_malformed_one_is_refused():
+    """The red team's forgeries (helper report, issue 25): a run.json whose
+    secret and commitment were both rewritten to a draw of one's choosing
+    passes the hash check, but this machine derives the secret from the nonce
+    and refuses the record; a non-text secret is a malformed record, not a
+    TypeError; a summary whose params were changed fails verify."""
+    record = held_out.begin(HEAT2D, "secret")
+    chosen = "0" * 32
+    planted = dataclasses.replace(
+        record, secret=chosen, commitment=held_out.commitment("heat2d", record.nonce, chosen)
+    )
+    with pytest.raises(held_out.HeldOutUnavailable):
+        held_out.held_out_sizes(HEAT2D, planted)
+    for bad in (123, "xyz", None):
+        data = dict(record.to_json(), secret=bad)
+        if bad is None:
+            assert held_out.HeldOutDraw.from_json(data).secret is None
+        else:
+            with pytest.raises(ValueError, match="malformed secret"):
+                held_out.HeldOutDraw.from_json(data)
+    revealed = held_out.reveal(HEAT2D, record)
+    listed = HEAT2D.size_set("held-out")[0].params
+    assert held_out.verify(HEAT2D, dataclasses.replace(revealed, params=dict(listed)))

@@ -209,3 +209,34 @@ def test_speedup_uses_the_larger_noise_as_its_band():
     numbers = speedup(place("held-out", ok(0.2, noise=0.02), ok(0.1, noise=0.3)), r_in=4.0)
     assert numbers["band"] == 0.3 and numbers["ratio"] == pytest.approx(2.0)
     assert numbers["kept_fraction"] == pytest.approx(0.5) and numbers["transfers"] is True
+
+
+def test_an_interleaved_timing_decides_the_speedup_over_the_figures_ratio():
+    """Figures measured apart in time say the held-out win holds (2.5x);
+    the two timed interleaved at the held-out say 1.02x: A, from the timing,
+    with its spread as the band. A comparison that failed, or holds no
+    finite speedup, leaves the figures' ratio."""
+    held = place("held-out", ok(BASE * 2.5))
+    timed = Place(
+        held.name, held.where, held.candidate, held.baseline, {"speedup": 1.02, "noise": 0.01}
+    )
+    judged = grade(measured(held_out=timed))
+    assert judged["grade"] == "A"
+    numbers = speedup(timed, 3.0)
+    assert numbers["ratio"] == pytest.approx(1.02) and numbers["timed_interleaved"]
+    assert numbers["band"] == NOISE_FLOOR and numbers["verdict"] == "within noise"
+    noisy = Place(
+        held.name, held.where, held.candidate, held.baseline, {"speedup": 1.3, "noise": 0.4}
+    )
+    assert speedup(noisy, 3.0)["verdict"] == "within noise"  # inside its own 40 % spread
+    for broken in ({"error": "comparison failed"}, {"speedup": math.inf}, {"speedup": -1.0}, {}):
+        fallback = Place(held.name, held.where, held.candidate, held.baseline, broken)
+        assert speedup(fallback, 3.0)["ratio"] == pytest.approx(2.5)
+    assert (
+        grade(
+            measured(
+                held_out=Place(held.name, held.where, held.candidate, held.baseline, {"error": "x"})
+            )
+        )["grade"]
+        == "transfers"
+    )
