@@ -61,6 +61,16 @@ def _summary(run_dir: Path) -> dict | None:
         return None
 
 
+def verdict_note(run_dir: Path) -> str:
+    """What a finished run came to, for the sweep's line on it: its outcome
+    and its best's transfer grade ('' when it wrote no summary)."""
+    s = _summary(run_dir) or {}
+    grade = (s.get("transfer") or {}).get("grade") if isinstance(s.get("transfer"), dict) else None
+    parts = [f"outcome {s['outcome']}"] if isinstance(s.get("outcome"), str) else []
+    parts += [f"transfer {grade}"] if isinstance(grade, str) else []
+    return f", {', '.join(parts)}" if parts else ""
+
+
 def is_finished(run_dir: Path, iterations: int) -> bool:
     s = _summary(run_dir)
     if s is None:
@@ -332,7 +342,8 @@ class Driver:
             else (f" ({result['stopped']})" if result["status"] == "stopped" else "")
         )
         cost = "" if result.get("cost_usd") is None else f", ${result['cost_usd']:.4f}"
-        self.echo(f"{name}: {result['status']}{cost}{note}")
+        judged = verdict_note(self.out / entry["path"]) if result["status"] != "unfinished" else ""
+        self.echo(f"{name}: {result['status']}{cost}{judged}{note}")
         self.write()
         if result.get("machine_fault"):
             self.halt(name, result["error"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -93,8 +94,10 @@ def test_ray_sweep_with_repeats_then_resumed(cluster, tmp_path):
         assert opts["seed"] == e["seed"] and history(out / e["path"]) == [0, 1]
     # two ran at once: the second started before the first ended
     starts = [i for i, line in enumerate(lines) if ": starting" in line]
-    first_end = next(i for i, line in enumerate(lines) if line.endswith(": finished, $0.0000"))
+    first_end = next(i for i, line in enumerate(lines) if ": finished, $0.0000" in line)
     assert len(starts) == 4 and starts[1] < first_end
+    # each run's line says what it came to: its outcome and its best's transfer grade
+    assert re.search(r": finished, \$0\.0000, outcome \w+, transfer [\w-]+$", lines[first_end])
     assert ray.is_initialized()  # the module's Ray, left running
     rows = main_table(load_runs([out]))
     assert [r["autotune runs"] for r in rows] == [2, 2]
