@@ -23,7 +23,6 @@ from mlxsci.evaluation.verdicts import IMPROVED, assess_summary
 from mlxsci.search import manifest as run_manifest
 from mlxsci.search.outcomes import classify_summary
 from mlxsci.task import load_task
-from mlxsci.task import load_task
 
 
 def warn(msg: str) -> None:

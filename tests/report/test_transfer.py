@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 from mlxsci import held_out
-from mlxsci.task import load_task
 from mlxsci.report import build as report
 from mlxsci.report import tables
 from mlxsci.report.build import details_table, load_runs, main_table, render, transfer_table
 from mlxsci.report.runs import EVIDENCE_CHARS
 from mlxsci.search import manifest as run_manifest
 from mlxsci.search.outcomes import OUTCOMES
+from mlxsci.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_RUNS = ROOT / "bench" / "results" / "runs"
