@@ -100,7 +100,8 @@ class FixtureHandler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").split("?")[0] != "/v1/chat/completions" or text is None:
             message = f"no fixture for model {model!r} at {self.path}"
             return self.reply(404, {"error": {"message": message, "type": "not_found"}})
-        self.server.served[model] = self.server.served.get(model, 0) + 1
+        served = getattr(self.server, "served", {})
+        served[model] = served.get(model, 0) + 1
         self.reply(200, chat_completion(model, text))
 
     def reply(self, code: int, payload: dict) -> None:
@@ -124,10 +125,18 @@ def chat_completion(model: str, text: str) -> dict:
     }
 
 
-def start_server() -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FixtureHandler)
-    server.daemon_threads = True
-    server.served = {}
+class FixtureServer(ThreadingHTTPServer):
+    """The scripted server, counting the answers it served per model."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), FixtureHandler)
+        self.served: dict[str, int] = {}
+
+
+def start_server() -> FixtureServer:
+    server = FixtureServer()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
