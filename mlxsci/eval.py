@@ -159,8 +159,13 @@ def main(
     if overrides:
         check_overrides(t, text, overrides, runs)
     size_set = size_set or backend_class(backend_name).default_size_set
-    draw = held_out.begin(t, held_out.effective_mode(t, held_out_mode))
+    draw = None  # drawn only when a held-out is evaluated
     if sizes is None and size_set in ("held-out", "all"):
+        try:
+            draw = held_out.begin(t, held_out.effective_mode(t, held_out_mode))
+        except EnvironmentFault as exc:
+            click.echo(f"error: the machine stopped the evaluation, no verdict: {exc}", err=True)
+            sys.exit(EXIT_CODE)
         sizes = sizes_with_held_out(t, size_set, draw)
     progress = None if as_json else (lambda msg: click.echo(msg, err=True))
     try:
@@ -187,7 +192,7 @@ def main(
     except EnvironmentFault as exc:
         click.echo(f"error: the machine stopped the evaluation, no verdict: {exc}", err=True)
         sys.exit(EXIT_CODE)
-    revealed = held_out.reveal(t, draw) if sizes and any(s.held_out for s in sizes) else None
+    revealed = held_out.reveal(t, draw) if draw is not None and draw.mode == "secret" else None
     if as_json:
         record = ev.to_json()
         if revealed is not None:

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from mlxsci.storage.cache import cache_dir
+from mlxsci.storage.faults import faults_raised
 from mlxsci.task import SIZE_SETS, Size, Task
 
 MODES = ("secret", "metal-sci")
@@ -154,6 +155,7 @@ def second_distribution(task: Task, held_out: Size | None = None) -> str | None:
 
 
 # ---------------------------------------------------------- the commitment
+@faults_raised  # a read-only or full cache is the machine's fault (exit 3), not a bug
 def machine_key() -> bytes:
     """This machine's key for deriving runs' secrets: 32 random bytes made
     once, in the mlxsci cache outside what a worker's sandbox may read

@@ -385,13 +385,23 @@ def test_every_run_directory_writer_redacts(tmp_path):
     assert json.loads(rd.iter_file(1, "result.json").read_text())["candidate"]["fail_reason"]
 
 
+def held_out_or(size_set: str | None, sizes) -> str:
+    """The size set an evaluation asked for: held-out for a secret draw's
+    sizes (the search's gate passes them, not a set's name), smoke for the
+    transfer check's other sizes."""
+    if sizes is not None:
+        return "held-out" if any(s.held_out for s in sizes) else "smoke"
+    return size_set or "smoke"
+
+
 def leaky_evaluate(calls: list):
     """Stands in for mlxsci.evaluation.evaluator.evaluate in the search loop: every
     evaluation fails with the planted last words."""
 
-    def evaluate(task, source, *, size_set, **kw):
-        calls.append(size_set)
-        result = leaky_result(size_set)
+    def evaluate(task, source, *, size_set=None, sizes=None, **kw):
+        which = held_out_or(size_set, sizes)
+        calls.append(which)
+        result = leaky_result(which)
         return types.SimpleNamespace(to_json=lambda: result)
 
     return evaluate
@@ -440,8 +450,8 @@ def test_requests_to_an_llm_carry_no_planted_secret(server, tmp_path, monkeypatc
     monkeypatch.setenv(LOGIN_VAR, LOGIN)
     values = [*PLANTED.values(), LOGIN]
 
-    def evaluate(task, source, *, size_set, **kw):
-        result = leaky_result(size_set)
+    def evaluate(task, source, *, size_set=None, sizes=None, **kw):
+        result = leaky_result(held_out_or(size_set, sizes))
         reason = f"crash: {last_words(values)}"
         result["candidate"]["fail_reason"] = result["sizes"][0]["fail_reason"] = reason
         return types.SimpleNamespace(to_json=lambda: result)
