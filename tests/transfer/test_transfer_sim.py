@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.task import Size, load_task
 from mlxsci.transfer import judge_transfer
@@ -49,13 +50,26 @@ def evaluate_on_sim(dialect: str):
     return run
 
 
+def compare_on_sim(dialect: str):
+    """The two timed interleaved in one worker, as a search and the command
+    time them (judge_transfer's `compare`)."""
+
+    def run(baseline, candidate, sizes):
+        return compare(
+            "heat2d", baseline, candidate, backend="sim", sizes=sizes, dialect=dialect,
+            held_out=True,
+        )  # fmt: skip
+
+    return run
+
+
 def judged(name: str, dialect: str, known: dict | None = None) -> dict:
     ext = {"metal": "metal", "cuda": "cu"}[dialect]
     source = TASK.seed(dialect) if name == "seed" else (HERE / f"heat2d_{name}.{ext}").read_text()
     result = judge_transfer(
         TASK, source, TASK.seed(dialect), dialect=dialect,
         search_sizes=list(TASK.size_set("smoke")), held_out=HELD_OUT,
-        evaluate=evaluate_on_sim(dialect), known=known,
+        evaluate=evaluate_on_sim(dialect), known=known, compare=compare_on_sim(dialect),
     )  # fmt: skip
     print(name, dialect, json.dumps(result["numbers"], indent=1))  # the measured speedups
     return result
