@@ -57,6 +57,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from mlxsci import held_out
+
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = ROOT / "tests" / "transfer" / "candidates"
 FIXTURES = {
@@ -212,7 +214,7 @@ def run_rows(out: Path) -> list[dict]:
                 "expected": expected,
                 "grade": transfer.get("grade", "-"),
                 "outcome": s.get("outcome"),
-                "draw": ", ".join(f"{k}={v}" for k, v in drawn.items()),
+                "draw": held_out.describe(drawn),
                 "verified": "yes" if s.get("held_out_verified") == [] else "NO",
                 "evidence": evidence[0].get("what", "") if evidence else "",
                 "reason": transfer.get("reason", ""),

@@ -201,7 +201,7 @@ def main(
         return
     click.echo(format_evaluation(ev))
     if revealed is not None:
-        shown = ", ".join(f"{k}={v}" for k, v in (revealed.params or {}).items())
+        shown = held_out.describe(revealed.params)
         click.echo(f"secret held-out, revealed: {shown} (commitment {revealed.commitment})")
 
 

@@ -45,6 +45,7 @@ DRAW_ATTEMPTS = 2000
 COST_CAP = 2.0
 # What a commitment hashes: this tag, the task, the nonce and the secret.
 COMMITMENT_TAG = "mlxsci held-out draw v1"
+COMMITMENT_MISMATCH = "the revealed secret does not match the commitment made at the start"
 
 
 class HeldOutUnavailable(Exception):
@@ -143,6 +144,12 @@ def draw(task: Task, secret: int) -> Size:
         f"{task.name}'s draw_held_out gave no valid held-out in {DRAW_ATTEMPTS} draws "
         f"(the last: {'; '.join(last)})"
     )
+
+
+def describe(params: dict | None) -> str:
+    """A configuration as the last lines of a run or command show it once
+    revealed: `NX=934, NY=840, n_steps=65, distribution=smooth`."""
+    return ", ".join(f"{k}={v}" for k, v in (params or {}).items())
 
 
 def second_distribution(task: Task, held_out: Size | None = None) -> str | None:
@@ -287,7 +294,7 @@ def verify(task: Task, record: HeldOutDraw) -> list[str]:
         return ["the secret is not revealed (the run has not finished)"]
     problems = []
     if commitment(record.task, record.nonce, record.secret) != record.commitment:
-        problems.append("the revealed secret does not match the commitment made at the start")
+        problems.append(COMMITMENT_MISMATCH)
     try:
         drawn = draw(task, int(record.secret, 16)).params
     except ValueError as exc:

@@ -229,7 +229,6 @@ class Search:
             }
         else:
             self.say("transfer: grading the best against the seed")
-
             judged = judge_transfer(
                 self.task,
                 state.best.source,
@@ -485,7 +484,8 @@ def draw_again_if_revealed(
     done = max((r["iteration"] for r in history), default=0)
     if not record or record.get("mode") != "secret" or opts.iterations <= done:
         return opts
-    began = any(rd.file(f"held_out_{name}.json").exists() for name in ("seed", "best"))
+    files = IterationFiles(rd)
+    began = any(files.held_out_file(name).exists() for name in ("seed", "best"))
     if record.get("secret") is None and not began:
         return opts
     say("held-out: this run's draw was shown at its held-out gate; its extension draws anew")

@@ -129,18 +129,18 @@ class SearchOptions:
         "compute-sanitizer (memcheck or racecheck); one it reports an error for "
         "fails, with that error as its verdict.",
     )
-    # Count candidates timed below what the machine allows (for study).
     # Which held-out the gate evaluates at the end (mlxsci/held_out.py). Runs
     # from before secret draws evaluated the listed one.
     held_out: str = option(
         old_runs="metal-sci",
-        type=click.Choice(["secret", "metal-sci"]),
-        default="secret",
+        type=click.Choice(held_out.MODES),
+        default=held_out.DEFAULT_MODE,
         show_default=True,
         help="The held-out gate: secret draws a configuration for this run (committed "
         "in run.json, revealed at the end, in no prompt); metal-sci evaluates the "
         "task's published held-out size (comparable with Metal-Sci).",
     )
+    # Count candidates timed below what the machine allows (for study).
     keep_implausible: bool = option(
         old_runs=False,
         is_flag=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from mlxsci import held_out
 from mlxsci.evaluation.verdicts import IMPROVED, REGRESSED, change
 from mlxsci.search.outcomes import FLAT, SATURATED, SATURATED_SEED, WITHIN_NOISE_RUN
 from mlxsci.storage.faults import EnvironmentFault, parent_writes
@@ -74,7 +75,7 @@ def held_out_lines(summary: dict) -> list[str]:
     seed, the transfer grade of the best with its reason."""
     record = summary.get("held_out") or {}
     if record.get("mode") == "secret":
-        shown = ", ".join(f"{k}={v}" for k, v in (record.get("params") or {}).items())
+        shown = held_out.describe(record.get("params"))
         problems = summary.get("held_out_verified") or []
         check = f"DOES NOT VERIFY: {'; '.join(problems)}" if problems else "verified"
         lines = [f"held-out: secret draw {shown} (commitment {check})"]

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import click
 
+from mlxsci import held_out
 from mlxsci.backends import resolve_backend_name
 from mlxsci.storage.faults import EXIT_CODE as ENVIRONMENT_EXIT
 from mlxsci.storage.faults import EnvironmentFault, parent_writes
@@ -273,8 +274,8 @@ def sweep(
 @click.option(
     "--held-out",
     "held_out_mode",
-    type=click.Choice(["secret", "metal-sci"]),
-    default="secret",
+    type=click.Choice(held_out.MODES),
+    default=held_out.DEFAULT_MODE,
     show_default=True,
     help="Each search's held-out gate: a secret draw per run, or the task's "
     "published size (see mlxsci.search).",

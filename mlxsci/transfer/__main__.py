@@ -229,7 +229,7 @@ def fmt(value) -> str:
 def describe_draw(record: held_out.HeldOutDraw) -> str:
     if record.mode == "metal-sci":
         return "held-out: the task's listed size (metal-sci)"
-    drawn = ", ".join(f"{k}={v}" for k, v in (record.params or {}).items())
+    drawn = held_out.describe(record.params)
     return f"held-out: secret draw revealed: {drawn} (secret {record.secret}, commitment {record.commitment})"
 
 
