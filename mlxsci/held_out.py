@@ -68,12 +68,6 @@ def published_values(task: Task) -> dict[str, set]:
     return values
 
 
-def varied_params(task: Task) -> list[str]:
-    """The size parameters whose value differs between listed sizes: the axes
-    a held-out must move off (those held constant, such as hmc's T, may stay)."""
-    return [name for name, values in published_values(task).items() if len(values) > 1]
-
-
 def is_power_of_two(value) -> bool:
     return isinstance(value, int) and value >= 2 and value & (value - 1) == 0
 
@@ -109,12 +103,13 @@ def draw_problems(task: Task, params: dict) -> list[str]:
         problems.append(f"no input distribution {distribution!r}")
     if any(size.params == params for size in listed_sizes(task)):
         problems.append("it is a listed size")
-    published = published_values(task)
-    for name in varied_params(task):
-        value = params.get(name)
-        if name in task.power_of_two_params:
+    # The parameters whose value differs between listed sizes are the axes a
+    # held-out must move off (those held constant, such as hmc's T, may stay).
+    for name, listed_values in published_values(task).items():
+        if len(listed_values) < 2 or name in task.power_of_two_params:
             continue
-        if value in published[name]:
+        value = params.get(name)
+        if value in listed_values:
             problems.append(f"{name}={value} is a listed value")
         elif is_power_of_two(value):
             problems.append(f"{name}={value} is a power of two")
