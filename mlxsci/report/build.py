@@ -93,12 +93,38 @@ LaTeX, as `transfer` in the JSON document (which is then {"main": ...,
 `--out FILE.csv` (to stdout CSV holds the main table only, and stderr says
 where the transfer table went).
 
+Imported runs (python -m mlxsci.import_metal_sci; mlxsci/import_metal_sci/
+records.py): runs another harness recorded on another chip. Their figures are
+not mlxsci's: the cells' speedup, improved, held-out and outcome columns, the
+transfer table and the plots leave them out (mlxsci.report.runs.cell_runs,
+native). Each model with imported runs gains, in the main table,
+`recorded speedup` (the recorded improvement; a median, with `recorded
+runs` and a spread, when a cell holds several imported runs) and `recorded
+on` (the chip and harness, 'Apple M1 Pro (Metal-Sci)'), with a note; the
+details table gains `recorded on`, `recorded seed S`, `recorded best S`,
+`recorded speedup`, `recorded best iteration`, `recorded compile failures`,
+`recorded incorrect` and `converted`, and an imported run's row leaves the
+mlxsci columns empty. Integrity and held-out checks treat an imported run as
+any other: its manifest is checked (an edit after import is tampered), and
+it has no held-out draw to verify.
+
+Re-score (mlxsci.report.rescore_section): with a rescore.json in a folder
+given or beside the reported run directories, the report adds the re-score
+section (counts of agreements and disagreements, the recorded x mlxsci
+verdict matrix, the disagreements, and each run's recorded best re-scored):
+after the other tables in Markdown and LaTeX, as `rescore` in the JSON
+document, and for CSV in FILE_rescore.csv, FILE_rescore_matrix.csv,
+FILE_rescore_disagreements.csv and FILE_rescore_best.csv beside `--out
+FILE.csv`. A malformed rescore.json, or malformed records, give one line on
+stderr and are left out.
+
 Library (re-exported here; defined in mlxsci.report.runs: load_runs,
 outcome_label, cell_runs; mlxsci.report.tables: main_table, details_table,
 transfer_table, render; mlxsci.report.plots: write_plots): load_runs(paths),
 main_table(runs), details_table(runs), transfer_table(runs), render(rows,
-fmt), report_text(runs, fmt, details),
-report_files(runs, fmt, details, out), outcome_label(summary),
+fmt), report_text(runs, fmt, details, include_tampered, rescore),
+report_files(runs, fmt, details, out, include_tampered, rescore),
+outcome_label(summary),
 cell_runs(runs, task, model), write_plots(runs, dir).
 """
 
@@ -111,9 +137,17 @@ from pathlib import Path
 import click
 
 from mlxsci.report.plots import write_plots
+from mlxsci.report.rescore_section import (
+    csv_suffix,
+    load_rescore,
+    rescore_csv,
+    rescore_tables,
+    rescore_text,
+)
 from mlxsci.report.runs import (
     cell_runs,
     has_transfer_records,
+    imported_runs,
     load_runs,
     outcome_label,
     trusted,
@@ -145,21 +179,41 @@ CSV_ONE_TABLE = (
 )
 
 
+def _rescore(runs: list[dict], rescore: list[dict] | None, include_tampered: bool):
+    """The re-score section's tables (rescore_section.rescore_tables) or None:
+    from `rescore` (load_rescore's records), or when None from the
+    rescore.json beside the runs."""
+    if rescore is None:
+        rescore = load_rescore(runs)
+    return rescore_tables(rescore, include_tampered)
+
+
 def report_text(
-    runs: list[dict], fmt: str = "md", details: bool = False, include_tampered: bool = False
+    runs: list[dict],
+    fmt: str = "md",
+    details: bool = False,
+    include_tampered: bool = False,
+    rescore: list[dict] | None = None,
 ) -> str:
     """The main table, the transfer table when any run has a transfer record
-    (has_transfer_records), and with `details` the details table, as one
-    text. CSV has no way to hold two tables: csv with details is refused
+    (has_transfer_records), with `details` the details table, and the
+    re-score section when there are re-score records (`rescore`, load_rescore's
+    records; None: those of the rescore.json beside the runs), as one text.
+    CSV has no way to hold two tables: csv with details is refused
     (ValueError), and csv alone is the main table only (report_files writes
     each table to its own file). JSON is the main table's list when it is the
-    only table, else {"main", "transfer", "details"} (those there are).
-    include_tampered: count tampered runs in the main and transfer tables."""
+    only table, else {"main", "transfer", "details", "rescore"} (those there
+    are; "rescore" is {"counts", "matrix", "disagreements", "best"}).
+    include_tampered: count tampered runs in the main and transfer tables and
+    the re-score section."""
     main = main_table(runs, include_tampered)
     transfer = transfer_table(runs, include_tampered) if has_transfer_records(runs) else None
     if fmt == "csv" and details:
         raise ValueError(CSV_ONE_TABLE)
-    if fmt == "csv" or (fmt == "json" and not details and transfer is None):
+    if fmt == "csv":
+        return render(main, fmt)
+    section = _rescore(runs, rescore, include_tampered)
+    if fmt == "json" and not details and transfer is None and section is None:
         return render(main, fmt)
     if fmt == "json":
         doc: dict = {"main": main}
@@ -167,10 +221,13 @@ def report_text(
             doc["transfer"] = transfer
         if details:
             doc["details"] = details_table(runs)
+        if section is not None:
+            doc["rescore"] = section
         return json.dumps(doc, indent=2) + "\n"
     tables = [main] + ([transfer] if transfer is not None else [])
     tables += [details_table(runs)] if details else []
-    return "\n".join(render(t, fmt) for t in tables)
+    text = "\n".join(render(t, fmt) for t in tables)
+    return text + ("\n" + rescore_text(section, fmt) if section is not None else "")
 
 
 def table_path(out: Path, which: str) -> Path:
@@ -184,18 +241,29 @@ def details_path(out: Path) -> Path:
 
 
 def report_files(
-    runs: list[dict], fmt: str, details: bool, out: Path, include_tampered: bool = False
+    runs: list[dict],
+    fmt: str,
+    details: bool,
+    out: Path,
+    include_tampered: bool = False,
+    rescore: list[dict] | None = None,
 ) -> dict:
     """{path: text} of what `--out OUT` writes: one file, or for CSV one per
     table: OUT the main table, OUT_transfer the transfer table (when any run
-    has a transfer record), OUT_details the details (with `details`)."""
+    has a transfer record), OUT_details the details (with `details`), and
+    with re-score records (`rescore` as report_text takes it) OUT_rescore
+    (the counts), OUT_rescore_matrix, OUT_rescore_disagreements and
+    OUT_rescore_best."""
     if fmt != "csv":
-        return {out: report_text(runs, fmt, details, include_tampered)}
+        return {out: report_text(runs, fmt, details, include_tampered, rescore)}
     files = {out: render(main_table(runs, include_tampered), "csv")}
     if has_transfer_records(runs):
         files[table_path(out, "transfer")] = render(transfer_table(runs, include_tampered), "csv")
     if details:
         files[details_path(out)] = render(details_table(runs), "csv")
+    section = _rescore(runs, rescore, include_tampered)
+    for name, rows in (section or {}).items():
+        files[table_path(out, csv_suffix(name))] = rescore_csv(name, rows)
     return files
 
 
@@ -227,7 +295,8 @@ def _write(files: dict) -> None:
     "--include-tampered",
     is_flag=True,
     help="Count runs whose files changed after they finished in the main and transfer "
-    "tables and the plots (they are named on stderr and marked either way).",
+    "tables, the re-score section and the plots (they are named on stderr and marked "
+    "either way).",
 )
 def main(runs, fmt, out, plots, details, include_tampered):
     """Tables (and plots) from search run directories or folders holding them.
@@ -244,18 +313,29 @@ def main(runs, fmt, out, plots, details, include_tampered):
             "no finished runs (summary.json) found: every run there "
             "is unfinished (see the notes above)"
         )
+    rescore = load_rescore(loaded, runs)
     if out:
-        _write(report_files(loaded, fmt, details, out, include_tampered))
+        _write(report_files(loaded, fmt, details, out, include_tampered, rescore))
     else:
-        click.echo(report_text(loaded, fmt, details, include_tampered), nl=False)
+        click.echo(report_text(loaded, fmt, details, include_tampered, rescore), nl=False)
         if fmt == "csv" and has_transfer_records(loaded):
             warn(
                 "the transfer table is not printed: CSV holds one table; give --out "
                 "FILE.csv (it goes to FILE_transfer.csv) or use --format json"
             )
+        if fmt == "csv" and rescore_tables(rescore, include_tampered) is not None:
+            warn(
+                "the re-score tables are not printed: CSV holds one table; give --out "
+                "FILE.csv (they go to FILE_rescore*.csv) or use --format json"
+            )
     plotted = loaded if include_tampered else trusted(loaded)
     if plots and not plotted:
         click.echo("no plots: every run is tampered (--include-tampered draws them)", err=True)
+    elif plots and len(imported_runs(plotted)) == len(plotted):
+        click.echo(
+            "no plots: every run is imported (recorded elsewhere, not measured by mlxsci)",
+            err=True,
+        )
     elif plots:
         try:
             written = write_plots(plotted, plots)

@@ -1,6 +1,10 @@
 """The report's plots (matplotlib, Agg), PNG and SVG: convergence, roofline
 (one per device), per-size fraction of the roofline and speedups; what each
-shows is in mlxsci/report/build.py's docstring. write_plots draws them all.
+shows is in mlxsci/report/build.py's docstring. write_plots draws them all,
+from mlxsci's own runs: imported runs (mlxsci.report.runs.is_imported) hold
+figures recorded on another chip, which the plots would set beside mlxsci's
+as if measured alike, so they are left out (named on stderr); the tables show
+their recorded figures, labelled.
 
 matplotlib is imported inside the functions that draw, not at the top: a
 report without --plots (and `import mlxsci.report`) never loads it, and
@@ -16,7 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from mlxsci.evaluation.verdicts import NOISE_FLOOR
-from mlxsci.report.runs import cell_runs, models_of, pick_run, speedup, warn
+from mlxsci.report.runs import (
+    cell_runs,
+    imported_runs,
+    models_of,
+    native,
+    pick_run,
+    recorded_on,
+    speedup,
+    warn,
+)
 from mlxsci.report.spread import (
     BOOTSTRAP_LEVEL,
     BOOTSTRAP_MIN_RUNS,
@@ -417,12 +430,21 @@ def plot_fractions(runs: list[dict], out: Path) -> list[Path]:
 
 def write_plots(runs: list[dict], out) -> list[Path]:
     """Convergence, roofline (one per device), per-size fraction and speedup
-    (median and spread per cell) plots, PNG + SVG."""
+    (median and spread per cell) plots, PNG + SVG, of the runs mlxsci
+    measured: imported runs are left out, with a line on stderr."""
     import matplotlib
 
     matplotlib.use("Agg")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    left_out = imported_runs(runs)
+    if left_out:
+        where = ", ".join(sorted({recorded_on(r) for r in left_out}))
+        warn(
+            f"{len(left_out)} imported run(s) left out of the plots: their figures were "
+            f"recorded on {where}, not measured by mlxsci (the tables show them, labelled)"
+        )
+    runs = native(runs)
     if not runs:
         return []
     return (

@@ -4,7 +4,9 @@ cell, the transfer grade and its strongest evidence), whether a run's files
 are still those it finished with (mlxsci.search.manifest: a tampered run is
 named on stderr and marked), and whether its secret held-out draw verifies
 against the commitment made at its start (mlxsci.held_out: an unverified run
-is named on stderr and marked).
+is named on stderr and marked), and whether it is an imported run
+(python -m mlxsci.import_metal_sci: figures recorded on another chip by
+another harness, shown as such and never as mlxsci's measurements).
 
 Separate from the tables and the plots because both read runs through it:
 mlxsci.report.tables and mlxsci.report.plots import it, never the other way round. The
@@ -15,11 +17,13 @@ task, model and proposer seed) are described in mlxsci/report/build.py's docstri
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 from mlxsci import held_out
 from mlxsci.evaluation.verdicts import IMPROVED, assess_summary
+from mlxsci.import_metal_sci import records as import_records
 from mlxsci.search import manifest as run_manifest
 from mlxsci.search.outcomes import classify_summary
 from mlxsci.task import load_task
@@ -68,19 +72,32 @@ def _load_run(run_dir: Path) -> dict | None:
             "(--include-tampered keeps it)",
         )
     _warn_transfer(run_dir, summary)
+    spec = _run_spec(run_dir)
     summary["run_dir"] = str(run_dir)
     summary["_integrity"] = integrity.status
     summary["_mtime"] = path.stat().st_mtime
-    summary["_seed"] = _run_seed(run_dir)
+    summary["_seed"] = _run_seed(spec)
+    # run.json's word on an import (the summary's own "imported" block is the other)
+    summary["_spec_imported"] = spec.get("imported") is True
+    summary["_spec_chip"] = spec.get("chip") if isinstance(spec.get("chip"), str) else None
+    summary["_spec_format"] = (
+        spec.get("source_format") if isinstance(spec.get("source_format"), str) else None
+    )
     return summary
 
 
-def _run_seed(run_dir: Path):
-    """The run's proposer seed (run.json; 0, the default, when it has none)."""
+def _run_spec(run_dir: Path) -> dict:
+    """The run's run.json ({} when it has none or it is not an object)."""
     try:
-        seed = json.loads((run_dir / "run.json").read_text()).get("seed", 0)
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return 0
+        spec = json.loads((run_dir / "run.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _run_seed(spec: dict):
+    """The run's proposer seed (run.json; 0, the default, when it has none)."""
+    seed = spec.get("seed", 0)
     return seed if isinstance(seed, (int, str)) and not isinstance(seed, bool) else 0
 
 
@@ -171,6 +188,117 @@ def trusted(runs: list[dict]) -> list[dict]:
     return [r for r in runs if not is_tampered(r)]
 
 
+# -- imported runs ------------------------------------------------------------
+#
+# An imported run (python -m mlxsci.import_metal_sci, the layout in
+# mlxsci/import_metal_sci/records.py) holds what another harness recorded on
+# another chip: its summary.json's "recorded" block (seed and best S, the
+# improvement, on the chip it names) and null seed_score / best_score, since
+# mlxsci has measured nothing of it. The report shows the recorded figures in
+# columns of their own, labelled with the chip (recorded_on), and leaves the
+# imported run out of every figure that is mlxsci's: the cells' speedups and
+# outcomes, the transfer table, the plots.
+
+# How a source format is named beside the chip: "Apple M1 Pro (Metal-Sci)".
+SOURCE_NAMES = {import_records.SOURCE_FORMAT: "Metal-Sci"}
+UNKNOWN_CHIP = "unknown chip"
+
+
+def is_imported(run: dict) -> bool:
+    """Whether the run was imported from another harness's records (its
+    summary's "imported" block, or run.json's "imported": true), not
+    searched by mlxsci."""
+    return bool(run.get("imported")) or bool(run.get("_spec_imported"))
+
+
+def native(runs: list[dict]) -> list[dict]:
+    """The runs mlxsci searched and measured itself (not imported)."""
+    return [r for r in runs if not is_imported(r)]
+
+
+def imported_runs(runs: list[dict]) -> list[dict]:
+    """The imported runs among `runs`."""
+    return [r for r in runs if is_imported(r)]
+
+
+def _block(run: dict, key: str) -> dict:
+    block = run.get(key)
+    return block if isinstance(block, dict) else {}
+
+
+def _text(value) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def number(value) -> float | None:
+    """A finite number from a JSON value (bools, strings, nan, inf: None)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def recorded_chip(run: dict) -> str | None:
+    """The chip an imported run's figures were recorded on (the summary's
+    "recorded" or "imported" block, else run.json), None when none says."""
+    for value in (
+        _block(run, "recorded").get("chip"),
+        _block(run, "imported").get("chip"),
+        run.get("_spec_chip"),
+    ):
+        chip = _text(value)
+        if chip:
+            return shorten(chip, 60)
+    return None
+
+
+def recorded_on(run: dict) -> str:
+    """Where an imported run's figures come from, for a `recorded on` cell:
+    the chip and the harness, 'Apple M1 Pro (Metal-Sci)'."""
+    fmt = _text(_block(run, "imported").get("format")) or _text(run.get("_spec_format"))
+    source = SOURCE_NAMES.get(fmt or "", shorten(fmt, 30) if fmt else "imported")
+    return f"{recorded_chip(run) or UNKNOWN_CHIP} ({source})"
+
+
+def recorded_figures(run: dict) -> dict:
+    """An imported run's recorded figures, each None unless a usable number:
+    seed S, best S, speedup (the recorded improvement, else best / seed) and
+    the best iteration."""
+    rec = _block(run, "recorded")
+    seed, best = number(rec.get("seed_score")), number(rec.get("best_score"))
+    gain = number(rec.get("improvement"))
+    if gain is None and seed and best is not None:
+        gain = best / seed
+    it = rec.get("best_iteration")
+    return {
+        "seed S": seed,
+        "best S": best,
+        "speedup": gain,
+        "best iteration": it if isinstance(it, int) and not isinstance(it, bool) else None,
+    }
+
+
+def converted(run: dict) -> str | None:
+    """How many of an imported run's recorded candidates were converted to
+    mlxsci's format, 'converted/candidates' (None when the counts are not there)."""
+    block = _block(run, "imported")
+    done, of = block.get("converted"), block.get("candidates")
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (done, of)):
+        return None
+    return f"{done}/{of}"
+
+
+def imported_cell(runs: list[dict], task: str, model: str) -> list[dict]:
+    """The imported runs of one cell: one per recorded source folder (of a
+    folder imported twice, pick_run's choice), in path order."""
+    by_source: dict = {}
+    for r in imported_runs(runs):
+        if r["task"] == task and r["model"] == model:
+            source = _block(r, "imported").get("source")
+            key = source if isinstance(source, str) else r["run_dir"]
+            by_source.setdefault(key, []).append(r)
+    return sorted((pick_run(group) for group in by_source.values()), key=lambda r: r["run_dir"])
+
+
 # -- numbers and labels -----------------------------------------------------
 
 
@@ -204,9 +332,11 @@ def models_of(runs: list[dict]) -> list[str]:
 
 
 def cell_runs(runs: list[dict], task: str, model: str) -> list[dict]:
-    """The runs of one cell: one per proposer seed (picked by pick_run), by seed."""
+    """The runs of one cell: one per proposer seed (picked by pick_run), by
+    seed. Imported runs are not among them (imported_cell): a cell's figures
+    are mlxsci's."""
     by_seed: dict = {}
-    for r in runs:
+    for r in native(runs):
         if r["task"] == task and r["model"] == model:
             by_seed.setdefault(r.get("_seed", 0), []).append(r)
     ordered = sorted(by_seed.items(), key=lambda kv: (isinstance(kv[0], str), kv[0]))

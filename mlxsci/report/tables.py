@@ -5,7 +5,9 @@ main_table: one row per task, one column group per model (medians and
 spreads when a cell holds several runs, mlxsci.report.spread);
 details_table: one row per run; transfer_table: per model and task, how many
 wins transferred to the held-out and how the others failed (A/B/C/D). render
-turns any of them into text. What the columns mean is in
+turns any of them into text. Imported runs (mlxsci.report.runs.is_imported)
+add `recorded` columns labelled with the chip their figures were recorded
+on, and never count in mlxsci's own columns. What the columns mean is in
 mlxsci/report/build.py's docstring. Separate from the plots
 (mlxsci.report.plots), which need matplotlib and none of this.
 """
@@ -26,13 +28,19 @@ from mlxsci.report.runs import (
     NO_WIN,
     TRANSFERS,
     cell_runs,
+    converted,
     held_out_mode,
     held_out_status,
     held_out_unverified,
+    imported_cell,
     improved,
+    is_imported,
     is_tampered,
     models_of,
+    native,
     outcome_label,
+    recorded_figures,
+    recorded_on,
     speedup,
     strongest_evidence,
     transfer_grade,
@@ -51,6 +59,12 @@ UNVERIFIED_NOTE = (
     "commitment made at their start (named on stderr, the problem in the details "
     "table): their held-out figures may come from another configuration, and "
     "their transfer grades are left out of the transfer table's grade counts"
+)
+IMPORTED_NOTE = (
+    "recorded: figures of imported runs (python -m mlxsci.import_metal_sci), as "
+    "recorded by another harness on the chip named under `recorded on`, not "
+    "measured by mlxsci; mlxsci's own columns leave imported runs out, so a cell "
+    "holding only imported runs is empty there"
 )
 # The row of a model's transfer table that sums its tasks.
 ALL_TASKS = "all tasks"
@@ -128,11 +142,38 @@ def _repeated_cell(m: str, cell: list[dict]) -> dict:
     }
 
 
+def _recorded_cell(m: str, cell: list[dict], repeated: bool) -> dict:
+    """The recorded figures of a cell's imported runs: their median recorded
+    speedup (with runs, lo, hi and spread when any cell holds several) and
+    where they were recorded ('Apple M1 Pro (Metal-Sci)')."""
+    s, lo, hi = median_and_spread([recorded_figures(r)["speedup"] for r in cell])
+    row: dict = {}
+    if repeated:
+        row[f"{m} recorded runs"] = len(cell) if cell else None
+    row[f"{m} recorded speedup"] = s
+    if repeated:
+        n = sum(1 for r in cell if recorded_figures(r)["speedup"] is not None)
+        row.update(
+            {
+                f"{m} recorded speedup lo": lo,
+                f"{m} recorded speedup hi": hi,
+                f"{m} recorded spread": spread_kind(n),
+            }
+        )
+    row[f"{m} recorded on"] = ", ".join(sorted({recorded_on(r) for r in cell})) or None
+    return row
+
+
 def main_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
     """One row (an ordered dict) per task; per model: speedup, improved (bool),
     held-out phi, held-out ratio, outcome, and when any cell holds several runs
     also runs, speedup lo/hi, spread, held-out ratio lo/hi (module docstring).
-    Values are raw numbers (None if unknown). When any run is tampered
+    Values are raw numbers (None if unknown). Those columns are mlxsci's: they
+    count no imported run (mlxsci.report.runs.is_imported). Each model with
+    imported runs also gets `recorded speedup` and `recorded on` (the
+    chip and harness that recorded it; IMPORTED_NOTE), from the cell's
+    imported runs (mlxsci.report.runs.imported_cell; with `recorded runs`,
+    lo, hi and spread when any cell has several). When any run is tampered
     (mlxsci.report.runs.is_tampered), each model also gets `tampered`, the count of
     such runs, which the cells leave out unless include_tampered; when any
     run in a cell has a held-out draw that does not verify
@@ -143,6 +184,10 @@ def main_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
     counted = runs if include_tampered else trusted(runs)
     cells = {(t, m): cell_runs(counted, t, m) for t in tasks for m in models}
     repeated = any(len(cell) > 1 for cell in cells.values())
+    recorded = {(t, m): imported_cell(counted, t, m) for t in tasks for m in models}
+    # the models with imported runs (tampered ones too: their columns stay, empty)
+    recorded_models = {r["model"] for r in runs if is_imported(r)}
+    recorded_repeated = any(len(cell) > 1 for cell in recorded.values())
     flagged = any(is_tampered(r) for r in runs)
     unverified = any(held_out_unverified(r) for r in counted)
     rows = []
@@ -153,6 +198,8 @@ def main_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
             row.update(
                 _repeated_cell(m, cell) if repeated else _single_cell(m, cell[0] if cell else None)
             )
+            if m in recorded_models:
+                row.update(_recorded_cell(m, recorded[(task, m)], recorded_repeated))
             if flagged:
                 row[f"{m} tampered"] = sum(
                     1 for r in runs if r["task"] == task and r["model"] == m and is_tampered(r)
@@ -163,58 +210,131 @@ def main_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
     return rows
 
 
-def _count(history: list[dict], pred) -> int:
-    return sum(1 for h in history if h.get("iteration", 0) > 0 and pred(h))
+def _count(history, pred) -> int:
+    """How many of the history's iterations (not the seed) satisfy pred;
+    entries that are not records of an iteration are not counted."""
+    if not isinstance(history, list):
+        return 0
+    return sum(
+        1
+        for h in history
+        if isinstance(h, dict)
+        and isinstance(h.get("iteration", 0), int)
+        and h.get("iteration", 0) > 0
+        and pred(h)
+    )
+
+
+def _compile_failure(h: dict) -> bool:
+    return h.get("role") == "candidate" and not h.get("compile_ok")
+
+
+def _incorrect(h: dict) -> bool:
+    return h.get("role") == "candidate" and bool(h.get("compile_ok")) and not h.get("correct")
+
+
+# The details columns that are mlxsci's measurements or its search's records:
+# empty for an imported run, whose recorded figures have columns of their own.
+MLXSCI_DETAILS = (
+    "backend",
+    "compile failures",
+    "incorrect",
+    "skipped",
+    "implausible",
+    "best iteration",
+    "seed S",
+    "best S",
+    "S band",
+    "tokens in",
+    "tokens out",
+    "cost usd",
+    "wall s",
+    "search outcome",
+    "transfer grade",
+    "held-out mode",
+    "held-out verified",
+    "evidence",
+)
+
+
+def _recorded_details(r: dict) -> dict:
+    """An imported run's recorded figures for the details table (None for a
+    native run): where they were recorded, seed and best S, speedup, best
+    iteration, compile failures and wrong results of its recorded history,
+    and how many of its candidates were converted."""
+    if not is_imported(r):
+        return dict.fromkeys(
+            (
+                "recorded on",
+                "recorded seed S",
+                "recorded best S",
+                "recorded speedup",
+                "recorded best iteration",
+                "recorded compile failures",
+                "recorded incorrect",
+                "converted",
+            )
+        )
+    figures = recorded_figures(r)
+    hist = r.get("history")
+    return {
+        "recorded on": recorded_on(r),
+        "recorded seed S": figures["seed S"],
+        "recorded best S": figures["best S"],
+        "recorded speedup": figures["speedup"],
+        "recorded best iteration": figures["best iteration"],
+        "recorded compile failures": _count(hist, _compile_failure),
+        "recorded incorrect": _count(hist, _incorrect),
+        "converted": converted(r),
+    }
 
 
 def details_table(runs: list[dict]) -> list[dict]:
-    """One row per run."""
+    """One row per run. When any run is imported, the rows gain its recorded
+    figures (_recorded_details, IMPORTED_NOTE), and an imported run's row
+    leaves mlxsci's columns (MLXSCI_DETAILS) empty."""
     rows = []
+    any_imported = any(is_imported(r) for r in runs)
     for r in runs:
         hist = r.get("history", [])
         tokens = r.get("tokens") or {}
-        rows.append(
-            {
-                "task": r["task"],
-                "model": r["model"],
-                "backend": r.get("backend"),
-                "iterations": r.get("iterations"),
-                "compile failures": _count(
-                    hist, lambda h: h.get("role") == "candidate" and not h.get("compile_ok")
-                ),
-                "incorrect": _count(
-                    hist,
-                    lambda h: (
-                        h.get("role") == "candidate"
-                        and h.get("compile_ok")
-                        and not h.get("correct")
-                    ),
-                ),
-                "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
-                # correct, but timed below what the machine allows (mlxsci.evaluation.checks)
-                "implausible": _count(hist, lambda h: bool(h.get("implausible"))),
-                "best iteration": r.get("best_iteration"),
-                "seed S": r.get("seed_score"),
-                "best S": r.get("best_score"),
-                # the noise band the speedup was judged against (mlxsci.evaluation.verdicts)
-                "S band": assess_summary(r)["improvement_band"],
-                "tokens in": tokens.get("input", 0),
-                "tokens out": tokens.get("output", 0),
-                "cost usd": r.get("cost_usd", 0.0),
-                "wall s": r.get("wall_s"),
-                "search outcome": r.get("outcome"),
-                # how the best fared at the held-out (summary.json's transfer):
-                # its grade, how the held-out was chosen, whether the secret
-                # draw verifies, and the strongest evidence for the grade
-                "transfer grade": transfer_grade(r),
-                "held-out mode": held_out_mode(r),
-                "held-out verified": held_out_status(r),
-                "evidence": strongest_evidence(r),
-                # whether its files are as it finished (mlxsci.search.manifest)
-                "integrity": r.get("_integrity"),
-                "run": Path(r["run_dir"]).name,
-            }
-        )
+        tokens = tokens if isinstance(tokens, dict) else {}
+        row = {
+            "task": r["task"],
+            "model": r["model"],
+            "backend": r.get("backend"),
+            "iterations": r.get("iterations"),
+            "compile failures": _count(hist, _compile_failure),
+            "incorrect": _count(hist, _incorrect),
+            "skipped": _count(hist, lambda h: h.get("role") == "skipped"),
+            # correct, but timed below what the machine allows (mlxsci.evaluation.checks)
+            "implausible": _count(hist, lambda h: bool(h.get("implausible"))),
+            "best iteration": r.get("best_iteration"),
+            "seed S": r.get("seed_score"),
+            "best S": r.get("best_score"),
+            # the noise band the speedup was judged against (mlxsci.evaluation.verdicts)
+            "S band": None if is_imported(r) else assess_summary(r)["improvement_band"],
+            "tokens in": tokens.get("input", 0),
+            "tokens out": tokens.get("output", 0),
+            "cost usd": r.get("cost_usd", 0.0),
+            "wall s": r.get("wall_s"),
+            "search outcome": r.get("outcome"),
+            # how the best fared at the held-out (summary.json's transfer):
+            # its grade, how the held-out was chosen, whether the secret
+            # draw verifies, and the strongest evidence for the grade
+            "transfer grade": transfer_grade(r),
+            "held-out mode": held_out_mode(r),
+            "held-out verified": held_out_status(r),
+            "evidence": strongest_evidence(r),
+        }
+        if is_imported(r):
+            row.update(dict.fromkeys(MLXSCI_DETAILS))
+        if any_imported:
+            row.update(_recorded_details(r))
+        # whether its files are as it finished (mlxsci.search.manifest)
+        row["integrity"] = r.get("_integrity")
+        row["run"] = Path(r["run_dir"]).name
+        rows.append(row)
     return rows
 
 
@@ -248,7 +368,8 @@ def transfer_table(runs: list[dict], include_tampered: bool = False) -> list[dic
     table's cell counts (one per proposer seed, mlxsci.report.runs.cell_runs;
     tampered runs left out unless include_tampered); `unverified` appears
     when any counted run's held-out draw fails to verify, `tampered` when any
-    run is tampered."""
+    run is tampered. Imported runs have no mlxsci grade: they are left out."""
+    runs = native(runs)
     models, tasks = models_of(runs), sorted({r["task"] for r in runs})
     counted = runs if include_tampered else trusted(runs)
     show_unverified = any(held_out_unverified(r) for r in counted)
@@ -322,6 +443,8 @@ def _notes(rows: list[dict]) -> list[str]:
     keys = list(rows[0]) if rows else []
     if "transfer rate" in keys:
         notes.append(f"{TRANSFER_NOTE}.")
+    if any(k == "recorded on" or k.endswith(" recorded on") for k in keys):
+        notes.append(f"{IMPORTED_NOTE[0].upper()}{IMPORTED_NOTE[1:]}.")
     for word, note in (("tampered", TAMPERED_NOTE), ("unverified", UNVERIFIED_NOTE)):
         if any(k == word or k.endswith(f" {word}") for k in keys):
             notes.append(f"{note[0].upper()}{note[1:]}.")
@@ -359,8 +482,10 @@ def _numeric(col: list[str]) -> bool:
     return bool(vals) and all(re.fullmatch(r"[-+]?[\d.]+(e[-+]?\d+)?[x%]?", v) for v in vals)
 
 
-def render(rows: list[dict], fmt: str = "md") -> str:
-    """Render rows (main_table, details_table or transfer_table) as md, latex, csv or json."""
+def render(rows: list[dict], fmt: str = "md", notes: bool = True) -> str:
+    """Render rows (main_table, details_table or transfer_table) as md, latex,
+    csv or json; md and latex with the notes their columns call for under
+    the table, unless not `notes`."""
     if fmt == "json":
         return json.dumps(rows, indent=2) + "\n"
     if fmt == "csv":
@@ -377,7 +502,7 @@ def render(rows: list[dict], fmt: str = "md") -> str:
         # a | inside a cell (evidence quoting code: `a || b`) would end the cell
         cells = [[c.replace("|", r"\|") for c in cr] for cr in cells]
         shown = [[f"**{c}**" if b else c for c, b in zip(cr, br)] for cr, br in zip(cells, bold)]
-        note = "".join(f"\n{n}\n" for n in _notes(rows))
+        note = "".join(f"\n{n}\n" for n in _notes(rows)) if notes else ""
         return (
             tabulate(
                 shown, headers=headers, tablefmt="github", colalign=align, disable_numparse=True
@@ -404,7 +529,7 @@ def render(rows: list[dict], fmt: str = "md") -> str:
             " & ".join(tex(c, b) for c, b in zip(cr, br)) + r" \\" for cr, br in zip(cells, bold)
         ]
         lines += [r"\bottomrule", r"\end{tabular}"]
-        for n in _notes(rows):  # under the tabular, where a caption would say it
+        for n in _notes(rows) if notes else []:  # under the tabular, as a caption would
             lines += ["", rf"\par\footnotesize {latex_escape(n)}"]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
