@@ -1,0 +1,92 @@
+"""The files an import writes and the verdict vocabulary, shared by the
+importer, the re-scorer and the report (mlxsci/report reads them as data).
+
+An imported run directory `OUT/<source folder name>/` holds:
+
+    run.json                 {"task", "model", "imported": true, "source_format": "metal-sci",
+                              "source": the Metal-Sci folder, "chip": the recorded chip}
+    import.json              one record per iteration (IMPORT_FILE, below)
+    summary.json             the run as the report reads it: "task", "model",
+                             "iterations" (LLM iterations), "imported" (counts),
+                             "recorded" (the recorded chip's figures), "history"
+                             (the recorded history, each record marked
+                             "recorded": true), and "seed_score" / "best_score"
+                             null: mlxsci has measured nothing yet
+    NN_original.metal        the Metal-Sci source as recorded (00 = the seed)
+    NN_candidate.metal       the converted candidate in mlxsci's format (00_seed.metal
+                             for the seed), absent when it could not be converted
+    NN_prompt.md, NN_response.md, NN_reasoning.md   copied as recorded
+    NN_recorded_result.json  Metal-Sci's NN_result.json as recorded
+    recorded_history.json, recorded_summary.json    Metal-Sci's, as recorded
+    manifest.json            the files' digests (mlxsci.search.manifest), written last
+
+`OUT/rescore.json` (written by --rescore) is a JSON list of RescoreRecord
+dicts, one per imported candidate and backend/size set, in import order.
+"""
+
+from __future__ import annotations
+
+# One word for how a candidate fared, recorded (Metal-Sci's result) or
+# measured here (mlxsci's evaluation). Pipeline errors count as runtime_error.
+CORRECT = "correct"
+INCORRECT = "incorrect"
+COMPILE_ERROR = "compile_error"
+RUNTIME_ERROR = "runtime_error"
+VERDICTS = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR)
+
+IMPORT_FILE = "import.json"
+RESCORE_FILE = "rescore.json"
+SOURCE_FORMAT = "metal-sci"
+IMPORT_VERSION = 1
+
+# import.json:
+# {"version": 1, "source_format": "metal-sci", "source": str, "task": str, "model": str,
+#  "chip": str | None, "recorded_best_iteration": int | None,
+#  "iterations": [
+#    {"iteration": int (0 = seed), "role": "seed" | "candidate" | "skipped",
+#     "original": "NN_original.metal" | None, "candidate": "NN_candidate.metal" | None,
+#     "reason": str | None      (why there is no converted candidate: not converted, missing file,
+#                                skipped iteration),
+#     "notes": [str, ...]       (what the conversion changed: launch shapes, in-place buffers, ...),
+#     "recorded": {"verdict": one of VERDICTS | None, "score": float | None,
+#                  "fail_reason": str | None, "is_new_best": bool,
+#                  "sizes": [{"label", "correct", "gpu_seconds", "fraction_of_ceiling"}, ...]}}]}
+#
+# rescore.json: [RescoreRecord, ...], each:
+# {"run": str (the imported run's folder name), "iteration": int,
+#  "recorded": one of VERDICTS | None, "mlxsci": one of VERDICTS | None (None: not evaluated,
+#  the reason says why), "reason": str (why they differ, or what mlxsci found),
+#  "recorded_score": float | None, "mlxsci_score": float | None,
+#  "backend": str, "sizes": str (the size set evaluated: smoke, in-dist, ...),
+#  "recorded_best": bool (this is the run's recorded best, iteration > 0),
+#  "held_out": None | {"label": str, "mlxsci": verdict, "phi": float | None, "reason": str | None},
+#  "transfer": None | {"grade": str, "reason": str}}
+
+
+def recorded_verdict(result: dict | None) -> str | None:
+    """The verdict a Metal-Sci NN_result.json (or history record) records:
+    None when there is no result to read."""
+    if not isinstance(result, dict):
+        return None
+    reason = result.get("fail_reason")
+    reason = reason if isinstance(reason, str) else ""
+    if result.get("correct") is True:
+        return CORRECT
+    if reason.startswith("pipeline error") or reason.startswith("runtime error"):
+        return RUNTIME_ERROR
+    if result.get("compile_ok") is False or reason.startswith("compile error"):
+        return COMPILE_ERROR
+    return INCORRECT
+
+
+def mlxsci_verdict(compile_ok: bool, correct: bool, fail_reason: str | None) -> str:
+    """The verdict of an mlxsci evaluation (its candidate's compile_ok, correct,
+    fail_reason)."""
+    reason = fail_reason or ""
+    if reason.startswith("pipeline error") or reason.startswith("runtime error"):
+        return RUNTIME_ERROR
+    if not compile_ok:
+        return COMPILE_ERROR
+    if correct:
+        return CORRECT
+    return INCORRECT
