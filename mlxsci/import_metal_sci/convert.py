@@ -1,0 +1,1041 @@
+"""A Metal-Sci candidate (a full Metal source) as an mlxsci candidate.
+
+`convert_source(task, source)` returns a `Conversion`: the candidate in
+mlxsci's format v1 (metal dialect), or None and a one-line reason, and notes
+on what the conversion changed. It never raises.
+
+How (design: the lead's issue; details decided here):
+
+1. The source is cut by mlxsci/import_metal_sci/metal_source.py. Everything
+   outside the kernel functions is the header, verbatim (MLX's `header`).
+   Kernels the task does not have are dropped (Metal-Sci's host never
+   dispatched them), and so is a task kernel mlxsci does not run
+   (lj_clear_cells), each with a note. A task kernel missing, defined twice,
+   a template, a buffer index outside Metal-Sci's table (mlxsci/import_metal_sci/interfaces.py)
+   or declared with the wrong shape (an array as a reference) is not converted.
+2. Each kernel body becomes a prologue plus the candidate's body, its
+   identifiers renamed token-wise and simultaneously (never after `.`, `->`
+   or `::`) only where needed:
+   - a buffer is matched by its index, never its name, to mlxsci's parameter
+     (MLX's types are found by a dry run of the task's pipeline at its first
+     smoke size, through mlxsci.kernel.signature's rules). Same element type
+     (uint = uint32_t, char = int8_t, atomic_uint = atomic<uint>, ...): a
+     rename. Another type (nbody's float4 over mlxsci's (N, 4) float array,
+     fft3d's float2, lj's `device uint* cell_list` over MLX's atomic
+     output): an alias in the prologue with the candidate's element type in
+     MLX's address space, cast from MLX's parameter.
+   - a scalar of the same type is renamed; of another type it becomes a
+     value (`const int N = int(NX_mlx);`); declared as a pointer it points at
+     MLX's constant reference (`const constant uint* N = &N_mlx;`).
+   - a thread-attribute parameter becomes a prologue variable of its declared
+     type from MLX's attribute (`uint2 gid = uint2(thread_position_in_grid.xy);`;
+     MLX declares an attribute whose name the body holds).
+   - any other body identifier equal to one of MLX's parameter names
+     (inputs, outputs, `<input>_shape/_strides/_ndim`, attributes) is renamed,
+     so that it cannot collide with MLX's declaration.
+   - macros of the header that name a renamed parameter are renamed alike
+     (when every kernel renames it the same way).
+3. In-place buffers (saxpy y, ising spins, hmc accept_cnt): reads keep
+   reading mlxsci's input X, writes go to the output X_out:
+   `X[e] = v` -> `X_out[e] = v`; `X[e] op= v` -> `(X_out[e] = X[e] op (v))`;
+   `X[e]++`, `++X[e]` alike. Any other use of X (pointer arithmetic,
+   `&X[...]`, passing X to a function, a write to part of an element, an
+   index with side effects, X in a macro) is not converted. The task's
+   carry (interfaces.py) then copies, per thread, the element of the
+   thread's own grid position from X to X_out before the body runs, so
+   elements the dispatch leaves alone keep their values.
+4. `[[max_total_threads_per_threadgroup(N)]]` is dropped (MLX writes the
+   signature) and the launch shape shrunk by the Metal-Sci host's rule
+   instead; every kernel gets `//! grid` and `//! threadgroup` lines with
+   the Metal-Sci host's shapes (fft3d: grid (N, N*N, 1), not mlxsci's default
+   (N, N, N)).
+5. The result parses (mlxsci.kernel.candidate.parse, metal dialect) and
+   fits the task (mlxsci.kernel.validate). A candidate mlxsci's source policy
+   refuses (an include of a file, printf, ...) is still returned, with a
+   note: that is mlxsci's verdict on it (a compile error), not a conversion
+   failure.
+
+Limits (what the converted kernel cannot reproduce):
+- Reads of an in-place buffer see the values before the dispatch: a kernel
+  that writes an element and reads it back in the same dispatch (its own
+  write or another thread's) reads the old value, where Metal-Sci's buffer
+  gave the new one (undefined across threads on a GPU anyway).
+- The carry copies the element of each thread's own grid position: a kernel
+  whose threads write other positions' elements (hmc with several chains per
+  thread, an ising kernel that packs the active sites onto fewer threads)
+  races with another thread's copy; the simulator's schedule check reports
+  such a race.
+- An alias cast is written in the address space MLX uses at the task's
+  first smoke size; an array that MLX binds as `constant` at one size and
+  `device` at another (fewer than 8 elements) would need another cast.
+- A pipeline maximum below what the host needs at some sizes only (fft3d's
+  TG of N threads with max_total_threads_per_threadgroup below N) made
+  Metal-Sci fail at those sizes; the converted kernel runs them (a note).
+- Register pressure that lowered Metal's pipeline maximum (and so the
+  host's threadgroup) without an attribute is not known from the source.
+- lj_clear_cells is not run: what it did besides zeroing cell_count is lost.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlxsci.import_metal_sci import interfaces as ifaces
+from mlxsci.import_metal_sci.metal_source import (
+    KernelFunction,
+    MetalSource,
+    MetalSourceError,
+    Param,
+    Token,
+    match_brackets,
+    parse_metal_source,
+    scan,
+)
+from mlxsci.kernel import signature
+from mlxsci.kernel.model import CandidateError
+
+__all__ = ["Conversion", "convert_source", "mlx_parameters", "MlxParam"]
+
+
+@dataclass(frozen=True)
+class Conversion:
+    text: str | None  # the candidate in mlxsci's format (metal dialect); None: not converted
+    reason: str | None  # one line: why it cannot be converted; None when converted
+    notes: tuple[str, ...] = ()  # what the conversion changed
+
+    @property
+    def converted(self) -> bool:
+        return self.text is not None
+
+
+class _Refused(Exception):
+    """The source cannot be converted; the message is the reason."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(message.split()))
+        self.message = " ".join(message.split())
+
+
+def convert_source(task, source: str) -> Conversion:
+    """`source` (a Metal-Sci candidate) as an mlxsci candidate of `task` (a
+    Task or a task name). Never raises: an input it cannot convert gives
+    Conversion(None, reason)."""
+    notes: list[str] = []
+    try:
+        text = _convert(task, source, notes)
+    except _Refused as exc:
+        return Conversion(None, exc.message, tuple(notes))
+    except MetalSourceError as exc:
+        return Conversion(None, f"not a Metal source mlxsci can read: {exc}", tuple(notes))
+    except RecursionError:
+        return Conversion(None, "the source nests too deeply to convert", tuple(notes))
+    except Exception as exc:  # noqa: BLE001 - never raise on any input: a converter bug is a reason too
+        message = " ".join(str(exc).split())[:300]
+        return Conversion(
+            None, f"internal error of the converter: {type(exc).__name__}: {message}", tuple(notes)
+        )
+    return Conversion(text, None, tuple(notes))
+
+
+# ---------------------------------------------------------------- MLX's side
+
+
+@dataclass(frozen=True)
+class MlxParam:
+    """One parameter MLX declares for a kernel: `const device float* pos_in`
+    is MlxParam("pos_in", "device", "*", True, "float", False)."""
+
+    name: str
+    space: str  # device or constant
+    declarator: str  # "*" or "&"
+    const: bool
+    elem: str  # Metal type string of the element: float, uint32_t, int8_t
+    atomic: bool = False
+
+    @property
+    def pointee(self) -> str:
+        return f"atomic<{self.elem}>" if self.atomic else self.elem
+
+    def decl(self) -> str:
+        return f"{'const ' if self.const else ''}{self.space} {self.pointee}{self.declarator}"
+
+
+_MLX_CACHE: dict[str, dict[str, dict[str, MlxParam]]] = {}
+
+
+class _DryLaunch:
+    """Stands in for mlxsci's Launcher: records the arguments of each
+    kernel's first launch and returns zeros of the output shapes."""
+
+    def __init__(self, task):
+        self.task = task
+        self.seen: dict[str, dict[str, MlxParam]] = {}
+
+    def counter(self, value: int):
+        return np.array(value, dtype=np.uint32)
+
+    def __call__(self, name: str, inputs: dict, outputs: dict) -> dict:
+        contract = self.task.kernel(name)
+        if name not in self.seen:
+            params: dict[str, MlxParam] = {}
+            for n in contract.inputs:
+                info = signature.ArgInfo.of(np.asarray(inputs[n]))
+                t = signature.METAL_TYPES[info.dtype]
+                if info.ndim == 0:
+                    params[n] = MlxParam(n, "constant", "&", True, t)
+                elif info.size < signature.MAX_CONSTANT_ARRAY_SIZE:
+                    params[n] = MlxParam(n, "constant", "*", True, t)
+                else:
+                    params[n] = MlxParam(n, "device", "*", True, t)
+            for n in contract.outputs:
+                t = signature.METAL_TYPES[signature.dtype_name(outputs[n][1])]
+                params[n] = MlxParam(n, "device", "*", False, t, contract.atomic_outputs)
+            self.seen[name] = params
+        return {n: np.zeros(outputs[n][0], dtype=outputs[n][1]) for n in contract.outputs}
+
+
+def mlx_parameters(task) -> dict[str, dict[str, MlxParam]]:
+    """Kernel name -> parameter name -> what MLX declares, for `task` at its
+    first smoke size (a dry run of its pipeline with zero outputs)."""
+    key = task.ref
+    if key not in _MLX_CACHE:
+        size = task.size_set("smoke")[0]
+        launch = _DryLaunch(task)
+        task.run(launch, task.inputs(size.params), size.params)
+        _MLX_CACHE[key] = launch.seen
+    return _MLX_CACHE[key]
+
+
+# ------------------------------------------------------------------- types
+
+_SCALAR_ALIASES = {
+    "uint": "uint32_t",
+    "unsigned": "uint32_t",
+    "unsigned int": "uint32_t",
+    "int": "int32_t",
+    "signed": "int32_t",
+    "signed int": "int32_t",
+    "char": "int8_t",
+    "signed char": "int8_t",
+    "uchar": "uint8_t",
+    "unsigned char": "uint8_t",
+    "short": "int16_t",
+    "signed short": "int16_t",
+    "ushort": "uint16_t",
+    "unsigned short": "uint16_t",
+    "long": "int64_t",
+    "ulong": "uint64_t",
+    "unsigned long": "uint64_t",
+    "half": "float16_t",
+    "bfloat": "bfloat16_t",
+    "atomic_uint": "atomic<uint32_t>",
+    "atomic_int": "atomic<int32_t>",
+    "atomic_float": "atomic<float>",
+    "atomic_bool": "atomic<bool>",
+}
+
+
+def normal_type(t: str) -> str:
+    """A type's spelling with Metal's synonyms folded: `metal::atomic<uint>`
+    and `atomic_uint` are both atomic<uint32_t>."""
+    t = re.sub(r"\s+", " ", t.replace("metal::", "")).strip()
+    t = re.sub(r"\s*([<>,])\s*", r"\1", t)
+    m = re.fullmatch(r"atomic<(.+)>", t)
+    if m:
+        return f"atomic<{_SCALAR_ALIASES.get(m.group(1), m.group(1))}>"
+    return _SCALAR_ALIASES.get(t, t)
+
+
+_VECTOR = re.compile(r"(?:metal::)?(u?(?:int|short|char|long)|half|float|bool)([234])")
+_ATTRIBUTE_TYPES = dict(signature.METAL_ATTRIBUTES)
+
+
+def _dims(base: str) -> int:
+    m = _VECTOR.fullmatch(base.strip())
+    return int(m.group(2)) if m else 1
+
+
+# ------------------------------------------------------------------- names
+
+_KEYWORDS = frozenset(
+    "return case sizeof alignof typeid throw new delete co_await co_return co_yield else do".split()
+)
+
+
+def _identifiers(tokens: list[Token]) -> set[str]:
+    return {t.text for t in tokens if t.kind == "id"}
+
+
+def _is_member(tokens: list[Token], k: int) -> bool:
+    return k > 0 and tokens[k - 1].kind == "punct" and tokens[k - 1].text in (".", "->", "::")
+
+
+class _Names:
+    """Fresh names: `ms_<base>`, then `ms_<base>_1`, ..., never one the
+    source already holds, MLX declares, or this converter gave out."""
+
+    def __init__(self, taken: set[str]):
+        self.taken = set(taken)
+
+    def fresh(self, base: str) -> str:
+        name = f"ms_{base}"
+        k = 1
+        while name in self.taken:
+            name = f"ms_{base}_{k}"
+            k += 1
+        self.taken.add(name)
+        return name
+
+
+def _header_globals(tokens: list[Token]) -> tuple[set[str], dict[str, set[str]]]:
+    """Names the header declares at file scope (identifiers outside every
+    bracket, macro names), and each #define's identifiers by macro name."""
+    names: set[str] = set()
+    macros: dict[str, set[str]] = {}
+    match = match_brackets(tokens)
+    k, n = 0, len(tokens)
+    while k < n:
+        t = tokens[k]
+        if t.pp:
+            if t.text == "#" and k + 2 < n and tokens[k + 1].text == "define" and tokens[k + 2].pp:
+                name = tokens[k + 2].text
+                names.add(name)
+                j = k + 3
+                ids: set[str] = set()
+                while j < n and tokens[j].pp and tokens[j].text != "#":
+                    if tokens[j].kind == "id":
+                        ids.add(tokens[j].text)
+                    j += 1
+                macros[name] = ids
+                k = j
+                continue
+            k += 1
+            continue
+        if t.kind == "punct" and t.text in "([{" and k in match:
+            k = match[k] + 1
+            continue
+        if t.kind == "id":
+            names.add(t.text)
+        k += 1
+    return names, macros
+
+
+# ----------------------------------------------------------- launch attribute
+
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+
+
+def _int_expr(node: ast.AST) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _int_expr(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        a, b = _int_expr(node.left), _int_expr(node.right)
+        if isinstance(node.op, (ast.LShift, ast.RShift)) and not 0 <= b < 64:
+            raise ValueError("shift out of range")
+        if abs(a) > 2**40 or abs(b) > 2**40:
+            raise ValueError("too large")
+        return _BINOPS[type(node.op)](a, b)
+    raise ValueError("not an integer constant expression")
+
+
+def _evaluate_count(expr: str, header_tokens: list[Token]) -> int:
+    """The integer an attribute argument stands for: a literal, or object-like
+    macros / program-scope integer constants of the header over literals."""
+    defines: dict[str, str] = {}
+    k, n = 0, len(header_tokens)
+    while k < n:
+        t = header_tokens[k]
+        if t.pp and t.text == "#" and k + 2 < n and header_tokens[k + 1].text == "define":
+            name_tok = header_tokens[k + 2]
+            j = k + 3
+            function_like = (
+                j < n
+                and header_tokens[j].pp
+                and header_tokens[j].text == "("
+                and header_tokens[j].start == name_tok.end
+            )
+            body = []
+            while j < n and header_tokens[j].pp and header_tokens[j].text != "#":
+                body.append(header_tokens[j].text)
+                j += 1
+            if not function_like:
+                defines[name_tok.text] = " ".join(body)
+            k = j
+            continue
+        k += 1
+    header_text = " ".join(t.text for t in header_tokens if not t.pp)
+    for m in re.finditer(
+        r"\b(?:constexpr\s+)?constant\s+(?:constexpr\s+)?(?:const\s+)?(?:u?int|u?short|size_t|uint32_t|int32_t)\s+"
+        r"([A-Za-z_]\w*)\s*=\s*([^;{}]+);",
+        header_text,
+    ):
+        defines.setdefault(m.group(1), m.group(2))
+    text = expr
+    for _ in range(16):
+        new = re.sub(
+            r"\b[A-Za-z_]\w*\b",
+            lambda m: f"({defines[m.group()]})" if m.group() in defines else m.group(),
+            text,
+        )
+        if new == text:
+            break
+        text = new
+    text = re.sub(r"\b(\d+|0[xX][0-9a-fA-F]+)[uUlL]+\b", r"\1", text)
+    text = re.sub(r"\(\s*(?:uint|int|unsigned|ushort|short|size_t)\s*\)", "", text)
+    try:
+        value = _int_expr(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, MemoryError):
+        raise _Refused(
+            f"cannot evaluate the thread count `{expr}` of max_total_threads_per_threadgroup"
+        ) from None
+    return value
+
+
+# ---------------------------------------------------------------- the body
+
+
+_ASSIGN = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="})
+_COMPOUND = _ASSIGN - {"="}
+
+
+@dataclass
+class _InPlace:
+    read: str  # what reads of X become
+    write: str  # what writes to X go to
+
+
+@dataclass
+class _Rewriter:
+    """A body rewritten token by token: renames, and the in-place rewrites."""
+
+    body: str
+    rename: dict[str, str]
+    inplace: dict[str, _InPlace]
+    kernel: str
+    line_of: object  # offset in the body -> line in the source
+    tokens: list[Token] = field(init=False)
+    match: dict[int, int] = field(init=False)
+
+    def __post_init__(self):
+        self.tokens = scan(self.body)
+        self.match = match_brackets(self.tokens)
+
+    def refuse(self, k: int, message: str) -> _Refused:
+        line = self.line_of(self.tokens[k].start)  # type: ignore[operator]
+        return _Refused(f"kernel {self.kernel!r}, line {line}: {message}")
+
+    def text(self) -> str:
+        toks = self.tokens
+        if not toks:
+            return self.body
+        return self.body[: toks[0].start] + self.render(0, len(toks)) + self.body[toks[-1].end :]
+
+    def render(self, lo: int, hi: int) -> str:
+        toks = self.tokens
+        out: list[str] = []
+        k = lo
+        while k < hi:
+            if k > lo:
+                out.append(self.body[toks[k - 1].end : toks[k].start])
+            piece, nxt = self.token(k, hi)
+            out.append(piece)
+            k = nxt
+        return "".join(out)
+
+    def token(self, k: int, hi: int) -> tuple[str, int]:
+        t = self.tokens[k]
+        if t.kind == "id" and not _is_member(self.tokens, k):
+            if t.text in self.inplace:
+                return self.in_place(k, hi)
+            return self.rename.get(t.text, t.text), k + 1
+        if (
+            t.kind == "punct"
+            and t.text in ("++", "--")
+            and k + 1 < hi
+            and self.tokens[k + 1].kind == "id"
+            and self.tokens[k + 1].text in self.inplace
+        ):
+            return self.prefix(k, hi)
+        return t.text, k + 1
+
+    def _element(self, k: int, hi: int, name: str) -> int:
+        """tokens[k] is in-place buffer `name`; returns the index of its `]`."""
+        toks = self.tokens
+        if toks[k].pp:
+            raise self.refuse(k, f"in-place buffer {name!r} is used in a preprocessor line")
+        if k + 1 >= hi or toks[k + 1].text != "[" or toks[k + 1].kind != "punct":
+            raise self.refuse(
+                k,
+                f"in-place buffer {name!r} is used other than by a subscript (pointer "
+                "arithmetic, a pointer copy, passed to a function or an atomic): its writes "
+                "cannot be redirected to mlxsci's output",
+            )
+        return self.match[k + 1]
+
+    def _check_index(self, lo: int, hi: int, name: str) -> None:
+        for j in range(lo, hi):
+            if self.tokens[j].text in _ASSIGN or self.tokens[j].text in ("++", "--"):
+                raise self.refuse(
+                    j, f"the index of a write to in-place buffer {name!r} has a side effect"
+                )
+
+    def _chain_end(self, a: int, hi: int) -> int:
+        toks = self.tokens
+        j = a
+        while j < hi:
+            if toks[j].text in (".", "->") and j + 1 < hi and toks[j + 1].kind == "id":
+                j += 2
+            elif toks[j].text == "[" and j in self.match:
+                j = self.match[j] + 1
+            else:
+                break
+        return j
+
+    def in_place(self, k: int, hi: int) -> tuple[str, int]:
+        toks = self.tokens
+        name = toks[k].text
+        target = self.inplace[name]
+        close = self._element(k, hi, name)
+        if k > 0 and toks[k - 1].text == "&" and not self._operand_end(k - 2):
+            raise self.refuse(k, f"the address of an element of in-place buffer {name!r} is taken")
+        a = close + 1
+        if a < hi and toks[a].text in (".", "->", "["):
+            j = self._chain_end(a, hi)
+            if j < hi and (toks[j].text in _ASSIGN or toks[j].text in ("++", "--")):
+                raise self.refuse(k, f"a write to part of an element of in-place buffer {name!r}")
+            return target.read, k + 1
+        if a >= hi:
+            return target.read, k + 1
+        op = toks[a].text
+        if op == "=":
+            return target.write, k + 1
+        if op in _COMPOUND:
+            self._check_index(k + 2, close, name)
+            index = self.render(k + 2, close)
+            end = self._expression_end(a + 1, hi)
+            if end == a + 1:
+                raise self.refuse(k, f"a compound assignment to {name!r} without a value")
+            value = self.render(a + 1, end)
+            return (
+                f"({target.write}[{index}] = {target.read}[{index}] {op[:-1]} ({value}))",
+                end,
+            )
+        if op in ("++", "--"):
+            self._check_index(k + 2, close, name)
+            index = self.render(k + 2, close)
+            sign = op[0]
+            update = f"{target.write}[{index}] = {target.read}[{index}] {sign} 1"
+            if a + 1 < hi and toks[a + 1].text == ";":
+                return f"({update})", a + 1
+            return f"({update}, {target.read}[{index}])", a + 1
+        return target.read, k + 1
+
+    def prefix(self, k: int, hi: int) -> tuple[str, int]:
+        toks = self.tokens
+        name = toks[k + 1].text
+        target = self.inplace[name]
+        close = self._element(k + 1, hi, name)
+        j = self._chain_end(close + 1, hi)
+        if j != close + 1:
+            raise self.refuse(k, f"a write to part of an element of in-place buffer {name!r}")
+        self._check_index(k + 3, close, name)
+        index = self.render(k + 3, close)
+        sign = toks[k].text[0]
+        return f"({target.write}[{index}] = {target.read}[{index}] {sign} 1)", close + 1
+
+    def _operand_end(self, k: int) -> bool:
+        """Does tokens[k] end an operand (so that a `&` after it is binary)?"""
+        if k < 0:
+            return False
+        t = self.tokens[k]
+        if t.kind in ("num", "str", "chr"):
+            return True
+        if t.kind == "id":
+            return t.text not in _KEYWORDS
+        return t.text in (")", "]")
+
+    def _expression_end(self, j: int, hi: int) -> int:
+        """The end of an assignment's right-hand side starting at tokens[j]."""
+        toks = self.tokens
+        pending = 0
+        while j < hi:
+            t = toks[j]
+            if t.kind == "punct":
+                if t.text in ("(", "[", "{") and j in self.match:
+                    j = self.match[j] + 1
+                    continue
+                if t.text in (")", "]", "}", ";", ","):
+                    break
+                if t.text == "?":
+                    pending += 1
+                elif t.text == ":":
+                    if pending == 0:
+                        break
+                    pending -= 1
+            j += 1
+        return j
+
+
+# ---------------------------------------------------------- one kernel
+
+
+@dataclass
+class _Kernel:
+    name: str
+    grid: str
+    threadgroup: str
+    body: str
+    header_renames: dict[str, str]
+
+
+_DIRECTIVE_LINE = re.compile(r"^([ \t]*)//!", re.M)
+
+
+def _convert_kernel(
+    kf: KernelFunction,
+    ki: ifaces.KernelInterface,
+    mlx: dict[str, MlxParam],
+    source: MetalSource,
+    header_tokens: list[Token],
+    header_names: set[str],
+    all_ids: set[str],
+    contract,
+    notes: list[str],
+) -> _Kernel:
+    kname = kf.name
+    lines = _line_counter(source.text)
+
+    def line_of(offset: int) -> int:
+        return lines(kf.body_start + offset)
+
+    # MLX's names in the kernel's scope
+    reserved = set(mlx) | set(_ATTRIBUTE_TYPES)
+    for n, mp in mlx.items():
+        if mp.const and mp.declarator == "*":  # an array input: MLX may declare these too
+            reserved |= {n + "_shape", n + "_strides", n + "_ndim"}
+    names = _Names(all_ids | reserved)
+
+    rename: dict[str, str] = {}
+    inplace: dict[str, _InPlace] = {}
+    prologue: list[str] = []
+    renamed_params: list[str] = []
+    aliased: list[str] = []
+    seen_index: dict[int, str] = {}
+
+    def alias_name(p: Param) -> str:
+        return p.name if p.name not in reserved else names.fresh(p.name)
+
+    for p in kf.params:
+        if p.name in rename or p.name in inplace:
+            raise _Refused(f"kernel {kname!r}: two parameters named {p.name!r}")
+        idx = p.buffer_index
+        if p.attribute.startswith("buffer"):
+            if idx is None:
+                raise _Refused(
+                    f"kernel {kname!r}: parameter {p.name!r} has the attribute "
+                    f"[[{p.attribute}]], not a buffer index"
+                )
+            buf = ki.buffer(idx)
+            if buf is None:
+                have = ", ".join(f"{b.index} {b.name}" for b in ki.buffers)
+                raise _Refused(
+                    f"kernel {kname!r}: buffer({idx}) ({p.name!r}) is not in Metal-Sci's "
+                    f"interface of {kname} (buffers {have}): the host binds nothing there"
+                )
+            if idx in seen_index:
+                raise _Refused(
+                    f"kernel {kname!r}: buffer({idx}) is declared twice "
+                    f"({seen_index[idx]!r} and {p.name!r})"
+                )
+            seen_index[idx] = p.name
+            _convert_buffer(p, buf, mlx, kname, rename, inplace, prologue, alias_name, names)
+            if buf.kind != "inout":
+                target = rename.get(p.name, p.name)
+                if target != p.name and not target.startswith("ms_"):
+                    renamed_params.append(f"{p.name} -> {target}")
+            continue
+        if p.attribute in _ATTRIBUTE_TYPES:
+            mlx_type = _ATTRIBUTE_TYPES[p.attribute]
+            cand_dims = _dims(p.base)
+            mlx_dims = 3 if mlx_type.endswith("3") else 1
+            if p.declarator or p.address_space:
+                raise _Refused(
+                    f"kernel {kname!r}: thread attribute {p.name!r} declared as "
+                    f"`{p.type_text}`, not a value"
+                )
+            if cand_dims > mlx_dims:
+                raise _Refused(
+                    f"kernel {kname!r}: {p.name!r} [[{p.attribute}]] has {cand_dims} "
+                    f"components, MLX's has {mlx_dims}"
+                )
+            swizzle = "" if cand_dims == mlx_dims else {1: ".x", 2: ".xy"}[cand_dims]
+            target = alias_name(p)
+            if target != p.name:
+                rename[p.name] = target
+            else:
+                rename[p.name] = p.name
+            qual = "const " if p.const else ""
+            prologue.append(f"{qual}{p.base} {target} = {p.base}({p.attribute}{swizzle});")
+            continue
+        if not p.attribute:
+            raise _Refused(
+                f"kernel {kname!r}: parameter {p.name!r} has no attribute (no buffer index "
+                "nor thread attribute)"
+            )
+        raise _Refused(
+            f"kernel {kname!r}: parameter {p.name!r} [[{p.attribute}]] has no mlxsci "
+            "equivalent (Metal-Sci's host binds only buffers)"
+        )
+    missing = [f"{b.index} {b.name}" for b in ki.buffers if b.index not in seen_index]
+    if missing:
+        notes.append(
+            f"kernel {kname}: buffer(s) {', '.join(missing)} not declared by the candidate "
+            "(unused; Metal-Sci's host bound them regardless)"
+        )
+    if renamed_params:
+        notes.append(
+            f"kernel {kname}: parameters renamed to mlxsci's names: {', '.join(renamed_params)}"
+        )
+    aliased = [line for line in prologue if "= (" in line or "= &" in line]
+    if aliased:
+        notes.append(
+            f"kernel {kname}: buffers of another element type than mlxsci's read through "
+            f"aliases: {' '.join(aliased)}"
+        )
+    for name, split in inplace.items():
+        notes.append(
+            f"kernel {kname}: in-place buffer {name!r} split: reads from {split.read!r}, "
+            f"writes to {split.write!r}"
+        )
+
+    # body identifiers that would collide with a parameter MLX declares
+    body_tokens = scan(kf.body)
+    params = {p.name for p in kf.params}
+    collisions = []
+    for k, t in enumerate(body_tokens):
+        if t.kind != "id" or t.text in params or t.text not in reserved or t.text in rename:
+            continue
+        if _is_member(body_tokens, k):
+            continue
+        if t.text in header_names:
+            raise _Refused(
+                f"kernel {kname!r}: {t.text!r} names both a declaration of the header and "
+                "one of MLX's kernel parameters"
+            )
+        rename[t.text] = names.fresh(t.text)
+        collisions.append(f"{t.text} -> {rename[t.text]}")
+    if collisions:
+        notes.append(
+            f"kernel {kname}: names that MLX declares as kernel parameters renamed: "
+            f"{', '.join(collisions)}"
+        )
+
+    rewriter = _Rewriter(
+        kf.body, {k: v for k, v in rename.items() if k != v}, inplace, kname, line_of
+    )
+    body = rewriter.text()
+
+    # the launch
+    cap = None
+    for attr in kf.attributes:
+        m = re.fullmatch(r"max_total_threads_per_threadgroup\((.*)\)", attr, re.S)
+        if not m:
+            raise _Refused(f"kernel {kname!r}: the attribute [[{attr}]] has no mlxsci equivalent")
+        cap = _evaluate_count(m.group(1), header_tokens)
+    try:
+        grid, tg = ifaces.launch_shape(ki.launch, cap)
+    except ifaces.LaunchRuleError as exc:
+        raise _Refused(f"kernel {kname!r}: {exc}") from None
+    if cap is not None:
+        default = ifaces.launch_shape(ki.launch, None)
+        what = (
+            f"launch shrunk by Metal-Sci's host rule to grid {grid}, threadgroup {tg}"
+            if (grid, tg) != default
+            else "the launch is the host's default"
+        )
+        notes.append(
+            f"kernel {kname}: [[max_total_threads_per_threadgroup({cap})]] dropped (MLX writes "
+            f"the signature); {what}"
+        )
+        if ki.launch.rule == "fixed" and ki.launch.min_threads == "N":
+            notes.append(
+                f"kernel {kname}: Metal-Sci's host refused sizes with N > {cap} for this "
+                "pipeline; the converted kernel runs them"
+            )
+    if contract is not None and (grid, tg) != (contract.grid, contract.threadgroup) and cap is None:
+        notes.append(
+            f"kernel {kname}: launch set from Metal-Sci's host: grid {grid}, threadgroup {tg} "
+            f"(mlxsci's default: grid {contract.grid}, threadgroup {contract.threadgroup})"
+        )
+
+    # the carry of in-place buffers
+    carry = ki.carry if inplace or any(b.kind == "inout" for b in ki.buffers) else ""
+    if carry:
+        notes.append(
+            f"kernel {kname}: a carry copies each thread's own element of the in-place "
+            "buffer to mlxsci's output before the body (elements the dispatch leaves alone "
+            "keep their values)"
+        )
+
+    # layout: the prologue at the body's indentation
+    body = re.sub(r"\A[ \t]*\r?\n", "", body)
+    indent = re.match(r"[ \t]*", body).group() if body.strip() else "    "  # type: ignore[union-attr]
+    pro = ""
+    if prologue:
+        pro += f"{indent}// the Metal-Sci kernel's parameters, from MLX's (converted)\n"
+        pro += "".join(f"{indent}{line}\n" for line in prologue)
+    if carry:
+        pro += f"{indent}// carry: elements of the in-place buffer this dispatch leaves keep their values\n"
+        pro += indent_text(carry, indent)
+    body = pro + body
+    if not body.endswith("\n"):
+        body += "\n"
+    header_renames = {
+        p.name: rename[p.name] for p in kf.params if p.name in rename and rename[p.name] != p.name
+    }
+    for name in inplace:
+        header_renames[name] = ""  # an in-place buffer in a macro: refused
+    return _Kernel(kname, grid, tg, body, header_renames)
+
+
+def indent_text(text: str, indent: str) -> str:
+    """`text` with `indent` before each non-empty line (a carry as the
+    converter places it in a body)."""
+    return "".join(f"{indent}{line}\n" if line.strip() else "\n" for line in text.splitlines())
+
+
+def _line_counter(text: str):
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    from bisect import bisect_right
+
+    return lambda offset: bisect_right(starts, offset)
+
+
+def _convert_buffer(p, buf, mlx, kname, rename, inplace, prologue, alias_name, names) -> None:
+    mine = normal_type(p.base)
+    if buf.kind == "scalar":
+        m = mlx.get(buf.name)
+        if m is None:
+            raise _Refused(f"kernel {kname!r}: mlxsci has no parameter {buf.name!r}")
+        same = mine == normal_type(m.elem)
+        if p.declarator == "*":
+            target = alias_name(p)
+            rename[p.name] = target
+            cast = "" if same else f"(const constant {p.base}*)"
+            prologue.append(f"const constant {p.base}* {target} = {cast}&{m.name};")
+            return
+        if same:
+            rename[p.name] = m.name
+            return
+        target = alias_name(p)
+        rename[p.name] = target
+        prologue.append(f"const {p.base} {target} = {p.base}({m.name});")
+        return
+    if p.declarator != "*":
+        raise _Refused(
+            f"kernel {kname!r}: buffer({buf.index}) is Metal-Sci's array {buf.name!r}, "
+            f"declared as `{p.type_text} {p.name}`, not a pointer"
+        )
+    if buf.kind == "inout":
+        r, w = mlx.get(buf.read_name), mlx.get(buf.write_name)
+        if r is None or w is None:
+            raise _Refused(f"kernel {kname!r}: mlxsci has no parameters for {buf.name!r}")
+        if mine == normal_type(r.pointee) and mine == normal_type(w.pointee):
+            inplace[p.name] = _InPlace(r.name, w.name)
+            return
+        ra, wa = names.fresh(r.name), names.fresh(w.name)
+        prologue.append(f"const {r.space} {p.base}* {ra} = (const {r.space} {p.base}*){r.name};")
+        prologue.append(f"{w.space} {p.base}* {wa} = ({w.space} {p.base}*){w.name};")
+        inplace[p.name] = _InPlace(ra, wa)
+        return
+    m = mlx.get(buf.name)
+    if m is None:
+        raise _Refused(f"kernel {kname!r}: mlxsci has no parameter {buf.name!r}")
+    if mine == normal_type(m.pointee):
+        rename[p.name] = m.name
+        return
+    target = alias_name(p)
+    rename[p.name] = target
+    qual = "const " if m.const else ""
+    prologue.append(f"{qual}{m.space} {p.base}* {target} = ({qual}{m.space} {p.base}*){m.name};")
+
+
+# ------------------------------------------------------------ the whole
+
+
+def _load(task):
+    from mlxsci.task import Task, load_task
+
+    if isinstance(task, Task):
+        return task
+    if not isinstance(task, str):
+        raise _Refused(f"not a task: {task!r}")
+    try:
+        return load_task(task)
+    except ValueError as exc:
+        raise _Refused(str(exc)) from None
+
+
+def _convert(task_arg, source, notes: list[str]) -> str:
+    task = _load(task_arg)
+    iface = ifaces.interface(task.name)
+    if iface is None:
+        raise _Refused(f"task {task.name!r} has no Metal-Sci interface (not one of the 12 tasks)")
+    if not isinstance(source, str):
+        raise _Refused("the source is not text")
+    if not source.strip():
+        raise _Refused("the source is empty")
+    parsed = parse_metal_source(source)
+    if not parsed.kernels:
+        raise _Refused("the source defines no kernel function")
+    by_name: dict[str, KernelFunction] = {}
+    for kf in parsed.kernels:
+        if kf.name in by_name:
+            raise _Refused(f"kernel {kf.name!r} is defined twice")
+        by_name[kf.name] = kf
+    missing = [k.name for k in iface.kernels if k.name not in by_name]
+    if missing:
+        raise _Refused(
+            f"the source lacks kernel(s) {', '.join(missing)} of task {task.name} "
+            "(Metal-Sci's host would fail to build the pipeline)"
+        )
+    for kf in parsed.kernels:
+        if iface.kernel(kf.name) is None:
+            notes.append(
+                f"kernel {kf.name} dropped: not a kernel of {task.name} (Metal-Sci's host "
+                "never dispatched it)"
+            )
+    for ki in iface.kernels:
+        if not ki.runs:
+            notes.append(f"kernel {ki.name} dropped: {ki.why_not_run}")
+
+    header_tokens = scan(parsed.header)
+    header_names, macros = _header_globals(header_tokens)
+    all_ids = _identifiers(scan(source))
+    mlx_all = mlx_parameters(task)
+    converted: list[_Kernel] = []
+    for ki in iface.kernels:
+        if not ki.runs:
+            continue
+        mlx = mlx_all.get(ki.name)
+        if mlx is None:
+            raise _Refused(f"mlxsci's pipeline of {task.name} never launches {ki.name}")
+        try:
+            contract = task.kernel(ki.name)
+        except KeyError:
+            raise _Refused(f"task {task.name} has no kernel {ki.name}") from None
+        converted.append(
+            _convert_kernel(
+                by_name[ki.name],
+                ki,
+                mlx,
+                parsed,
+                header_tokens,
+                header_names,
+                all_ids,
+                contract,
+                notes,
+            )
+        )
+
+    header = _rename_in_macros(parsed.header, header_tokens, macros, converted, notes)
+    text = _assemble(header, converted, notes)
+    _check(task, text, notes)
+    return text
+
+
+def _rename_in_macros(header, header_tokens, macros, converted, notes) -> str:
+    """The header with the #define lines that name a renamed parameter
+    renamed alike (when every kernel agrees on the new name)."""
+    in_macros = set().union(*macros.values()) if macros else set()
+    wanted: dict[str, set[str]] = {}
+    for k in converted:
+        for old, new in k.header_renames.items():
+            if old in in_macros:
+                wanted.setdefault(old, set()).add(new)
+    if not wanted:
+        return header
+    for old, news in wanted.items():
+        if "" in news:
+            raise _Refused(
+                f"a macro of the header names in-place buffer {old!r}: its writes cannot be "
+                "redirected to mlxsci's output"
+            )
+        if len(news) > 1:
+            raise _Refused(
+                f"a macro of the header names parameter {old!r}, which the kernels bind "
+                f"to different mlxsci names ({', '.join(sorted(news))})"
+            )
+    mapping = {old: next(iter(news)) for old, news in wanted.items()}
+    out, pos = [], 0
+    for k, t in enumerate(header_tokens):
+        if t.pp and t.kind == "id" and t.text in mapping and not _is_member(header_tokens, k):
+            # not the macro's own name nor the directive word
+            if (
+                k >= 2
+                and header_tokens[k - 1].text == "define"
+                and header_tokens[k - 2].text == "#"
+            ):
+                continue
+            out.append(header[pos : t.start])
+            out.append(mapping[t.text])
+            pos = t.end
+    out.append(header[pos:])
+    notes.append(
+        "header macros renamed alike: " + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
+    )
+    return "".join(out)
+
+
+def _defuse(text: str, notes: list[str]) -> str:
+    """`text` with each line that starts `//!` (a comment to Metal, a
+    directive to mlxsci's parser) written `// !`."""
+    fixed, n = _DIRECTIVE_LINE.subn(r"\1// !", text)
+    note = "source comments starting `//!` written `// !` (mlxsci reads `//!` as a directive)"
+    if n and note not in notes:
+        notes.append(note)
+    return fixed
+
+
+def _assemble(header: str, kernels: list[_Kernel], notes: list[str]) -> str:
+    parts = []
+    if header.strip():
+        parts.append("//! header\n" + _defuse(header, notes))
+    for k in kernels:
+        parts.append(
+            f"//! kernel {k.name}\n//! grid = {k.grid}\n//! threadgroup = {k.threadgroup}\n"
+            + _defuse(k.body, notes)
+        )
+    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
+def _check(task, text: str, notes: list[str]) -> None:
+    from mlxsci.kernel import candidate as cand
+
+    try:
+        parsed = cand.parse(text, dialect="metal", filename="<converted>")
+    except CandidateError as exc:
+        raise _Refused(f"the converted candidate does not parse: {exc}") from None
+    names = set(task.launch_names(task.size_set("smoke")[0].params))
+    for failure in cand.validate(parsed, task.kernel_names, names):
+        if failure.kind == "refused":
+            notes.append(f"mlxsci's source policy refuses the candidate: {failure}")
+            continue
+        raise _Refused(f"the converted candidate does not fit {task.name}: {failure}")
