@@ -220,7 +220,8 @@ _SCALAR_ALIASES = {
     "int": "int32_t",
     "signed": "int32_t",
     "signed int": "int32_t",
-    "char": "int8_t",
+    # not "char": C++ keeps char, signed char (int8_t) and unsigned char apart,
+    # so a `device char*` cannot take an int8_t pointer (an alias casts it)
     "signed char": "int8_t",
     "uchar": "uint8_t",
     "unsigned char": "uint8_t",
@@ -508,10 +509,57 @@ class _Rewriter:
                 break
         return j
 
+    def _const_view(self, k: int) -> bool:
+        """Is tokens[k] (an in-place buffer not subscripted) only read through
+        a pointer to const: a cast `(device const T*)X`, `(const device
+        T*)(X + i)`, `reinterpret_cast<device const T*>(X)`, or the initializer
+        of a declaration `device const T* p = X + i;`?"""
+        toks = self.tokens
+        j = k - 1
+        while j >= 0 and toks[j].text == "(" and toks[j].kind == "punct":
+            j -= 1
+        if j >= 0 and toks[j].text == ")" and j in self.match:
+            group = toks[self.match[j] + 1 : j]
+            if _const_pointer_type(group):
+                return True
+        if j >= 0 and toks[j].text == ">":
+            depth, o = 0, j
+            while o >= 0:
+                if toks[o].text == ">":
+                    depth += 1
+                elif toks[o].text == "<":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                o -= 1
+            if (
+                o > 0
+                and toks[o - 1].text.endswith("_cast")
+                and _const_pointer_type(toks[o + 1 : j])
+            ):
+                return True
+        # the initializer of a declaration of a pointer to const
+        s = k - 1
+        while s >= 0 and not (toks[s].kind == "punct" and toks[s].text in (";", "{", "}")):
+            s -= 1
+        statement = toks[s + 1 : k]
+        eq = next((i for i, t in enumerate(statement) if t.text == "="), None)
+        if eq is None or eq < 3:
+            return False
+        before = statement[:eq]
+        return (
+            before[-1].kind == "id"
+            and before[-2].text == "*"
+            and _const_pointer_type(before[:-1])
+            and not any(t.text in _ASSIGN or t.text in ("++", "--") for t in statement[eq + 1 :])
+        )
+
     def in_place(self, k: int, hi: int) -> tuple[str, int]:
         toks = self.tokens
         name = toks[k].text
         target = self.inplace[name]
+        if not toks[k].pp and (k + 1 >= hi or toks[k + 1].text != "[") and self._const_view(k):
+            return target.read, k + 1
         close = self._element(k, hi, name)
         if k > 0 and toks[k - 1].text == "&" and not self._operand_end(k - 2):
             raise self.refuse(k, f"the address of an element of in-place buffer {name!r} is taken")
@@ -542,7 +590,9 @@ class _Rewriter:
             index = self.render(k + 2, close)
             sign = op[0]
             update = f"{target.write}[{index}] = {target.read}[{index}] {sign} 1"
-            if a + 1 < hi and toks[a + 1].text == ";":
+            # a statement of its own (`X[e]++;`): its value is not used
+            statement = k == 0 or toks[k - 1].text in (";", "{", "}", ")", "else", "do")
+            if statement and a + 1 < hi and toks[a + 1].text == ";":
                 return f"({update})", a + 1
             return f"({update}, {target.read}[{index}])", a + 1
         return target.read, k + 1
@@ -593,6 +643,18 @@ class _Rewriter:
         return j
 
 
+def _const_pointer_type(tokens: list[Token]) -> bool:
+    """Are `tokens` a pointer type to const (`device const float4*`,
+    `const device char *`)?"""
+    if not tokens or tokens[-1].text != "*":
+        return False
+    if not any(t.text == "const" for t in tokens[:-1]):
+        return False
+    return all(t.kind == "id" or t.text in ("::", "<", ">", ",") for t in tokens[:-1]) and any(
+        t.text in ("device", "constant") for t in tokens[:-1]
+    )
+
+
 # ---------------------------------------------------------- one kernel
 
 
@@ -608,41 +670,63 @@ class _Kernel:
 _DIRECTIVE_LINE = re.compile(r"^([ \t]*)//!", re.M)
 
 
+@dataclass
+class _Source:
+    """What every kernel's conversion shares: the parsed source, its header's
+    tokens, the names the header declares at file scope and its macros, every
+    identifier of the source, and the header's macros renamed because MLX
+    declares a kernel parameter of their name."""
+
+    parsed: MetalSource
+    header_tokens: list[Token]
+    header_names: set[str]
+    macros: dict[str, set[str]]
+    all_ids: set[str]
+    macro_renames: dict[str, str]
+
+
+def _reserved(mlx: dict[str, MlxParam]) -> set[str]:
+    """The names MLX may declare in a kernel's parameter list: its inputs and
+    outputs, an array input's `_shape`, `_strides`, `_ndim`, the attributes."""
+    reserved = set(mlx) | set(_ATTRIBUTE_TYPES)
+    for n, mp in mlx.items():
+        if mp.const and mp.declarator == "*":
+            reserved |= {n + "_shape", n + "_strides", n + "_ndim"}
+    return reserved
+
+
 def _convert_kernel(
     kf: KernelFunction,
     ki: ifaces.KernelInterface,
     mlx: dict[str, MlxParam],
-    source: MetalSource,
-    header_tokens: list[Token],
-    header_names: set[str],
-    all_ids: set[str],
+    src: _Source,
     contract,
     notes: list[str],
 ) -> _Kernel:
     kname = kf.name
-    lines = _line_counter(source.text)
+    lines = _line_counter(src.parsed.text)
+    header_tokens, header_names = src.header_tokens, src.header_names
 
     def line_of(offset: int) -> int:
         return lines(kf.body_start + offset)
 
-    # MLX's names in the kernel's scope
-    reserved = set(mlx) | set(_ATTRIBUTE_TYPES)
-    for n, mp in mlx.items():
-        if mp.const and mp.declarator == "*":  # an array input: MLX may declare these too
-            reserved |= {n + "_shape", n + "_strides", n + "_ndim"}
-    names = _Names(all_ids | reserved)
+    reserved = _reserved(mlx)
+    names = _Names(src.all_ids | reserved | set(src.macro_renames.values()))
 
-    rename: dict[str, str] = {}
+    rename: dict[str, str] = dict(src.macro_renames)
     inplace: dict[str, _InPlace] = {}
     prologue: list[str] = []
     renamed_params: list[str] = []
-    aliased: list[str] = []
     seen_index: dict[int, str] = {}
 
     def alias_name(p: Param) -> str:
         return p.name if p.name not in reserved else names.fresh(p.name)
 
     for p in kf.params:
+        if p.name in src.macro_renames:
+            raise _Refused(
+                f"kernel {kname!r}: parameter {p.name!r} has the name of a macro of the header"
+            )
         if p.name in rename or p.name in inplace:
             raise _Refused(f"kernel {kname!r}: two parameters named {p.name!r}")
         idx = p.buffer_index
@@ -930,35 +1014,51 @@ def _convert(task_arg, source, notes: list[str]) -> str:
     header_names, macros = _header_globals(header_tokens)
     all_ids = _identifiers(scan(source))
     mlx_all = mlx_parameters(task)
-    converted: list[_Kernel] = []
-    for ki in iface.kernels:
-        if not ki.runs:
-            continue
-        mlx = mlx_all.get(ki.name)
-        if mlx is None:
+    runnable = [ki for ki in iface.kernels if ki.runs]
+    for ki in runnable:
+        if ki.name not in mlx_all:
             raise _Refused(f"mlxsci's pipeline of {task.name} never launches {ki.name}")
+    # A macro named like a parameter MLX declares would expand inside the
+    # signature MLX writes after the header: it is renamed everywhere.
+    reserved_all = set().union(*(_reserved(mlx_all[ki.name]) for ki in runnable))
+    fresh = _Names(all_ids | reserved_all)
+    macro_renames = {m: fresh.fresh(m) for m in sorted(macros) if m in reserved_all}
+    if macro_renames:
+        notes.append(
+            "header macros named like MLX's kernel parameters renamed: "
+            + ", ".join(f"{a} -> {b}" for a, b in macro_renames.items())
+        )
+    src = _Source(parsed, header_tokens, header_names, macros, all_ids, macro_renames)
+    converted: list[_Kernel] = []
+    for ki in runnable:
         try:
             contract = task.kernel(ki.name)
         except KeyError:
             raise _Refused(f"task {task.name} has no kernel {ki.name}") from None
         converted.append(
-            _convert_kernel(
-                by_name[ki.name],
-                ki,
-                mlx,
-                parsed,
-                header_tokens,
-                header_names,
-                all_ids,
-                contract,
-                notes,
-            )
+            _convert_kernel(by_name[ki.name], ki, mlx_all[ki.name], src, contract, notes)
         )
 
-    header = _rename_in_macros(parsed.header, header_tokens, macros, converted, notes)
+    header = _rename_tokens(parsed.header, header_tokens, macro_renames)
+    header = _rename_in_macros(header, scan(header), macros, converted, notes)
     text = _assemble(header, converted, notes)
     _check(task, text, notes)
     return text
+
+
+def _rename_tokens(text: str, tokens: list[Token], mapping: dict[str, str]) -> str:
+    """`text` with each identifier token in `mapping` (not after `.`, `->`,
+    `::`) renamed."""
+    if not mapping:
+        return text
+    out, pos = [], 0
+    for k, t in enumerate(tokens):
+        if t.kind == "id" and t.text in mapping and not _is_member(tokens, k):
+            out.append(text[pos : t.start])
+            out.append(mapping[t.text])
+            pos = t.end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _rename_in_macros(header, header_tokens, macros, converted, notes) -> str:
@@ -984,24 +1084,13 @@ def _rename_in_macros(header, header_tokens, macros, converted, notes) -> str:
                 f"to different mlxsci names ({', '.join(sorted(news))})"
             )
     mapping = {old: next(iter(news)) for old, news in wanted.items()}
-    out, pos = [], 0
-    for k, t in enumerate(header_tokens):
-        if t.pp and t.kind == "id" and t.text in mapping and not _is_member(header_tokens, k):
-            # not the macro's own name nor the directive word
-            if (
-                k >= 2
-                and header_tokens[k - 1].text == "define"
-                and header_tokens[k - 2].text == "#"
-            ):
-                continue
-            out.append(header[pos : t.start])
-            out.append(mapping[t.text])
-            pos = t.end
-    out.append(header[pos:])
+    # only in #define lines, never a macro's own name
+    own = {k + 2 for k, t in enumerate(header_tokens) if t.pp and t.text == "#"}
+    tokens = [t for k, t in enumerate(header_tokens) if t.pp and k not in own]
     notes.append(
         "header macros renamed alike: " + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
     )
-    return "".join(out)
+    return _rename_tokens(header, tokens, mapping)
 
 
 def _defuse(text: str, notes: list[str]) -> str:
