@@ -161,9 +161,6 @@ class MlxParam:
     def pointee(self) -> str:
         return f"atomic<{self.elem}>" if self.atomic else self.elem
 
-    def decl(self) -> str:
-        return f"{'const ' if self.const else ''}{self.space} {self.pointee}{self.declarator}"
-
 
 _MLX_CACHE: dict[str, dict[str, dict[str, MlxParam]]] = {}
 
@@ -674,7 +671,7 @@ _DIRECTIVE_LINE = re.compile(r"^([ \t]*)//!", re.M)
 class _Source:
     """What every kernel's conversion shares: the parsed source, its header's
     tokens, the names the header declares at file scope and its macros, every
-    identifier of the source, and the header's macros renamed because MLX
+    identifier of the source, and the header's names renamed because MLX
     declares a kernel parameter of their name."""
 
     parsed: MetalSource
@@ -682,7 +679,7 @@ class _Source:
     header_names: set[str]
     macros: dict[str, set[str]]
     all_ids: set[str]
-    macro_renames: dict[str, str]
+    global_renames: dict[str, str]
 
 
 def _reserved(mlx: dict[str, MlxParam]) -> set[str]:
@@ -705,30 +702,33 @@ def _convert_kernel(
 ) -> _Kernel:
     kname = kf.name
     lines = _line_counter(src.parsed.text)
-    header_tokens, header_names = src.header_tokens, src.header_names
+    header_tokens = src.header_tokens
 
     def line_of(offset: int) -> int:
         return lines(kf.body_start + offset)
 
     reserved = _reserved(mlx)
-    names = _Names(src.all_ids | reserved | set(src.macro_renames.values()))
+    names = _Names(src.all_ids | reserved | set(src.global_renames.values()))
 
-    rename: dict[str, str] = dict(src.macro_renames)
+    rename: dict[str, str] = dict(src.global_renames)
     inplace: dict[str, _InPlace] = {}
     prologue: list[str] = []
     renamed_params: list[str] = []
     seen_index: dict[int, str] = {}
+    seen_params: set[str] = set()
 
     def alias_name(p: Param) -> str:
         return p.name if p.name not in reserved else names.fresh(p.name)
 
     for p in kf.params:
-        if p.name in src.macro_renames:
+        if p.name in src.macros:
             raise _Refused(
                 f"kernel {kname!r}: parameter {p.name!r} has the name of a macro of the header"
             )
-        if p.name in rename or p.name in inplace:
+        if p.name in seen_params:
             raise _Refused(f"kernel {kname!r}: two parameters named {p.name!r}")
+        seen_params.add(p.name)
+        rename.pop(p.name, None)  # a parameter named like a header name wins in its body
         idx = p.buffer_index
         if p.attribute.startswith("buffer"):
             if idx is None:
@@ -771,10 +771,7 @@ def _convert_kernel(
                 )
             swizzle = "" if cand_dims == mlx_dims else {1: ".x", 2: ".xy"}[cand_dims]
             target = alias_name(p)
-            if target != p.name:
-                rename[p.name] = target
-            else:
-                rename[p.name] = p.name
+            rename[p.name] = target
             qual = "const " if p.const else ""
             prologue.append(f"{qual}{p.base} {target} = {p.base}({p.attribute}{swizzle});")
             continue
@@ -818,11 +815,6 @@ def _convert_kernel(
             continue
         if _is_member(body_tokens, k):
             continue
-        if t.text in header_names:
-            raise _Refused(
-                f"kernel {kname!r}: {t.text!r} names both a declaration of the header and "
-                "one of MLX's kernel parameters"
-            )
         rename[t.text] = names.fresh(t.text)
         collisions.append(f"{t.text} -> {rename[t.text]}")
     if collisions:
@@ -1018,17 +1010,20 @@ def _convert(task_arg, source, notes: list[str]) -> str:
     for ki in runnable:
         if ki.name not in mlx_all:
             raise _Refused(f"mlxsci's pipeline of {task.name} never launches {ki.name}")
-    # A macro named like a parameter MLX declares would expand inside the
-    # signature MLX writes after the header: it is renamed everywhere.
+    # A name the header declares (a macro, a constant, a function) that MLX
+    # declares as a kernel parameter: a macro would expand inside the
+    # signature MLX writes after the header, and the parameter would shadow
+    # the rest inside a body. It is renamed everywhere (a kernel's own
+    # parameter of that name still wins in its body, as it did in Metal).
     reserved_all = set().union(*(_reserved(mlx_all[ki.name]) for ki in runnable))
     fresh = _Names(all_ids | reserved_all)
-    macro_renames = {m: fresh.fresh(m) for m in sorted(macros) if m in reserved_all}
-    if macro_renames:
+    global_renames = {m: fresh.fresh(m) for m in sorted(header_names & reserved_all)}
+    if global_renames:
         notes.append(
-            "header macros named like MLX's kernel parameters renamed: "
-            + ", ".join(f"{a} -> {b}" for a, b in macro_renames.items())
+            "header names that MLX declares as kernel parameters renamed: "
+            + ", ".join(f"{a} -> {b}" for a, b in global_renames.items())
         )
-    src = _Source(parsed, header_tokens, header_names, macros, all_ids, macro_renames)
+    src = _Source(parsed, header_tokens, header_names, macros, all_ids, global_renames)
     converted: list[_Kernel] = []
     for ki in runnable:
         try:
@@ -1039,7 +1034,7 @@ def _convert(task_arg, source, notes: list[str]) -> str:
             _convert_kernel(by_name[ki.name], ki, mlx_all[ki.name], src, contract, notes)
         )
 
-    header = _rename_tokens(parsed.header, header_tokens, macro_renames)
+    header = _rename_tokens(parsed.header, header_tokens, global_renames)
     header = _rename_in_macros(header, scan(header), macros, converted, notes)
     text = _assemble(header, converted, notes)
     _check(task, text, notes)

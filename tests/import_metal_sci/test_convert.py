@@ -328,6 +328,42 @@ def test_renamed_parameters_convert_and_are_correct():
     assert smoke_eval("heat2d", c.text).correct
 
 
+def test_header_names_like_mlx_parameters_are_renamed():
+    """A header constant named like mlxsci's scalar would be shadowed by
+    MLX's parameter in a body that does not declare it, and a macro named
+    like one would expand inside MLX's signature: both are renamed
+    everywhere; a kernel's own parameter of that name still wins."""
+    src = seed("heat2d").replace(
+        "using namespace metal;",
+        "using namespace metal;\nconstant float alpha = 0.2f;\n#define NY_TILE 16\n"
+        "inline float relax(float c, float s) { return c + alpha * (s - 4.0f * c); }",
+    )
+    src = replace_once(src, "                      constant float&     alpha [[buffer(4)]],\n", "")
+    src = replace_once(
+        src,
+        "u_out[idx] = c + alpha * (l + r + d + u - 4.0f * c);",
+        "u_out[idx] = relax(c, l + r + d + u) + 0.0f * alpha;",
+    )
+    c = converted("heat2d", src)
+    assert "constant float ms_alpha = 0.2f;" in c.text
+    assert "return c + ms_alpha * (s - 4.0f * c);" in c.text
+    assert "+ 0.0f * ms_alpha;" in c.text
+    assert any("buffer(s) 4 alpha not declared" in n for n in c.notes)
+    assert smoke_eval("heat2d", c.text).correct
+    hmc = seed("hmc").replace("using namespace metal;", "using namespace metal;\n#define L 10u")
+    hmc = replace_once(
+        hmc, "                     constant uint&      L            [[buffer(6)]],\n", ""
+    )
+    c = converted("hmc", hmc)
+    assert "#define ms_L 10u" in c.text and "l < ms_L;" in c.text
+    shadowed = seed("heat2d").replace(
+        "using namespace metal;", "using namespace metal;\nconstant float alpha = 0.7f;"
+    )
+    c = converted("heat2d", shadowed)
+    assert "constant float ms_alpha = 0.7f;" in c.text
+    assert "c + alpha * (l + r + d + u - 4.0f * c)" in c.text
+
+
 NBODY_FLOATS = """#include <metal_stdlib>
 using namespace metal;
 kernel void nbody_step(device const float* p [[buffer(0)]], device float* po [[buffer(1)]],
