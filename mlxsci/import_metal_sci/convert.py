@@ -19,11 +19,14 @@ How (design: the lead's issue; details decided here):
    - a buffer is matched by its index, never its name, to mlxsci's parameter
      (MLX's types are found by a dry run of the task's pipeline at its first
      smoke size, through mlxsci.kernel.signature's rules). Same element type
-     (uint = uint32_t, char = int8_t, atomic_uint = atomic<uint>, ...): a
-     rename. Another type (nbody's float4 over mlxsci's (N, 4) float array,
-     fft3d's float2, lj's `device uint* cell_list` over MLX's atomic
-     output): an alias in the prologue with the candidate's element type in
-     MLX's address space, cast from MLX's parameter.
+     (uint = uint32_t, int = int32_t, uchar = uint8_t, atomic_uint =
+     atomic<uint>, ...): a rename. Another type (nbody's float4 over
+     mlxsci's (N, 4) float array, fft3d's float2, lj's `device uint*
+     cell_list` over MLX's atomic output, ising's `device char*` over MLX's
+     int8_t: char and signed char are distinct types in C++, and a pointer to
+     one is no pointer to the other): an alias in the prologue with the
+     candidate's element type in MLX's address space, cast from MLX's
+     parameter.
    - a scalar of the same type is renamed; of another type it becomes a
      value (`const int N = int(NX_mlx);`); declared as a pointer it points at
      MLX's constant reference (`const constant uint* N = &N_mlx;`).
@@ -32,15 +35,19 @@ How (design: the lead's issue; details decided here):
      MLX declares an attribute whose name the body holds).
    - any other body identifier equal to one of MLX's parameter names
      (inputs, outputs, `<input>_shape/_strides/_ndim`, attributes) is renamed,
-     so that it cannot collide with MLX's declaration.
+     so that it cannot collide with MLX's declaration; so is a name the
+     header declares (a constant, a helper, a macro: a macro would expand
+     inside the signature MLX writes after the header), everywhere.
    - macros of the header that name a renamed parameter are renamed alike
      (when every kernel renames it the same way).
 3. In-place buffers (saxpy y, ising spins, hmc accept_cnt): reads keep
    reading mlxsci's input X, writes go to the output X_out:
    `X[e] = v` -> `X_out[e] = v`; `X[e] op= v` -> `(X_out[e] = X[e] op (v))`;
-   `X[e]++`, `++X[e]` alike. Any other use of X (pointer arithmetic,
-   `&X[...]`, passing X to a function, a write to part of an element, an
-   index with side effects, X in a macro) is not converted. The task's
+   `X[e]++`, `++X[e]` alike; X read through a pointer to const (`(device
+   const char*)X`, `device const char* row = X + k;`) reads the input. Any
+   other use of X (pointer arithmetic into a writable pointer, `&X[...]`,
+   passing X to a function, a write to part of an element, a written index
+   with side effects, X in a macro) is not converted. The task's
    carry (interfaces.py) then copies, per thread, the element of the
    thread's own grid position from X to X_out before the body runs, so
    elements the dispatch leaves alone keep their values.
@@ -55,7 +62,14 @@ How (design: the lead's issue; details decided here):
    note: that is mlxsci's verdict on it (a compile error), not a conversion
    failure.
 
-Limits (what the converted kernel cannot reproduce):
+Limits (what the converted kernel cannot reproduce, or what is not converted):
+- A writable pointer into an in-place buffer (`device float4* y4 =
+  (device float4*)y;`, the usual vectorised saxpy) is not converted: which of
+  its uses read and which write is not known without a data flow analysis.
+- A read-only array MLX binds in the constant address space (fewer than 8
+  elements: ising's p_accept, gradshaf_step's psi_axis) is renamed, not cast
+  (Metal casts no pointer between address spaces): a helper function that
+  takes it as a `device` pointer does not compile.
 - Reads of an in-place buffer see the values before the dispatch: a kernel
   that writes an element and reads it back in the same dispatch (its own
   write or another thread's) reads the old value, where Metal-Sci's buffer

@@ -388,7 +388,6 @@ kernel void nbody_step(device const float* p [[buffer(0)]], device float* po [[b
 """
 
 
-@pytest.mark.slow
 def test_nbody_float4_and_float_forms_are_correct():
     """The seed declares float4 (aliased over MLX's float array), this one
     float (renamed): both correct."""
@@ -455,7 +454,6 @@ def test_in_place_write_forms(statement, rewritten):
     assert rewritten in c.text
 
 
-@pytest.mark.slow
 def test_in_place_write_forms_are_correct():
     src = replace_once(seed("hmc"), "accept_cnt[chain_idx] += 1;", "accept_cnt[chain_idx]++;")
     assert smoke_eval("hmc", converted("hmc", src).text).correct
@@ -515,6 +513,63 @@ def test_attribute_through_a_macro_and_after_the_parameters():
         "(ceil_div(NX, 16) * 16, ceil_div(NY, 4) * 4, 1)",
         "(16, 4, 1)",
     )
+
+
+HEAT_TILED = """#include <metal_stdlib>
+using namespace metal;
+
+#define TILE 16
+#define IDX(i, j) ((j) * NX + (i))
+
+// Tiled: each threadgroup loads its tile and a halo into threadgroup memory.
+[[max_total_threads_per_threadgroup(256)]]
+kernel void heat_step(device const float* __restrict u_in [[ buffer(0) ]],
+                      device float* __restrict u_out      [[ buffer(1) ]],
+                      constant uint& NX                   [[ buffer(2) ]],
+                      constant uint& NY                   [[ buffer(3) ]],
+                      constant float& alpha               [[ buffer(4) ]],
+                      uint2 gid  [[ thread_position_in_grid ]],
+                      uint2 lid  [[ thread_position_in_threadgroup ]],
+                      uint2 tgsz [[ threads_per_threadgroup ]])
+{
+    threadgroup float tile[TILE + 2][TILE + 2];
+    const uint i = gid.x, j = gid.y;
+    const uint li = lid.x + 1, lj = lid.y + 1;
+    const bool inside = i < NX && j < NY;
+    tile[lj][li] = inside ? u_in[IDX(i, j)] : 0.0f;
+    if (lid.x == 0) tile[lj][0] = (inside && i > 0) ? u_in[IDX(i - 1, j)] : 0.0f;
+    if (lid.x == tgsz.x - 1) tile[lj][li + 1] = (i + 1 < NX && j < NY) ? u_in[IDX(i + 1, j)] : 0.0f;
+    if (lid.y == 0) tile[0][li] = (inside && j > 0) ? u_in[IDX(i, j - 1)] : 0.0f;
+    if (lid.y == tgsz.y - 1) tile[lj + 1][li] = (i < NX && j + 1 < NY) ? u_in[IDX(i, j + 1)] : 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (!inside) return;
+    float c = tile[lj][li];
+    if (i == 0 || j == 0 || i == NX - 1 || j == NY - 1) { u_out[IDX(i, j)] = c; return; }
+    u_out[IDX(i, j)] = c + alpha * (tile[lj][li - 1] + tile[lj][li + 1] + tile[lj - 1][li]
+                                    + tile[lj + 1][li] - 4.0f * c);
+}
+"""
+
+
+def test_a_tiled_kernel_with_several_thread_attributes_is_correct():
+    c = converted("heat2d", HEAT_TILED)
+    body = body_of(c.text, "heat_step")
+    assert "uint2 lid = uint2(thread_position_in_threadgroup.xy);" in body
+    assert "uint2 tgsz = uint2(threads_per_threadgroup.xy);" in body
+    assert smoke_eval("heat2d", c.text).correct
+
+
+def test_what_mlxsci_refuses_is_converted_with_a_note():
+    """mlxsci's source policy refusing a candidate is mlxsci's verdict on
+    it (a compile error), not a failure to convert it."""
+    src = seed("saxpy").replace(
+        "using namespace metal;", 'using namespace metal;\n#include "helpers.h"'
+    )
+    c = convert_source("saxpy", src)
+    assert c.text is not None
+    assert any(n.startswith("mlxsci's source policy refuses the candidate") for n in c.notes)
+    result = smoke_eval("saxpy", c.text)
+    assert not result.correct and result.fail_reason.startswith("compile error")
 
 
 # ------------------------------------------------------ not converted
