@@ -6,6 +6,7 @@
     mlxsci sweep --tasks saxpy --models autotune --iterations 4
     mlxsci roofline
     mlxsci transfer heat2d my_heat.metal --backend sim
+    mlxsci import-metal-sci ~/metal-sci/results --out results/imported --rescore --backend sim
     mlxsci --version
 
 Each subcommand is the verb module's own click command (its `main`), so the
@@ -36,6 +37,10 @@ VERBS = {
     "transfer": (
         "mlxsci.transfer.__main__",
         "Grade whether a candidate's win transfers to the held-out (A-D, transfers).",
+    ),
+    "import-metal-sci": (
+        "mlxsci.import_metal_sci.__main__",
+        "Import Metal-Sci run directories; --rescore re-evaluates their candidates.",
     ),
 }
 

@@ -27,6 +27,7 @@ VERB_MODULES = {
     "sweep": "mlxsci.sweep",
     "roofline": "mlxsci.roofline",
     "transfer": "mlxsci.transfer.__main__",
+    "import-metal-sci": "mlxsci.import_metal_sci.__main__",
 }
 
 

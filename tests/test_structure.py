@@ -31,7 +31,7 @@ LAYERS = (
     ("evaluation",),
     ("transfer",),
     ("search",),
-    ("report", "sweep"),
+    ("report", "sweep", "import_metal_sci"),
     ("api", "eval", "cli", "__init__", "__main__"),
 )
 RANK = {package: rank for rank, names in enumerate(LAYERS) for package in names}

@@ -1,19 +1,22 @@
 """The eval command line's argument types and checks, found before anything runs.
 
 `TaskArgument` (a built-in task name or a task folder, checked whole),
-`parse_assignments` (`--size` / `--param` KEY=VALUE lists), `require_seed`
-and `check_overrides` turn bad input into click usage errors (exit 2, one
-line). Apart from `main` in mlxsci/evaluation/evaluator.py because the search's
+`parse_assignments` (`--size` / `--param` KEY=VALUE lists), `require_seed`,
+`check_overrides` and `check_backend` (the --backend of transfer and
+import-metal-sci) turn bad input into click usage errors (exit 2, one line). Apart from `main` in mlxsci/evaluation/evaluator.py because the search's
 command line (search/__main__.py) takes a TASK the same way.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
+from mlxsci.backends import backend_class, resolve_backend_name
 from mlxsci.kernel.candidate import CandidateError, parse
+from mlxsci.storage.faults import EXIT_CODE, EnvironmentFault
 from mlxsci.task import check_task, load_task, task_names
 
 
@@ -89,3 +92,20 @@ def check_overrides(task, text, overrides, dialect):
         return  # the evaluation reports format errors itself
     except (KeyError, ValueError) as exc:
         raise click.BadParameter(str(exc).strip("'\""), param_hint="--param") from exc
+
+
+def check_backend(backend: str) -> str:
+    """The backend's name, once this machine is known to run it: what it
+    lacks (the simulator's compiler) exits EXIT_CODE, as mlxsci.eval does."""
+    name = resolve_backend_name(backend)
+    try:
+        backend_class(name).check_machine()
+    except EnvironmentFault as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_CODE)
+    if not backend_class(name).available():
+        raise click.BadParameter(
+            f"{name} is not available on this machine (use --backend sim or auto)",
+            param_hint="--backend",
+        )
+    return name

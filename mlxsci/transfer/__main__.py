@@ -28,8 +28,8 @@ from pathlib import Path
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import backend_class, backend_options, resolve_backend_name
-from mlxsci.evaluation.arguments import TaskArgument, require_seed
+from mlxsci.backends import backend_class, backend_options
+from mlxsci.evaluation.arguments import TaskArgument, check_backend, require_seed
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import candidate_refusal, evaluate
 from mlxsci.kernel import dialects
@@ -137,23 +137,6 @@ def main(task, candidate, baseline, backend, mode, size_set, dialect, timer, tim
 def say(line: str) -> None:
     """A progress line, on stderr so that --json's stdout stays one object."""
     click.echo(line, err=True)
-
-
-def check_backend(backend: str) -> str:
-    """The backend's name, once this machine is known to run it: what it
-    lacks (the simulator's compiler) exits EXIT_CODE, as mlxsci.eval does."""
-    name = resolve_backend_name(backend)
-    try:
-        backend_class(name).check_machine()
-    except EnvironmentFault as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_CODE)
-    if not backend_class(name).available():
-        raise click.BadParameter(
-            f"{name} is not available on this machine (use --backend sim or auto)",
-            param_hint="--backend",
-        )
-    return name
 
 
 def check_dialect_and_timer(backend_name: str, dialect: str, timer: str | None) -> None:

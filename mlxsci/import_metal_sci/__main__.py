@@ -1,0 +1,151 @@
+"""`python -m mlxsci.import_metal_sci RUN_DIR... --out DIR` (also `mlxsci
+import-metal-sci`): Metal-Sci run directories imported as mlxsci run
+directories, and with --rescore every imported candidate re-evaluated under
+mlxsci's harness into DIR/rescore.json.
+
+    python -m mlxsci.import_metal_sci ~/metal-sci/results --out results/imported
+    python -m mlxsci.import_metal_sci --out results/imported --rescore --backend sim
+    python -m mlxsci.report results/imported
+
+A RUN_DIR is one run (`<task>_<model>_<stamp>/`) or a folder holding runs
+(Metal-Sci's results/). Importing a run already imported into DIR does
+nothing (--force imports it again); a re-score continues where a killed one
+stopped. Bad input exits 2 with one line; a fault of the machine exits 3.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mlxsci.evaluation.arguments import check_backend
+from mlxsci.import_metal_sci.importer import import_run
+from mlxsci.import_metal_sci.metal_run import NotAMetalSciRun, find_runs
+from mlxsci.import_metal_sci.rescore import HELD_OUT_MODES, Settings, default_size_set, rescore
+from mlxsci.sandbox import SandboxUnavailable
+from mlxsci.storage.faults import EXIT_CODE, EnvironmentFault
+from mlxsci.storage.locks import LockHeld
+
+SIZE_SETS = ("smoke", "in-dist", "held-out", "all")
+
+
+def say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def import_all(run_dirs: tuple[Path, ...], out: Path, force: bool) -> None:
+    """Import every run the paths name, one line each."""
+    try:
+        runs, notes = find_runs(run_dirs)
+    except NotAMetalSciRun as exc:
+        raise click.BadParameter(str(exc), param_hint="RUN_DIR") from None
+    for note in notes:
+        say(note)
+    out.mkdir(parents=True, exist_ok=True)
+    refused = 0
+    for k, run in enumerate(runs, 1):
+        try:
+            done = import_run(run, out, force=force)
+        except NotAMetalSciRun as exc:
+            say(f"[{k}/{len(runs)}] {exc}: not imported")
+            refused += 1
+            continue
+        say(f"[{k}/{len(runs)}] {done.line()}")
+    if refused:  # the others are imported; the exit status still says not all were
+        raise click.UsageError(f"{refused} of {len(runs)} run(s) not imported (see above)")
+
+
+def rescore_all(out: Path, backend: str, sizes: str | None, mode: str, transfer: bool, timeout):
+    name = check_backend(backend)
+    settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout)
+    say(
+        f"re-scoring on {name} at the {settings.size_set} sizes"
+        + ("" if mode == "none" else f"; recorded bests also at the held-out ({mode})")
+    )
+    try:
+        found = rescore(out, settings, say)
+    except LockHeld as exc:
+        raise click.UsageError(f"another re-score of {out} is running ({exc})") from None
+    except SandboxUnavailable as exc:
+        raise click.UsageError(str(exc)) from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--out") from None
+    mine = [r for r in found if (r["backend"], r["sizes"]) == (name, settings.size_set)]
+    agree = sum(1 for r in mine if r["mlxsci"] is not None and r["recorded"] == r["mlxsci"])
+    evaluated = sum(1 for r in mine if r["mlxsci"] is not None)
+    click.echo(
+        f"re-scored {len(mine)} candidate(s): {evaluated} evaluated, {agree} agree with the "
+        f"recorded verdict, {evaluated - agree} differ; {out / 'rescore.json'}"
+    )
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument(
+    "run_dirs",
+    nargs=-1,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The folder the imported runs go into (and rescore.json).",
+)
+@click.option("--force", is_flag=True, help="Import runs already imported into --out again.")
+@click.option("--rescore", "do_rescore", is_flag=True, help="Re-evaluate every imported candidate.")
+@click.option(
+    "--backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "metal", "cuda", "sim"]),
+    help="Where --rescore evaluates (Metal sources: metal, or the simulator).",
+)
+@click.option(
+    "--sizes",
+    type=click.Choice(SIZE_SETS),
+    default=None,
+    help="The sizes --rescore evaluates every candidate at. Default: the backend's "
+    "(in-dist on a GPU, smoke on the simulator).",
+)
+@click.option(
+    "--held-out",
+    "mode",
+    type=click.Choice(HELD_OUT_MODES),
+    default="metal-sci",
+    show_default=True,
+    help="The held-out each run's recorded best is evaluated at: the task's published "
+    "one (as Metal-Sci's scripts did), a secret draw, or none.",
+)
+@click.option(
+    "--transfer/--no-transfer",
+    default=True,
+    show_default=True,
+    help="Grade whether each recorded best's win transfers (mlxsci.transfer).",
+)
+@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
+def main(run_dirs, out, force, do_rescore, backend, sizes, mode, transfer, timeout):
+    """Import Metal-Sci run directories (RUN_DIR: a run, or a folder of runs)
+    into --out as mlxsci run directories, and with --rescore re-evaluate
+    every imported candidate under mlxsci's harness (--out's rescore.json).
+    `python -m mlxsci.report OUT` shows both."""
+    if not run_dirs and not do_rescore:
+        raise click.UsageError("give RUN_DIR(s) to import, --rescore, or both")
+    if out.exists() and not out.is_dir():
+        raise click.BadParameter(f"{out} is a file", param_hint="--out")
+    try:
+        if run_dirs:
+            import_all(run_dirs, out, force)
+        if do_rescore:
+            rescore_all(out, backend, sizes, mode, transfer, timeout)
+    except EnvironmentFault as exc:
+        click.echo(f"error: the machine stopped the work: {exc}", err=True)
+        sys.exit(EXIT_CODE)
+    except OSError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_CODE)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

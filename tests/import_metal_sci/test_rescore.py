@@ -1,0 +1,135 @@
+"""Re-scoring imported Metal-Sci runs on the simulator (--rescore): every
+imported candidate's verdict beside the recorded one in rescore.json, a
+candidate that passed Metal-Sci's harness and fails mlxsci's named with its
+reason, the recorded best at the held-out and graded for transfer, and a
+killed re-score continued where it stopped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from metal_sci_runs import Iteration, heat2d_run, metal_sci_source, result, write_run
+
+from mlxsci.import_metal_sci import records
+from mlxsci.import_metal_sci import rescore as rescore_module
+from mlxsci.import_metal_sci.__main__ import main
+
+QUICK = ("--backend", "sim", "--held-out", "none", "--no-transfer")
+
+
+@pytest.fixture
+def quick_evaluations(monkeypatch):
+    """Evaluations with one warm-up and one measured run (the verdicts are
+    what these tests read), counted."""
+    calls = []
+    real = rescore_module.evaluate
+
+    def quick(*args, **kwargs):
+        calls.append(kwargs.get("filename"))
+        return real(*args, **{**kwargs, "n_warmup": 1, "n_measure": 1})
+
+    monkeypatch.setattr(rescore_module, "evaluate", quick)
+    return calls
+
+
+def invoke(*args):
+    out = CliRunner().invoke(main, [str(a) for a in args])
+    assert out.exit_code == 0, (out.output, out.exception)
+    return out
+
+
+def by_iteration(out_dir) -> dict:
+    found = json.loads((out_dir / "rescore.json").read_text())
+    assert isinstance(found, list)
+    return {r["iteration"]: r for r in found}
+
+
+def test_each_candidate_gets_both_verdicts_and_the_cheat_is_named(tmp_path, quick_evaluations):
+    src = heat2d_run(tmp_path / "results", edge_cheat=True)
+    out = tmp_path / "imported"
+    shown = invoke(src, "--out", out, "--rescore", *QUICK)
+    recs = by_iteration(out)
+    assert sorted(recs) == [0, 1, 3, 4, 5, 6]  # iteration 2 was skipped: no candidate
+    for rec in recs.values():
+        assert set(rec) >= {"run", "iteration", "recorded", "mlxsci", "reason"}
+        assert rec["run"] == src.name and rec["backend"] == "sim" and rec["sizes"] == "smoke"
+        assert rec["recorded"] in records.VERDICTS
+        assert rec["mlxsci"] in (*records.VERDICTS, None)
+    pairs = {it: (r["recorded"], r["mlxsci"]) for it, r in recs.items()}
+    assert pairs == {
+        0: ("correct", "correct"),
+        1: ("correct", "correct"),
+        3: ("incorrect", "incorrect"),
+        4: ("compile_error", "compile_error"),
+        5: ("correct", None),  # its file was missing: nothing to evaluate
+        6: ("correct", "incorrect"),  # edges left unwritten: poisoned outputs show it
+    }
+    assert "missing" in recs[5]["reason"]
+    assert "correctness failed" in recs[6]["reason"]
+    assert recs[6]["recorded_best"] is True and recs[6]["recorded_score"] == 0.8
+    assert recs[1]["mlxsci_score"] is not None and recs[6]["mlxsci_score"] is None
+    assert "[6/6]" in shown.output and "DIFFER" in shown.output
+    assert "5 evaluated, 4 agree with the recorded verdict, 1 differ" in shown.output
+
+
+def test_a_killed_rescore_continues_where_it_stopped(tmp_path, quick_evaluations, monkeypatch):
+    src = heat2d_run(tmp_path / "results")
+    out = tmp_path / "imported"
+    invoke(src, "--out", out)
+    real = rescore_module.Rescorer.record
+    done = []
+
+    def dies_on_the_third(self, item):
+        if len(done) == 2:
+            raise KeyboardInterrupt
+        done.append(item.entry["iteration"])
+        return real(self, item)
+
+    monkeypatch.setattr(rescore_module.Rescorer, "record", dies_on_the_third)
+    killed = CliRunner().invoke(main, ["--out", str(out), "--rescore", *QUICK])
+    assert killed.exit_code != 0
+    assert sorted(by_iteration(out)) == done == [0, 1]
+    monkeypatch.setattr(rescore_module.Rescorer, "record", real)
+    quick_evaluations.clear()
+    again = invoke("--out", out, "--rescore", *QUICK)
+    assert "resuming, 2 of 5 already re-scored" in again.output
+    recs = json.loads((out / "rescore.json").read_text())
+    assert sorted(r["iteration"] for r in recs) == [0, 1, 3, 4, 5]  # none twice
+    assert len(quick_evaluations) == 2  # iterations 3 and 4; 5 has no file to evaluate
+    invoke("--out", out, "--rescore", *QUICK)
+    assert len(json.loads((out / "rescore.json").read_text())) == 5
+
+
+def test_a_rescore_file_that_is_not_records_is_set_aside(tmp_path, quick_evaluations):
+    src = write_run(tmp_path / "results", "heat2d", metal_sci_source("heat2d"), [])
+    out = tmp_path / "imported"
+    invoke(src, "--out", out)
+    (out / "rescore.json").write_text('{"forged": true}')
+    shown = invoke("--out", out, "--rescore", *QUICK)
+    assert "starting afresh" in shown.output
+    assert (out / "rescore.json.unreadable").read_text() == '{"forged": true}'
+    assert sorted(by_iteration(out)) == [0]
+
+
+def test_an_in_place_run_rescores_correct(tmp_path, quick_evaluations):
+    seed = metal_sci_source("ising")
+    src = write_run(tmp_path / "results", "ising", seed, [Iteration(seed, result(score=0.1))])
+    out = tmp_path / "imported"
+    invoke(src, "--out", out, "--rescore", *QUICK)
+    recs = by_iteration(out)
+    assert recs[0]["mlxsci"] == recs[1]["mlxsci"] == "correct", recs
+
+
+@pytest.mark.slow
+def test_the_recorded_best_is_taken_to_the_held_out_and_graded(tmp_path, quick_evaluations):
+    seed = metal_sci_source("saxpy")
+    renamed = seed.replace("kernel void saxpy", "kernel void saxpy")  # same kernel, own copy
+    src = write_run(tmp_path / "results", "saxpy", seed, [Iteration(renamed, result(score=0.9))])
+    out = tmp_path / "imported"
+    invoke(src, "--out", out, "--rescore", "--backend", "sim", "--held-out", "metal-sci")
+    best = by_iteration(out)[1]
+    assert best["recorded_best"] is True and best["mlxsci"] == "correct"
+    assert best["held_out"]["mlxsci"] == "correct" and best["held_out"]["label"]
+    assert best["transfer"]["grade"] == "no-win"  # the seed against itself wins nothing
