@@ -235,11 +235,15 @@ def _number(entry: dict, key: str) -> float | None:
 
 
 def progress_line(k: int, n: int, rec: dict) -> str:
-    agree = rec["recorded"] == rec["mlxsci"]
-    how = "agree" if agree else f"DIFFER: {rec['reason']}"
+    if rec["mlxsci"] is None:
+        verdict = f"not evaluated: {rec['reason']}"
+    elif rec["recorded"] == rec["mlxsci"]:
+        verdict = f"{rec['mlxsci']} (agree)"
+    else:
+        verdict = f"{rec['mlxsci']} (DIFFER: {rec['reason']})"
     line = (
         f"[{k}/{n}] {rec['run']} iteration {rec['iteration']:02d}: recorded "
-        f"{rec['recorded'] or '-'}, mlxsci {rec['mlxsci'] or 'not evaluated'} ({how})"
+        f"{rec['recorded'] or '-'}, mlxsci {verdict}"
     )
     if rec.get("held_out"):
         line += f"; held-out {rec['held_out']['label']}: {rec['held_out']['mlxsci']}"
