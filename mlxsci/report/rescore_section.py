@@ -12,7 +12,7 @@ line on stderr per file, and the file or the bad records are left out.
 rescore.json lies outside the run directories, so no run's manifest covers
 it; the records of a tampered run are left out unless --include-tampered.
 
-Four tables, each grouped by where the verdicts were recorded (`recorded
+Five tables, each grouped by where the verdicts were recorded (`recorded
 on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend and
 size set mlxsci evaluated at:
 
@@ -23,6 +23,8 @@ size set mlxsci evaluated at:
                     verdict plus `mlxsci not evaluated`, and the total
     disagreements   one row per disagreeing record: run, iteration, recorded,
                     mlxsci, reason, backend, sizes
+    not_evaluated   one row per record mlxsci could not evaluate (not
+                    converted, file missing): run, iteration, recorded, reason
     best            per run, its recorded best (the record with
                     recorded_best): recorded verdict and S (labelled with the
                     chip), mlxsci's verdict and S at the size set, the
@@ -31,7 +33,7 @@ size set mlxsci evaluated at:
 
 Markdown and LaTeX print them after the report's other tables under a title
 and a note (rescore_text); JSON holds them as {"rescore": {"counts",
-"matrix", "disagreements", "best"}}; CSV writes each to its own file beside
+"matrix", "disagreements", "not_evaluated", "best"}}; CSV writes each to its own file beside
 --out FILE.csv (FILE_rescore.csv, FILE_rescore_matrix.csv, ...).
 """
 
@@ -59,6 +61,7 @@ COLUMNS = {
     "counts": (*GROUP, "records", "agree", "disagree", NOT_EVALUATED, NOT_RECORDED),
     "matrix": (*GROUP, "recorded", *(f"mlxsci {v}" for v in (*VERDICTS, NOT_EVALUATED)), "total"),
     "disagreements": ("run", "iteration", "recorded", "mlxsci", "reason", "backend", "sizes"),
+    "not_evaluated": ("run", "iteration", "recorded", "reason", "backend", "sizes"),
     "best": (
         "run",
         "task",
@@ -82,6 +85,7 @@ TITLES = {
     "counts": "Re-score of imported candidates: recorded verdicts against mlxsci's",
     "matrix": "Recorded verdict (rows) x mlxsci verdict (columns)",
     "disagreements": "Disagreements: recorded and mlxsci verdicts differ",
+    "not_evaluated": "Not evaluated by mlxsci, and why (not converted, no file)",
     "best": "Each run's recorded best, re-scored",
 }
 RESCORE_NOTE = (
@@ -93,7 +97,8 @@ RESCORE_NOTE = (
     "the imported runs, which no run's manifest covers"
 )
 NO_DISAGREEMENTS = "No disagreements."
-NO_BEST = "No recorded best among the re-scored candidates (each run's seed was its best)."
+NO_UNEVALUATED = "Every candidate was evaluated."
+NO_BEST = "No run's recorded best is among the re-scored candidates."
 
 
 # -- reading rescore.json -----------------------------------------------------
@@ -296,6 +301,23 @@ def disagreements_table(records: list[dict]) -> list[dict]:
     ]
 
 
+def not_evaluated_table(records: list[dict]) -> list[dict]:
+    """The candidates mlxsci could not evaluate, with the reason: what the
+    converter cannot express, a missing or unreadable file."""
+    return [
+        {
+            "run": rec["run"],
+            "iteration": rec["iteration"],
+            "recorded": rec["recorded"],
+            "reason": shorten(rec["reason"], REASON_CHARS) if rec["reason"] else None,
+            "backend": shorten(rec["backend"], 30),
+            "sizes": shorten(rec["sizes"], 30),
+        }
+        for rec in sorted(records, key=_order)
+        if _kind(rec) == NOT_EVALUATED
+    ]
+
+
 def best_table(records: list[dict]) -> list[dict]:
     rows = []
     for rec in sorted(records, key=_order):
@@ -328,7 +350,7 @@ def best_table(records: list[dict]) -> list[dict]:
 
 
 def rescore_tables(records: list[dict], include_tampered: bool = False) -> dict | None:
-    """{"counts", "matrix", "disagreements", "best"}: the section's tables,
+    """{"counts", "matrix", "disagreements", "not_evaluated", "best"}: the section's tables,
     or None when no record is left to show (the records of tampered runs
     are left out unless include_tampered)."""
     shown = [r for r in records if include_tampered or not is_tampered(r["_run"])]
@@ -338,6 +360,7 @@ def rescore_tables(records: list[dict], include_tampered: bool = False) -> dict 
         "counts": counts_table(shown),
         "matrix": matrix_table(shown),
         "disagreements": disagreements_table(shown),
+        "not_evaluated": not_evaluated_table(shown),
         "best": best_table(shown),
     }
 
@@ -347,10 +370,10 @@ def rescore_tables(records: list[dict], include_tampered: bool = False) -> dict 
 
 def rescore_text(tables: dict, fmt: str) -> str:
     """The section in Markdown or LaTeX: each table under its title, the note
-    under the counts; an empty disagreements or best table is one line."""
+    under the counts; an empty disagreements, not-evaluated or best table is one line."""
     if fmt not in ("md", "latex"):
         raise ValueError(f"rescore_text renders md or latex, not {fmt!r}")
-    empty = {"disagreements": NO_DISAGREEMENTS, "best": NO_BEST}
+    empty = {"disagreements": NO_DISAGREEMENTS, "not_evaluated": NO_UNEVALUATED, "best": NO_BEST}
     parts = []
     for name, rows in tables.items():
         title = TITLES[name]

@@ -526,13 +526,21 @@ def test_rescore_section_in_markdown_and_latex(out):
     tex = invoke(out, "--format", "latex").stdout
     assert r"\textbf{Re-score of imported candidates" in tex
     assert r"heat2d\_claude-opus-4-7\_20260501\_101010 & 1 & correct & incorrect" in tex
-    assert r"compile\_error" in tex and tex.count(r"\begin{tabular}") == 5
+    assert r"compile\_error" in tex and tex.count(r"\begin{tabular}") == 6
+    unevaluated = _md_row(md, "heat2d_claude-opus-4-7_20260501_101010", "3")
+    assert unevaluated[:4] == [
+        "heat2d_claude-opus-4-7_20260501_101010",
+        "3",
+        CE,
+        "not converted: simdgroup_matrix",
+    ]
 
 
 def test_rescore_section_in_json_and_csv(out, tmp_path):
     doc = json.loads(invoke(out, "--format", "json").stdout)
     assert set(doc) == {"main", "rescore"}
-    assert set(doc["rescore"]) == {"counts", "matrix", "disagreements", "best"}
+    assert set(doc["rescore"]) == {"counts", "matrix", "disagreements", "not_evaluated", "best"}
+    assert [r["iteration"] for r in doc["rescore"]["not_evaluated"]] == [3]
     assert doc["rescore"]["counts"][0]["disagree"] == 2
     assert len(doc["rescore"]["disagreements"]) == 2
     target = tmp_path / "t" / "table.csv"
@@ -543,6 +551,7 @@ def test_rescore_section_in_json_and_csv(out, tmp_path):
         "table_rescore.csv",
         "table_rescore_matrix.csv",
         "table_rescore_disagreements.csv",
+        "table_rescore_not_evaluated.csv",
         "table_rescore_best.csv",
     }
     assert files["table_rescore.csv"][0]["agree"] == "4"
@@ -570,7 +579,7 @@ def test_no_disagreements_is_one_line(tmp_path):
     imported_run(tmp_path, "heat2d_x")
     (tmp_path / records.RESCORE_FILE).write_text(json.dumps([rec("heat2d_x", 0, C, C)]))
     md = invoke(tmp_path).stdout
-    assert "No disagreements." in md and "No recorded best" in md
+    assert "No disagreements." in md and "No run's recorded best is among" in md
     target = tmp_path / "o" / "t.csv"
     invoke(tmp_path, "--format", "csv", "--out", target)
     assert (target.parent / "t_rescore_disagreements.csv").read_text().startswith("run,iteration")
