@@ -20,10 +20,17 @@ from pathlib import Path
 
 import click
 
+from mlxsci.backends import backend_options
 from mlxsci.evaluation.arguments import check_backend
 from mlxsci.import_metal_sci.importer import import_run
 from mlxsci.import_metal_sci.metal_run import NotAMetalSciRun, find_runs
-from mlxsci.import_metal_sci.rescore import HELD_OUT_MODES, Settings, default_size_set, rescore
+from mlxsci.import_metal_sci.rescore import (
+    HELD_OUT_MODES,
+    Settings,
+    default_size_set,
+    imported_runs,
+    rescore,
+)
 from mlxsci.sandbox import SandboxUnavailable
 from mlxsci.storage.faults import EXIT_CODE, EnvironmentFault
 from mlxsci.storage.locks import LockHeld
@@ -59,6 +66,16 @@ def import_all(run_dirs: tuple[Path, ...], out: Path, force: bool) -> None:
 
 def rescore_all(out: Path, backend: str, sizes: str | None, mode: str, transfer: bool, timeout):
     name = check_backend(backend)
+    try:
+        backend_options(name, "metal")
+    except ValueError as exc:  # Metal sources: the metal backend or the simulator
+        raise click.BadParameter(f"imported candidates are Metal sources: {exc}",
+                                 param_hint="--backend") from None  # fmt: skip
+    if not out.is_dir() or not imported_runs(out):
+        raise click.BadParameter(
+            f"{out} holds no imported run (import Metal-Sci runs into it first)",
+            param_hint="--out",
+        )
     settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout)
     say(
         f"re-scoring on {name} at the {settings.size_set} sizes"

@@ -10,6 +10,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from helpers import usage_error
 from metal_sci_runs import Iteration, heat2d_run, metal_sci_source, result, write_run
 
 from mlxsci.import_metal_sci import records
@@ -133,3 +134,20 @@ def test_the_recorded_best_is_taken_to_the_held_out_and_graded(tmp_path, quick_e
     assert best["recorded_best"] is True and best["mlxsci"] == "correct"
     assert best["held_out"]["mlxsci"] == "correct" and best["held_out"]["label"]
     assert best["transfer"]["grade"] == "no-win"  # the seed against itself wins nothing
+
+
+def test_a_folder_without_imports_is_a_usage_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    usage_error(main, ["--out", tmp_path / "empty", "--rescore", *QUICK], "holds no imported run")
+
+
+def test_a_backend_that_runs_no_metal_is_a_usage_error(tmp_path, monkeypatch):
+    from mlxsci.import_metal_sci import __main__ as command
+
+    src = write_run(tmp_path / "results", "heat2d", metal_sci_source("heat2d"), [])
+    invoke(src, "--out", tmp_path / "imported")
+    monkeypatch.setattr(command, "check_backend", lambda name: "cuda")  # as on an NVIDIA machine
+    usage_error(
+        main, ["--out", tmp_path / "imported", "--rescore", "--backend", "cuda"], "Metal sources"
+    )
+    assert not (tmp_path / "imported" / "rescore.json").exists()
