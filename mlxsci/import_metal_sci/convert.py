@@ -56,7 +56,22 @@ How (design: the lead's issue; details decided here):
    instead; every kernel gets `//! grid` and `//! threadgroup` lines with
    the Metal-Sci host's shapes (fft3d: grid (N, N*N, 1), not mlxsci's default
    (N, N, N)).
-5. The result parses (mlxsci.kernel.candidate.parse, metal dialect) and
+5. What the conversion moves must not change what the kept kernels compile
+   to (`_check_layout`): the source is hostile, and a kernel that compiles
+   one way in the Metal-Sci source and another in the converted candidate
+   would have mlxsci judge another kernel than the one the run recorded a
+   verdict for (a cheat recorded correct, converted into an honest kernel,
+   would be "confirmed" by a re-score). mlxsci's format puts the whole
+   header before every body and drops other kernels, so a source is not
+   converted when a dropped kernel holds a directive (`#define` there
+   applies to the kernels after it), when a kept kernel `#define`s or
+   `#undef`s a name the text after it uses, or when header text after a
+   kept kernel declares a name that kernel uses (a macro, a constant, an
+   overload that would win once declared first), or holds `using`,
+   `namespace` or `operator`; nor when a macro could declare, hide or rename
+   a kernel (`_check_macros`). Text a compiler could cut otherwise than the
+   scanner is refused by metal_source.py.
+6. The result parses (mlxsci.kernel.candidate.parse, metal dialect) and
    fits the task (mlxsci.kernel.validate). A candidate mlxsci's source policy
    refuses (an include of a file, printf, ...) is still returned, with a
    note: that is mlxsci's verdict on it (a compile error), not a conversion
@@ -95,6 +110,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,6 +122,7 @@ from mlxsci.import_metal_sci.metal_source import (
     MetalSourceError,
     Param,
     Token,
+    directives,
     match_brackets,
     parse_metal_source,
     scan,
@@ -967,6 +984,212 @@ def _convert_buffer(p, buf, mlx, kname, rename, inplace, prologue, alias_name, n
     prologue.append(f"{qual}{m.space} {p.base}* {target} = ({qual}{m.space} {p.base}*){m.name};")
 
 
+# ------------------------------------------------- what the conversion moves
+
+# Words no header declaration can give a new meaning to: C++'s and Metal's
+# keywords and type names (a name a later declaration adds, such as an
+# overload of `max`, is not among them).
+_NOT_DECLARED = frozenset(
+    """alignas alignof auto bool break case char class const constexpr const_cast continue
+    decltype default delete do double dynamic_cast else enum explicit export extern false float
+    for friend goto if inline int long mutable new noexcept nullptr private protected public
+    register reinterpret_cast return short signed sizeof static static_assert static_cast struct
+    switch template this thread_local throw true try typedef typeid typename union unsigned
+    virtual void volatile while kernel vertex fragment device constant threadgroup thread
+    threadgroup_imageblock half bfloat uint uchar ushort ulong size_t ptrdiff_t metal atomic
+    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t""".split()
+)
+_BUILTIN_TYPE = re.compile(
+    r"(?:packed_)?(?:u?(?:char|short|int|long)|half|float|bool|bfloat)(?:[234](?:x[234])?)?"
+    r"|atomic_\w+|simd_\w+"
+)
+# At file scope after a kernel, these change how every name before them is
+# looked up, or what an operator does.
+_LOOKUP_CHANGERS = ("using", "namespace", "operator")
+
+
+def _declared(tokens: list[Token], match: dict[int, int]) -> tuple[set[str], str | None]:
+    """The names the file-scope text `tokens` declares (what a #define or
+    #undef names, and the identifiers of each declaration before its
+    initializer, outside brackets, but keywords and built-in types), and a
+    word of _LOOKUP_CHANGERS it holds, if any."""
+    names: set[str] = set()
+    k, n = 0, len(tokens)
+    initializer = False
+    while k < n:
+        t = tokens[k]
+        if t.pp:
+            if t.text in ("define", "undef") and k > 0 and tokens[k - 1].text == "#":
+                if k + 1 < n and tokens[k + 1].pp and tokens[k + 1].kind == "id":
+                    names.add(tokens[k + 1].text)
+            k += 1
+            continue
+        if t.kind == "punct" and t.text in "([{" and k in match:
+            k = match[k] + 1
+            continue
+        if t.kind == "punct" and t.text in (";", ","):
+            initializer = False
+        elif t.kind == "punct" and t.text == "=":
+            initializer = True
+        elif t.kind == "id" and not initializer:
+            if t.text in _LOOKUP_CHANGERS:
+                return names, t.text
+            if t.text not in _NOT_DECLARED and not _BUILTIN_TYPE.fullmatch(t.text):
+                names.add(t.text)
+        k += 1
+    return names, None
+
+
+def _check_layout(parsed: MetalSource, tokens: list[Token], kept: set[str]) -> None:
+    """Refuse a source whose kept kernels would compile otherwise once
+    converted (point 5 of the module's docstring). `tokens`: scan(parsed.text).
+    Linear in the tokens (times the kept kernels, at most 3): a source may
+    hold thousands of dropped kernels."""
+    found = directives(parsed.text, tokens)
+    kernels = sorted(parsed.kernels, key=lambda kf: kf.start)
+    _check_macros(tokens, found, {kf.name for kf in kernels} | kept)
+    starts = [kf.start for kf in kernels]
+
+    def owner(offset: int) -> KernelFunction | None:
+        i = bisect_right(starts, offset) - 1
+        return kernels[i] if i >= 0 and offset < kernels[i].end else None
+
+    in_kernel = [owner(t.start) for t in tokens]
+    for k, word, _ in found:
+        kf = in_kernel[k]
+        if kf is not None and kf.name not in kept:
+            if not (word == "pragma" and _loop_pragma(tokens, k)):
+                raise _Refused(
+                    f"kernel {kf.name} is dropped (mlxsci does not run it), but holds "
+                    f"`#{word}`, which applies to the rest of the source: without it the "
+                    "kernels that stay could compile to other code than Metal-Sci's"
+                )
+    for k, t in enumerate(tokens):
+        kf = in_kernel[k]
+        if t.text == "_Pragma" and kf is not None and kf.name not in kept:
+            raise _Refused(
+                f"kernel {kf.name} is dropped (mlxsci does not run it), but holds "
+                "`_Pragma`, which can apply to the rest of the source"
+            )
+    for kf in kernels:
+        if kf.name not in kept:
+            continue
+        after = [k for k, t in enumerate(tokens) if t.start >= kf.end]
+        later_ids = {tokens[k].text for k in after if tokens[k].kind == "id"}
+        for k, word, name in found:
+            if in_kernel[k] is kf and name is not None and name in later_ids:
+                raise _Refused(
+                    f"kernel {kf.name!r} has `#{word} {name}`, and the source uses {name!r} "
+                    "after the kernel: mlxsci's format puts that text before the kernel or "
+                    "compiles it apart, where the macro would differ"
+                )
+        rest = [tokens[k] for k in after if in_kernel[k] is None]
+        if not rest:
+            continue
+        declared, changer = _declared(rest, match_brackets(rest))
+        if changer is not None:
+            raise _Refused(
+                f"header text after kernel {kf.name!r} holds `{changer}`: mlxsci's format "
+                "puts the whole header before every kernel, where it would change how the "
+                "kernel's names are looked up; move it above the kernel"
+            )
+        mine = {t.text for k, t in enumerate(tokens) if in_kernel[k] is kf and t.kind == "id"}
+        clash = sorted(declared & mine)
+        if clash:
+            raise _Refused(
+                f"header text after kernel {kf.name!r} declares {', '.join(clash[:5])}, "
+                "which the kernel uses: mlxsci's format puts the whole header before every "
+                "kernel, where a later declaration (a macro, an overload) could change what "
+                "the kernel compiles to; move it above the kernel"
+            )
+
+
+def _loop_pragma(tokens: list[Token], k: int) -> bool:
+    """Is the directive at tokens[k] a loop hint (`#pragma unroll`,
+    `nounroll`, `clang loop`, `GCC unroll`), which applies to its loop only?"""
+    words = [t.text for t in tokens[k + 2 : k + 4] if t.pp]
+    return words[:1] in (["unroll"], ["nounroll"]) or words in (
+        ["clang", "loop"],
+        ["GCC", "unroll"],
+    )
+
+
+def _check_macros(tokens: list[Token], found, kernel_names: set[str]) -> None:
+    """Refuse macros that could declare, hide or rename a kernel where this
+    converter cannot see it: a #define or #undef of `kernel` or of a kernel's
+    name (`#define heat_step unused` turns the kernel after it into another
+    function, for a compiler); a replacement list holding `kernel` or a
+    kernel's name (`#define MK [[kernel]] void heat_step(...) {...}` used at
+    file scope declares a kernel this module never sees), or brackets that
+    do not balance (`#define CLOSE }` ends a kernel early, `#define LP
+    IGNORE(` swallows one); and a macro that pastes tokens (`##`, or naming
+    one that does) used outside every function body (`[[CAT(ker, nel)]]`
+    is `[[kernel]]`)."""
+    replacement: dict[str, list[Token]] = {}
+    starts = {k for k, _, _ in found}
+    for k, word, name in found:
+        if name is None:
+            continue
+        if name == "kernel" or name in kernel_names:
+            raise _Refused(
+                f"the source has `#{word} {name}`: a macro named like a kernel (or `kernel`) "
+                "changes which function a compiler takes for the kernel"
+            )
+        if word == "define":
+            j = k + 3
+            while j < len(tokens) and tokens[j].pp and j not in starts:
+                j += 1
+            replacement[name] = tokens[k + 3 : j]
+    for name, body in replacement.items():
+        words = {t.text for t in body if t.kind == "id"}
+        bad = sorted(words & (kernel_names | {"kernel"}))
+        if bad:
+            raise _Refused(
+                f"macro {name!r} expands to {bad[0]!r}: a kernel declared or named through a "
+                "macro is one this converter cannot see"
+            )
+        depth = 0
+        for t in body:
+            if t.kind == "punct" and t.text in "([{":
+                depth += 1
+            elif t.kind == "punct" and t.text in ")]}":
+                depth -= 1
+                if depth < 0:
+                    break
+        if depth != 0:
+            raise _Refused(
+                f"macro {name!r} opens or closes brackets it does not close or open: where its "
+                "uses put a kernel's braces, a compiler and this converter would disagree"
+            )
+    # the macros that paste, and those naming one (through any chain of names)
+    users: dict[str, set[str]] = {}
+    for n, body in replacement.items():
+        for t in body:
+            if t.kind == "id":
+                users.setdefault(t.text, set()).add(n)
+    todo = [n for n, body in replacement.items() if any(t.text == "##" for t in body)]
+    pasting = set(todo)
+    while todo:
+        for user in users.get(todo.pop(), ()):
+            if user not in pasting:
+                pasting.add(user)
+                todo.append(user)
+    if not pasting:
+        return
+    depth = 0  # of braces: a use inside a function's (or struct's) body is harmless
+    for t in tokens:
+        if t.pp:
+            continue
+        if t.kind == "punct" and t.text in ("{", "}"):
+            depth += 1 if t.text == "{" else -1
+        elif t.kind == "id" and t.text in pasting and depth == 0:
+            raise _Refused(
+                f"macro {t.text!r} pastes tokens (`##`) and is used outside every function "
+                "body, where what it forms (`kernel`, a kernel's name) declares a kernel this "
+                "converter cannot see"
+            )
+
+
 # ------------------------------------------------------------ the whole
 
 
@@ -1018,9 +1241,11 @@ def _convert(task_arg, source, notes: list[str]) -> str:
 
     header_tokens = scan(parsed.header)
     header_names, macros = _header_globals(header_tokens)
-    all_ids = _identifiers(scan(source))
+    source_tokens = scan(source)
+    all_ids = _identifiers(source_tokens)
     mlx_all = mlx_parameters(task)
     runnable = [ki for ki in iface.kernels if ki.runs]
+    _check_layout(parsed, source_tokens, {ki.name for ki in runnable})
     for ki in runnable:
         if ki.name not in mlx_all:
             raise _Refused(f"mlxsci's pipeline of {task.name} never launches {ki.name}")

@@ -13,11 +13,20 @@ An import is written into a temporary folder beside its destination and
 renamed into place when complete, with manifest.json (mlxsci.search.manifest)
 sealing its files: a killed import leaves no half run, and importing the same
 run again finds it done.
+
+The run is hostile input (mlxsci/import_metal_sci/metal_run.py), and so is
+its folder's name: the imported folder is named with letters, digits and
+`._+-` only (`folder_name`), since the name reaches progress lines, the
+report's tables and rescore.json; what it recorded reaches them too, so a
+recorded number is kept only when finite and a recorded reason only as one
+printable line. A folder already in OUT is read without following links and
+is replaced only when it is an earlier import of the same source.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -25,7 +34,15 @@ from pathlib import Path
 
 from mlxsci.import_metal_sci import records
 from mlxsci.import_metal_sci.convert import convert_source
-from mlxsci.import_metal_sci.metal_run import MetalSciRun, RecordedIteration, read_run
+from mlxsci.import_metal_sci.metal_run import (
+    MetalSciRun,
+    RecordedIteration,
+    UnreadableFile,
+    parse_json,
+    read_run,
+    read_text,
+    shown,
+)
 from mlxsci.search import manifest
 from mlxsci.storage.cache import atomic_write_bytes, atomic_write_json
 from mlxsci.task import load_task
@@ -40,6 +57,41 @@ _HISTORY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "is_new_best": bool,
 }
 _SIZE_FIELDS = ("label", "correct", "gpu_seconds", "fraction_of_ceiling")
+MAX_FOLDER_CHARS = 120  # of an imported run's folder name
+MAX_REASON_CHARS = 2000  # of a recorded fail reason
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def folder_name(name: str) -> str:
+    """The imported folder's name for a source folder named `name`: a folder
+    name from a download may hold a newline, a terminal escape, LaTeX or
+    Markdown, or be `rescore.json` (which would stop --rescore writing its
+    file); every character but letters, digits and `._+-` becomes `_`, no
+    leading dot (a hidden folder, or a staging folder's name), at most
+    MAX_FOLDER_CHARS (a staging name adds ~35 to a 255-byte limit)."""
+    safe = _UNSAFE.sub("_", name).lstrip(".-")[:MAX_FOLDER_CHARS] or "run"
+    return "run_" + safe if safe.lower().startswith("rescore") else safe
+
+
+def number(value) -> int | float | None:
+    """A recorded number, or None: NaN and infinities (json reads `NaN`,
+    `Infinity` and `1e999`) would be written into summary.json as no JSON
+    at all, and an integer past a float (json reads 4000 digits) breaks
+    whatever formats it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return value if math.isfinite(value) and abs(value) < 1e300 else None
+    except OverflowError:
+        return None
+
+
+def one_line(text, limit: int = MAX_REASON_CHARS) -> str | None:
+    """A recorded text (a fail reason) as one printable line, or None: it is
+    printed by --rescore's progress lines and shown in the report."""
+    if not isinstance(text, str):
+        return None
+    return shown(" ".join(text[: limit * 2].split()))[:limit]
 
 
 @dataclass
@@ -54,10 +106,11 @@ class Imported:
     not_converted: int = 0
 
     def line(self) -> str:
+        name = shown(self.source.name)  # a downloaded folder's name: newlines, escapes
         if self.action != "imported":
-            return f"{self.source.name}: {self.action} ({self.out})"
+            return f"{name}: {self.action} ({shown(self.out)})"
         return (
-            f"{self.source.name}: imported to {self.out}: {self.candidates} source(s), "
+            f"{name}: imported to {shown(self.out)}: {self.candidates} source(s), "
             f"{self.converted} converted, {self.not_converted} not converted"
         )
 
@@ -69,16 +122,18 @@ def recorded_sizes(result: dict | None) -> list[dict]:
     kept = []
     for s in sizes[:16]:
         if isinstance(s, dict):
-            kept.append({k: s.get(k) for k in _SIZE_FIELDS if _plain(s.get(k))})
+            kept.append({k: _plain(s.get(k)) for k in _SIZE_FIELDS})
     return kept
 
 
-def _plain(value) -> bool:
-    return (
-        value is None
-        or isinstance(value, (bool, int, float))
-        or (isinstance(value, str) and len(value) <= 200)
-    )
+def _plain(value):
+    """A size record's value: a bool, a finite number, a short printable
+    label, else None."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return number(value)
+    return one_line(value, 200)
 
 
 def recorded_block(it: RecordedIteration) -> dict:
@@ -86,12 +141,10 @@ def recorded_block(it: RecordedIteration) -> dict:
     its result (or history record) holds, type-checked."""
     result = it.result if isinstance(it.result, dict) else None
     source = result or it.history or {}
-    score = source.get("score")
-    reason = source.get("fail_reason")
     return {
         "verdict": records.recorded_verdict(result) if result else None,
-        "score": score if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-        "fail_reason": reason[:2000] if isinstance(reason, str) else None,
+        "score": number(source.get("score")),
+        "fail_reason": one_line(source.get("fail_reason")),
         "is_new_best": (it.history or {}).get("is_new_best") is True,
         "sizes": recorded_sizes(result),
     }
@@ -103,14 +156,12 @@ def history_record(it: RecordedIteration, candidate_file: str | None) -> dict:
     out: dict = {"iteration": it.iteration, "role": it.role}
     for key, kind in _HISTORY_FIELDS.items():
         value = rec.get(key)
-        ok = (
-            isinstance(value, bool)
-            if kind is bool
-            else (isinstance(value, kind) and not isinstance(value, bool))
-        )
-        out[key] = value if ok else None
-    if isinstance(out.get("fail_reason"), str):
-        out["fail_reason"] = out["fail_reason"][:2000]
+        if kind is bool:
+            out[key] = value if isinstance(value, bool) else None
+        elif kind is str:
+            out[key] = one_line(value)
+        else:
+            out[key] = number(value)
     out["source_path"] = candidate_file
     out["recorded"] = True
     return out
@@ -131,25 +182,34 @@ def import_iteration(task, it: RecordedIteration, folder: Path) -> dict:
         "reason": None,
         "notes": [],
         "recorded": recorded_block(it),
+        # files of the iteration that were there but not read (a link, a FIFO,
+        # over a cap, not JSON): the docs promise them here, not only absent
+        "problems": list(it.problems),
     }
     for name, text in it.texts.items():
         atomic_write_bytes(folder / f"{nn}_{name}.md", text.encode())
     if isinstance(it.result, dict) and it.iteration > 0:
         atomic_write_json(folder / f"{nn}_recorded_result.json", it.result)
     if it.source is None:
-        entry["reason"] = it.missing or (
-            "skipped: the model's answer held no code block"
-            if it.role == "skipped"
-            else "no source recorded"
+        entry["reason"] = (
+            shown(it.missing)
+            if it.missing
+            else (
+                "skipped: the model's answer held no code block"
+                if it.role == "skipped"
+                else "no source recorded"
+            )
         )
         return entry
     original = f"{nn}_original.metal"
     atomic_write_bytes(folder / original, it.source.encode())
     entry["original"] = original
     conversion = convert_source(task, it.source)
-    entry["notes"] = list(conversion.notes)
+    # a reason or note may quote the source (a string literal's right-to-left
+    # override, say): --rescore prints reasons, so each is one printable line
+    entry["notes"] = [shown(note) for note in conversion.notes]
     if conversion.text is None:
-        entry["reason"] = f"not converted: {conversion.reason}"
+        entry["reason"] = shown(f"not converted: {conversion.reason}")
         return entry
     entry["candidate"] = _candidate_name(it.iteration)
     atomic_write_bytes(folder / entry["candidate"], conversion.text.encode())
@@ -158,18 +218,13 @@ def import_iteration(task, it: RecordedIteration, folder: Path) -> dict:
 
 def recorded_summary(run: MetalSciRun) -> dict:
     s = run.summary
-
-    def number(key):
-        v = s.get(key)
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
     return {
         "chip": run.chip,
-        "seed_score": number("seed_score"),
-        "best_score": number("best_score"),
-        "improvement": number("improvement"),
+        "seed_score": number(s.get("seed_score")),
+        "best_score": number(s.get("best_score")),
+        "improvement": number(s.get("improvement")),
         "best_iteration": run.best_iteration,
-        "n_iterations": number("n_iterations"),
+        "n_iterations": number(s.get("n_iterations")),
     }
 
 
@@ -212,9 +267,15 @@ def write_run(run: MetalSciRun, folder: Path) -> tuple[int, int, int]:
 
 
 def _source_of(folder: Path) -> str | None:
+    """The source an earlier import into `folder` names, or None. OUT may
+    have come with a download too: a folder that is a link is no import of
+    ours (--force would delete through it), and run.json is read like a
+    run's file, so that a FIFO there cannot hang the import."""
+    if folder.is_symlink():
+        return None
     try:
-        doc = json.loads((folder / "run.json").read_text())
-    except (OSError, ValueError):
+        doc = parse_json(read_text(folder / "run.json", 1 << 20), "run.json")
+    except (OSError, UnreadableFile):
         return None
     return doc.get("source") if isinstance(doc, dict) and doc.get("imported") is True else None
 
@@ -223,13 +284,14 @@ def destination(out: Path, run: MetalSciRun) -> tuple[Path, bool]:
     """Where the run goes under `out`, and whether it is already imported
     there (a sealed import of the same source folder)."""
     source = str(run.path.resolve())
+    name = folder_name(run.name)
     for k in range(1, 1000):
-        folder = out / (run.name if k == 1 else f"{run.name}-{k}")
-        if not folder.exists():
+        folder = out / (name if k == 1 else f"{name}-{k}")
+        if not folder.exists() and not folder.is_symlink():
             return folder, False
         if _source_of(folder) == source:
             return folder, (folder / manifest.MANIFEST).exists()
-    raise ValueError(f"{out} already holds 999 runs named {run.name}")
+    raise ValueError(f"{shown(out)} already holds 999 runs named {name}")
 
 
 def import_run(path: Path, out: Path, force: bool = False) -> Imported:

@@ -11,6 +11,14 @@ file under a size cap, is decoded with replacement of bad bytes, and every
 JSON value is checked for the type it should have before it is used. What
 is wrong with one file is recorded against its iteration, never raised: only
 a folder that is not a Metal-Sci run at all raises NotAMetalSciRun.
+
+Beyond one file: JSON nested deeper than MAX_JSON_DEPTH is refused (Python's
+json recurses, and a file of brackets would end the import in a
+RecursionError); a run's files together may hold at most MAX_RUN_BYTES (one
+file of 8 MiB hard-linked, or sparse, under thousands of iteration names is
+a small download that would otherwise be read whole into memory); and a
+name from the run (a folder name can hold newlines and terminal escapes)
+is printed only through `shown`.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ MAX_TEXT_BYTES = 8 << 20  # a prompt, response or reasoning text
 MAX_JSON_BYTES = 32 << 20  # history.json of a long run
 MAX_ITERATIONS = 10_000  # more is not a run but a malformed history
 MAX_NAME_CHARS = 120  # of a recorded model or chip name
+MAX_JSON_DEPTH = 32  # Metal-Sci's JSON nests 4 deep (summary > history > record > sizes)
+MAX_RUN_BYTES = 256 << 20  # every file of one run together; Metal-Sci's are a few MB
 
 ROLES = ("seed", "candidate", "skipped")
 TEXTS = ("prompt", "response", "reasoning")  # NN_<name>.md, copied as recorded
@@ -43,6 +53,28 @@ class NotAMetalSciRun(ValueError):
 
 class UnreadableFile(Exception):
     """Why one file of a run could not be read (kept against its iteration)."""
+
+
+def shown(text: object) -> str:
+    """`text` (a path or name from a run: a folder name may hold a newline or
+    a terminal escape) as one printable line for progress lines and
+    messages: each character that is not printable written as its escape."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+class _Budget:
+    """The bytes one run's files may still hold (MAX_RUN_BYTES in all)."""
+
+    def __init__(self, left: int):
+        self.left = left
+
+    def take(self, name: str, size: int) -> None:
+        if size > self.left:
+            raise UnreadableFile(
+                f"{name} ({size} bytes) not read: the run's files are over "
+                f"{MAX_RUN_BYTES} bytes in all"
+            )
+        self.left -= size
 
 
 @dataclass
@@ -88,8 +120,9 @@ class MetalSciRun:
         return best
 
 
-def read_bytes(path: Path, cap: int) -> bytes:
-    """A regular file's bytes, not following a symbolic link, at most `cap`."""
+def read_bytes(path: Path, cap: int, budget: _Budget | None = None) -> bytes:
+    """A regular file's bytes, not following a symbolic link, at most `cap`
+    (and what is left of the run's `budget`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -104,26 +137,59 @@ def read_bytes(path: Path, cap: int) -> bytes:
             raise UnreadableFile(f"{path.name} is not a regular file")
         if info.st_size > cap:
             raise UnreadableFile(f"{path.name} is {info.st_size} bytes, over the {cap}-byte limit")
+        if budget is not None:
+            budget.take(path.name, info.st_size)
         data = f.read(cap + 1)
     if len(data) > cap:
         raise UnreadableFile(f"{path.name} grew over the {cap}-byte limit while being read")
     return data
 
 
-def read_text(path: Path, cap: int) -> str:
-    return read_bytes(path, cap).decode("utf-8", errors="replace")
+def read_text(path: Path, cap: int, budget: _Budget | None = None) -> str:
+    return read_bytes(path, cap, budget).decode("utf-8", errors="replace")
 
 
-def read_json(path: Path) -> object:
+def parse_json(text: str, name: str) -> object:
+    """JSON text as a value; UnreadableFile when it is no JSON or nests
+    deeper than MAX_JSON_DEPTH (json.loads recurses: `[[[[...` a hundred
+    thousand deep raised RecursionError, which is no ValueError, through
+    the whole import; a value that loads a little under Python's limit would
+    raise it again when the importer writes it back)."""
     try:
-        return json.loads(read_text(path, MAX_JSON_BYTES))
+        value = json.loads(text)
+    except RecursionError:
+        raise UnreadableFile(f"{name} nests deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as exc:
-        raise UnreadableFile(f"{path.name} is not JSON ({exc})") from None
+        raise UnreadableFile(f"{name} is not JSON ({exc})") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise UnreadableFile(f"{name} nests deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def _depth(value: object) -> int:
+    """How deep lists and dicts nest in `value` (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            if d > MAX_JSON_DEPTH:
+                break
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def read_json(path: Path, budget: _Budget | None = None) -> object:
+    return parse_json(read_text(path, MAX_JSON_BYTES, budget), path.name)
 
 
 def is_run(path: Path) -> bool:
-    """Whether the folder holds a Metal-Sci run's own files."""
-    return path.is_dir() and any((path / m).is_file() for m in MARKERS)
+    """Whether the folder holds a Metal-Sci run's own files (False for one
+    that cannot be looked into: a downloaded folder may be unreadable)."""
+    try:
+        return path.is_dir() and any((path / m).is_file() for m in MARKERS)
+    except OSError:
+        return False
 
 
 def find_runs(paths) -> tuple[list[Path], list[str]]:
@@ -134,22 +200,25 @@ def find_runs(paths) -> tuple[list[Path], list[str]]:
     runs, notes = [], []
     for p in map(Path, paths):
         if not p.exists():
-            raise NotAMetalSciRun(f"{p} does not exist")
+            raise NotAMetalSciRun(f"{shown(p)} does not exist")
         if not p.is_dir():
-            raise NotAMetalSciRun(f"{p} is a file, not a Metal-Sci run directory")
+            raise NotAMetalSciRun(f"{shown(p)} is a file, not a Metal-Sci run directory")
         if is_run(p):
             runs.append(p)
             continue
-        inner = sorted(d for d in p.iterdir() if d.is_dir() and not d.is_symlink())
+        try:
+            inner = sorted(d for d in p.iterdir() if d.is_dir() and not d.is_symlink())
+        except OSError as exc:
+            raise NotAMetalSciRun(f"{shown(p)} cannot be listed: {exc.strerror}") from None
         found = [d for d in inner if is_run(d)]
         if not found:
             raise NotAMetalSciRun(
-                f"{p} is not a Metal-Sci run directory: it has none of "
+                f"{shown(p)} is not a Metal-Sci run directory: it has none of "
                 f"{', '.join(MARKERS)}, nor does any folder inside it (a Metal-Sci run "
                 "is results/<task>_<model>_<stamp>/ with 00_seed.metal, NN_candidate.metal, "
                 "NN_result.json, history.json and summary.json)"
             )
-        notes += [f"{d}: not a Metal-Sci run, passed over" for d in inner if d not in found]
+        notes += [f"{shown(d)}: not a Metal-Sci run, passed over" for d in inner if d not in found]
         runs += found
     unique = list(dict.fromkeys(r.resolve() for r in runs))
     return [Path(r) for r in unique], notes
@@ -173,7 +242,7 @@ def _identity(path: Path, summary: dict) -> tuple[str, str, str | None]:
     task = summary.get("task") if isinstance(summary.get("task"), str) else named_task
     if task not in task_names():
         raise NotAMetalSciRun(
-            f"{path}: its task {task!r} is not one of the 12 Metal-Sci tasks "
+            f"{shown(path)}: its task {shown(repr(task)[:200])} is not one of the 12 Metal-Sci tasks "
             f"({', '.join(sorted(task_names()))}); neither summary.json nor the folder "
             "name (<task>_<model>_<stamp>) names one"
         )
@@ -208,17 +277,14 @@ def _records(value, where: str, problems: list[str]) -> list[dict]:
     return good
 
 
-def _load_json_file(path: Path, problems: list[str], files: dict) -> object:
+def _load_json_file(path: Path, problems: list[str], files: dict, budget: _Budget) -> object:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        text = read_text(path, MAX_JSON_BYTES)
-        value = json.loads(text)
+        text = read_text(path, MAX_JSON_BYTES, budget)
+        value = parse_json(text, path.name)
     except (UnreadableFile, OSError) as exc:
-        problems.append(str(exc))
-        return None
-    except ValueError as exc:
-        problems.append(f"{path.name} is not JSON ({exc}): ignored")
+        problems.append(f"{exc}: ignored")
         return None
     files[path.name] = text
     return value
@@ -229,29 +295,33 @@ def read_run(path: Path) -> MetalSciRun:
     path = Path(path)
     if not is_run(path):
         raise NotAMetalSciRun(
-            f"{path} is not a Metal-Sci run directory (none of {', '.join(MARKERS)})"
+            f"{shown(path)} is not a Metal-Sci run directory (none of {', '.join(MARKERS)})"
         )
     problems: list[str] = []
     files: dict[str, str] = {}
-    summary = _load_json_file(path / "summary.json", problems, files)
+    budget = _Budget(MAX_RUN_BYTES)
+    summary = _load_json_file(path / "summary.json", problems, files, budget)
     summary = summary if isinstance(summary, dict) else {}
-    history_doc = _load_json_file(path / "history.json", problems, files)
+    history_doc = _load_json_file(path / "history.json", problems, files, budget)
     history = _records(history_doc, "history.json", problems)
     if not history:
         history = _records(summary.get("history"), "summary.json's history", problems)
     task, model, chip = _identity(path, summary)
     by_iteration = {rec["iteration"]: rec for rec in history}
     numbers = set(by_iteration) | {0} | _numbered_files(path)
-    iterations = [_iteration(path, n, by_iteration.get(n)) for n in sorted(numbers)]
+    iterations = [_iteration(path, n, by_iteration.get(n), budget) for n in sorted(numbers)]
     return MetalSciRun(path, task, model, chip, summary, history, iterations, files, problems)
 
 
 def _numbered_files(path: Path) -> set[int]:
     found = set()
-    for p in path.iterdir():
-        m = _NUMBERED.match(p.name)
-        if m and int(m.group(1)) < MAX_ITERATIONS:
-            found.add(int(m.group(1)))
+    try:
+        for p in path.iterdir():
+            m = _NUMBERED.match(p.name)
+            if m and int(m.group(1)) < MAX_ITERATIONS:
+                found.add(int(m.group(1)))
+    except OSError as exc:  # a downloaded folder may be unreadable
+        raise NotAMetalSciRun(f"{shown(path)} cannot be listed: {exc.strerror}") from None
     return found
 
 
@@ -264,16 +334,16 @@ def _role(n: int, record: dict | None, has_source: bool) -> str:
     return "candidate" if has_source or record is None else "skipped"
 
 
-def _iteration(path: Path, n: int, record: dict | None) -> RecordedIteration:
+def _iteration(path: Path, n: int, record: dict | None, budget: _Budget) -> RecordedIteration:
     nn = f"{n:02d}"
     source_name = "00_seed.metal" if n == 0 else f"{nn}_candidate.metal"
     src_path = path / source_name
     has_source = src_path.exists() or src_path.is_symlink()
     it = RecordedIteration(n, _role(n, record, has_source), history=record)
     if it.role != "skipped" or has_source:
-        _read_source(it, src_path, source_name)
+        _read_source(it, src_path, source_name, budget)
     if n > 0:
-        result = _read_optional_json(path / f"{nn}_result.json", it.problems)
+        result = _read_optional_json(path / f"{nn}_result.json", it.problems, budget)
         it.result = result if isinstance(result, dict) else None
     elif record is not None:
         it.result = record  # Metal-Sci writes no 00_result.json: the seed's is its record
@@ -281,15 +351,15 @@ def _iteration(path: Path, n: int, record: dict | None) -> RecordedIteration:
         text_path = path / f"{nn}_{name}.md"
         if text_path.exists() or text_path.is_symlink():
             try:
-                it.texts[name] = read_text(text_path, MAX_TEXT_BYTES)
+                it.texts[name] = read_text(text_path, MAX_TEXT_BYTES, budget)
             except (UnreadableFile, OSError) as exc:
                 it.problems.append(str(exc))
     return it
 
 
-def _read_source(it: RecordedIteration, src_path: Path, source_name: str) -> None:
+def _read_source(it: RecordedIteration, src_path: Path, source_name: str, budget) -> None:
     try:
-        it.source = read_text(src_path, MAX_SOURCE_BYTES)
+        it.source = read_text(src_path, MAX_SOURCE_BYTES, budget)
         it.source_file = source_name
     except FileNotFoundError:
         recorded = (it.history or {}).get("source_path")
@@ -300,11 +370,11 @@ def _read_source(it: RecordedIteration, src_path: Path, source_name: str) -> Non
         it.missing = str(exc)
 
 
-def _read_optional_json(path: Path, problems: list[str]) -> object:
+def _read_optional_json(path: Path, problems: list[str], budget: _Budget) -> object:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        return read_json(path)
+        return read_json(path, budget)
     except (UnreadableFile, OSError) as exc:
         problems.append(str(exc))
         return None

@@ -22,6 +22,17 @@ Anything this module cannot read as a Metal-Sci source (an unterminated
 comment or string, unbalanced braces, a template kernel, a kernel inside a
 namespace or a preprocessor conditional, a kernel without a body) raises
 `MetalSourceError`, whose message is one line.
+
+So does a source a compiler could cut otherwise than `scan` (`_check_lexing`):
+a published run is hostile, and a source whose kernels a compiler finds
+elsewhere than this scanner would convert into another kernel than the one
+its run recorded a verdict for. A lone carriage return ends a `//` comment
+for clang, not here; a backslash-newline continues a `//` comment, or joins
+`ker` and `nel`, for a compiler, not here; a trigraph or digraph is a
+backslash, `#` or brace to a compiler. A source holding any of those (with
+the rest of what mlxsci's source policy refuses as lexers' disagreements:
+raw strings, control characters, non-ASCII code) is refused, wherever it
+is, including in a kernel the converter drops.
 """
 
 from __future__ import annotations
@@ -29,6 +40,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
+
+from mlxsci.kernel.source.lexer import Refused, lex_part
 
 __all__ = [
     "MetalSourceError",
@@ -348,9 +361,11 @@ def parse_metal_source(text: str) -> MetalSource:
         raise MetalSourceError(f"the source is longer than {MAX_SOURCE_CHARS} characters")
     if "\x00" in text:
         raise MetalSourceError("the source holds a NUL character (binary data, not Metal)")
+    _check_lexing(text)
     lines = _Lines(text)
     tokens = scan(text)
     match = match_brackets(tokens)
+    _check_conditionals(text, tokens, lines)
     kernels: list[KernelFunction] = []
     decl_start = 0  # index of the first token of the current top-level declaration
     cond_depth = 0  # open preprocessor conditionals at this point
@@ -398,6 +413,12 @@ def parse_metal_source(text: str) -> MetalSource:
             k += 1
             decl_start = k
             continue
+        if t.kind == "punct" and t.text == "(" and k in match:
+            # No kernel is declared inside parentheses: one found there is
+            # text a macro call takes as its argument (`IGNORE(; kernel ...)`
+            # with `#define IGNORE(...)`), which a compiler never sees.
+            k = match[k] + 1
+            continue
         is_kernel = t.kind == "id" and t.text == "kernel"
         if not is_kernel and t.text == "[":
             got = _attribute_groups(tokens, k, match)
@@ -405,6 +426,9 @@ def parse_metal_source(text: str) -> MetalSource:
                 is_kernel = True
             elif got is not None:
                 k = got[1]
+                continue
+            elif t.kind == "punct" and k in match:
+                k = match[k] + 1  # nor inside brackets
                 continue
         if is_kernel:
             if brace_kinds:
@@ -424,6 +448,99 @@ def parse_metal_source(text: str) -> MetalSource:
         k += 1
     header = _header(text, kernels)
     return MetalSource(text=text, header=header, kernels=tuple(kernels))
+
+
+_BETWEEN = re.compile(r"//[^\n]*|/\*.*?\*/|\\[ \t\f\v\r]*\n", re.S)
+
+
+def directives(text: str, tokens: list[Token]) -> list[tuple[int, str, str | None]]:
+    """The directives of `text` (scanned into `tokens`): (the index of each
+    one's `#` in `tokens`, its word, the name a #define or #undef names). A
+    `#` starts a directive where scan marks it and a line break (not a
+    splice, not one inside a comment) comes before it: a `#` inside a
+    #define is an operator of the macro."""
+    found = []
+    for k, t in enumerate(tokens):
+        if not (t.pp and t.text == "#"):
+            continue
+        if k > 0 and tokens[k - 1].pp:
+            if "\n" not in _BETWEEN.sub(" ", text[tokens[k - 1].end : t.start]):
+                continue
+        word = tokens[k + 1].text if k + 1 < len(tokens) and tokens[k + 1].pp else ""
+        name = None
+        if word in ("define", "undef") and k + 2 < len(tokens) and tokens[k + 2].pp:
+            name = tokens[k + 2].text
+        found.append((k, word, name))
+    return found
+
+
+def _check_conditionals(text: str, tokens: list[Token], lines: _Lines) -> None:
+    """Refuse a preprocessor conditional whose branches open or close
+    brackets: `scan` counts the brackets of every branch, a compiler those of
+    the branch it takes, so `#if 0 { #endif` inside a helper's body hides
+    the kernel after it from this module (but not from the compiler), and
+    `{ #if 0 } kernel ... { #endif }` hides a kernel from the compiler (but
+    not from this module). Each branch must leave the depth as it found it."""
+    depth = 0
+    opened: list[tuple[int, int]] = []  # (depth at the #if, its line)
+    starts = {k: word for k, word, _ in directives(text, tokens)}
+    for k, t in enumerate(tokens):
+        word = starts.get(k)
+        if word in ("if", "ifdef", "ifndef"):
+            opened.append((depth, lines(t.start)))
+        elif word in ("elif", "elifdef", "elifndef", "else", "endif") and opened:
+            at, line = opened[-1]
+            if depth != at:
+                raise MetalSourceError(
+                    f"a branch of the preprocessor conditional at line {line} opens or "
+                    "closes brackets: which kernels a compiler sees would depend on the branch",
+                    lines(t.start),
+                )
+            if word == "endif":
+                opened.pop()
+        elif not t.pp and t.kind == "punct":
+            if t.text in _OPEN:
+                depth += 1
+            elif t.text in _CLOSE:
+                depth -= 1
+
+
+# A line splice as compilers take it (mlxsci/kernel/source/lexer.py's): spaces,
+# tabs, form feeds, vertical tabs and a carriage return may sit between the
+# backslash and the newline.
+_SPLICE = re.compile(r"\\[ \t\f\v\r]*\n")
+
+
+def _check_lexing(text: str) -> None:
+    """Refuse a source a compiler could read otherwise than `scan`: what
+    mlxsci's source policy refuses as lexers' disagreements (a lone carriage
+    return, trigraphs, digraphs, raw strings, control and non-ASCII
+    characters outside comments and literals: mlxsci.kernel.source.lexer),
+    anywhere in the source, and a backslash-newline that changes the tokens
+    (`scan` takes one as a blank; a compiler joins the lines first, so one
+    ending a `//` comment comments out the next line, and one inside a word
+    makes one word of two). The policy checks the converted candidate too,
+    but only what is left of the source: text in a kernel the converter
+    drops would never reach it."""
+    try:
+        lex_part(text, 1)
+    except Refused as exc:
+        message = exc.message.replace("the candidate has", "the source has", 1)
+        raise MetalSourceError(message, exc.line) from None
+    if not _SPLICE.search(text):
+        return
+    as_written = [(t.kind, _SPLICE.sub("", t.text), t.pp) for t in scan(text)]
+    as_compiled = [(t.kind, t.text, t.pp) for t in scan(_SPLICE.sub("", text))]
+    if as_written != as_compiled:
+        at = next(
+            (k for k, (a, b) in enumerate(zip(as_written, as_compiled)) if a != b),
+            min(len(as_written), len(as_compiled)),
+        )
+        near = as_written[at][1] if at < len(as_written) else "the end"
+        raise MetalSourceError(
+            "a backslash at the end of a line continues a // comment or joins two words "
+            f"(near `{near[:40]}`): a compiler reads other code than its lines show"
+        )
 
 
 def _read_kernel(text, tokens, match, decl_start, lines):
