@@ -168,7 +168,7 @@ def render(f: dict, a) -> str:
         "",
         f"Made by `python bench/import_sweep.py --models {a.models} --kill-after "
         f"{a.kill_after}` on {platform.node() or 'this machine'} ({os.cpu_count()} cores, "
-        f"{platform.platform()}), Python {platform.python_version()}, MLX {mx.__version__}, "
+        f"{platform.platform()}), Python {platform.python_version()}, MLX {getattr(mx, '__version__', '?')}, "
         "backend sim. The runs are synthetic (bench/import_sweep.py's docstring says how "
         "they are made); the recorded numbers in them are invented.",
         "",

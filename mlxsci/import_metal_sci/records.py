@@ -26,6 +26,10 @@ dicts, one per imported candidate and backend/size set, in import order.
 
 from __future__ import annotations
 
+import json
+
+from mlxsci.storage.cache import existing_key, integrity_key, key_id, sign, signature_matches
+
 # One word for how a candidate fared, recorded (Metal-Sci's result) or
 # measured here (mlxsci's evaluation). Pipeline errors count as runtime_error.
 CORRECT = "correct"
@@ -48,6 +52,7 @@ IMPORT_VERSION = 1
 #     "reason": str | None      (why there is no converted candidate: not converted, missing file,
 #                                skipped iteration),
 #     "notes": [str, ...]       (what the conversion changed: launch shapes, in-place buffers, ...),
+#     "problems": [str, ...]    (files of this iteration present but not read: a link, too large),
 #     "recorded": {"verdict": one of VERDICTS | None, "score": float | None,
 #                  "fail_reason": str | None, "is_new_best": bool,
 #                  "sizes": [{"label", "correct", "gpu_seconds", "fraction_of_ceiling"}, ...]}}]}
@@ -58,9 +63,53 @@ IMPORT_VERSION = 1
 #  the reason says why), "reason": str (why they differ, or what mlxsci found),
 #  "recorded_score": float | None, "mlxsci_score": float | None,
 #  "backend": str, "sizes": str (the size set evaluated: smoke, in-dist, ...),
-#  "recorded_best": bool (this is the run's recorded best, iteration > 0),
-#  "held_out": None | {"label": str, "mlxsci": verdict, "phi": float | None, "reason": str | None},
-#  "transfer": None | {"grade": str, "reason": str}}
+#  "recorded_best": bool (this is the run's recorded best, the seed when nothing beat it),
+#  "held_out": None | {"label": str, "mode": str, "mlxsci": verdict, "phi": float | None,
+#                      "reason": str | None},
+#  "transfer": None | {"grade": str, "reason": str},
+#  "candidate_sha256": str | None (the converted candidate the verdict is of),
+#  "signature": {"key_id": str, "mac": str}}
+#
+# Each record is signed (sign_record) with the cache key of the machine that
+# made it, over all its other fields: a rescore.json that came with a
+# download, or an edited record, claims mlxsci verdicts mlxsci never gave,
+# and record_trust tells them apart (the re-score makes them again, the
+# report leaves them out).
+SIGNATURE_LABEL = "rescore-record"
+SIGNED = "signed"  # this machine's key signed it, as it is
+SIGNED_ELSEWHERE = "signed elsewhere"  # another machine's key: cannot be checked here
+FORGED = "forged"  # no signature, or one this machine's key does not match
+
+
+def _signed_bytes(rec: dict) -> bytes:
+    fields = {k: v for k, v in rec.items() if k != "signature"}
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sign_record(rec: dict) -> dict:
+    """The record with its signature (this machine's cache key)."""
+    key = integrity_key()
+    mac = sign(SIGNATURE_LABEL, _signed_bytes(rec), key)
+    return {**rec, "signature": {"key_id": key_id(key), "mac": mac}}
+
+
+def record_trust(rec: dict) -> str:
+    """SIGNED, SIGNED_ELSEWHERE or FORGED (never raises on a hostile record)."""
+    sig = rec.get("signature")
+    if not (
+        isinstance(sig, dict)
+        and isinstance(sig.get("key_id"), str)
+        and isinstance(sig.get("mac"), str)
+    ):
+        return FORGED
+    key = existing_key()
+    if key is None or sig["key_id"] != key_id(key):
+        return SIGNED_ELSEWHERE
+    try:
+        data = _signed_bytes(rec)
+    except (TypeError, ValueError, RecursionError):
+        return FORGED
+    return SIGNED if signature_matches(SIGNATURE_LABEL, data, sig["mac"], key) else FORGED
 
 
 def recorded_verdict(result: dict | None) -> str | None:

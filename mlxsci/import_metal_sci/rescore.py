@@ -17,8 +17,10 @@ once are refused (a lock beside rescore.json).
 
 from __future__ import annotations
 
-import json
+import hashlib
+import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +30,22 @@ from mlxsci.backends import backend_class
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.import_metal_sci import records
-from mlxsci.import_metal_sci.metal_run import MAX_SOURCE_BYTES, UnreadableFile, read_text
+from mlxsci.import_metal_sci.metal_run import (
+    MAX_JSON_BYTES,
+    MAX_SOURCE_BYTES,
+    UnreadableFile,
+    parse_json,
+    read_text,
+    shown,
+)
+from mlxsci.search import manifest
 from mlxsci.storage import locks
 from mlxsci.storage.cache import atomic_write_json
-from mlxsci.task import Size, Task, load_task
+from mlxsci.task import Size, Task, load_task, task_names
 from mlxsci.transfer.measurement import judge_transfer
 
 REASON_CHARS = 500  # of a fail reason kept in a record (the harness bounds it already)
+MAX_RESCORE_BYTES = 64 << 20  # rescore.json (a record is a few hundred bytes)
 HELD_OUT_MODES = (*held_out.MODES, "none")
 
 
@@ -59,33 +70,76 @@ class Item:
     seed_file: str | None  # the run's converted seed, for the held-out and transfer
 
 
-def imported_runs(out: Path) -> list[Path]:
-    """The imported run folders directly under `out` (those with import.json)."""
+def imported_runs(out: Path, say: Callable[[str], None] | None = None) -> list[Path]:
+    """The run folders directly under `out` that this machine imported: an
+    import.json, and a manifest this machine's key signed with every file as
+    it was sealed. A folder that came from elsewhere (a downloaded import
+    folder), or was edited since, is passed over with a note: its import.json
+    could name any candidate and any recorded verdict."""
     if not out.is_dir():
-        raise ValueError(f"{out} is not a folder of imported runs")
-    return sorted(d for d in out.iterdir() if (d / records.IMPORT_FILE).is_file())
+        raise ValueError(f"{shown(out)} is not a folder of imported runs")
+    found = []
+    for d in sorted(out.iterdir()):
+        if d.is_symlink() or not (d / records.IMPORT_FILE).is_file():
+            continue
+        status = manifest.check(d).status
+        if status == manifest.SEALED:
+            found.append(d)
+        elif say is not None:
+            say(
+                f"re-score: {shown(d.name)} passed over: its files are not as this machine's "
+                f"import sealed them ({status}); import its Metal-Sci run here to re-score it"
+            )
+    return found
+
+
+_CANDIDATE_NAME = re.compile(r"^(?:00_seed|\d{2,5}_candidate)\.metal$")
+
+
+def _entry_problem(e) -> str | None:
+    """Why an import.json entry cannot be re-scored as it is (None: it can)."""
+    if not isinstance(e, dict):
+        return "not a record"
+    it, recorded = e.get("iteration"), e.get("recorded")
+    if not isinstance(it, int) or isinstance(it, bool) or not 0 <= it < 100_000:
+        return "no iteration number"
+    if e.get("candidate") is not None and not (
+        isinstance(e["candidate"], str) and _CANDIDATE_NAME.match(e["candidate"])
+    ):
+        return "its candidate is not a file name of the run's own"
+    if not isinstance(recorded, dict) or recorded.get("verdict") not in (*records.VERDICTS, None):
+        return "its recorded block is not one"
+    if not all(isinstance(e.get(k), (str, type(None))) for k in ("reason", "role", "original")):
+        return "a field of the wrong type"
+    return None
 
 
 def read_import(folder: Path) -> dict:
-    """An imported run's import.json, checked for the fields re-scoring reads."""
+    """An imported run's import.json (read as any run file: no link, capped),
+    its iterations those entries that are shaped as the importer writes them."""
+    path = folder / records.IMPORT_FILE
     try:
-        doc = json.loads((folder / records.IMPORT_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{folder / records.IMPORT_FILE} is unreadable ({exc})") from None
-    entries = doc.get("iterations") if isinstance(doc, dict) else None
+        doc = parse_json(read_text(path, MAX_JSON_BYTES), path.name)
+    except (UnreadableFile, OSError) as exc:
+        raise ValueError(f"{shown(path)} is unreadable ({shown(exc)})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{shown(path)} is not an import record")
+    entries = doc.get("iterations")
     if not isinstance(entries, list) or not isinstance(doc.get("task"), str):
-        raise ValueError(f"{folder / records.IMPORT_FILE} is not an import record")
-    return doc
+        raise ValueError(f"{shown(path)} is not an import record")
+    if doc["task"] not in task_names():
+        raise ValueError(f"{shown(path)} names no task of this suite")
+    return {**doc, "iterations": [e for e in entries if _entry_problem(e) is None]}
 
 
-def plan(out: Path) -> list[Item]:
+def plan(out: Path, say: Callable[[str], None] | None = None) -> list[Item]:
     """Every imported candidate under `out`, in run then iteration order
     (skipped iterations are no candidates)."""
     items = []
-    for folder in imported_runs(out):
+    for folder in imported_runs(out, say):
         doc = read_import(folder)
         best = doc.get("recorded_best_iteration")
-        entries = [e for e in doc["iterations"] if isinstance(e, dict)]
+        entries = doc["iterations"]
         seed = next((e.get("candidate") for e in entries if e.get("iteration") == 0), None)
         for e in entries:
             if e.get("role") == "skipped" and not e.get("original"):
@@ -96,20 +150,38 @@ def plan(out: Path) -> list[Item]:
 
 
 def load_records(path: Path, say: Callable[[str], None]) -> list[dict]:
-    """rescore.json's records (those shaped like records); [] when there is
-    none. A file that is not a list of records is set aside, not trusted."""
-    if not path.exists():
+    """rescore.json's records that this machine made (record_trust: signed
+    here, as they were written); [] when there is none. A file that is not a
+    list of records, or holds any record this machine did not sign, is set
+    aside (renamed), not trusted: a downloaded folder could hold verdicts
+    mlxsci never gave."""
+    if not path.exists() and not path.is_symlink():
         return []
     try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
+        found = parse_json(read_text(path, MAX_RESCORE_BYTES), path.name)
+    except (UnreadableFile, OSError):
         found = None
-    if not isinstance(found, list):
-        aside = path.with_name(path.name + ".unreadable")
-        path.replace(aside)
-        say(f"re-score: {path} was not a list of records: moved to {aside}, starting afresh")
-        return []
-    return [r for r in found if isinstance(r, dict) and _key_of(r) is not None]
+    kept = [r for r in found if _trusted(r)] if isinstance(found, list) else []
+    if isinstance(found, list) and len(kept) == len(found):
+        return kept
+    aside = path.with_name(f"{path.name}.untrusted-{time.time_ns()}")
+    path.replace(aside)
+    what = (
+        f"{len(found) - len(kept)} of its {len(found)} record(s) were not signed by this "
+        "machine's re-score (forged, edited, or made elsewhere)"
+        if isinstance(found, list)
+        else "it was not a list of records"
+    )
+    say(f"re-score: {shown(path)}: {what}: moved to {shown(aside.name)}; those are made again")
+    return kept
+
+
+def _trusted(rec) -> bool:
+    return (
+        isinstance(rec, dict)
+        and _key_of(rec) is not None
+        and records.record_trust(rec) == records.SIGNED
+    )
 
 
 def _key_of(rec: dict):
@@ -118,12 +190,22 @@ def _key_of(rec: dict):
 
 
 def _source(item: Item, name: str | None) -> str | None:
-    if not name:
-        return None
+    if not (isinstance(name, str) and _CANDIDATE_NAME.match(name)):
+        return None  # only the run's own candidate files, never a path
     try:
         return read_text(item.folder / name, MAX_SOURCE_BYTES)
     except (UnreadableFile, OSError):
         return None
+
+
+def _digest(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+def _done(rec: dict, item: Item) -> bool:
+    """Whether a signed record still stands for the item: the candidate it
+    judged is the one the run holds now."""
+    return rec.get("candidate_sha256") == _digest(_source(item, item.entry.get("candidate")))
 
 
 def _verdict(ev) -> tuple[str, float | None, str | None]:
@@ -173,6 +255,7 @@ class Rescorer:
             "held_out": None, "transfer": None,
         }  # fmt: skip
         source = _source(item, entry.get("candidate"))
+        rec["candidate_sha256"] = _digest(source)
         if source is None:
             rec["reason"] = _explain(recorded, None, None, entry)
             return rec
@@ -235,18 +318,21 @@ def _number(entry: dict, key: str) -> float | None:
 
 
 def progress_line(k: int, n: int, rec: dict) -> str:
+    """One record as a line; the run's name and the reasons are shown plain
+    (a folder name or a recorded reason may hold a newline or an escape)."""
+    reason = shown(rec["reason"])
     if rec["mlxsci"] is None:
-        verdict = f"not evaluated: {rec['reason']}"
+        verdict = f"not evaluated: {reason}"
     elif rec["recorded"] == rec["mlxsci"]:
         verdict = f"{rec['mlxsci']} (agree)"
     else:
-        verdict = f"{rec['mlxsci']} (DIFFER: {rec['reason']})"
+        verdict = f"{rec['mlxsci']} (DIFFER: {reason})"
     line = (
-        f"[{k}/{n}] {rec['run']} iteration {rec['iteration']:02d}: recorded "
+        f"[{k}/{n}] {shown(rec['run'])} iteration {rec['iteration']:02d}: recorded "
         f"{rec['recorded'] or '-'}, mlxsci {verdict}"
     )
     if rec.get("held_out"):
-        line += f"; held-out {rec['held_out']['label']}: {rec['held_out']['mlxsci']}"
+        line += f"; held-out {shown(rec['held_out']['label'])}: {rec['held_out']['mlxsci']}"
     if rec.get("transfer"):
         line += f"; transfer grade {rec['transfer']['grade']}"
     return line
@@ -254,21 +340,29 @@ def progress_line(k: int, n: int, rec: dict) -> str:
 
 def rescore(out: Path, settings: Settings, say: Callable[[str], None] | None = None) -> list[dict]:
     """Re-score every imported candidate under `out` not yet re-scored with
-    these settings; the records of rescore.json, old and new."""
+    these settings; the records of rescore.json, old and new, each signed
+    with this machine's cache key."""
     say = say or (lambda line: print(line, file=sys.stderr))
     out = Path(out)
-    items = plan(out)
     path = out / records.RESCORE_FILE
     with locks.hold(out / ".rescore.lock", "re-scoring imported runs"):
+        items = plan(out, say)
         kept = load_records(path, say)
-        done = {_key_of(r) for r in kept}
+        done = {_key_of(r): r for r in kept}
         key = (settings.backend, settings.size_set)
-        todo = [i for i in items if (i.run, i.entry.get("iteration"), *key) not in done]
+
+        def finished(i: Item) -> bool:
+            rec = done.get((i.run, i.entry.get("iteration"), *key))
+            return rec is not None and _done(rec, i)
+
+        todo = [i for i in items if not finished(i)]
+        stale = {(i.run, i.entry.get("iteration"), *key) for i in todo}
+        kept = [r for r in kept if _key_of(r) not in stale]  # a candidate changed since
         if len(todo) < len(items):
             say(f"re-score: resuming, {len(items) - len(todo)} of {len(items)} already re-scored")
         scorer = Rescorer(settings, say)
         for k, item in enumerate(todo, len(items) - len(todo) + 1):
-            rec = scorer.record(item)
+            rec = records.sign_record(scorer.record(item))
             kept.append(rec)
             atomic_write_json(path, kept)
             say(progress_line(k, len(items), rec))

@@ -10,7 +10,11 @@ file that is not a JSON list, or records with missing keys, wrong types or a
 verdict outside mlxsci.import_metal_sci.records.VERDICTS, give one warning
 line on stderr per file, and the file or the bad records are left out.
 rescore.json lies outside the run directories, so no run's manifest covers
-it; the records of a tampered run are left out unless --include-tampered.
+it: each record carries the signature of the re-score that made it
+(mlxsci.import_metal_sci.records.record_trust). A record with none, or edited
+since, is left out with a warning; one signed by another machine's key is
+shown with a warning that it cannot be checked here. The records of a
+tampered run are left out unless --include-tampered.
 
 Five tables, each grouped by where the verdicts were recorded (`recorded
 on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend and
@@ -44,7 +48,13 @@ import io
 import json
 from pathlib import Path
 
-from mlxsci.import_metal_sci.records import RESCORE_FILE, VERDICTS
+from mlxsci.import_metal_sci.records import (
+    FORGED,
+    RESCORE_FILE,
+    SIGNED_ELSEWHERE,
+    VERDICTS,
+    record_trust,
+)
 from mlxsci.report.runs import is_tampered, number, recorded_on, shorten, warn
 from mlxsci.report.tables import latex_escape, render
 
@@ -94,7 +104,7 @@ RESCORE_NOTE = (
     "candidate on the backend and size set named (not evaluated: mlxsci did not "
     "evaluate it, e.g. it could not be converted; the reason says why). agree + "
     "disagree + not evaluated + not recorded = records. From rescore.json beside "
-    "the imported runs, which no run's manifest covers"
+    "the imported runs, each record signed by the re-score that made it"
 )
 NO_DISAGREEMENTS = "No disagreements."
 NO_UNEVALUATED = "Every candidate was evaluated."
@@ -212,6 +222,7 @@ def load_rescore(runs: list[dict], paths=()) -> list[dict]:
         if data is None:
             continue
         bad: list[str] = []
+        trust = {FORGED: 0, SIGNED_ELSEWHERE: 0}
         for k, rec in enumerate(data):
             problem = _problem(rec)
             if problem is None and not (path.parent / rec["run"]).is_dir():
@@ -220,14 +231,34 @@ def load_rescore(runs: list[dict], paths=()) -> list[dict]:
                 bad.append(f"record {k}: {problem}")
                 continue
             run = by_dir.get((path.parent / rec["run"]).resolve())
-            if run is not None:
+            if run is None:
+                continue
+            seal = record_trust(rec)
+            if seal in trust:
+                trust[seal] += 1
+            if seal != FORGED:
                 records.append({**rec, "_run": run})
+        _warn_trust(path, trust)
         if bad:
             shown = bad[:PROBLEMS_SHOWN] + (["..."] if len(bad) > PROBLEMS_SHOWN else [])
             warn(
                 f"{path}: skipped {len(bad)} of {len(data)} re-score record(s) ({'; '.join(shown)})"
             )
     return records
+
+
+def _warn_trust(path: Path, trust: dict) -> None:
+    """One line per kind of record whose verdicts cannot be vouched for."""
+    if trust[FORGED]:
+        warn(
+            f"{path}: left out {trust[FORGED]} re-score record(s) with no signature of the "
+            "re-score that made them, or edited since (verdicts mlxsci did not give)"
+        )
+    if trust[SIGNED_ELSEWHERE]:
+        warn(
+            f"{path}: {trust[SIGNED_ELSEWHERE]} re-score record(s) were signed by another "
+            "machine's key: their signatures cannot be checked here"
+        )
 
 
 # -- the tables -----------------------------------------------------------------

@@ -444,14 +444,6 @@ def planted(out: Path, name: str, iterations: list[dict]) -> Path:
     return folder
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rescore.py trusts any rescore.json it finds in --out as its own finished work: a "
-    "downloaded folder can hold one with forged mlxsci verdicts, which --rescore keeps "
-    "('resuming') and the report shows. Fix: sign rescore.json with the cache key as "
-    "search/manifest.py signs a run (mlxsci.storage.cache.sign), or each record with the "
-    "digest of the candidate it judged; load_records sets aside what this machine did not sign",
-)
 def test_a_forged_rescore_file_is_not_taken_as_mlxsci_s_verdicts(tmp_path, quick_evaluations):
     src = write_run(
         tmp_path / "results", "heat2d", HEAT_SEED, [Iteration(HEAT_NO_EDGES, result(score=0.9))]
@@ -468,13 +460,6 @@ def test_a_forged_rescore_file_is_not_taken_as_mlxsci_s_verdicts(tmp_path, quick
     assert recs[1]["mlxsci"] == "incorrect"  # the edges it leaves unwritten
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rescore.py opens import.json's candidate name as a path (`folder / name`): an "
-    "absolute name or ../ in a planted import.json makes mlxsci read any file of the machine "
-    "as a candidate. Fix: take only a plain file name (no '/', not '..'), opened relative to "
-    "the run folder's descriptor, links not followed",
-)
 def test_a_planted_import_cannot_name_a_file_outside_its_folder(tmp_path, quick_evaluations):
     secret = tmp_path / "credentials"
     secret.write_text(SECRET)
@@ -485,13 +470,6 @@ def test_a_planted_import_cannot_name_a_file_outside_its_folder(tmp_path, quick_
     assert not any(SECRET in s for s in quick_evaluations)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rescore.py prints a run folder's name and import.json's reasons as they are: a "
-    "folder planted in --out prints terminal escapes and forged lines. Fix: progress_line "
-    "through mlxsci.import_metal_sci.metal_run.shown (the importer's own folders and reasons "
-    "are plain since this file's fixes)",
-)
 def test_a_planted_import_prints_no_terminal_escapes(tmp_path, quick_evaluations):
     out = tmp_path / "o"
     entry = {"iteration": 1, "role": "candidate", "original": "x", "candidate": None,
@@ -501,12 +479,6 @@ def test_a_planted_import_prints_no_terminal_escapes(tmp_path, quick_evaluations
     assert not CONTROL.search(shown), repr(shown)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rescore.py reads a planted import.json's fields unchecked: a 'recorded' that is a "
-    "list ends --rescore in AttributeError. Fix: read_import checks each entry's types (and "
-    "reads the file as metal_run.read_text does: no link, no FIFO, capped)",
-)
 def test_a_malformed_planted_import_is_no_traceback(tmp_path, quick_evaluations):
     out = tmp_path / "o"
     entry = {"iteration": 1, "role": "candidate", "original": "x", "candidate": None,

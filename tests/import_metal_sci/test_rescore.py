@@ -7,6 +7,7 @@ killed re-score continued where it stopped."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -109,9 +110,30 @@ def test_a_rescore_file_that_is_not_records_is_set_aside(tmp_path, quick_evaluat
     invoke(src, "--out", out)
     (out / "rescore.json").write_text('{"forged": true}')
     shown = invoke("--out", out, "--rescore", *QUICK)
-    assert "starting afresh" in shown.output
-    assert (out / "rescore.json.unreadable").read_text() == '{"forged": true}'
+    assert "it was not a list of records: moved to rescore.json.untrusted-" in shown.output
+    (aside,) = out.glob("rescore.json.untrusted-*")
+    assert aside.read_text() == '{"forged": true}'
     assert sorted(by_iteration(out)) == [0]
+
+
+def test_an_edited_record_is_made_again(tmp_path, quick_evaluations):
+    """A cheat's record edited from incorrect to correct after the re-score:
+    its signature no longer matches, so the next re-score sets the file aside
+    and evaluates the cheat again instead of resuming past it."""
+    src = heat2d_run(tmp_path / "results", edge_cheat=True)
+    out = tmp_path / "imported"
+    invoke(src, "--out", out, "--rescore", *QUICK)
+    recs = json.loads((out / "rescore.json").read_text())
+    assert all(records.record_trust(r) == records.SIGNED for r in recs)
+    cheat = next(r for r in recs if r["iteration"] == 6)
+    cheat["mlxsci"] = "correct"
+    assert records.record_trust(cheat) == records.FORGED
+    (out / "rescore.json").write_text(json.dumps(recs))
+    quick_evaluations.clear()
+    shown = invoke("--out", out, "--rescore", *QUICK)
+    assert "1 of its 6 record(s) were not signed by this machine" in shown.output
+    assert [Path(f).name for f in quick_evaluations] == ["06_candidate.metal"]
+    assert by_iteration(out)[6]["mlxsci"] == "incorrect"
 
 
 def test_an_in_place_run_rescores_correct(tmp_path, quick_evaluations):

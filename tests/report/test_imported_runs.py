@@ -187,7 +187,7 @@ def rec(run: str, iteration: int, recorded, mlxsci, **kw) -> dict:
         "transfer": None,
     }
     out.update(kw)
-    return out
+    return records.sign_record(out)  # as the re-score signs every record it makes
 
 
 BEST_HELD_OUT = {
@@ -678,3 +678,21 @@ def test_nan_scores_show_as_no_number(tmp_path):
     assert "rescore.json" not in result.stderr
     (best,) = json.loads(result.stdout)["rescore"]["best"]
     assert best["held-out phi"] is None and best["mlxsci S"] is None
+
+
+def test_records_mlxsci_did_not_sign_are_left_out(tmp_path):
+    """A rescore.json that came with a download, or was edited: verdicts
+    mlxsci never gave are not shown as mlxsci's."""
+    imported_run(tmp_path, "heat2d_x")
+    made = rec("heat2d_x", 0, C, I)
+    edited = {**rec("heat2d_x", 1, C, I), "mlxsci": C}  # an incorrect verdict turned correct
+    unsigned = {k: v for k, v in rec("heat2d_x", 2, C, C).items() if k != "signature"}
+    elsewhere = {**rec("heat2d_x", 3, C, CE), "signature": {"key_id": "0" * 16, "mac": "00"}}
+    path = tmp_path / records.RESCORE_FILE
+    path.write_text(json.dumps([made, edited, unsigned, elsewhere]))
+    result = invoke(tmp_path, "--format", "json")
+    doc = json.loads(result.stdout)
+    assert doc["rescore"]["counts"][0]["records"] == 2  # the one made here, the one made elsewhere
+    assert [r["iteration"] for r in doc["rescore"]["disagreements"]] == [0, 3]
+    assert "left out 2 re-score record(s) with no signature" in result.stderr
+    assert "1 re-score record(s) were signed by another machine's key" in result.stderr
