@@ -24,6 +24,7 @@ from mlxsci.backends import backend_class, backend_options, resolve_backend_name
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.arguments import (
     TaskArgument,
+    check_backend,
     check_overrides,
     parse_assignments,
     require_seed,
@@ -142,7 +143,7 @@ def main(
     TASK is a built-in task name or the path of a task folder of your own
     (task.py, reference.py, seed.metal; see examples/conv1d)."""
     t = load_task(task)  # TaskArgument checked the task folder
-    check_backend(backend, sanitize)
+    check_backend_and_sanitize(backend, sanitize)
     sizes = [custom_size(t, custom)] if custom else None
     overrides = param_overrides(params) if params else None
     try:
@@ -212,7 +213,7 @@ def sizes_with_held_out(t, size_set: str, draw: held_out.HeldOutDraw) -> list:
     return listed + held_out.held_out_sizes(t, draw)
 
 
-def check_backend(backend: str, sanitize: str | None) -> None:
+def check_backend_and_sanitize(backend: str, sanitize: str | None) -> None:
     """--backend and --sanitize: what --sanitize needs (said even where CUDA
     is missing), what this machine lacks to run the backend asked for (the
     simulator's compiler: EXIT_CODE), and whether it is available here."""
@@ -220,18 +221,8 @@ def check_backend(backend: str, sanitize: str | None) -> None:
         sanitizer.check_sanitize(sanitize, resolve_backend_name(backend))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sanitize") from exc
-    if backend == "auto":
-        return
-    try:  # a requirement the machine may lack, such as the simulator's compiler
-        backend_class(backend).check_machine()
-    except EnvironmentFault as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_CODE)
-    if not backend_class(backend).available():
-        raise click.BadParameter(
-            f"{backend} is not available on this machine (use --backend sim or auto)",
-            param_hint="--backend",
-        )
+    if backend != "auto":  # auto picks what this machine has
+        check_backend(backend)
 
 
 def custom_size(t, custom: str):

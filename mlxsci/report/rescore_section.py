@@ -316,9 +316,13 @@ def _order(rec: dict) -> tuple:
     return (rec["run"], rec["iteration"], rec["backend"], rec["sizes"])
 
 
-def disagreements_table(records: list[dict]) -> list[dict]:
-    return [
-        {
+def _listed(records: list[dict], kind: str, columns: tuple[str, ...]) -> list[dict]:
+    """One row per record of `kind` (_kind), with the given columns."""
+    rows = []
+    for rec in sorted(records, key=_order):
+        if _kind(rec) != kind:
+            continue
+        row = {
             "run": rec["run"],
             "iteration": rec["iteration"],
             "recorded": rec["recorded"],
@@ -327,26 +331,18 @@ def disagreements_table(records: list[dict]) -> list[dict]:
             "backend": shorten(rec["backend"], 30),
             "sizes": shorten(rec["sizes"], 30),
         }
-        for rec in sorted(records, key=_order)
-        if _kind(rec) == "disagree"
-    ]
+        rows.append({c: row[c] for c in columns})
+    return rows
+
+
+def disagreements_table(records: list[dict]) -> list[dict]:
+    return _listed(records, "disagree", COLUMNS["disagreements"])
 
 
 def not_evaluated_table(records: list[dict]) -> list[dict]:
     """The candidates mlxsci could not evaluate, with the reason: what the
     converter cannot express, a missing or unreadable file."""
-    return [
-        {
-            "run": rec["run"],
-            "iteration": rec["iteration"],
-            "recorded": rec["recorded"],
-            "reason": shorten(rec["reason"], REASON_CHARS) if rec["reason"] else None,
-            "backend": shorten(rec["backend"], 30),
-            "sizes": shorten(rec["sizes"], 30),
-        }
-        for rec in sorted(records, key=_order)
-        if _kind(rec) == NOT_EVALUATED
-    ]
+    return _listed(records, NOT_EVALUATED, COLUMNS["not_evaluated"])
 
 
 def best_table(records: list[dict]) -> list[dict]:
