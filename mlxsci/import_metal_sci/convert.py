@@ -30,6 +30,9 @@ How (design: the lead's issue; details decided here):
    - a scalar of the same type is renamed; of another type it becomes a
      value (`const int N = int(NX_mlx);`); declared as a pointer it points at
      MLX's constant reference (`const constant uint* N = &N_mlx;`).
+   - an array buffer declared as a reference (`constant float& psi_axis`, one
+     float) is, as in Metal, a reference to its first element:
+     `const constant float& ms_psi_axis = *(const constant float*)psi_axis;`.
    - a thread-attribute parameter becomes a prologue variable of its declared
      type from MLX's attribute (`uint2 gid = uint2(thread_position_in_grid.xy);`;
      MLX declares an attribute whose name the body holds).
@@ -44,10 +47,15 @@ How (design: the lead's issue; details decided here):
    reading mlxsci's input X, writes go to the output X_out:
    `X[e] = v` -> `X_out[e] = v`; `X[e] op= v` -> `(X_out[e] = X[e] op (v))`;
    `X[e]++`, `++X[e]` alike; X read through a pointer to const (`(device
-   const char*)X`, `device const char* row = X + k;`) reads the input. Any
-   other use of X (pointer arithmetic into a writable pointer, `&X[...]`,
-   passing X to a function, a write to part of an element, a written index
-   with side effects, X in a macro) is not converted. The task's
+   const char*)X`, `device const char* row = X + k;`) reads the input, and
+   so does X passed whole to a helper of the header whose every declaration
+   takes a pointer to const there (`neighbour_sum(spins, i, j)`: the input
+   is a pointer to const, so no overload that writes could be chosen
+   anyway; a helper a macro names or declares, or one a namespace could
+   overload, is not taken to read). Any other use of X (pointer arithmetic
+   into a writable pointer, `&X[...]`, passing X to a function that may
+   write it, a write to part of an element, a written index with side
+   effects, X in a macro) is not converted. The task's
    carry (interfaces.py) then copies, per thread, the element of the
    thread's own grid position from X to X_out before the body runs, so
    elements the dispatch leaves alone keep their values.
@@ -459,6 +467,8 @@ class _Rewriter:
     inplace: dict[str, _InPlace]
     kernel: str
     line_of: object  # offset in the body -> line in the source
+    # the header's functions: name -> each declaration's parameters (tokens)
+    functions: dict[str, list[list[list[Token]]]] = field(default_factory=dict)
     tokens: list[Token] = field(init=False)
     match: dict[int, int] = field(init=False)
 
@@ -582,11 +592,47 @@ class _Rewriter:
             and not any(t.text in _ASSIGN or t.text in ("++", "--") for t in statement[eq + 1 :])
         )
 
+    def _const_argument(self, k: int) -> bool:
+        """Is tokens[k] (an in-place buffer not subscripted) a whole argument
+        of a call to a helper of the header whose every declaration takes a
+        pointer to const there (`neighbour_sum(spins, i, j)` with `int
+        neighbour_sum(device const char* s, uint i, uint j)`)? Then the
+        helper only reads it. Overloads all must; a function-like macro, a
+        member or qualified call, a template call and a callee the header
+        does not declare are not known to read only."""
+        toks = self.tokens
+        if k == 0 or k + 1 >= len(toks):
+            return False
+        if toks[k - 1].text not in ("(", ",") or toks[k + 1].text not in (",", ")"):
+            return False
+        j, index = k - 1, 0
+        while j >= 0:  # the call's `(`, counting the arguments before X
+            t = toks[j]
+            if t.kind == "punct" and t.text in (")", "]", "}") and j in self.match:
+                j = self.match[j] - 1
+                continue
+            if t.kind == "punct" and t.text in ("(", "[", "{"):
+                break
+            if t.kind == "punct" and t.text == ",":
+                index += 1
+            j -= 1
+        if j < 1 or toks[j].text != "(" or toks[j].pp:
+            return False
+        callee = toks[j - 1]
+        if callee.kind != "id" or callee.text in _CALL_KEYWORDS or _is_member(toks, j - 1):
+            return False
+        declarations = [d for d in self.functions.get(callee.text, []) if len(d) > index]
+        return bool(declarations) and all(_const_pointer_param(d[index]) for d in declarations)
+
     def in_place(self, k: int, hi: int) -> tuple[str, int]:
         toks = self.tokens
         name = toks[k].text
         target = self.inplace[name]
-        if not toks[k].pp and (k + 1 >= hi or toks[k + 1].text != "[") and self._const_view(k):
+        if (
+            not toks[k].pp
+            and (k + 1 >= hi or toks[k + 1].text != "[")
+            and (self._const_view(k) or self._const_argument(k))
+        ):
             return target.read, k + 1
         close = self._element(k, hi, name)
         if k > 0 and toks[k - 1].text == "&" and not self._operand_end(k - 2):
@@ -671,6 +717,81 @@ class _Rewriter:
         return j
 
 
+_CALL_KEYWORDS = frozenset(
+    "if while for switch return sizeof alignof decltype static_cast reinterpret_cast "
+    "const_cast dynamic_cast typeid noexcept".split()
+)
+
+
+def _const_pointer_param(tokens: list[Token]) -> bool:
+    """Is the parameter declared by `tokens` (`device const char* s`, with
+    or without a name, attributes or a default) a pointer to const?"""
+    decl: list[Token] = []
+    k = 0
+    while k < len(tokens):
+        if tokens[k].text == "[" and k + 1 < len(tokens) and tokens[k + 1].text == "[":
+            depth = 0
+            while k < len(tokens):  # skip the [[...]] group
+                depth += {"[": 1, "]": -1}.get(tokens[k].text, 0)
+                k += 1
+                if depth == 0:
+                    break
+            continue
+        if tokens[k].text == "=":
+            break
+        decl.append(tokens[k])
+        k += 1
+    if len(decl) >= 2 and decl[-1].kind == "id" and decl[-2].text == "*":
+        decl = decl[:-1]  # the parameter's name
+    return _const_pointer_type(decl)
+
+
+def _header_functions(
+    tokens: list[Token], macros: dict[str, set[str]]
+) -> dict[str, list[list[list[Token]]]]:
+    """The helpers the header declares at file scope whose every declaration
+    this module sees: name -> the parameters of each declaration (or
+    definition), as token lists. A variable initialised with parentheses
+    (`constant uint3 M(1, 2, 3);`) is listed too; its "parameters" are no
+    pointers to const. Left out, so that no call to them counts as a read
+    (`_Rewriter._const_argument`): a name a macro's replacement list holds or
+    that appears inside parentheses at file scope (a macro's argument, such
+    as `DECLARE(f)`, can declare an overload this scan never sees), and
+    every name when the header defines a namespace (its functions, brought
+    in by `using`, are overloads this scan does not list)."""
+    from mlxsci.import_metal_sci.metal_source import _split_params
+
+    code = [t for t in tokens if not t.pp]
+    if any(
+        t.text == "namespace" and (k == 0 or code[k - 1].text != "using")
+        for k, t in enumerate(code)
+    ):
+        return {}  # a namespace defined (`using namespace metal;` defines none)
+    match = match_brackets(code)
+    found: dict[str, list[list[list[Token]]]] = {}
+    hidden: set[str] = set().union(*macros.values()) if macros else set()
+    hidden |= set(macros)
+    k = 0
+    while k < len(code):
+        t = code[k]
+        if t.kind == "punct" and t.text in ("{", "[") and k in match:
+            k = match[k] + 1  # bodies (a struct's members too) and attributes
+            continue
+        if t.kind == "punct" and t.text == "(" and k in match:
+            close = match[k]
+            hidden |= {x.text for x in code[k + 1 : close] if x.kind == "id"}
+            prev = code[k - 1] if k > 0 else None
+            if prev is not None and prev.kind == "id" and not _is_member(code, k - 1):
+                params = [code[a:b] for a, b in _split_params(code, k + 1, close)]
+                if len(params) == 1 and [x.text for x in params[0]] == ["void"]:
+                    params = []
+                found.setdefault(prev.text, []).append(params)
+            k = close + 1
+            continue
+        k += 1
+    return {name: decls for name, decls in found.items() if name not in hidden}
+
+
 def _const_pointer_type(tokens: list[Token]) -> bool:
     """Are `tokens` a pointer type to const (`device const float4*`,
     `const device char *`)?"""
@@ -711,6 +832,7 @@ class _Source:
     macros: dict[str, set[str]]
     all_ids: set[str]
     global_renames: dict[str, str]
+    functions: dict[str, list[list[list[Token]]]] = field(default_factory=dict)
 
 
 def _reserved(mlx: dict[str, MlxParam]) -> set[str]:
@@ -825,7 +947,7 @@ def _convert_kernel(
         notes.append(
             f"kernel {kname}: parameters renamed to mlxsci's names: {', '.join(renamed_params)}"
         )
-    aliased = [line for line in prologue if "= (" in line or "= &" in line]
+    aliased = [line for line in prologue if any(f in line for f in ("= (", "= &", "= *("))]
     if aliased:
         notes.append(
             f"kernel {kname}: buffers of another element type than mlxsci's read through "
@@ -855,7 +977,7 @@ def _convert_kernel(
         )
 
     rewriter = _Rewriter(
-        kf.body, {k: v for k, v in rename.items() if k != v}, inplace, kname, line_of
+        kf.body, {k: v for k, v in rename.items() if k != v}, inplace, kname, line_of, src.functions
     )
     body = rewriter.text()
 
@@ -954,6 +1076,20 @@ def _convert_buffer(p, buf, mlx, kname, rename, inplace, prologue, alias_name, n
         target = alias_name(p)
         rename[p.name] = target
         prologue.append(f"const {p.base} {target} = {p.base}({m.name});")
+        return
+    if p.declarator == "&" and buf.kind in ("in", "out"):
+        # An array buffer bound to a reference (`constant float& psi_axis`, one
+        # float; `device float& psi_axis` written by the reduction): Metal binds
+        # the reference to the buffer's first element, and so does the alias.
+        m = mlx.get(buf.name)
+        if m is None:
+            raise _Refused(f"kernel {kname!r}: mlxsci has no parameter {buf.name!r}")
+        target = alias_name(p)
+        rename[p.name] = target
+        qual = "const " if m.const else ""
+        prologue.append(
+            f"{qual}{m.space} {p.base}& {target} = *({qual}{m.space} {p.base}*){m.name};"
+        )
         return
     if p.declarator != "*":
         raise _Refused(
@@ -1262,7 +1398,15 @@ def _convert(task_arg, source, notes: list[str]) -> str:
             "header names that MLX declares as kernel parameters renamed: "
             + ", ".join(f"{a} -> {b}" for a, b in global_renames.items())
         )
-    src = _Source(parsed, header_tokens, header_names, macros, all_ids, global_renames)
+    src = _Source(
+        parsed,
+        header_tokens,
+        header_names,
+        macros,
+        all_ids,
+        global_renames,
+        _header_functions(header_tokens, macros),
+    )
     converted: list[_Kernel] = []
     for ki in runnable:
         try:
