@@ -52,10 +52,25 @@ How (design: the lead's issue; details decided here):
    takes a pointer to const there (`neighbour_sum(spins, i, j)`: the input
    is a pointer to const, so no overload that writes could be chosen
    anyway; a helper a macro names or declares, or one a namespace could
-   overload, is not taken to read). Any other use of X (pointer arithmetic
-   into a writable pointer, `&X[...]`, passing X to a function that may
-   write it, a write to part of an element, a written index with side
-   effects, X in a macro) is not converted. The task's
+   overload, is not taken to read).
+   A writable pointer declared in the body from X (a cast of X, `X +
+   offset`, `&X[offset]`: `device float4* y4 = (device float4*)y;`, the
+   usual vectorised saxpy) becomes a pair without a data-flow analysis:
+   the declared name points into X_out (its initializer with X_out for X)
+   and a fresh name, declared after it on the same line, points at the same
+   place in X (the initializer with X's input, its casts written const);
+   its subscripts are rewritten as X's are (`y4[i] = v` writes, `y4[i] +=
+   v` is `(y4[i] = ms_y4_in[i] + (v))`, reads read `ms_y4_in`). That needs
+   the pointer never reassigned and never escaping: used only by subscript
+   (or read through a pointer to const) in its block, its name not used
+   before it nor after its block nor in a macro, one declarator, and an
+   initializer that can run twice (no side effect, no call but casts). A
+   pointer to const from X (`device const char* row = &spins[k];`) reads
+   the input. Any other use of X (a pointer to it reassigned, copied,
+   offset or passed on, `&X[...]` elsewhere, a writable reference to X or
+   an element, passing X to a function that may write it, a write to part
+   of an element, a written index with side effects, X in a macro) is not
+   converted. The task's
    carry (interfaces.py) then copies, per thread, the element of the
    thread's own grid position from X to X_out before the body runs, so
    elements the dispatch leaves alone keep their values.
@@ -86,9 +101,12 @@ How (design: the lead's issue; details decided here):
    failure.
 
 Limits (what the converted kernel cannot reproduce, or what is not converted):
-- A writable pointer into an in-place buffer (`device float4* y4 =
-  (device float4*)y;`, the usual vectorised saxpy) is not converted: which of
+- A writable pointer into an in-place buffer that is reassigned, offset,
+  copied, dereferenced (`*p`), passed to a function that may write through
+  it, or declared otherwise than as point 3 says, is not converted: which of
   its uses read and which write is not known without a data flow analysis.
+  So are a writable reference to an in-place element (`device uint& c =
+  accept_cnt[i];`) and a subscripted cast (`((device float4*)y)[i] = v;`).
 - A read-only array MLX binds in the constant address space (fewer than 8
   elements: ising's p_accept, gradshaf_step's psi_axis) is renamed, not cast
   (Metal casts no pointer between address spaces): a helper function that
@@ -456,6 +474,11 @@ _COMPOUND = _ASSIGN - {"="}
 class _InPlace:
     read: str  # what reads of X become
     write: str  # what writes to X go to
+    view_of: str | None = None  # a pointer into this in-place buffer (a view), or None
+
+
+def _no_fresh_names(base: str) -> str:
+    raise _Refused(f"no fresh name for {base!r}")
 
 
 @dataclass
@@ -469,12 +492,33 @@ class _Rewriter:
     line_of: object  # offset in the body -> line in the source
     # the header's functions: name -> each declaration's parameters (tokens)
     functions: dict[str, list[list[list[Token]]]] = field(default_factory=dict)
+    # names the header's macros hold (a view named in one cannot be split)
+    macro_ids: set[str] = field(default_factory=set)
+    fresh: object = _no_fresh_names  # base -> a fresh name (_Names.fresh)
     tokens: list[Token] = field(init=False)
     match: dict[int, int] = field(init=False)
+    # the pointers into in-place buffers (`_find_views`): name -> (the split,
+    # the first and last token index where it is that view)
+    views: dict[str, tuple[_InPlace, int, int]] = field(init=False)
+    replace: dict[int, str] = field(init=False)  # token index -> its text
+    const_at: set[int] = field(init=False)  # `(` or `<` of a cast written `const`
+    after: dict[int, str] = field(init=False)  # token index -> text after it
 
     def __post_init__(self):
         self.tokens = scan(self.body)
         self.match = match_brackets(self.tokens)
+        self.views, self.replace, self.const_at, self.after = {}, {}, set(), {}
+        self._find_views()
+
+    def split(self, name: str) -> _InPlace:
+        """The in-place buffer or view `name`'s read and write names."""
+        return self.inplace[name] if name in self.inplace else self.views[name][0]
+
+    def what(self, name: str) -> str:
+        split = self.split(name)
+        if split.view_of is None:
+            return f"in-place buffer {name!r}"
+        return f"pointer {name!r} into in-place buffer {split.view_of!r}"
 
     def refuse(self, k: int, message: str) -> _Refused:
         line = self.line_of(self.tokens[k].start)  # type: ignore[operator]
@@ -495,13 +539,266 @@ class _Rewriter:
                 out.append(self.body[toks[k - 1].end : toks[k].start])
             piece, nxt = self.token(k, hi)
             out.append(piece)
+            out.extend(self.after[j] for j in range(k, nxt) if j in self.after)
             k = nxt
+        return "".join(out)
+
+    # ------------------------------------------- pointers into an in-place buffer
+
+    def _find_views(self) -> None:
+        """The declarations whose initializer points into an in-place buffer X
+        (`device float4* y4 = (device float4*)y;`, `device char* row = spins
+        + j * NX;`, `device char* row = &spins[j * NX];`): a pointer to const
+        reads the input (its casts written const); a writable one becomes a
+        pair, the declared name pointing into X_out (its writes) and a fresh
+        name, declared after it, at the same place in X (its reads), and its
+        subscripts are rewritten as X's are (`in_place`). Such a pointer may
+        be used only by subscript (or read through a pointer to const) in
+        its block, and never reassigned, offset, copied or passed to what may
+        write through it; any other form is left to `in_place`, which
+        refuses it. A writable reference bound to X or an element of it is
+        refused."""
+        toks = self.tokens
+        for k, t in enumerate(toks):
+            if t.kind != "id" or t.pp or t.text not in self.inplace or _is_member(toks, k):
+                continue
+            if k in self.replace:
+                continue
+            subscripted = k + 1 < len(toks) and toks[k + 1].text == "["
+            decl = self._declaration_of(k)
+            if decl is None:
+                continue
+            s, eq, e = decl
+            if subscripted and not (k > 0 and toks[k - 1].text == "&"):
+                # an element's value (`in_place` reads it), unless a writable
+                # reference is bound to it: `device uint& c = accept_cnt[i];`
+                if eq + 1 == k and self.match.get(k + 1) == e - 1:
+                    self._reference_check(k, s, eq)
+                continue
+            self._view(k, s, eq, e)
+
+    def _declaration_of(self, k: int) -> tuple[int, int, int] | None:
+        """(the first token, the `=`, the `;`) of the declaration `TYPE NAME =
+        INIT;` whose INIT holds tokens[k], when that is what holds it."""
+        toks = self.tokens
+        s = k - 1
+        while s >= 0 and not (toks[s].kind == "punct" and toks[s].text in (";", "{", "}")):
+            s -= 1
+        s += 1
+        # the `=` outside brackets (one inside them, as in a for-init, is not
+        # a declaration's)
+        eq, depth = None, 0
+        for i in range(s, k):
+            if toks[i].kind == "punct" and toks[i].text in ("(", "["):
+                depth += 1
+            elif toks[i].kind == "punct" and toks[i].text in (")", "]"):
+                depth -= 1
+            elif toks[i].text == "=" and depth == 0:
+                eq = i
+                break
+        if eq is None or eq - s < 2 or toks[eq - 1].kind != "id":
+            return None
+        e = eq + 1
+        while e < len(toks) and toks[e].text != ";":
+            if toks[e].kind == "punct" and toks[e].text in ("(", "[", "{") and e in self.match:
+                e = self.match[e] + 1
+                continue
+            if toks[e].kind == "punct" and toks[e].text in (")", "]", "}"):
+                return None
+            e += 1
+        if e >= len(toks) or e < k:
+            return None
+        if not all(
+            t.kind == "id" or t.text in ("*", "&", "::", "<", ">", ",") for t in toks[s : eq - 1]
+        ):
+            return None
+        typ = toks[s : eq - 1]
+        if toks[s].kind != "id" or toks[s].text in _KEYWORDS:
+            return None  # `*p = X[i];` stores through p
+        if not any(t.text in ("*", "&", "auto") for t in typ):
+            return None
+        return s, eq, e
+
+    def _view(self, k: int, s: int, eq: int, e: int) -> None:
+        toks = self.tokens
+        x = toks[k].text
+        split = self.inplace[x]
+        name = toks[eq - 1].text
+        typ = toks[s : eq - 1]
+        stars = [i for i, t in enumerate(typ) if t.text == "*"]
+        const = any(t.text == "const" for t in typ[: (stars[0] if stars else len(typ))])
+        auto = any(t.text == "auto" for t in typ)
+        if any(t.text == "&" for t in typ):
+            self._reference_check(k, s, eq)
+            return  # a reference to const: it is read (`in_place`)
+        init = range(eq + 1, e)
+        if len(stars) != (0 if auto and not stars else 1) or self._top_level_comma(s, e):
+            raise self.refuse(
+                k, f"in-place buffer {x!r} initialises a declaration the converter cannot split"
+            )
+        casts = self._pointer_casts(k, init)
+        if auto and any(written_const for _, written_const in casts):
+            const = True  # `auto p = (device const float4*)y;`
+        if const:  # a pointer to const: it reads the input (its initializer runs once)
+            if any(toks[i].text in _ASSIGN or toks[i].text in ("++", "--") for i in init):
+                raise self.refuse(
+                    k,
+                    f"{name!r} points into in-place buffer {x!r} from an initializer with a "
+                    "side effect",
+                )
+            self.replace[k] = split.read
+            self.const_at |= {c for c, written_const in casts if not written_const}
+            return
+        problem = self._view_init_problem(k, init)
+        if problem:
+            raise self.refuse(k, f"{name!r} points into in-place buffer {x!r}, but {problem}")
+        if name in self.views or any(t.kind == "id" and t.text == name for t in toks[:s]):
+            raise self.refuse(
+                k,
+                f"{name!r} points into in-place buffer {x!r} and is declared more than once "
+                "or used before: its reads and writes cannot be split",
+            )
+        if name in self.macro_ids:
+            raise self.refuse(
+                k, f"{name!r} points into in-place buffer {x!r} and a macro of the header names it"
+            )
+        end = len(toks)
+        for o in range(s - 1, -1, -1):  # the block that holds the declaration
+            if toks[o].text == "{" and toks[o].kind == "punct" and self.match.get(o, -1) > e:
+                end = self.match[o]
+                break
+        later = [i for i in range(end, len(toks)) if toks[i].kind == "id" and toks[i].text == name]
+        if later:
+            raise self.refuse(
+                later[0],
+                f"{name!r} points into in-place buffer {x!r} in an inner block and the name "
+                "is used again after it",
+            )
+        read = self.fresh(f"{name}_in")  # type: ignore[operator]
+        write = self.rename.get(name, name)
+        self.replace[k] = split.write
+        read_type = self.plain(s, eq - 1, {}, set())
+        if not auto:
+            read_type = "const " + read_type  # `auto` takes the const of the read init
+        read_init = self.plain(
+            eq + 1, e, {k: split.read}, {c for c, written_const in casts if not written_const}
+        )
+        self.after[e] = f" {read_type} {read} = {read_init};"
+        self.views[name] = (_InPlace(read, write, view_of=x), e + 1, end)
+
+    def _reference_check(self, k: int, s: int, eq: int) -> None:
+        """Refuse a writable reference (`device uint& c = accept_cnt[i];`)
+        that the declaration tokens[s:eq] binds to in-place buffer tokens[k]
+        or its element: its reads and writes go through one name."""
+        toks = self.tokens
+        typ = toks[s : eq - 1]
+        if not any(t.text == "&" for t in typ):
+            return
+        amp = next(i for i, t in enumerate(typ) if t.text == "&")
+        if any(t.text == "const" for t in typ[:amp]):
+            return
+        raise self.refuse(
+            k,
+            f"a writable reference {toks[eq - 1].text!r} is bound to in-place buffer "
+            f"{toks[k].text!r}: its reads and writes cannot be told apart",
+        )
+
+    def _top_level_comma(self, lo: int, hi: int) -> bool:
+        """Does tokens[lo:hi] hold a `,` outside brackets (several declarators)?"""
+        toks = self.tokens
+        i = lo
+        while i < hi:
+            if toks[i].kind == "punct" and toks[i].text in ("(", "[", "{") and i in self.match:
+                i = self.match[i] + 1
+                continue
+            if toks[i].text == ",":
+                return True
+            i += 1
+        return False
+
+    def _view_init_problem(self, k: int, init: range) -> str | None:
+        """Why the initializer `init` (holding in-place buffer tokens[k]) of
+        a pointer cannot be evaluated twice, once per view, or None."""
+        toks = self.tokens
+        for i in init:
+            t = toks[i]
+            if t.pp:
+                return "its initializer holds a preprocessor line"
+            if t.text in _ASSIGN or t.text in ("++", "--"):
+                return "its initializer has a side effect"
+            if t.kind == "id" and i != k and (t.text in self.inplace or t.text in self.views):
+                return f"its initializer also names {t.text!r}"
+            if (
+                t.kind == "id"
+                and i + 1 in init
+                and toks[i + 1].text == "("
+                and not t.text.endswith("_cast")
+                and not _BUILTIN_TYPE.fullmatch(t.text)
+            ):
+                return f"its initializer calls {t.text!r} (it would run once per view)"
+        return None
+
+    def _pointer_casts(self, k: int, init: range) -> list[tuple[int, bool]]:
+        """The casts to a pointer type in `init` whose operand holds
+        tokens[k] (the in-place buffer): (the index of the `(` of a C-style
+        cast or the `<` of a `*_cast`, whether it is written const)."""
+        toks = self.tokens
+        found = []
+        for i in init:
+            t = toks[i]
+            if t.text == "(" and t.kind == "punct" and i in self.match:
+                close = self.match[i]
+                group = toks[i + 1 : close]
+                operand = close + 1  # the next token, or the bracket group it opens
+            elif t.text == "<" and i > 0 and toks[i - 1].text.endswith("_cast"):
+                found_close = next((j for j in init if j > i and toks[j].text == ">"), None)
+                if found_close is None:
+                    continue
+                close = found_close
+                group = toks[i + 1 : close]
+                operand = close + 1
+            else:
+                continue
+            if not _pointer_type(group) or operand not in init:
+                continue
+            if toks[operand].text == "&":  # `(device T*)&X[i]`
+                operand += 1
+            end = self.match.get(operand, operand)
+            if toks[operand].text in ("(", "[") and toks[operand].kind == "punct":
+                holds = operand < k < end
+            else:  # a name, possibly subscripted: `(device T*)X`, `(device T*)&X[i]`
+                holds = operand == k
+            if holds:
+                found.append((i, any(g.text == "const" for g in group)))
+        return found
+
+    def plain(self, lo: int, hi: int, subst: dict[int, str], const_at: set[int]) -> str:
+        """tokens[lo:hi] as written, renamed, with `subst` for some tokens and
+        `const ` after each token of `const_at` (no in-place rewriting)."""
+        toks = self.tokens
+        out: list[str] = []
+        for i in range(lo, hi):
+            if i > lo:
+                out.append(self.body[toks[i - 1].end : toks[i].start])
+            t = toks[i]
+            if i in subst:
+                out.append(subst[i])
+            elif t.kind == "id" and not _is_member(toks, i):
+                out.append(self.rename.get(t.text, t.text))
+            else:
+                out.append(t.text)
+            if i in const_at:
+                out.append("const ")
         return "".join(out)
 
     def token(self, k: int, hi: int) -> tuple[str, int]:
         t = self.tokens[k]
+        if k in self.replace:
+            return self.replace[k], k + 1
+        if k in self.const_at:
+            return t.text + "const ", k + 1
         if t.kind == "id" and not _is_member(self.tokens, k):
-            if t.text in self.inplace:
+            if t.text in self.inplace or self._in_view(t.text, k):
                 return self.in_place(k, hi)
             return self.rename.get(t.text, t.text), k + 1
         if (
@@ -509,17 +806,33 @@ class _Rewriter:
             and t.text in ("++", "--")
             and k + 1 < hi
             and self.tokens[k + 1].kind == "id"
-            and self.tokens[k + 1].text in self.inplace
+            and (
+                self.tokens[k + 1].text in self.inplace
+                or self._in_view(self.tokens[k + 1].text, k + 1)
+            )
         ):
             return self.prefix(k, hi)
         return t.text, k + 1
 
+    def _in_view(self, name: str, k: int) -> bool:
+        """Is tokens[k] (named `name`) a use of a view, in its block?"""
+        view = self.views.get(name)
+        return view is not None and view[1] <= k < view[2]
+
     def _element(self, k: int, hi: int, name: str) -> int:
-        """tokens[k] is in-place buffer `name`; returns the index of its `]`."""
+        """tokens[k] is in-place buffer (or view) `name`; returns the index of
+        its `]`."""
         toks = self.tokens
         if toks[k].pp:
-            raise self.refuse(k, f"in-place buffer {name!r} is used in a preprocessor line")
+            raise self.refuse(k, f"{self.what(name)} is used in a preprocessor line")
         if k + 1 >= hi or toks[k + 1].text != "[" or toks[k + 1].kind != "punct":
+            if self.split(name).view_of is not None:
+                raise self.refuse(
+                    k,
+                    f"{self.what(name)} is used other than by a subscript (reassigned, offset, "
+                    "copied or passed to a function that may write through it): its reads "
+                    "and writes cannot be told apart",
+                )
             raise self.refuse(
                 k,
                 f"in-place buffer {name!r} is used other than by a subscript (pointer "
@@ -531,9 +844,7 @@ class _Rewriter:
     def _check_index(self, lo: int, hi: int, name: str) -> None:
         for j in range(lo, hi):
             if self.tokens[j].text in _ASSIGN or self.tokens[j].text in ("++", "--"):
-                raise self.refuse(
-                    j, f"the index of a write to in-place buffer {name!r} has a side effect"
-                )
+                raise self.refuse(j, f"the index of a write to {self.what(name)} has a side effect")
 
     def _chain_end(self, a: int, hi: int) -> int:
         toks = self.tokens
@@ -627,7 +938,7 @@ class _Rewriter:
     def in_place(self, k: int, hi: int) -> tuple[str, int]:
         toks = self.tokens
         name = toks[k].text
-        target = self.inplace[name]
+        target = self.split(name)
         if (
             not toks[k].pp
             and (k + 1 >= hi or toks[k + 1].text != "[")
@@ -636,12 +947,12 @@ class _Rewriter:
             return target.read, k + 1
         close = self._element(k, hi, name)
         if k > 0 and toks[k - 1].text == "&" and not self._operand_end(k - 2):
-            raise self.refuse(k, f"the address of an element of in-place buffer {name!r} is taken")
+            raise self.refuse(k, f"the address of an element of {self.what(name)} is taken")
         a = close + 1
         if a < hi and toks[a].text in (".", "->", "["):
             j = self._chain_end(a, hi)
             if j < hi and (toks[j].text in _ASSIGN or toks[j].text in ("++", "--")):
-                raise self.refuse(k, f"a write to part of an element of in-place buffer {name!r}")
+                raise self.refuse(k, f"a write to part of an element of {self.what(name)}")
             return target.read, k + 1
         if a >= hi:
             return target.read, k + 1
@@ -674,11 +985,11 @@ class _Rewriter:
     def prefix(self, k: int, hi: int) -> tuple[str, int]:
         toks = self.tokens
         name = toks[k + 1].text
-        target = self.inplace[name]
+        target = self.split(name)
         close = self._element(k + 1, hi, name)
         j = self._chain_end(close + 1, hi)
         if j != close + 1:
-            raise self.refuse(k, f"a write to part of an element of in-place buffer {name!r}")
+            raise self.refuse(k, f"a write to part of an element of {self.what(name)}")
         self._check_index(k + 3, close, name)
         index = self.render(k + 3, close)
         sign = toks[k].text[0]
@@ -790,6 +1101,16 @@ def _header_functions(
             continue
         k += 1
     return {name: decls for name, decls in found.items() if name not in hidden}
+
+
+def _pointer_type(tokens: list[Token]) -> bool:
+    """Are `tokens` a pointer type in an address space (`device float4*`,
+    `const device char *`)?"""
+    if not tokens or tokens[-1].text != "*":
+        return False
+    return all(t.kind == "id" or t.text in ("::", "<", ">", ",") for t in tokens[:-1]) and any(
+        t.text in ("device", "constant", "threadgroup", "thread") for t in tokens[:-1]
+    )
 
 
 def _const_pointer_type(tokens: list[Token]) -> bool:
@@ -976,8 +1297,16 @@ def _convert_kernel(
             f"{', '.join(collisions)}"
         )
 
+    macro_ids = set(src.macros).union(*src.macros.values()) if src.macros else set()
     rewriter = _Rewriter(
-        kf.body, {k: v for k, v in rename.items() if k != v}, inplace, kname, line_of, src.functions
+        kf.body,
+        {k: v for k, v in rename.items() if k != v},
+        inplace,
+        kname,
+        line_of,
+        src.functions,
+        macro_ids,
+        names.fresh,
     )
     body = rewriter.text()
 

@@ -48,7 +48,7 @@ def converted_text(name: str) -> str:
 
 def test_every_task_has_llm_style_candidates():
     assert {task_of(n) for n in FILES} == set(task_names())
-    assert len(FILES) >= 20
+    assert len(FILES) >= 25
 
 
 @pytest.mark.parametrize(
@@ -71,6 +71,17 @@ def test_what_the_conversions_changed():
     gradshaf = converted_text("gradshaf_axis_by_reference.metal")
     assert "device float& ms_psi_axis = *(device float*)psi_axis;" in gradshaf
     assert "const constant float& ms_psi_axis = *(const constant float*)psi_axis;" in gradshaf
+    # a writable pointer into an in-place buffer: a write view and a read view
+    saxpy = converted_text("saxpy_float4.metal")
+    assert (
+        "device float4* y4 = (device float4*)y_out; "
+        "const device float4* ms_y4_in = (const device float4*)y;" in saxpy
+    )
+    assert "y4[i] = fma(float4(a), x4[i], ms_y4_in[i]);" in saxpy
+    rows = converted_text("ising_row_pointers.metal")
+    assert "device char* row = ms_spins_out + j * NX; const device char* ms_row_in" in rows
+    assert "const int h = ms_row_in[il] + ms_row_in[ir] + north[i] + south[i];" in rows
+    assert "row[i] = char(-s);" in rows
     # the capped pipelines keep the host's default launch
     wave = converted_text("wave3d_xy_tile_zwindow.metal")
     assert "//! threadgroup = (8, 8, 4)" in wave and "max_total_threads" not in wave
