@@ -152,6 +152,7 @@ from mlxsci.import_metal_sci.metal_source import (
     match_brackets,
     parse_metal_source,
     scan,
+    split_params,
 )
 from mlxsci.kernel import signature
 from mlxsci.kernel.model import CandidateError
@@ -1070,8 +1071,6 @@ def _header_functions(
     as `DECLARE(f)`, can declare an overload this scan never sees), and
     every name when the header defines a namespace (its functions, brought
     in by `using`, are overloads this scan does not list)."""
-    from mlxsci.import_metal_sci.metal_source import _split_params
-
     code = [t for t in tokens if not t.pp]
     if any(
         t.text == "namespace" and (k == 0 or code[k - 1].text != "using")
@@ -1093,7 +1092,7 @@ def _header_functions(
             hidden |= {x.text for x in code[k + 1 : close] if x.kind == "id"}
             prev = code[k - 1] if k > 0 else None
             if prev is not None and prev.kind == "id" and not _is_member(code, k - 1):
-                params = [code[a:b] for a, b in _split_params(code, k + 1, close)]
+                params = [code[a:b] for a, b in split_params(code, k + 1, close)]
                 if len(params) == 1 and [x.text for x in params[0]] == ["void"]:
                     params = []
                 found.setdefault(prev.text, []).append(params)

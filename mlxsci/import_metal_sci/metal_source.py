@@ -327,7 +327,7 @@ def _join_type(parts: list[str]) -> str:
     return out
 
 
-def _split_params(tokens: list[Token], lo: int, hi: int) -> list[tuple[int, int]]:
+def split_params(tokens: list[Token], lo: int, hi: int) -> list[tuple[int, int]]:
     """Top-level comma-separated ranges of tokens[lo:hi] (angle brackets of
     a template type such as vec<float, 4> count as nesting)."""
     ranges = []
@@ -606,7 +606,7 @@ def _read_kernel(text, tokens, match, decl_start, lines):
         raise fail(f"kernel {name!r}: expected `(` after its name")
     close = match[k]
     params = []
-    for lo, hi in _split_params(tokens, k + 1, close):
+    for lo, hi in split_params(tokens, k + 1, close):
         if lo == hi:
             raise fail(f"kernel {name!r}: an empty parameter")
         if hi - lo == 1 and tokens[lo].text == "void":
