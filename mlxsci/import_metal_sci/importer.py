@@ -25,7 +25,6 @@ is replaced only when it is an earlier import of the same source.
 
 from __future__ import annotations
 
-import math
 import re
 import shutil
 import time
@@ -71,19 +70,6 @@ def folder_name(name: str) -> str:
     MAX_FOLDER_CHARS (a staging name adds ~35 to a 255-byte limit)."""
     safe = _UNSAFE.sub("_", name).lstrip(".-")[:MAX_FOLDER_CHARS] or "run"
     return "run_" + safe if safe.lower().startswith("rescore") else safe
-
-
-def number(value) -> int | float | None:
-    """A recorded number, or None: NaN and infinities (json reads `NaN`,
-    `Infinity` and `1e999`) would be written into summary.json as no JSON
-    at all, and an integer past a float (json reads 4000 digits) breaks
-    whatever formats it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return value if math.isfinite(value) and abs(value) < 1e300 else None
-    except OverflowError:
-        return None
 
 
 def one_line(text, limit: int = MAX_REASON_CHARS) -> str | None:
@@ -132,7 +118,7 @@ def _plain(value):
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, (int, float)):
-        return number(value)
+        return records.finite_number(value)
     return one_line(value, 200)
 
 
@@ -143,7 +129,7 @@ def recorded_block(it: RecordedIteration) -> dict:
     source = result or it.history or {}
     return {
         "verdict": records.recorded_verdict(result) if result else None,
-        "score": number(source.get("score")),
+        "score": records.finite_number(source.get("score")),
         "fail_reason": one_line(source.get("fail_reason")),
         "is_new_best": (it.history or {}).get("is_new_best") is True,
         "sizes": recorded_sizes(result),
@@ -161,7 +147,7 @@ def history_record(it: RecordedIteration, candidate_file: str | None) -> dict:
         elif kind is str:
             out[key] = one_line(value)
         else:
-            out[key] = number(value)
+            out[key] = records.finite_number(value)
     out["source_path"] = candidate_file
     out["recorded"] = True
     return out
@@ -220,11 +206,11 @@ def recorded_summary(run: MetalSciRun) -> dict:
     s = run.summary
     return {
         "chip": run.chip,
-        "seed_score": number(s.get("seed_score")),
-        "best_score": number(s.get("best_score")),
-        "improvement": number(s.get("improvement")),
+        "seed_score": records.finite_number(s.get("seed_score")),
+        "best_score": records.finite_number(s.get("best_score")),
+        "improvement": records.finite_number(s.get("improvement")),
         "best_iteration": run.best_iteration,
-        "n_iterations": number(s.get("n_iterations")),
+        "n_iterations": records.finite_number(s.get("n_iterations")),
     }
 
 

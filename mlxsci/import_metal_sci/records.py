@@ -27,6 +27,7 @@ dicts, one per imported candidate and backend/size set, in import order.
 from __future__ import annotations
 
 import json
+import math
 
 from mlxsci.storage.cache import existing_key, integrity_key, key_id, sign, signature_matches
 
@@ -40,6 +41,7 @@ VERDICTS = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR)
 
 IMPORT_FILE = "import.json"
 RESCORE_FILE = "rescore.json"
+MAX_RESCORE_BYTES = 64 << 20  # a larger rescore.json is not read (a record is a few hundred bytes)
 SOURCE_FORMAT = "metal-sci"
 IMPORT_VERSION = 1
 
@@ -110,6 +112,19 @@ def record_trust(rec: dict) -> str:
     except (TypeError, ValueError, RecursionError):
         return FORGED
     return SIGNED if signature_matches(SIGNATURE_LABEL, data, sig["mac"], key) else FORGED
+
+
+def finite_number(value) -> int | float | None:
+    """A recorded number, or None: NaN and infinities (json reads `NaN`,
+    `Infinity` and `1e999`) would be written into summary.json as no JSON
+    at all, and an integer past a float (json reads 4000 digits) breaks
+    whatever formats it (math.isfinite raises OverflowError on it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return value if math.isfinite(value) and abs(value) < 1e300 else None
+    except OverflowError:
+        return None
 
 
 def recorded_verdict(result: dict | None) -> str | None:

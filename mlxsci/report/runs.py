@@ -17,7 +17,6 @@ task, model and proposer seed) are described in mlxsci/report/build.py's docstri
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -231,10 +230,10 @@ def _text(value) -> str | None:
 
 
 def number(value) -> float | None:
-    """A finite number from a JSON value (bools, strings, nan, inf: None)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    """A finite number from a JSON value (bools, strings, nan, inf, an
+    integer past a float: None)."""
+    found = import_records.finite_number(value)
+    return None if found is None else float(found)
 
 
 def recorded_chip(run: dict) -> str | None:

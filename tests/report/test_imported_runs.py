@@ -696,3 +696,18 @@ def test_records_mlxsci_did_not_sign_are_left_out(tmp_path):
     assert [r["iteration"] for r in doc["rescore"]["disagreements"]] == [0, 3]
     assert "left out 2 re-score record(s) with no signature" in result.stderr
     assert "1 re-score record(s) were signed by another machine's key" in result.stderr
+
+
+def test_a_recorded_integer_past_a_float_is_no_figure(tmp_path):
+    """json reads 4000 digits as an int, on which math.isfinite raises
+    OverflowError: the report took it for a number and crashed."""
+    run = imported_run(tmp_path, "heat2d_x")
+    summary = json.loads((run / "summary.json").read_text())
+    summary["recorded"]["seed_score"] = 10**4000
+    (run / "summary.json").write_text(json.dumps(summary))
+    run_manifest.write(run)
+    runs = load_runs([tmp_path])
+    (details,) = details_table(runs)
+    assert details["recorded seed S"] is None
+    (row,) = main_table(runs)
+    assert row[f"{OPUS} recorded speedup"] is not None  # the recorded improvement stands
