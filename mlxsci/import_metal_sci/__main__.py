@@ -28,7 +28,6 @@ from mlxsci.import_metal_sci.rescore import (
     HELD_OUT_MODES,
     Settings,
     default_size_set,
-    imported_runs,
     rescore,
 )
 from mlxsci.sandbox import SandboxUnavailable
@@ -71,11 +70,6 @@ def rescore_all(out: Path, backend: str, sizes: str | None, mode: str, transfer:
     except ValueError as exc:  # Metal sources: the metal backend or the simulator
         raise click.BadParameter(f"imported candidates are Metal sources: {exc}",
                                  param_hint="--backend") from None  # fmt: skip
-    if not out.is_dir() or not imported_runs(out):
-        raise click.BadParameter(
-            f"{out} holds no imported run (import Metal-Sci runs into it first)",
-            param_hint="--out",
-        )
     settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout)
     say(
         f"re-scoring on {name} at the {settings.size_set} sizes"

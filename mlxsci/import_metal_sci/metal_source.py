@@ -543,6 +543,18 @@ def _check_lexing(text: str) -> None:
         )
 
 
+def _more_attributes(tokens: list[Token], k: int, match: dict[int, int], attrs: list[str]) -> int:
+    """Attribute groups from tokens[k] on (after `void`, after the parameter
+    list) added to `attrs`, `kernel` left out; the index after them."""
+    while k < len(tokens) and tokens[k].text == "[":
+        got = _attribute_groups(tokens, k, match)
+        if got is None:
+            break
+        attrs += [a for a in got[0] if a != "kernel"]
+        k = got[1]
+    return k
+
+
 def _read_kernel(text, tokens, match, decl_start, lines):
     """The kernel declared by tokens[decl_start:...]; returns it and the index
     after its closing brace."""
@@ -589,12 +601,7 @@ def _read_kernel(text, tokens, match, decl_start, lines):
     if not saw_kernel:
         raise fail("a kernel without `kernel`")
     # attributes between `void` and the name
-    while k < n and tokens[k].text == "[":
-        got = _attribute_groups(tokens, k, match)
-        if got is None:
-            break
-        attrs += [a for a in got[0] if a != "kernel"]
-        k = got[1]
+    k = _more_attributes(tokens, k, match, attrs)
     if k >= n or tokens[k].kind != "id":
         raise fail("a kernel without a name")
     name = tokens[k].text
@@ -612,13 +619,7 @@ def _read_kernel(text, tokens, match, decl_start, lines):
         if hi - lo == 1 and tokens[lo].text == "void":
             continue
         params.append(_parse_param(tokens, lo, hi, match, lines(tokens[lo].start)))
-    k = close + 1
-    while k < n and tokens[k].text == "[":
-        got = _attribute_groups(tokens, k, match)
-        if got is None:
-            break
-        attrs += [a for a in got[0] if a != "kernel"]
-        k = got[1]
+    k = _more_attributes(tokens, close + 1, match, attrs)
     if k < n and tokens[k].text == ";":
         raise fail(f"kernel {name!r} is declared without a body")
     if k >= n or tokens[k].text != "{":

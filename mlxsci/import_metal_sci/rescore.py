@@ -45,7 +45,6 @@ from mlxsci.task import Size, Task, load_task, task_names
 from mlxsci.transfer.measurement import judge_transfer
 
 REASON_CHARS = 500  # of a fail reason kept in a record (the harness bounds it already)
-MAX_RESCORE_BYTES = 64 << 20  # rescore.json (a record is a few hundred bytes)
 HELD_OUT_MODES = (*held_out.MODES, "none")
 
 
@@ -134,9 +133,15 @@ def read_import(folder: Path) -> dict:
 
 def plan(out: Path, say: Callable[[str], None] | None = None) -> list[Item]:
     """Every imported candidate under `out`, in run then iteration order
-    (skipped iterations are no candidates)."""
+    (skipped iterations are no candidates). ValueError when `out` holds no
+    run this machine imported."""
+    folders = imported_runs(out, say)
+    if not folders:
+        raise ValueError(
+            f"{shown(out)} holds no imported run (import Metal-Sci runs into it first)"
+        )
     items = []
-    for folder in imported_runs(out, say):
+    for folder in folders:
         doc = read_import(folder)
         best = doc.get("recorded_best_iteration")
         entries = doc["iterations"]
@@ -158,7 +163,7 @@ def load_records(path: Path, say: Callable[[str], None]) -> list[dict]:
     if not path.exists() and not path.is_symlink():
         return []
     try:
-        found = parse_json(read_text(path, MAX_RESCORE_BYTES), path.name)
+        found = parse_json(read_text(path, records.MAX_RESCORE_BYTES), path.name)
     except (UnreadableFile, OSError):
         found = None
     kept = [r for r in found if _trusted(r)] if isinstance(found, list) else []
@@ -231,15 +236,18 @@ def _explain(recorded: str | None, mlxsci: str | None, mlx_reason: str | None, e
 class Rescorer:
     """Evaluates items with one backend's settings."""
 
-    def __init__(self, settings: Settings, say: Callable[[str], None]):
+    def __init__(self, settings: Settings):
         self.settings = settings
-        self.say = say
 
-    def evaluate(self, task: Task, source: str, filename: str, sizes: list[Size] | None = None):
+    def evaluate(
+        self, task: Task, source: str, filename: str, sizes: list[Size] | None = None,
+        coverage: bool = False,
+    ):  # fmt: skip
+        """`source` at `sizes` (default: the settings' size set)."""
         s = self.settings
         return evaluate(
             task.name, source, backend=s.backend, size_set=s.size_set, sizes=sizes,
-            filename=filename, dialect="metal", timeout=s.timeout,
+            filename=filename, dialect="metal", timeout=s.timeout, coverage=coverage,
         )  # fmt: skip
 
     def record(self, item: Item) -> dict:
@@ -280,9 +288,9 @@ class Rescorer:
         label = sizes[0].label if draw.mode == "metal-sci" else held_out.describe(draw.params)
         rec["held_out"] = {"label": label, "mode": draw.mode, "mlxsci": verdict,
                            "phi": held.phi, "reason": reason}  # fmt: skip
-        seed = _source(item, item.seed_file) or task.seed("metal")
         if not (self.settings.transfer and ev.correct and item.entry.get("iteration")):
             return  # (a seed that stayed the best has no win over itself to grade)
+        seed = _source(item, item.seed_file) or task.seed("metal")
         seed_file = str(item.folder / item.seed_file) if item.seed_file else "seed.metal"
         rec["transfer"] = self.transfer(task, source, cand_file, seed, seed_file, ev, held, sizes)
 
@@ -290,10 +298,7 @@ class Rescorer:
         s = self.settings
 
         def run(src: str, filename: str, at: list[Size], coverage: bool = False) -> dict:
-            return evaluate(
-                task.name, src, backend=s.backend, sizes=at, filename=filename,
-                dialect="metal", timeout=s.timeout, coverage=coverage,
-            ).to_json()  # fmt: skip
+            return self.evaluate(task, src, filename, at, coverage).to_json()
 
         def timed(baseline: str, candidate: str, at: list[Size]) -> dict:
             return compare(
@@ -345,8 +350,8 @@ def rescore(out: Path, settings: Settings, say: Callable[[str], None] | None = N
     say = say or (lambda line: print(line, file=sys.stderr))
     out = Path(out)
     path = out / records.RESCORE_FILE
+    items = plan(out, say)  # sealed imports only: reading them needs no lock
     with locks.hold(out / ".rescore.lock", "re-scoring imported runs"):
-        items = plan(out, say)
         kept = load_records(path, say)
         done = {_key_of(r): r for r in kept}
         key = (settings.backend, settings.size_set)
@@ -360,7 +365,7 @@ def rescore(out: Path, settings: Settings, say: Callable[[str], None] | None = N
         kept = [r for r in kept if _key_of(r) not in stale]  # a candidate changed since
         if len(todo) < len(items):
             say(f"re-score: resuming, {len(items) - len(todo)} of {len(items)} already re-scored")
-        scorer = Rescorer(settings, say)
+        scorer = Rescorer(settings)
         for k, item in enumerate(todo, len(items) - len(todo) + 1):
             rec = records.sign_record(scorer.record(item))
             kept.append(rec)

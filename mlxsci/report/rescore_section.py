@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
+from mlxsci.import_metal_sci.metal_run import UnreadableFile, parse_json, read_text
 from mlxsci.import_metal_sci.records import (
     FORGED,
+    MAX_RESCORE_BYTES,
     RESCORE_FILE,
     SIGNED_ELSEWHERE,
     VERDICTS,
@@ -60,8 +61,6 @@ from mlxsci.report.tables import latex_escape, render
 
 NOT_EVALUATED = "not evaluated"
 NOT_RECORDED = "not recorded"
-# A larger rescore.json is not read (one record is a few hundred bytes).
-MAX_BYTES = 64 << 20
 # A reason in a table cell; rescore.json holds the whole text.
 REASON_CHARS = 120
 PROBLEMS_SHOWN = 3
@@ -177,15 +176,12 @@ def _problem(rec) -> str | None:
 
 
 def _read_records(path: Path) -> list | None:
-    """rescore.json's list, or None (with one warning) when it is not one."""
+    """rescore.json's list, or None (with one warning) when it is not one.
+    Read as the re-score reads it (mlxsci.import_metal_sci.metal_run: no
+    link followed, capped, nesting bounded)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            warn(
-                f"{path}: larger than {MAX_BYTES >> 20} MiB, not read; no re-score section from it"
-            )
-            return None
-        data = json.loads(path.read_bytes())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        data = parse_json(read_text(path, MAX_RESCORE_BYTES), path.name)
+    except (OSError, UnreadableFile) as exc:
         warn(f"{path}: unreadable ({shorten(str(exc), 80)}); no re-score section from it")
         return None
     if not isinstance(data, list):
