@@ -73,6 +73,11 @@ static __SimTgArray* const __start_sim_tgarrays = 0;
 static __SimTgArray* const __stop_sim_tgarrays = 0;
 #endif
 
+// The type name of a guarded array: a macro, so that a declaration the
+// rewrite found inside a #define gets its name pasted after the macro's own
+// parameters are substituted (`typedef float __SIM_TGT(n)[N * N];`).
+#define __SIM_TGT(NAME) __sim_tgt_##NAME
+
 #define __SIM_TG_BIND(NAME, DECL)                                                       \
     static __SimTgArray __sim_tga_##NAME __SIM_TGA_SECTION = {                          \
         #NAME, DECL, (int64_t)sizeof(__sim_tgt_##NAME), __sim_tg_esize<__sim_tgt_##NAME>(), \
