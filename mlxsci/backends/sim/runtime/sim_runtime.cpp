@@ -759,6 +759,37 @@ uint64_t perm_at(const Perm& p, uint64_t k) {
 // Keys for the orders of one launch, a part of it and one round of it.
 uint64_t sub_key(uint64_t key, uint64_t salt) { return mix64(key ^ mix64(salt)) | 1; }
 
+// A permutation of [0, n) drawn from `key`, for a group's threads or a
+// simdgroup's lanes: a Fisher-Yates shuffle on splitmix64's stream into a
+// buffer, O(1) a thread. The Feistel permutation above walks four rounds and
+// a cycle per element; that was a third of a shuffled run of a kernel that
+// meets at a SIMD operation every few hundred instructions (issue 27: hmc
+// with simdgroup matrices). It stays for the launch's groups, which may be
+// millions and need no buffer that way, and for a group past the buffer.
+const uint32_t kMaxShuffled = 1024;
+uint32_t g_order[kMaxShuffled];
+
+struct SmallPerm {
+    Perm wide;           // used when n > kMaxShuffled
+    bool in_buffer;
+    uint64_t at(uint64_t k) const { return in_buffer ? g_order[k] : perm_at(wide, k); }
+};
+
+SmallPerm small_perm(uint64_t n, uint64_t key) {
+    SmallPerm p = {make_perm(n, key), n <= kMaxShuffled};
+    if (!p.in_buffer) return p;
+    for (uint64_t j = 0; j < n; ++j) g_order[j] = (uint32_t)j;
+    uint64_t s = key;
+    for (uint64_t j = n; j > 1; --j) {
+        s = mix64(s);
+        const uint64_t k = ((s >> 32) * j) >> 32;  // in [0, j): the high word scaled
+        const uint32_t t = g_order[j - 1];
+        g_order[j - 1] = g_order[k];
+        g_order[k] = t;
+    }
+    return p;
+}
+
 // __SIM_SCHEDULE_REVERSED: runs the simdgroup of fibers [lo, hi) on its own,
 // lanes in reverse order, resolving its SIMD operations as it goes, until
 // every lane waits at a threadgroup barrier, has returned, or waits for
@@ -800,8 +831,8 @@ void run_steps_shuffled(int64_t n, uint64_t* key) {
             if (simdgroup_runnable(lo, lo + 32 < n ? lo + 32 : n) && pick-- == 0) break;
         }
         const int64_t hi = lo + 32 < n ? lo + 32 : n;
-        const Perm lanes = make_perm((uint64_t)(hi - lo), *key);
-        for (int64_t j = 0; j < hi - lo; ++j) run_fiber(lo + (int64_t)perm_at(lanes, (uint64_t)j));
+        const SmallPerm lanes = small_perm((uint64_t)(hi - lo), *key);
+        for (int64_t j = 0; j < hi - lo; ++j) run_fiber(lo + (int64_t)lanes.at((uint64_t)j));
         bool deferred = false;
         resolve_simdgroup(lo, hi, 0, &deferred);
     }
@@ -982,10 +1013,10 @@ void run_fast_shuffled(__SimLaunch* L) {
         __sim_tg_fill(L->tgmem, L->tgmem_size);
         __sim_group_begin();
         const uint64_t g = (uint64_t)t.gid[0] + ((uint64_t)t.gid[1] << 21) + ((uint64_t)t.gid[2] << 42);
-        const Perm threads = make_perm(t.nthr, sub_key(L->schedule_seed, 0x7B00 + g));
+        const SmallPerm threads = small_perm(t.nthr, sub_key(L->schedule_seed, 0x7B00 + g));
         const uint32_t plane = t.tsz[0] * t.tsz[1];
         for (uint32_t j = 0; j < t.nthr; ++j) {
-            const uint32_t lin = (uint32_t)perm_at(threads, j);
+            const uint32_t lin = (uint32_t)threads.at(j);
             t.lid[0] = lin % t.tsz[0];
             t.lid[1] = lin % plane / t.tsz[0];
             t.lid[2] = lin / plane;
