@@ -1792,10 +1792,41 @@ inline T determinant(const __mlxsci::mat<T, 4, 4>& m) {
 // that other lanes made before the call are seen, as in the GPU's lockstep execution)
 // and after it (so no lane's later write reaches the access); the access itself runs on
 // each lane, where a fault is reported against the lane and the buffer.
+//
+// thread_elements() breaks the "every lane holds the same matrix" picture: it is the
+// lane's own two elements, as a vec<T, 2> the kernel reads and writes one lane at a
+// time (MLX's steel GEMM fills A and B fragments through it and reads its results
+// through it). Where the mapping comes from: the MSL specification (3.2, section 2.4)
+// does not list the member and says the element-to-thread mapping is unspecified, and
+// no Apple document found gives it. Apple's compiler accepts the member, and the
+// mapping emulated here is the one Apple's own MLX Metal kernels rely on (and are
+// correct with on Apple GPUs): mlx/backend/metal/kernels/steel/gemm/mma.h, BlockMMA's
+// constructor and BaseMMAFrag<T, 8, 8>::get_coord; other published kernels use the
+// same formula. With q = lane / 4, lane `lane` holds row (q & 4) + (lane / 2) % 4,
+// columns c and c + 1 where c = (q & 2) * 2 + (lane % 2) * 2: thread_elements()[0] is
+// (row, c), [1] is (row, c + 1). Lanes 0-7 hold rows 0-3 x columns 0-3, lanes 8-15
+// rows 0-3 x columns 4-7, lanes 16-23 rows 4-7 x 0-3, lanes 24-31 rows 4-7 x 4-7:
+// each element exactly once.
+// How: a lane's view lives in the matrix object (__te). The first non-const
+// thread_elements() call fills it from the lane's copy and makes it live: from then on
+// it is the lane's authority for its two elements (a reference the kernel kept stays
+// valid, as a register does on the GPU; assigning another matrix to this one updates
+// the view, it does not end it). Before any collective use of a matrix
+// (simdgroup_store, simdgroup_multiply(_accumulate), a * b) the lanes meet and, when
+// any lane's view of an operand is live, every lane's whole copy is rebuilt from the
+// lanes' own elements; an element whose lane is not at the meeting (a partial
+// SIMD-group, a lane that diverged or returned) is NaN, the poison of every value the
+// language leaves undefined. Whether a multiply meets at all must be the same for
+// every lane (a lane that skips a meeting the others wait at would read as absent), so
+// it is decided per kernel, not per matrix: only a kernel that uses thread_elements()
+// anywhere (te_in_use(), fixed when the library is linked) meets at its multiplies,
+// one rendezvous each; the store meets anyway and only gains the rebuild. Kernels that
+// never name thread_elements() run exactly as before.
+//
 // What it cannot catch: a call in divergent control flow or with arguments that differ
 // between lanes (undefined on the GPU, here each lane computes a whole, correct-looking
-// matrix); code that depends on the hardware's element-to-lane mapping (the undocumented
-// thread_elements(): rejected, see below).
+// matrix) unless a view is live; a GPU whose mapping differs from the one above (the
+// specification does not promise it).
 // Where the spec gives no semantics (MSL 3.2 §6.7 lists matrix_origin without
 // describing it), the layout is the one kernels written for Apple GPUs rely on:
 // matrix_origin = (column, row) of the tile's first element in the memory layout, and
@@ -1814,6 +1845,43 @@ inline void meet(const void* site) {
   (void)site;  // the prelude compiled on its own (tests): one thread, nothing to meet
 #endif
 }
+
+// The lane a fiber runs (thread_index_in_simdgroup); 0 when the prelude is compiled on
+// its own.
+inline uint lane() {
+#ifdef MLXSCI_SIM_RUNTIME_H
+  return __sim_current_lane();
+#else
+  return 0;
+#endif
+}
+// The element thread_elements()[0] of lane l (the layout in the comment above);
+// [1] is the next column.
+constexpr int te_row(uint l) { return int(((l >> 2) & 4u) | ((l >> 1) & 3u)); }
+constexpr int te_col(uint l) { return int(((l >> 1) & 4u) | ((l & 1u) << 1)); }
+
+// Whether the kernel uses thread_elements() anywhere: the same answer for every lane of
+// every SIMD-group, fixed before any thread runs, and no writable state (the kernel
+// library may define none, see kernel_symbols.py). thread_elements() takes the address
+// of te_use<T>::mark, which instantiates a read-only byte in the section sim_sgm_te
+// (`retain`: no code refers to it, and the link drops unreferenced sections); the
+// linker defines __start_sim_sgm_te only when that section exists, and the weak
+// reference is null otherwise.
+template <typename T>
+struct te_use {
+  static const char mark;
+};
+#if defined(__ELF__)
+extern "C" const char __start_sim_sgm_te[] __attribute__((weak, visibility("hidden")));
+template <typename T>
+__attribute__((section("sim_sgm_te"), used, retain)) const char te_use<T>::mark = 1;
+inline bool te_in_use() { return __start_sim_sgm_te != nullptr; }
+#else
+// No section bounds (Mach-O): every multiply meets, correct and slower.
+template <typename T>
+const char te_use<T>::mark = 1;
+inline bool te_in_use() { return true; }
+#endif
 }  // namespace __sgm
 
 template <typename T, int Cols, int Rows>
@@ -1824,7 +1892,13 @@ struct simdgroup_matrix {
   static_assert(Cols == 8 && Rows == 8,
                 "simdgroup_matrix: only 8x8 matrices exist (Metal Shading Language "
                 "Specification 3.2, section 2.4)");
-  T __e[Rows][Cols];  // the whole matrix, row-major: every lane holds all of it
+  // mutable: the rebuild before a collective use changes how the value is held (the
+  // lanes' views folded into every lane's copy), not the value, also for a const matrix.
+  mutable T __e[Rows][Cols];  // the whole matrix, row-major: every lane holds all of it
+  mutable vec<T, 2> __te;     // this lane's thread_elements(), see __te_live
+  // The lane wrote (or may write) through thread_elements(): __te, not __e, holds this
+  // lane's two elements.
+  mutable bool __te_live = false;
 
   // Declared without a value the GPU's registers hold garbage: here NaN, so a kernel
   // that multiplies or stores a matrix it never loaded or filled fails verification.
@@ -1834,25 +1908,126 @@ struct simdgroup_matrix {
     fill(T(0));
     for (int i = 0; i < Rows && i < Cols; ++i) __e[i][i] = dval;
   }
+  simdgroup_matrix(const simdgroup_matrix&) = default;
+  // A live view stays live (a reference the kernel holds must keep reaching this
+  // matrix) and takes this lane's elements of the new value.
+  simdgroup_matrix& operator=(const simdgroup_matrix& o) {
+    if (this == &o) return *this;
+    for (int r = 0; r < Rows; ++r)
+      for (int c = 0; c < Cols; ++c) __e[r][c] = o.__e[r][c];
+    if (__te_live || o.__te_live) {
+      __te = o.__own();
+      __te_live = true;
+    }
+    return *this;
+  }
   void fill(T value) {
     for (int r = 0; r < Rows; ++r)
       for (int c = 0; c < Cols; ++c) __e[r][c] = value;
   }
-  // MLX's steel GEMM uses this undocumented member; the simulator does not model the
-  // hardware's element-to-lane mapping, so it says so instead of a bare "no member".
-  template <typename U = T>
-  auto thread_elements() const {  // auto: the assertion is the first error, not a use of void
-    static_assert(!std::is_same_v<U, U>,
-                  "simdgroup_matrix::thread_elements() is not in the Metal Shading Language "
-                  "Specification (3.2, section 2.4: the element-to-thread mapping is "
-                  "unspecified) and the simulator does not model it; use simdgroup_load / "
-                  "simdgroup_store");
-    return 0;
+  // This lane's two elements of the value.
+  vec<T, 2> __own() const {
+    if (__te_live) return __te;
+    const uint l = __sgm::lane();
+    const int r = __sgm::te_row(l), c = __sgm::te_col(l);
+    return vec<T, 2>{__e[r][c], __e[r][c + 1]};
+  }
+  // After a whole-matrix write to __e: a live view takes the new elements.
+  void __refresh_view() {
+    if (!__te_live) return;
+    __te_live = false;
+    __te = __own();
+    __te_live = true;
+  }
+  // Not in MSL 3.2 (see above); the lane's elements, writable: the view becomes live.
+  vec<T, 2>& thread_elements() {
+    (void)&__sgm::te_use<T>::mark;
+    if (!__te_live) {
+      __te = __own();
+      __te_live = true;
+    }
+    return __te;
+  }
+  // Read only (MLX: `thread const auto& accum = results[i].thread_elements();`): no
+  // view is made live, so reading a result costs no rebuild later.
+  const vec<T, 2>& thread_elements() const {
+    (void)&__sgm::te_use<T>::mark;
+    if (!__te_live) __te = __own();
+    return __te;
   }
 };
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
 typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
 typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+
+namespace __sgm {
+#ifdef MLXSCI_SIM_RUNTIME_H
+// The resolver of a meeting before a collective use: io[l]->in is lane l's array of
+// io[l]->arg operand pointers (the same operands in every lane, uniform control flow).
+// Each operand with a live view in some lane is rebuilt whole in every lane from the
+// lanes' own elements; a lane not at the meeting gives NaN.
+template <typename M, typename T>
+void rebuild(__SimLaneIO* const* io, uint32_t mask) {
+  int first = -1;
+  for (int l = 0; l < 32 && first < 0; ++l)
+    if (mask & (1u << l)) first = l;
+  if (first < 0) return;
+  const int n = int(io[first]->arg);
+  for (int k = 0; k < n; ++k) {
+    auto operand = [&](int l) { return static_cast<const M* const*>(io[l]->in)[k]; };
+    bool live = false;
+    for (int l = 0; l < 32; ++l)
+      if ((mask & (1u << l)) && operand(l)->__te_live) live = true;
+    if (!live) continue;
+    T whole[8][8];
+    for (int l = 0; l < 32; ++l) {
+      const int r = te_row(uint(l)), c = te_col(uint(l));
+      if (mask & (1u << l)) {
+        const M* m = operand(l);
+        // lane l's own elements: its view, or its copy when the view is not live
+        whole[r][c] = m->__te_live ? m->__te[0] : m->__e[r][c];
+        whole[r][c + 1] = m->__te_live ? m->__te[1] : m->__e[r][c + 1];
+      } else {
+        whole[r][c] = whole[r][c + 1] = static_cast<T>(__builtin_nanf(""));
+      }
+    }
+    for (int l = 0; l < 32; ++l)
+      if (mask & (1u << l))
+        for (int r = 0; r < 8; ++r)
+          for (int c = 0; c < 8; ++c) operand(l)->__e[r][c] = whole[r][c];
+  }
+}
+#endif
+
+// The meeting before a collective use of the n matrices ops[0..n): with the rebuild
+// when the kernel uses thread_elements(), a plain meeting otherwise.
+template <typename M>
+inline void meet_using(const void* site, const M* const* ops, int n) {
+#ifdef MLXSCI_SIM_RUNTIME_H
+  using T = std::remove_reference_t<decltype(ops[0]->__e[0][0])>;
+  if (te_in_use())
+    __sim_simd_wait(site, &rebuild<M, std::remove_cv_t<T>>, ops, nullptr, n, 0);
+  else
+    meet(site);
+#else
+  // One thread: its view is all there is to fold in.
+  meet(site);
+  for (int k = 0; k < n; ++k) {
+    if (!ops[k]->__te_live) continue;
+    const int r = te_row(0), c = te_col(0);
+    ops[k]->__e[r][c] = ops[k]->__te[0];
+    ops[k]->__e[r][c + 1] = ops[k]->__te[1];
+  }
+#endif
+}
+// A multiply has no meeting of its own: only a kernel that uses thread_elements() gets
+// one (see te_in_use()), at the multiply's call site.
+template <typename M>
+__attribute__((noinline, convergent)) void meet_operands(const M* a, const M* b, const M* c) {
+  const M* ops[3] = {a, b, c};
+  meet_using(__builtin_return_address(0), ops, 3);
+}
+}  // namespace __sgm
 
 // MSL 3.2 Table 6.9: a matrix filled with the given value.
 template <typename T, int Cols, int Rows>
@@ -1897,7 +2072,8 @@ __attribute__((noinline, convergent)) void simdgroup_store(const simdgroup_matri
                                                            ulong2 matrix_origin = 0,
                                                            bool transpose_matrix = false) {
   const char* site = static_cast<const char*>(__builtin_return_address(0));
-  __sgm::meet(site);
+  const simdgroup_matrix<T, Cols, Rows>* ops[1] = {&a};
+  __sgm::meet_using(site, ops, 1);  // the lanes' views folded in (thread_elements())
   for (int r = 0; r < Rows; ++r)
     for (int c = 0; c < Cols; ++c)
       dst[__simdgroup_offset(r, c, elements_per_row, matrix_origin, transpose_matrix)] = a.__e[r][c];
@@ -1911,6 +2087,7 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, Cols, Rows>& d,
                                           simdgroup_matrix<T, K, Rows> a,
                                           simdgroup_matrix<T, Cols, K> b,
                                           simdgroup_matrix<T, Cols, Rows> c) {
+  if (__sgm::te_in_use()) __sgm::meet_operands(&a, &b, &c);
   for (int r = 0; r < Rows; ++r)
     for (int j = 0; j < Cols; ++j) {
       float acc = static_cast<float>(c.__e[r][j]);
@@ -1918,6 +2095,7 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, Cols, Rows>& d,
         acc += static_cast<float>(a.__e[r][k]) * static_cast<float>(b.__e[k][j]);
       d.__e[r][j] = static_cast<T>(acc);
     }
+  d.__refresh_view();
 }
 // MSL 3.2 Table 6.10: d = a * b.
 template <typename T, int Cols, int Rows, int K>
