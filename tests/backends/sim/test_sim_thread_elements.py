@@ -141,6 +141,39 @@ def test_transposed_layout_is_wrong(backend):
     np.testing.assert_allclose(prod.reshape(8, 8), b64 @ a64 + 0.5, rtol=1e-5, atol=1e-5)
 
 
+# MLX's newer steel code moves whole fragments: a vec<T, 2> loaded by a helper
+# struct is cast onto the view, with a simdgroup_barrier before the multiply.
+FRAG_HEADER = """
+typedef vec<float, 2> frag_type;
+struct Frag {
+    static void load(thread frag_type& dst, const device float* src, uint l) {
+        uint q = l / 4, r = (q & 4) + (l / 2) % 4, c = (q & 2) * 2 + (l % 2) * 2;
+        dst[0] = src[r * 8 + c];
+        dst[1] = src[r * 8 + c + 1];
+    }
+};
+"""
+FRAG = """
+uint l = thread_index_in_simdgroup;
+frag_type fa, fb;
+Frag::load(fa, X0, l);
+Frag::load(fb, X1, l);
+simdgroup_float8x8 a, b, c(0.0f);
+reinterpret_cast<thread frag_type&>(a.thread_elements()) = fa;
+reinterpret_cast<thread frag_type&>(b.thread_elements()) = fb;
+simdgroup_barrier(mem_flags::mem_none);
+simdgroup_multiply_accumulate(c, a, b, c);
+simdgroup_store(c, O0, 8);
+"""
+
+
+def test_fragments_cast_onto_the_view(backend):
+    a, b = operands(5)
+    (prod,) = run(backend, FRAG, [a, b], [64], header=FRAG_HEADER, name="te_frag")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(prod.reshape(8, 8), want, rtol=1e-5, atol=1e-5)
+
+
 LAYOUT = """
 uint l = thread_index_in_simdgroup;
 simdgroup_float8x8 m;

@@ -1807,26 +1807,30 @@ inline T determinant(const __mlxsci::mat<T, 4, 4>& m) {
 // (row, c), [1] is (row, c + 1). Lanes 0-7 hold rows 0-3 x columns 0-3, lanes 8-15
 // rows 0-3 x columns 4-7, lanes 16-23 rows 4-7 x 0-3, lanes 24-31 rows 4-7 x 4-7:
 // each element exactly once.
-// How: a lane's view lives in the matrix object (__te). The first non-const
-// thread_elements() call fills it from the lane's copy and makes it live: from then on
-// it is the lane's authority for its two elements (a reference the kernel kept stays
-// valid, as a register does on the GPU; assigning another matrix to this one updates
-// the view, it does not end it). Before any collective use of a matrix
-// (simdgroup_store, simdgroup_multiply(_accumulate), a * b) the lanes meet and, when
-// any lane's view of an operand is live, every lane's whole copy is rebuilt from the
-// lanes' own elements; an element whose lane is not at the meeting (a partial
-// SIMD-group, a lane that diverged or returned) is NaN, the poison of every value the
-// language leaves undefined. Whether a multiply meets at all must be the same for
-// every lane (a lane that skips a meeting the others wait at would read as absent), so
-// it is decided per kernel, not per matrix: only a kernel that uses thread_elements()
-// anywhere (te_in_use(), fixed when the library is linked) meets at its multiplies,
-// one rendezvous each; the store meets anyway and only gains the rebuild. Kernels that
-// never name thread_elements() run exactly as before.
+// How: the view is the lane's own two elements of its whole copy, in place (__e is
+// aligned for a vec<T, 2> at an even column), so a write through it, or through a
+// reference the kernel kept, changes this lane's copy at this lane's elements, and a
+// load or multiply into the matrix changes what the view reads, as with the GPU's
+// registers. The other lanes' copies do not see the write yet: before any collective
+// use of a matrix (simdgroup_store, simdgroup_multiply(_accumulate), a * b) the lanes
+// meet and every lane's whole copy is rebuilt from the lanes' own elements, which hold
+// the matrix whether or not a lane wrote; an element whose lane is not at the meeting
+// (a partial SIMD-group, a lane that diverged or returned) is NaN, the poison of every
+// value the language leaves undefined. Whether a use meets and rebuilds must be the
+// same for every lane (a lane that skips a meeting the others wait at would read as
+// absent), so it is decided per kernel: only a kernel that uses thread_elements()
+// anywhere (te_in_use(), fixed when the library is linked) rebuilds, and meets at its
+// multiplies (one rendezvous each; a store meets anyway). So in such a kernel a matrix
+// is held distributed, as on the GPU: a lane that is not there holds no element of
+// any matrix. Kernels that never name thread_elements() run as before, with the same
+// code and matrix size (a per-matrix "written" flag, tried first, made a
+// load-multiply-store loop ~15% slower for every kernel).
 //
 // What it cannot catch: a call in divergent control flow or with arguments that differ
 // between lanes (undefined on the GPU, here each lane computes a whole, correct-looking
-// matrix) unless a view is live; a GPU whose mapping differs from the one above (the
-// specification does not promise it).
+// matrix; in a kernel that uses thread_elements(), the elements of lanes that are not
+// there are NaN); a GPU whose mapping differs from the one above (the specification
+// does not promise it).
 // Where the spec gives no semantics (MSL 3.2 §6.7 lists matrix_origin without
 // describing it), the layout is the one kernels written for Apple GPUs rely on:
 // matrix_origin = (column, row) of the tile's first element in the memory layout, and
@@ -1877,7 +1881,8 @@ template <typename T>
 __attribute__((section("sim_sgm_te"), used, retain)) const char te_use<T>::mark = 1;
 inline bool te_in_use() { return __start_sim_sgm_te != nullptr; }
 #else
-// No section bounds (Mach-O): every multiply meets, correct and slower.
+// No section bounds (Mach-O): every kernel is taken to use it (every multiply meets,
+// every use rebuilds): correct for those that do, slower for all.
 template <typename T>
 const char te_use<T>::mark = 1;
 inline bool te_in_use() { return true; }
@@ -1893,12 +1898,9 @@ struct simdgroup_matrix {
                 "simdgroup_matrix: only 8x8 matrices exist (Metal Shading Language "
                 "Specification 3.2, section 2.4)");
   // mutable: the rebuild before a collective use changes how the value is held (the
-  // lanes' views folded into every lane's copy), not the value, also for a const matrix.
-  mutable T __e[Rows][Cols];  // the whole matrix, row-major: every lane holds all of it
-  mutable vec<T, 2> __te;     // this lane's thread_elements(), see __te_live
-  // The lane wrote (or may write) through thread_elements(): __te, not __e, holds this
-  // lane's two elements.
-  mutable bool __te_live = false;
+  // lanes' own elements folded into every lane's copy), not the value, also for a const
+  // matrix. Aligned for thread_elements()'s vec<T, 2> at an even column.
+  alignas(2 * sizeof(T)) mutable T __e[Rows][Cols];  // the whole matrix, row-major
 
   // Declared without a value the GPU's registers hold garbage: here NaN, so a kernel
   // that multiplies or stores a matrix it never loaded or filled fails verification.
@@ -1908,52 +1910,21 @@ struct simdgroup_matrix {
     fill(T(0));
     for (int i = 0; i < Rows && i < Cols; ++i) __e[i][i] = dval;
   }
-  simdgroup_matrix(const simdgroup_matrix&) = default;
-  // A live view stays live (a reference the kernel holds must keep reaching this
-  // matrix) and takes this lane's elements of the new value.
-  simdgroup_matrix& operator=(const simdgroup_matrix& o) {
-    if (this == &o) return *this;
-    for (int r = 0; r < Rows; ++r)
-      for (int c = 0; c < Cols; ++c) __e[r][c] = o.__e[r][c];
-    if (__te_live || o.__te_live) {
-      __te = o.__own();
-      __te_live = true;
-    }
-    return *this;
-  }
   void fill(T value) {
     for (int r = 0; r < Rows; ++r)
       for (int c = 0; c < Cols; ++c) __e[r][c] = value;
   }
-  // This lane's two elements of the value.
-  vec<T, 2> __own() const {
-    if (__te_live) return __te;
-    const uint l = __sgm::lane();
-    const int r = __sgm::te_row(l), c = __sgm::te_col(l);
-    return vec<T, 2>{__e[r][c], __e[r][c + 1]};
-  }
-  // After a whole-matrix write to __e: a live view takes the new elements.
-  void __refresh_view() {
-    if (!__te_live) return;
-    __te_live = false;
-    __te = __own();
-    __te_live = true;
-  }
-  // Not in MSL 3.2 (see above); the lane's elements, writable: the view becomes live.
+  // Not in MSL 3.2 (see above): this lane's two elements, in place in its copy.
   vec<T, 2>& thread_elements() {
     (void)&__sgm::te_use<T>::mark;
-    if (!__te_live) {
-      __te = __own();
-      __te_live = true;
-    }
-    return __te;
+    const uint l = __sgm::lane();
+    return *reinterpret_cast<vec<T, 2>*>(&__e[__sgm::te_row(l)][__sgm::te_col(l)]);
   }
-  // Read only (MLX: `thread const auto& accum = results[i].thread_elements();`): no
-  // view is made live, so reading a result costs no rebuild later.
+  // MLX reads results so: `thread const auto& accum = results[i].thread_elements();`
   const vec<T, 2>& thread_elements() const {
     (void)&__sgm::te_use<T>::mark;
-    if (!__te_live) __te = __own();
-    return __te;
+    const uint l = __sgm::lane();
+    return *reinterpret_cast<const vec<T, 2>*>(&__e[__sgm::te_row(l)][__sgm::te_col(l)]);
   }
 };
 typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
@@ -1964,8 +1935,8 @@ namespace __sgm {
 #ifdef MLXSCI_SIM_RUNTIME_H
 // The resolver of a meeting before a collective use: io[l]->in is lane l's array of
 // io[l]->arg operand pointers (the same operands in every lane, uniform control flow).
-// Each operand with a live view in some lane is rebuilt whole in every lane from the
-// lanes' own elements; a lane not at the meeting gives NaN.
+// Every operand is rebuilt whole in every lane from the lanes' own elements; a lane
+// not at the meeting gives NaN.
 template <typename M, typename T>
 void rebuild(__SimLaneIO* const* io, uint32_t mask) {
   int first = -1;
@@ -1975,26 +1946,15 @@ void rebuild(__SimLaneIO* const* io, uint32_t mask) {
   const int n = int(io[first]->arg);
   for (int k = 0; k < n; ++k) {
     auto operand = [&](int l) { return static_cast<const M* const*>(io[l]->in)[k]; };
-    bool live = false;
-    for (int l = 0; l < 32; ++l)
-      if ((mask & (1u << l)) && operand(l)->__te_live) live = true;
-    if (!live) continue;
     T whole[8][8];
     for (int l = 0; l < 32; ++l) {
       const int r = te_row(uint(l)), c = te_col(uint(l));
-      if (mask & (1u << l)) {
-        const M* m = operand(l);
-        // lane l's own elements: its view, or its copy when the view is not live
-        whole[r][c] = m->__te_live ? m->__te[0] : m->__e[r][c];
-        whole[r][c + 1] = m->__te_live ? m->__te[1] : m->__e[r][c + 1];
-      } else {
-        whole[r][c] = whole[r][c + 1] = static_cast<T>(__builtin_nanf(""));
-      }
+      const bool here = mask & (1u << l);
+      whole[r][c] = here ? operand(l)->__e[r][c] : static_cast<T>(__builtin_nanf(""));
+      whole[r][c + 1] = here ? operand(l)->__e[r][c + 1] : static_cast<T>(__builtin_nanf(""));
     }
     for (int l = 0; l < 32; ++l)
-      if (mask & (1u << l))
-        for (int r = 0; r < 8; ++r)
-          for (int c = 0; c < 8; ++c) operand(l)->__e[r][c] = whole[r][c];
+      if (mask & (1u << l)) memcpy(operand(l)->__e, whole, sizeof whole);
   }
 }
 #endif
@@ -2004,28 +1964,44 @@ void rebuild(__SimLaneIO* const* io, uint32_t mask) {
 template <typename M>
 inline void meet_using(const void* site, const M* const* ops, int n) {
 #ifdef MLXSCI_SIM_RUNTIME_H
-  using T = std::remove_reference_t<decltype(ops[0]->__e[0][0])>;
+  using T = std::remove_cv_t<std::remove_reference_t<decltype(ops[0]->__e[0][0])>>;
   if (te_in_use())
-    __sim_simd_wait(site, &rebuild<M, std::remove_cv_t<T>>, ops, nullptr, n, 0);
+    __sim_simd_wait(site, &rebuild<M, T>, ops, nullptr, n, 0);
   else
     meet(site);
 #else
-  // One thread: its view is all there is to fold in.
+  (void)ops, (void)n;  // one thread: its copy is the whole matrix
   meet(site);
-  for (int k = 0; k < n; ++k) {
-    if (!ops[k]->__te_live) continue;
-    const int r = te_row(0), c = te_col(0);
-    ops[k]->__e[r][c] = ops[k]->__te[0];
-    ops[k]->__e[r][c + 1] = ops[k]->__te[1];
-  }
 #endif
 }
-// A multiply has no meeting of its own: only a kernel that uses thread_elements() gets
-// one (see te_in_use()), at the multiply's call site.
-template <typename M>
-__attribute__((noinline, convergent)) void meet_operands(const M* a, const M* b, const M* c) {
-  const M* ops[3] = {a, b, c};
+
+// d = a * b + c in every lane from its whole copies, products summed in k order in float
+// and rounded to T once. Into a local first: d may be one of the operands.
+template <typename T>
+inline void multiply_copies(simdgroup_matrix<T, 8, 8>& d, const simdgroup_matrix<T, 8, 8>& a,
+                            const simdgroup_matrix<T, 8, 8>& b,
+                            const simdgroup_matrix<T, 8, 8>& c) {
+  T out[8][8];
+  for (int r = 0; r < 8; ++r)
+    for (int j = 0; j < 8; ++j) {
+      float acc = static_cast<float>(c.__e[r][j]);
+      for (int k = 0; k < 8; ++k)
+        acc += static_cast<float>(a.__e[r][k]) * static_cast<float>(b.__e[k][j]);
+      out[r][j] = static_cast<T>(acc);
+    }
+  memcpy(d.__e, out, sizeof out);
+}
+// The multiply of a kernel that uses thread_elements(): the lanes meet at the call
+// site and rebuild the operands first. Out of line, so that in the other kernels the
+// multiply takes no operand's address.
+template <typename T>
+__attribute__((noinline, convergent)) void multiply_meeting(simdgroup_matrix<T, 8, 8>& d,
+                                                            const simdgroup_matrix<T, 8, 8>& a,
+                                                            const simdgroup_matrix<T, 8, 8>& b,
+                                                            const simdgroup_matrix<T, 8, 8>& c) {
+  const simdgroup_matrix<T, 8, 8>* ops[3] = {&a, &b, &c};
   meet_using(__builtin_return_address(0), ops, 3);
+  multiply_copies(d, a, b, c);
 }
 }  // namespace __sgm
 
@@ -2073,29 +2049,24 @@ __attribute__((noinline, convergent)) void simdgroup_store(const simdgroup_matri
                                                            bool transpose_matrix = false) {
   const char* site = static_cast<const char*>(__builtin_return_address(0));
   const simdgroup_matrix<T, Cols, Rows>* ops[1] = {&a};
-  __sgm::meet_using(site, ops, 1);  // the lanes' views folded in (thread_elements())
+  __sgm::meet_using(site, ops, 1);  // the lanes' own elements folded in (thread_elements())
   for (int r = 0; r < Rows; ++r)
     for (int c = 0; c < Cols; ++c)
       dst[__simdgroup_offset(r, c, elements_per_row, matrix_origin, transpose_matrix)] = a.__e[r][c];
   __sgm::meet(site + 1);
 }
 
-// MSL 3.2 Table 6.10: d = a * b + c (a is Rows x K, b is K x Cols). The operands are
-// taken by value, so d may be one of them (acc = a * b + acc).
+// MSL 3.2 Table 6.10: d = a * b + c (a is Rows x K, b is K x Cols; all 8x8). d may be
+// one of the operands (acc = a * b + acc).
 template <typename T, int Cols, int Rows, int K>
 inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, Cols, Rows>& d,
-                                          simdgroup_matrix<T, K, Rows> a,
-                                          simdgroup_matrix<T, Cols, K> b,
-                                          simdgroup_matrix<T, Cols, Rows> c) {
-  if (__sgm::te_in_use()) __sgm::meet_operands(&a, &b, &c);
-  for (int r = 0; r < Rows; ++r)
-    for (int j = 0; j < Cols; ++j) {
-      float acc = static_cast<float>(c.__e[r][j]);
-      for (int k = 0; k < K; ++k)
-        acc += static_cast<float>(a.__e[r][k]) * static_cast<float>(b.__e[k][j]);
-      d.__e[r][j] = static_cast<T>(acc);
-    }
-  d.__refresh_view();
+                                          const simdgroup_matrix<T, K, Rows>& a,
+                                          const simdgroup_matrix<T, Cols, K>& b,
+                                          const simdgroup_matrix<T, Cols, Rows>& c) {
+  if (__sgm::te_in_use())
+    __sgm::multiply_meeting(d, a, b, c);
+  else
+    __sgm::multiply_copies(d, a, b, c);
 }
 // MSL 3.2 Table 6.10: d = a * b.
 template <typename T, int Cols, int Rows, int K>
