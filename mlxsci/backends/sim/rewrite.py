@@ -28,7 +28,10 @@ they share that declaration rewrite.
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from mlxsci.backends.sim.source_scan import (
     Edits,
@@ -57,9 +60,89 @@ def _rewrite_half_literals(text: str) -> str:
 
 
 _TG = re.compile(r"\bthreadgroup\b")
-# `name[d1][d2]` ending a declaration part (dims may be absent).
-_DECLARATOR = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$")
-_NEXT_DECLARATOR = re.compile(r"\s*" + _DECLARATOR.pattern)
+_SPLICE = re.compile(r"\\[ \t\r]*(?=\n)")
+# `#define NAME` or `#define NAME(params)` (params on the directive's line)
+_DEFINE = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?P<params>\([^()\n]*\))?", re.M
+)
+
+
+class _Define(NamedTuple):
+    """One #define directive: its body is [body, end) (end: the newline that
+    ends the logical line, or the text's end)."""
+
+    start: int
+    body: int
+    end: int
+    params: frozenset[str]  # a function-like macro's named parameters
+
+
+class _Source:
+    """One text as the declaration rewrite reads it.
+
+    `view` is the text with comments and literals blanked and the backslash
+    of every line splice blanked too (offsets kept), so a declaration
+    continued over lines, as in a #define, reads as one; `defines` are the
+    #define directives in order; `aliases` the names of object-like macros
+    that stand for the keyword alone (`#define TG threadgroup`), whose uses
+    are declarations as the keyword's are (a Metal `threadgroup` left in a
+    macro body is defined away: the array would be private to each thread).
+    """
+
+    def __init__(self, text: str, keyword: str):
+        self.masked = mask_comments_and_strings(text)
+        splices = set()
+
+        def blank(m: re.Match) -> str:
+            splices.add(m.end())
+            return " " * len(m.group())
+
+        self.view = _SPLICE.sub(blank, self.masked)
+        # the text itself with the same splices blanked: a declaration's
+        # literals (`t['A']`) are copied from it, not from the blanked view
+        chars = list(text)
+        for m in _SPLICE.finditer(self.masked):
+            chars[m.start() : m.end()] = " " * (m.end() - m.start())
+        self.spliced = "".join(chars)
+        self.defines: list[_Define] = []
+        self.aliases: set[str] = set()
+        self.alias_defines: set[int] = set()  # their starts
+        for m in _DEFINE.finditer(self.view):
+            if self.defines and m.start() < self.defines[-1].end:
+                continue  # a `#define` on a continuation line of another
+            end = m.end()
+            while True:  # the logical line: through every spliced newline
+                end = self.view.find("\n", end)
+                if end < 0:
+                    end = len(self.view)
+                    break
+                if end not in splices:
+                    break
+                end += 1
+            params = frozenset(p.strip() for p in (m.group("params") or "()")[1:-1].split(","))
+            self.defines.append(_Define(m.start(), m.end(), end, params - {"", "..."}))
+            if not m.group("params") and self.view[m.end() : end].strip() == keyword:
+                self.aliases.add(m.group("name"))
+                self.alias_defines.add(m.start())
+        self._starts = [d.start for d in self.defines]
+        self._keyword = re.compile(r"\b" + re.escape(keyword) + r"\b")
+        self._words = {keyword, *self.aliases}
+
+    def keywords(self) -> Iterator[re.Match]:
+        """The keyword's and its aliases' occurrences in the view, in order.
+        With aliases, every identifier is looked up in a set: a regex of
+        the alternatives would try each one at every position (a text
+        defining thousands of aliases took time quadratic in its length)."""
+        if not self.aliases:
+            return self._keyword.finditer(self.view)
+        return (m for m in _WORD.finditer(self.view) if m.group() in self._words)
+
+    def define_at(self, pos: int) -> _Define | None:
+        """The #define whose logical line holds `pos`, or None."""
+        k = bisect.bisect_right(self._starts, pos) - 1
+        if k >= 0 and pos < self.defines[k].end:
+            return self.defines[k]
+        return None
 
 
 class _Ahead:
@@ -83,101 +166,245 @@ class _Ahead:
 
 
 class _Declarations:
-    """The lookups `_guarded_decl` makes on one masked text."""
+    """The declaration rewrite's lookups on one text. Keywords are asked
+    about in increasing order."""
 
-    def __init__(self, masked: str):
-        self.semicolon = _Ahead(masked, ";")
-        # what cannot stand in `T name[dims], ...;` (a `#`: a directive line
-        # inside the declaration, which the guarded form would cut)
-        self.stop = _Ahead(masked, "={}*&#")
+    def __init__(self, src: _Source):
+        self.src = src
+        # what ends a declaration (`;`) or cannot stand in one: a brace, a
+        # `#` (a directive line inside it, which the guarded form would cut;
+        # in a macro body a `#`/`##` operator)
+        self.end = _Ahead(src.view, ";{}#")
+
+    def extent(self, kw_end: int, define: _Define | None) -> tuple[int, int] | None:
+        """(end of the declarators, end of the text replaced) of the
+        declaration whose keyword ends at kw_end, or None. In a macro body a
+        declaration may end with the body (`#define DECL threadgroup float
+        t[N]` used as `DECL;`)."""
+        limit = define.end if define else len(self.src.view)
+        stop = self.end.at(kw_end)
+        if 0 <= stop < limit:
+            return (stop, stop + 1) if self.src.view[stop] == ";" else None
+        return (limit, limit) if define else None
+
+
+def _last_nonspace(view: str, j: int, lo: int) -> int:
+    """Index of the last non-space character in [lo, j), or lo - 1."""
+    j -= 1
+    while j >= lo and view[j].isspace():
+        j -= 1
+    return j
+
+
+def _declarator(view: str, a: int, b: int) -> tuple[int, str, list[tuple[int, int]]] | None:
+    """The declarator `name[d1][d2]...` ending view[a:b]: (where the name
+    starts, the name, the dims' texts in order), or None. Read from the end,
+    so each bound may be any expression (brackets inside it matched)."""
+    dims: list[tuple[int, int]] = []
+    j = _last_nonspace(view, b, a)
+    while j >= a and view[j] == "]":
+        depth, k = 0, j
+        while k >= a:
+            if view[k] == "]":
+                depth += 1
+            elif view[k] == "[":
+                depth -= 1
+                if depth == 0:
+                    break
+            k -= 1
+        if k < a or not view[k + 1 : j].strip():
+            return None  # unmatched, or `[]`: no size to guard
+        dims.append((k + 1, j))
+        j = _last_nonspace(view, k, a)
+    if j < a:
+        return None
+    name = word_before(view, j)[-(j - a + 1) :]
+    if not name or name[0].isdigit():
+        return None
+    return j - len(name) + 1, name, dims[::-1]
+
+
+def _plain_type(typ: str) -> bool:
+    """Whether `typ` (what precedes the first declarator) is a type alone:
+    not empty, and no pointer or reference mark, initialiser, bracket or
+    brace outside its parentheses (`__align__(16)`) and template arguments
+    (`array<float, A * B>`)."""
+    paren = angle = 0
+    for c in typ:
+        if c == "(":
+            paren += 1
+        elif c == ")":
+            paren -= 1
+        elif paren == 0 and c == "<":
+            angle += 1
+        elif paren == 0 and c == ">":
+            angle -= 1
+        elif paren == 0 and angle == 0 and c in "*&=[]{};#":
+            return False
+    return bool(typ.strip())
+
+
+def _squeeze(s: str) -> str:
+    """Whitespace runs as one blank (never none: `sizeof x`, `(unsigned int)N`)."""
+    return " ".join(s.split())
+
+
+def _one_line(s: str) -> str:
+    return s.replace("\r", " ").replace("\n", " ").strip()
+
+
+_WORD = re.compile(r"\b[A-Za-z_]\w*")
+
+
+def _shown(decl: str, params: frozenset[str]) -> str:
+    """The string literal of an array's type for messages. A macro's
+    parameter in it is stringized (`"float[" #R " * " #C "]"`), so a fault
+    shows the arguments (float[4 * 8]), not the parameters' names."""
+
+    def literal(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    pieces, at = [], 0
+    for m in _WORD.finditer(decl):
+        if m.group() in params:
+            pieces += [literal(decl[at : m.start()]), "#" + m.group()]
+            at = m.end()
+    pieces.append(literal(decl[at:]))
+    return " ".join(p for p in pieces if p != '""') or '""'
 
 
 def _guarded_decl(
-    masked: str, kw_start: int, kw_end: int, ahead: _Declarations
+    ahead: _Declarations, kw_end: int, define: _Define | None
 ) -> tuple[int, str] | None:
     """The guarded form of the declaration whose keyword (`threadgroup`,
-    `__shared__`) spans [kw_start, kw_end): (end of the statement, its
-    replacement), or None when it is not `T name[dims], name2[dims];`.
-    Keywords are asked about in increasing order (`ahead`)."""
-    semi = ahead.semicolon.at(kw_end)
-    if semi < 0:
+    `__shared__` or an alias) ends at kw_end: (end of the text it replaces,
+    the replacement), or None when it is not `T name[dims], name2[dims];`.
+    The dims may hold any expression: the typedef gives clang the bound to
+    evaluate (macros, template parameters, sizeof, casts). In a macro body
+    the array type's name is `__SIM_TGT(name)`, pasted after the macro's own
+    parameters are substituted (`#define SHARED(n, N) __shared__ float n[N];`).
+    """
+    view = ahead.src.view
+    ext = ahead.extent(kw_end, define)
+    if ext is None:
         return None
-    stop = ahead.stop.at(kw_end)
-    if 0 <= stop < semi:
-        return None
-    parts = split_top_level(masked, kw_end, semi)
-    m0 = _DECLARATOR.search(masked, parts[0][0], parts[0][1])
-    if not m0 or not masked[parts[0][0] : m0.start()].strip():
-        return None
-    typ = " ".join(masked[parts[0][0] : m0.start()].split())  # comments blanked
-    decls = [m0]
-    for a, b in parts[1:]:
-        m = _NEXT_DECLARATOR.fullmatch(masked, a, b)
-        if not m:
+    decl_end, end = ext
+    # what the declaration's text is copied from: the view has comments
+    # blanked, but literals too, so one holding a literal is copied from the
+    # text (one with a literal and a comment is left alone)
+    copy, norm = view, _squeeze
+    if "'" in view[kw_end:decl_end] or '"' in view[kw_end:decl_end]:
+        copy, norm = ahead.src.spliced, _one_line  # blanks inside a literal count
+        if "//" in copy[kw_end:decl_end] or "/*" in copy[kw_end:decl_end]:
             return None
-        decls.append(m)
+    parts = split_top_level(view, kw_end, decl_end)
+    decls = []
+    typ = ""
+    for k, (a, b) in enumerate(parts):
+        d = _declarator(view, a, b)
+        if d is None:
+            return None
+        name_start, name, dims = d
+        if k == 0:
+            if not _plain_type(view[a:name_start]):
+                return None
+            typ = norm(copy[a:name_start])
+        elif view[a:name_start].strip():
+            return None  # `, *p` or the like
+        decls.append((name, "".join("[" + norm(copy[i:j]) + "]" for i, j in dims)))
     out = []
-    for m in decls:
-        name = m.group("name")
-        dims = "".join(masked[m.start("dims") : m.end("dims")].split())
-        if "[]" in dims:
-            return None
-        shown = (typ + dims).replace("\\", "\\\\").replace('"', '\\"')
-        out.append(f'typedef {typ} __sim_tgt_{name}{dims}; __SIM_TG_BIND({name}, "{shown}");')
-    return semi + 1, " ".join(out)
+    for name, bounds in decls:
+        tname = f"__SIM_TGT({name})" if define else f"__sim_tgt_{name}"
+        shown = _shown(typ + bounds, define.params if define else frozenset())
+        out.append(f"typedef {typ} {tname}{bounds}; __SIM_TG_BIND({name}, {shown})")
+    return end, "; ".join(out) + (";" if end > decl_end else "")
 
 
-def _starts_statement(masked: str, i: int) -> bool:
-    """Whether masked[i] begins a statement (or follows a preprocessor line)."""
-    before = prev_nonspace(masked, i)
-    if before < 0 or masked[before] in ";{}":
+def _replace(ed: Edits, text: str, start: int, end: int, new: str, in_macro: bool) -> None:
+    """Replaces text[start:end] by `new`, keeping its lines: in a macro body
+    each newline stays a line splice (`\\` then newline), so the body goes on."""
+    old = text[start:end]
+    if in_macro:
+        ed.add(start, end, new + " \\\n" * old.count("\n"), "")
+    else:
+        ed.add(start, end, new, old)
+
+
+def _starts_statement(view: str, i: int, define: _Define | None = None) -> bool:
+    """Whether view[i] begins a statement (or follows a preprocessor line,
+    or begins the body of the #define `define` that holds it)."""
+    before = prev_nonspace(view, i)
+    if define is not None:
+        return before < define.body or view[before] in ";{}"
+    if before < 0 or view[before] in ";{}":
         return True
     # allow a preceding preprocessor line ("#pragma ...\n threadgroup"): only
     # blanks between the line's start and i, so its start is among them (a
     # search back to the line's start from anywhere was quadratic on a
     # long line)
-    line_start = masked.rfind("\n", before + 1, i) + 1
+    line_start = view.rfind("\n", before + 1, i) + 1
     if line_start == 0:
         return False
-    prev_line_start = masked.rfind("\n", 0, max(0, line_start - 1)) + 1
-    return masked[prev_line_start:line_start].lstrip().startswith("#")
+    prev_line_start = view.rfind("\n", 0, max(0, line_start - 1)) + 1
+    return view[prev_line_start:line_start].lstrip().startswith("#")
 
 
 _TYPE_END = re.compile(r"[<>;=\[({,*&}#]")
 
 
+def _is_pointer(view: str, kw_end: int, limit: int) -> bool:
+    """Whether the Metal declaration after a keyword declares a pointer or a
+    reference (`threadgroup float* p`): a `*` or `&` before its first
+    declarator, outside template arguments (`array<float, A * B>` is a
+    type). The scan ends at a `;`, brace or `#` line too, so that no scan
+    runs past the statement (scans from each keyword over one run of `<`
+    without a `;` were quadratic)."""
+    depth = 0
+    for t in _TYPE_END.finditer(view, kw_end, limit):
+        c = t.group()
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif c in "*&":
+            if depth <= 0:
+                return True
+        elif c in ";{}#" or (depth <= 0 and c in "=[(,"):
+            return False
+    return False
+
+
+def _keyword_site(src: _Source, kw_start: int, start: int) -> tuple[bool, _Define | None]:
+    """(whether the keyword at kw_start is a declaration's, the #define
+    holding it). `start` is where its statement would begin (before CUDA's
+    `static`/`volatile`). A keyword in a directive's head, or the body of an
+    alias (`#define TG threadgroup`), declares nothing itself."""
+    define = src.define_at(kw_start)
+    if define is not None and (kw_start < define.body or define.start in src.alias_defines):
+        return False, define
+    return _starts_statement(src.view, start, define), define
+
+
 def _rewrite_threadgroup_decls(text: str) -> str:
-    masked = mask_comments_and_strings(text)
+    src = _Source(text, "threadgroup")
+    view = src.view
     ed = Edits()
-    ahead = _Declarations(masked)
-    for m in _TG.finditer(masked):
-        if not _starts_statement(masked, m.start()):
+    ahead = _Declarations(src)
+    for m in src.keywords():
+        declares, define = _keyword_site(src, m.start(), m.start())
+        if not declares:
             continue
-        # scan the type up to the declarator; template arguments may hold
-        # commas. It ends at a `;`, brace or `#` line inside them too, so
-        # that no scan runs past the statement (scans from each keyword
-        # over one run of `<` without a `;` were quadratic)
-        depth = 0
-        pointer = False
-        for t in _TYPE_END.finditer(masked, m.end()):
-            c = t.group()
-            if c == "<":
-                depth += 1
-            elif c == ">":
-                depth -= 1
-            elif c in "*&":
-                pointer = True
-                break
-            elif c in ";{}#" or (depth == 0 and c in "=[(,"):
-                break
-        if pointer:
+        limit = define.end if define else len(view)
+        if _is_pointer(view, m.end(), limit):
             continue
-        guarded = _guarded_decl(masked, m.start(), m.end(), ahead)
+        guarded = _guarded_decl(ahead, m.end(), define)
         if guarded:
             end, new = guarded
-            ed.add(m.start(), end, new, text[m.start() : end])
-        else:
+            _replace(ed, text, m.start(), end, new, define is not None)
+        elif define is None:
             ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
+        # else: left as the macro wrote it (an initialiser, say, which Metal
+        # refuses anyway)
     return ed.apply(text)
 
 
@@ -257,9 +484,10 @@ def rewrite_cuda(text: str) -> str:
           -> typedef float __sim_tgt_tile[16][17]; __SIM_TG_BIND(tile, "float[16][17]");
     Comments and string literals are never touched.
     """
-    masked = mask_comments_and_strings(text)
+    src = _Source(text, "__shared__")
+    masked, view = src.masked, src.view
     ed = Edits()
-    ahead = _Declarations(masked)
+    ahead = _Declarations(src)
     # the spans rewritten whole, marked position by position (a search of
     # every span per keyword was quadratic)
     taken = bytearray(len(masked) + 1)
@@ -272,29 +500,28 @@ def rewrite_cuda(text: str) -> str:
         name = m.group("name")
         ed.add(m.start(), m.end(), f"{typ}* const {name} = (decltype({name}))(__sim_dyn_smem);", "")
         take(m.start(), m.end())
-    for m in _SHARED.finditer(masked):
+    for m in src.keywords():
         if taken[m.start()]:
             continue
         # `static` and `volatile` may come first: static goes, volatile joins the type
         start, qual = m.start(), ""
         while True:
-            before = prev_nonspace(masked, start)
-            word = word_before(masked, before) if before >= 0 else ""
+            before = prev_nonspace(view, start)
+            word = word_before(view, before) if before >= 0 else ""
             if word not in ("static", "volatile"):
                 break
             start = before - len(word) + 1
             qual = "volatile " if word == "volatile" else qual
-        guarded = (
-            _guarded_decl(masked, m.start(), m.end(), ahead)
-            if _starts_statement(masked, start)
-            else None
-        )
+        declares, define = _keyword_site(src, m.start(), start)
+        if define is not None and not declares:
+            continue  # the prelude makes a `__shared__` left here a plain static
+        guarded = _guarded_decl(ahead, m.end(), define) if declares else None
         if guarded:
             end, new = guarded
             new = new.replace("typedef ", "typedef " + qual) if qual else new
-            ed.add(start, end, new, text[start:end])
+            _replace(ed, text, start, end, new, define is not None)
             take(start, end)
-        else:
+        elif m.group() == "__shared__":
             ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
     for m in _STATIC_SHARED.finditer(masked):
         if not taken[m.start()]:
