@@ -154,11 +154,17 @@ def _array_out_of_bounds(R: SimResult, dialect, where: str, details: dict) -> Ke
     else:
         pos = f"at index {elem} (bound {bound})"
     if R.after:
+        # Found in the bytes between the array and its guard pages (before
+        # its start, or the alignment bytes past its end), which are checked
+        # only when the launch is over: no thread was caught in the act.
         details.pop("group")
         details.pop("thread")
+        side = "before its start" if elem < 0 else "past its end"
         return KernelFault(
             "out_of_bounds",
-            f"out-of-bounds {access} of {what} {pos}; detected after the launch",
+            f"out-of-bounds {access} of {what} {pos}, {side}; detected after the launch "
+            f"in the bytes next to the array, so which thread wrote it is not known "
+            f"(an index a few elements out of range, such as l - 1 for l == 0?)",
             details,
         )
     return KernelFault(
@@ -186,7 +192,13 @@ def _misaligned(R: SimResult, guards, dtypes, dialect, where: str, details: dict
         what = f"{role} '{name}'"
         vec = _vector_name(size, dtypes[R.buf] if R.buf < len(dtypes) else None, isz)
     else:
-        what, name, off = "memory", None, int(R.addr)
+        # not in any buffer or threadgroup array: thread-private memory (a
+        # local array cast to a vector pointer) or a stray pointer
+        what, name, off = (
+            "memory in no buffer or threadgroup array (thread-private?)",
+            None,
+            int(R.addr),
+        )
         vec = _vector_name(size, None, 0)
     details.update(buffer=name, byte_offset=off, access=access, alignment=size)
     where_off = f"at byte offset {off}" if name is not None else f"at address {off:#x}"
@@ -201,20 +213,24 @@ def _misaligned(R: SimResult, guards, dtypes, dialect, where: str, details: dict
 def _general_protection(R: SimResult, where: str, details: dict) -> KernelFault:
     """A SIGSEGV without a faulting address: a non-canonical pointer or an
     instruction the runtime could not decode."""
-    details.update(signal="SIGSEGV", address=int(R.addr))
+    details.update(signal="SIGSEGV", address=int(R.addr), buffer=None)
+    access = _access_word(R)
     if R.addr:
         garbage = _uninitialised_hint(int(R.addr))
         return KernelFault(
             "crash",
-            f"SIGSEGV in {where}: access through the invalid "
-            f"(non-canonical) address {R.addr:#x}{garbage}",
+            f"SIGSEGV in {where}: {access} through the invalid (non-canonical) address "
+            f"{R.addr:#x}, which no buffer or array holds: a pointer into nothing{garbage}",
             details,
         )
+    # The runtime decodes the faulting instruction's operand; this one it
+    # could not (a string move or a library call such as memcpy, say), so
+    # there is no address, hence no buffer or element to name.
     return KernelFault(
         "crash",
-        f"SIGSEGV in {where}: general-protection fault (a misaligned "
-        f"vector access or an invalid pointer; the instruction could "
-        f"not be decoded)",
+        f"SIGSEGV in {where}: general-protection fault in an instruction the simulator "
+        f"could not decode, so the address and the buffer are unknown (an access through "
+        f"a pointer read from uninitialised memory, or a misaligned 16-byte vector access?)",
         details,
     )
 
@@ -225,8 +241,15 @@ def _signal_crash(R: SimResult, guards, dialect, where: str, details: dict) -> K
     details.update(signal=signame, address=int(R.addr))
     extra = ""
     if R.sig in (signal.SIGSEGV, signal.SIGBUS):
+        # Not in any buffer's or threadgroup array's guard region: the
+        # address belongs to none of them, so what is named is the nearest.
+        details.update(buffer=None)
+        access = _access_word(R)
         if R.addr < 65536:
-            extra = f": null pointer dereference (address {R.addr:#x})"
+            extra = (
+                f": {access} through a null pointer (address {R.addr:#x}), which points into "
+                f"no buffer or array (a pointer never set, or a call through a null one?)"
+            )
         elif R.near_kind:
             near = _far_access(R, guards, dialect, where, details)
             if near is not None:
@@ -236,14 +259,30 @@ def _signal_crash(R: SimResult, guards, dialect, where: str, details: dict) -> K
             else:
                 nearest = _tg_array(R, dialect)[0]
             extra = (
-                f": invalid address {R.addr:#x}, {R.near_dist} bytes from the nearest buffer, "
-                f"{nearest} (element {R.elem}){_uninitialised_hint(int(R.addr))}"
+                f": {access} at address {R.addr:#x}, which no buffer or threadgroup array "
+                f"holds (the nearest, {nearest}, is {R.near_dist} bytes away); a stray "
+                f"pointer, or an index far outside a thread-private array"
+                f"{_uninitialised_hint(int(R.addr))}"
             )
             details.update(nearest=nearest, distance=int(R.near_dist))
         else:
-            extra = f": invalid address {R.addr:#x}{_uninitialised_hint(int(R.addr))}"
+            extra = (
+                f": {access} at address {R.addr:#x}, which no buffer or array holds"
+                f"{_uninitialised_hint(int(R.addr))}"
+            )
     elif R.sig == signal.SIGFPE:
-        extra = ": arithmetic exception (integer division by zero?)"
+        # x86 raises #DE (FPE_INTDIV) for INT_MIN / -1 as for a zero divisor
+        extra = {
+            1: ": integer division by zero (or the overflow INT_MIN / -1)",
+            2: ": integer overflow",
+        }.get(int(R.code), ": arithmetic exception (integer division by zero?)")
+    elif R.sig in (signal.SIGILL, signal.SIGTRAP):
+        extra = (
+            ": a trap instruction (__builtin_trap(), or one the compiler put on a path "
+            "whose behaviour is undefined)"
+        )
+    elif R.sig == signal.SIGABRT:
+        extra = ": abort() was called (a failed assert?)"
     return KernelFault("crash", f"{signame} in {where}{extra}", details)
 
 

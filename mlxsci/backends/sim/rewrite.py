@@ -19,7 +19,12 @@ What it rewrites (everything else is handled by runtime/metal_prelude.h):
   (runtime/sim_runtime.h). A declaration that is not `T name[dims], ...;`
   (an initialiser, say) becomes a plain static: `__SIM_THREADGROUP T x = v;`.
   `threadgroup float* p` (and parameters) keep the keyword, which the prelude
-  defines away.
+  defines away. A bound may be any expression (macros, template parameters,
+  sizeof, `?:`): the typedef leaves it to clang. A declaration in a #define
+  body is rewritten in place, its type named `__SIM_TGT(name)` so that a
+  macro parameter is substituted before the name is pasted; a macro that
+  stands for the keyword alone (`#define TG threadgroup`) declares as the
+  keyword does.
 
 `rewrite_cuda(text)` gives CUDA's `__shared__` declarations the same
 guarded form (see its docstring); both dialects' rewrites live here because

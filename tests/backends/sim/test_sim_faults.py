@@ -181,3 +181,71 @@ def test_index_read_from_unwritten_shared_memory_is_named(backend):
     assert e.details["buffer"] == "out" and e.details["element"] >= 0xFFFFFFFF
     out = run(backend, "idx_written", src.replace("WRITER", "0"))
     np.testing.assert_array_equal(out, np.ones(N, np.float32))
+
+
+# ------------------------------------------------------------ faults with no buffer to name
+# What the runtime cannot tie to a buffer or array says so plainly, and
+# names the thread; a write beside an array found only after the launch
+# names the array, the element and its side, and says the thread is unknown.
+NO_BUFFER = {
+    "metal": dict(
+        null="device float* p = (device float*)(ulong)(i * 0);\np[4] = 1.0f;",
+        wild="device float* p = (device float*)(0x100000000ul * 7000 + 64);\np[i] = 1.0f;",
+        trap="if (i == 3) __builtin_trap();",
+    ),
+    "cuda": dict(
+        null="float* p = (float*)(size_t)(i * 0);\np[4] = 1.0f;",
+        wild="float* p = (float*)(0x100000000ul * 7000 + 64);\np[i] = 1.0f;",
+        trap="if (i == 3) __trap();",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "case, needles",
+    [
+        (
+            "null",
+            [
+                "SIGSEGV in thread (0, 0, 0) of",
+                "write through a null pointer (address 0x10)",
+                "no buffer or array",
+            ],
+        ),
+        (
+            "wild",
+            [
+                "SIGSEGV in thread (0, 0, 0) of",
+                "which no buffer or threadgroup array holds",
+                "stray pointer",
+            ],
+        ),
+        ("trap", ["SIGILL in thread (3, 0, 0) of", "a trap instruction"]),
+    ],
+)
+@pytest.mark.slow
+def test_a_fault_in_no_buffer_says_so_and_names_the_thread(backend, case, needles):
+    w = WORDS[backend.dialect]
+    src = "\n".join([w["i"], NO_BUFFER[backend.dialect][case], f"if (i < {N}) out[i] = 1.0f;"])
+    e = run(backend, f"nobuf_{case}", src)
+    assert isinstance(e, KernelFault) and e.kind == "crash", e
+    for needle in needles:
+        assert needle in e.message, (needle, e.message)
+    if case != "trap":
+        assert e.details["buffer"] is None
+
+
+@pytest.mark.slow
+def test_a_write_beside_an_array_found_after_the_launch_names_it(backend):
+    e = run(
+        backend,
+        "tg_before_start",
+        shared_overflow(backend, -1).replace("t[l + -1]", "t[int(l) - 1]"),
+    )
+    assert isinstance(e, KernelFault) and e.kind == "out_of_bounds", e
+    word = "threadgroup" if backend.dialect == "metal" else "__shared__"
+    assert f"write of {word} array 't' (float[32]) at index -1 (bound 32), before its start" in (
+        e.message
+    )
+    assert "which thread wrote it is not known" in e.message
+    assert e.details["element"] == -1 and "thread" not in e.details
