@@ -431,3 +431,40 @@ def test_bool_vector_constants(backend):
 )
 def test_bool_vector_misuse_is_rejected(backend, misuse):
     compile_error(backend, "float4 v = float4(x[0]);\n" + misuse + "\nout[0] = 0.0f;\n")
+
+
+# simdgroup_load / simdgroup_store copy a plain tile a row at a time (vector
+# copies, issue 27); a tile whose last row runs past its buffer must still
+# fault on an element of that row past the end (a row's copy may write its
+# halves in either order), named, and its twin that stays inside must pass.
+PAST_END_BODY = """
+simdgroup_float8x8 m;
+simdgroup_load(m, X, 8, ulong2(0, ROW0));
+simdgroup_store(m, out, 8, ulong2(0, OUT_ROW0));
+"""
+
+
+@pytest.mark.parametrize(
+    "row0,out_row0,fault",
+    [
+        (0, 0, None),  # the twin: an 8x8 tile of an 8x8 input into an 8x8 output
+        (1, 0, "out-of-bounds read of input 'X' at element "),
+        (0, 1, "out-of-bounds write of output 'out' at element "),
+    ],
+)
+def test_simdgroup_tile_past_a_buffer_faults_on_that_row(backend, row0, out_row0, fault):
+    from mlxsci.kernel.spec import KernelFault
+
+    x = np.arange(64, dtype=np.float32)
+    body = PAST_END_BODY.replace("OUT_ROW0", str(out_row0)).replace("ROW0", str(row0))
+    try:
+        (out,) = run(backend, body, [x], [(64,)], [mx.float32], (32, 1, 1), (32, 1, 1),
+                     input_names=("X",), output_names=("out",))  # fmt: skip
+    except KernelFault as exc:
+        said = str(exc)
+        assert fault is not None and fault in said and "valid elements 0..63" in said, said
+        element = int(said.split(fault)[1].split()[0])
+        assert 64 <= element < 72, said  # the row past the end: elements 64..71
+        return
+    assert fault is None, "no fault"
+    np.testing.assert_array_equal(out, x)

@@ -1981,14 +1981,19 @@ template <typename T>
 inline void multiply_copies(simdgroup_matrix<T, 8, 8>& d, const simdgroup_matrix<T, 8, 8>& a,
                             const simdgroup_matrix<T, 8, 8>& b,
                             const simdgroup_matrix<T, 8, 8>& c) {
+  // Row by row, k outermost, so the eight sums of a row run side by side in vector
+  // registers (each sum still in k order): every lane of every SIMD-group computes the
+  // whole product, a fifth of a run of an hmc candidate built on these.
   T out[8][8];
-  for (int r = 0; r < 8; ++r)
-    for (int j = 0; j < 8; ++j) {
-      float acc = static_cast<float>(c.__e[r][j]);
-      for (int k = 0; k < 8; ++k)
-        acc += static_cast<float>(a.__e[r][k]) * static_cast<float>(b.__e[k][j]);
-      out[r][j] = static_cast<T>(acc);
+  for (int r = 0; r < 8; ++r) {
+    float acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = static_cast<float>(c.__e[r][j]);
+    for (int k = 0; k < 8; ++k) {
+      const float ark = static_cast<float>(a.__e[r][k]);
+      for (int j = 0; j < 8; ++j) acc[j] += ark * static_cast<float>(b.__e[k][j]);
     }
+    for (int j = 0; j < 8; ++j) out[r][j] = static_cast<T>(acc[j]);
+  }
   memcpy(d.__e, out, sizeof out);
 }
 // The multiply of a kernel that uses thread_elements(): the lanes meet at the call
@@ -2022,6 +2027,24 @@ inline ulong __simdgroup_offset(int r, int c, ulong elements_per_row, ulong2 ori
   return row * elements_per_row + col;
 }
 
+namespace __sgm {
+// The transposed copies between a tile and a matrix, element by element. Out of line:
+// inlined beside the row copies of the plain case, clang merged the two into one scalar
+// copy per element through an address select, which undid the row copies.
+template <typename T, int Cols, int Rows>
+__attribute__((noinline)) void load_transposed(T (&m)[Rows][Cols], const T* src,
+                                               ulong elements_per_row, ulong2 origin) {
+  for (int r = 0; r < Rows; ++r)
+    for (int c = 0; c < Cols; ++c) m[r][c] = src[__simdgroup_offset(r, c, elements_per_row, origin, true)];
+}
+template <typename T, int Cols, int Rows>
+__attribute__((noinline)) void store_transposed(const T (&m)[Rows][Cols], T* dst,
+                                                ulong elements_per_row, ulong2 origin) {
+  for (int r = 0; r < Rows; ++r)
+    for (int c = 0; c < Cols; ++c) dst[__simdgroup_offset(r, c, elements_per_row, origin, true)] = m[r][c];
+}
+}  // namespace __sgm
+
 // MSL 3.2 Table 6.9 (threadgroup and device memory: one overload, address spaces are not
 // modelled). T is deduced from both arguments, so a half pointer into a float matrix is
 // rejected, as Metal's declarations reject it.
@@ -2033,12 +2056,19 @@ __attribute__((noinline, convergent)) void simdgroup_load(simdgroup_matrix<T, Co
                                                           bool transpose_matrix = false) {
   const char* site = static_cast<const char*>(__builtin_return_address(0));
   __sgm::meet(site);
-  simdgroup_matrix<T, Cols, Rows> m(T(0));
-  for (int r = 0; r < Rows; ++r)
-    for (int c = 0; c < Cols; ++c)
-      m.__e[r][c] = src[__simdgroup_offset(r, c, elements_per_row, matrix_origin, transpose_matrix)];
+  T m[Rows][Cols];
+  if (!transpose_matrix) {
+    // a row at a time, as vector copies: every lane loads all 64 elements, and element
+    // by element this was a fifth of a run of an hmc candidate built on these. A read
+    // past a buffer faults at the first element past it, as element by element.
+    for (int r = 0; r < Rows; ++r)
+      memcpy(m[r], src + __simdgroup_offset(r, 0, elements_per_row, matrix_origin, false),
+             sizeof m[r]);
+  } else {
+    __sgm::load_transposed(m, src, elements_per_row, matrix_origin);
+  }
   __sgm::meet(site + 1);
-  d = m;
+  memcpy(d.__e, m, sizeof m);
 }
 
 template <typename T, int Cols, int Rows>
@@ -2050,9 +2080,13 @@ __attribute__((noinline, convergent)) void simdgroup_store(const simdgroup_matri
   const char* site = static_cast<const char*>(__builtin_return_address(0));
   const simdgroup_matrix<T, Cols, Rows>* ops[1] = {&a};
   __sgm::meet_using(site, ops, 1);  // the lanes' own elements folded in (thread_elements())
-  for (int r = 0; r < Rows; ++r)
-    for (int c = 0; c < Cols; ++c)
-      dst[__simdgroup_offset(r, c, elements_per_row, matrix_origin, transpose_matrix)] = a.__e[r][c];
+  if (!transpose_matrix) {
+    for (int r = 0; r < Rows; ++r)  // a row at a time, as simdgroup_load
+      memcpy(dst + __simdgroup_offset(r, 0, elements_per_row, matrix_origin, false), a.__e[r],
+             sizeof a.__e[r]);
+  } else {
+    __sgm::store_transposed(a.__e, dst, elements_per_row, matrix_origin);
+  }
   __sgm::meet(site + 1);
 }
 
