@@ -15,10 +15,12 @@ the share of the default limit used. To compare two versions of the code, run it
 one after the other on the same machine (PYTHONPATH=OTHER_CHECKOUT for the
 other: the worker imports the same mlxsci as its parent).
 
-Cases: the seeds of the slowest tasks at their smallest in-distribution size
-(both dialects for hmc), and two converted Metal-Sci hmc candidates from
-tests/import_metal_sci/metal_sci_candidates/ (simdgroup matrices; a
-threadgroup-tiled matrix product).
+Cases: every task's seed at its smallest in-distribution size (both
+dialects for hmc), and the converted Metal-Sci candidates of
+tests/import_metal_sci/metal_sci_candidates/ that take longest on the
+simulator at their smoke size: hmc with simdgroup matrices and with a
+threadgroup-tiled matrix product, adi3d's threadgroup Thomas solver and its
+private-array template, fft3d's SIMD radix-2.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import mlx.core as mx
 from mlxsci.evaluation.budget import DEFAULTS
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.import_metal_sci.convert import convert_source
-from mlxsci.task import load_task
+from mlxsci.task import load_task, task_names
 
 ROOT = Path(__file__).resolve().parent.parent
 METAL_SCI = ROOT / "tests" / "import_metal_sci" / "metal_sci_candidates"
@@ -43,12 +45,13 @@ METAL_SCI = ROOT / "tests" / "import_metal_sci" / "metal_sci_candidates"
 CASES = {
     "hmc-sgmatrix": ("hmc", "metal", "hmc_simdgroup_matrix.metal"),
     "hmc-tgmatrix": ("hmc", "metal", "hmc_tg_matrix_fixed_d.metal"),
-    "hmc-seed": ("hmc", "metal", None),
+    "adi3d-tgthomas": ("adi3d", "metal", "adi3d_tg_thomas.metal"),
+    "adi3d-private": ("adi3d", "metal", "adi3d_private_template.metal"),
+    "fft3d-simd": ("fft3d", "metal", "fft3d_simd_radix2.metal"),
     "hmc-seed-cuda": ("hmc", "cuda", None),
-    "fft3d-seed": ("fft3d", "metal", None),
-    "morton-seed": ("morton", "metal", None),
-    "ising-seed": ("ising", "metal", None),
 }
+# every task's Metal seed
+CASES.update({f"{t}-seed": (t, "metal", None) for t in task_names()})
 
 
 def source_of(task: str, dialect: str, file: str | None) -> tuple[str | None, str | None]:
