@@ -20,6 +20,9 @@ measurements:
   warm-up and timed run must have given its set's checked bits
   (`_unchecked_runs`, flag `unchecked_run_differs`);
 - every input's checksum before and after equal to the reference inputs';
+- on the simulator, the verified run's reads the language leaves undefined
+  (result["undefined_reads"], mlxsci.protocol.undefined_reads): named in the
+  reason of a failed size, flagged `undefined_read` on a correct one;
 - the fraction of the roofline recomputed here from the raw seconds: above
   `plausible_limit` (1.5 x (1 + noise), the noise counted 5-25 %) the size
   is `implausible` (a physics floor; the evaluation then scores 0), above
@@ -40,6 +43,7 @@ from mlxsci.evaluation.references import Reference, get_reference, verdict
 from mlxsci.evaluation.results import SizeResult
 from mlxsci.evaluation.verdicts import NOISE_FLOOR
 from mlxsci.kernel.validate import validate
+from mlxsci.protocol import undefined_reads
 from mlxsci.protocol.exchange import MAX_SCHEDULES, schedule_file
 from mlxsci.protocol.outputs import outputs_digest, same_bits, unwritten_count
 from mlxsci.roofline.ceilings import Roofline, metal_sci_ceiling
@@ -228,6 +232,16 @@ def _check_size(
         out.flags.append("race")
         problems.insert(0, race)  # the cause of any wrong result above
     out.correct = not problems
+    # The simulator's reads the language leaves undefined, in the verified
+    # run: named where the size fails (their poison is the likeliest cause,
+    # and nothing else in the verdict would say so), a flag where it passes
+    # (the value never reached an output). Only words: the worker's record
+    # decides nothing, and a malformed one is dropped.
+    undefined = undefined_reads.clean(result.get("undefined_reads"))
+    if undefined is not None:
+        out.flags.append(undefined_reads.FLAG)
+        if problems:
+            problems.append(undefined_reads.LEAD + undefined_reads.describe(undefined))
     if problems:
         out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
     _measure(out, task, size, result, roof, backend_name, device_name)

@@ -19,6 +19,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from mlxsci.protocol import undefined_reads
 from mlxsci.protocol.bounded import CUT_NOTE, Drain
 
 # How much of a worker's stderr a verdict may quote, and how much the parent
@@ -142,6 +143,12 @@ def read_result(dir_fd: int, job: dict) -> dict | None:
         return None
     if result.get("error") is not None:
         result["error"] = cut_texts(result["error"])
+    # Quoted in verdicts: kept only in the exact shape the simulator's
+    # record has (mlxsci.protocol.undefined_reads.clean), else left out.
+    if "undefined_reads" in result:
+        record = undefined_reads.clean(result.pop("undefined_reads"))
+        if record is not None:
+            result["undefined_reads"] = record
     return result
 
 

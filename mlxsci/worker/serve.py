@@ -24,7 +24,9 @@ last.npz, timed_K.npz), each timed by
 the backend's timer (mlxsci.timing.timers: CUPTI kernel activity on CUDA, the
 simulator's own clock, or chained wall clock; each waits for the run's
 results, so lazy work cannot escape it) -> two verification runs whose
-outputs are poisoned with two different sentinels -> on the simulator, the
+outputs are poisoned with two different sentinels (on the simulator, the
+first's reads the language leaves undefined go in result["undefined_reads"]:
+mlxsci.protocol.undefined_reads) -> on the simulator, the
 first verification run once more under each other schedule (run_schedules;
 races show as a difference, judged by the parent, mlxsci.evaluation.checks):
   reversed       groups, simdgroups and threads last first (forward where
@@ -306,8 +308,17 @@ def verification_runs(
     them back."""
     inputs = sets[0]
     t = time.perf_counter()
+    # What the simulator saw of reads the language leaves undefined, in the
+    # verified run alone (mlxsci.protocol.undefined_reads): the parent names
+    # them where the size fails, and flags them where it passes.
+    take_undefined = getattr(backend, "take_undefined_reads", None)
+    if take_undefined is not None:
+        take_undefined()
     launcher.init_value = SENTINEL_A
     verified = to_numpy(work.enqueue(inputs))
+    seen = take_undefined() if take_undefined is not None else None
+    if seen:
+        result["undefined_reads"] = seen
     launcher.init_value = SENTINEL_B
     second = to_numpy(work.enqueue(inputs))
     launcher.init_value = None

@@ -118,6 +118,10 @@ class SimBackend(Backend):
         # Kernels launched while this is on use their counted variants (the
         # worker's coverage run: mlxsci.worker.serve.coverage_run).
         self.count_branches = False
+        # The reads the language leaves undefined (a shuffle from an inactive
+        # lane: mlxsci.protocol.undefined_reads) of every launch since the
+        # last take_undefined_reads(): their count and the first one.
+        self.undefined_reads: dict | None = None
         if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):
             self.extra_defines = ("-DSIM_FIBER_UCONTEXT=1",)
 
@@ -165,6 +169,12 @@ class SimBackend(Backend):
                 f"kernel dialect {spec.dialect!r} does not match backend dialect {self.dialect!r}"
             )
         return SimKernel(self, spec)
+
+    def take_undefined_reads(self) -> dict | None:
+        """The undefined reads of the launches since the last call (the
+        worker calls it around the verified run), and start counting afresh."""
+        seen, self.undefined_reads = self.undefined_reads, None
+        return seen
 
     def branch_map(self, spec: KernelSpec) -> BranchMap:
         """The arms the counted variant of `spec` counts (coverage.arms_of)."""

@@ -100,7 +100,24 @@ class SimResult(ctypes.Structure):
         ("near_kind", ctypes.c_int64),
         ("near_dist", ctypes.c_int64),
         ("model_ps", ctypes.c_int64),
+        ("ub_count", ctypes.c_int64),
+        ("ub_why", ctypes.c_int64),
+        ("ub_lane", ctypes.c_int64),
+        ("ub_aux", ctypes.c_int64),
+        ("ub_group", ctypes.c_int64 * 3),
+        ("ub_thread", ctypes.c_int64 * 3),
+        ("ub_op", ctypes.c_char * 32),
     ]
+
+
+# SimResult.ub_why (sim_runtime.h, __SIM_UB_*): why the first undefined read was.
+UB_REASONS = {
+    1: "diverged",
+    2: "returned",
+    3: "absent",
+    4: "invalid_lane",
+    5: "outside_mask",
+}
 
 
 # ------------------------------------------------------------------ libc

@@ -23,6 +23,7 @@ from mlxsci.backends.sim.abi import (
     RESULT_NEED_FIBERS,
     RESULT_OK,
     SHUFFLED_SCHEDULE,
+    UB_REASONS,
     SimGuard,
     SimLaunch,
     SimResult,
@@ -39,6 +40,7 @@ from mlxsci.kernel.signature import (
     template_value,
 )
 from mlxsci.kernel.spec import KernelFault, KernelSpec
+from mlxsci.protocol import undefined_reads
 
 if TYPE_CHECKING:
     from mlxsci.backends.sim import SimBackend
@@ -278,8 +280,12 @@ class SimKernel(Kernel):
                 if before is not None:  # the launch runs again from the start
                     ctypes.memmove(self._counters(), before, len(before))
                 return "retry_with_fibers"
+            self.backend.undefined_reads = undefined_reads.merge(
+                self.backend.undefined_reads, _undefined_reads_of(R)
+            )
             if kind != RESULT_OK:
-                raise fault_of(R, bufs.guards, bufs.dtypes, self.dialect, self.backend)
+                fault = fault_of(R, bufs.guards, bufs.dtypes, self.dialect, self.backend)
+                raise _with_undefined_reads(fault, self.backend.undefined_reads)
             if self.backend.activity is not None:  # the sim timer is listening
                 # The modeled GPU time (docs/simulator-time.md), then the host's CPU time.
                 self.backend.activity.append((self.spec.name, R.model_ps * 1e-12, R.cpu_ns * 1e-9))
@@ -410,6 +416,38 @@ class _LaunchBuffers:
                 POOL.give(gb)
             else:
                 gb.free()
+
+
+def _undefined_reads_of(R: SimResult) -> dict | None:
+    """The launch's reads the language leaves undefined (the runtime's
+    ub_* fields) as an undefined_reads record, or None when it made none."""
+    if R.ub_count <= 0:
+        return None
+    return {
+        "count": int(R.ub_count),
+        "first": {
+            "op": R.ub_op.decode("ascii", "replace"),
+            "reason": UB_REASONS.get(int(R.ub_why), "diverged"),
+            "lane": int(R.ub_lane),
+            "aux": int(R.ub_aux),
+            "group": [int(x) for x in R.ub_group],
+            "thread": [int(x) for x in R.ub_thread],
+        },
+    }
+
+
+def _with_undefined_reads(fault: KernelFault, seen: dict | None) -> KernelFault:
+    """`fault`, its message followed by the undefined reads before it where
+    there were any: a poisoned lane read as an index (all ones) is the
+    likeliest cause of a fault at a wild element, and only they explain it."""
+    record = undefined_reads.clean(seen)
+    if record is None:
+        return fault
+    return KernelFault(
+        fault.kind,
+        f"{fault.message}; before it, {undefined_reads.LEAD}{undefined_reads.describe(record)}",
+        dict(fault.details, undefined_reads=record),
+    )
 
 
 def _check_slack(guards) -> None:

@@ -441,26 +441,40 @@ static int64_t __sim_cu_shfl_source(int64_t l, int64_t a, int64_t w) {
 
 // arg = the lane operand; arg2 = width in the low 32 bits, the caller's mask in
 // the high 32 bits.
-template <class T, int Kind>
+// Name::get() is the function's name, for the runtime's account of a read it
+// poisons (__sim_undefined_read).
+template <class T, int Kind, class Name>
 static void __sim_cu_r_shfl(__SimLaneIO* const* io, uint32_t mask) {
     for (int l = 0; l < 32; ++l) {
         if (!(mask & (1u << l))) continue;
         int64_t w = (int32_t)(uint32_t)io[l]->arg2;
         if (w <= 0 || w > 32) w = 32;
-        const uint32_t participants = mask & (uint32_t)((uint64_t)io[l]->arg2 >> 32);
+        const uint32_t named = (uint32_t)((uint64_t)io[l]->arg2 >> 32);
+        const uint32_t participants = mask & named;
         const int64_t src = __sim_cu_shfl_source<Kind>(l, io[l]->arg, w);
         T* out = (T*)io[l]->out;
-        if (src < 0) *out = *(const T*)io[l]->in;
-        else if (src < 32 && (participants & (1u << src))) *out = *(const T*)io[src]->in;
-        else __builtin_memset((void*)out, __SIM_POISON_BYTE, sizeof(T));
+        if (src < 0) {
+            *out = *(const T*)io[l]->in;
+        } else if (src < 32 && (participants & (1u << src))) {
+            *out = *(const T*)io[src]->in;
+        } else {
+            __builtin_memset((void*)out, __SIM_POISON_BYTE, sizeof(T));
+            // The guide's first rule is the mask; a lane it names that is not
+            // here is inactive (the runtime tells diverged, returned, absent).
+            const bool in_mask = src < 32 && (named & (1u << src));
+            __sim_undefined_read(Name::get(), (uint32_t)l, src,
+                                 in_mask ? __SIM_UB_INACTIVE : __SIM_UB_OUTSIDE_MASK,
+                                 in_mask ? 0 : (int64_t)named);
+        }
     }
 }
 #define __SIM_CU_SHFL(NAME, KIND, ARGT)                                                       \
+    struct __sim_name_##NAME { static const char* get() { return #NAME; } };                  \
     template <class T> __SIM_CU_COLLECTIVE T NAME(unsigned mask, T var, ARGT a, int width = 32) { \
         T out = var;                                                                           \
         const int64_t width_and_mask = (int64_t)(((uint64_t)mask << 32) | (uint32_t)width);    \
-        __sim_cu_wait(__SIM_CU_SITE, &__sim_cu_r_shfl<T, KIND>, &var, &out, (int64_t)a,       \
-                      width_and_mask, mask);                                                   \
+        __sim_cu_wait(__SIM_CU_SITE, &__sim_cu_r_shfl<T, KIND, __sim_name_##NAME>, &var, &out, \
+                      (int64_t)a, width_and_mask, mask);                                       \
         return out;                                                                            \
     }
 __SIM_CU_SHFL(__shfl_sync, __SIM_CU_IDX, int)

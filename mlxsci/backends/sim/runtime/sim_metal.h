@@ -118,7 +118,10 @@ template <class T> static inline void __sim_poison(T* out) {
 }
 
 // io[l]->in is T data, or T[2] {data, filling} for the *_and_fill_* functions.
-template <class T, int Kind, int W>
+// Name::get() is the function's name, for the runtime's account of a read
+// it poisons (__sim_undefined_read): simd_shuffle and simd_broadcast share
+// Kind and W but not a name.
+template <class T, int Kind, int W, class Name>
 static void __sim_r_shuffle(__SimLaneIO* const* io, uint32_t mask) {
     for (int l = 0; l < 32; ++l) {
         if (!(mask & (1u << l))) continue;
@@ -132,6 +135,9 @@ static void __sim_r_shuffle(__SimLaneIO* const* io, uint32_t mask) {
             *out = ((const T*)io[base + s.lane]->in)[s.filling ? 1 : 0];
         } else {
             __sim_poison(out);
+            const bool valid = s.lane >= 0 && s.lane < W;
+            __sim_undefined_read(Name::get(), (uint32_t)l, valid ? base + s.lane : s.lane,
+                                 valid ? __SIM_UB_INACTIVE : __SIM_UB_INVALID_LANE, valid ? 0 : W);
         }
     }
 }
@@ -236,10 +242,16 @@ struct quad_vote {
 #define __SIM_SITE __builtin_return_address(0)
 
 // ---- data movement ---------------------------------------------------------
+// The name a resolver gives the runtime for a read it poisons.
+#define __SIM_OP_NAME(NAME) \
+    struct __sim_name_##NAME { static const char* get() { return #NAME; } };
+
 #define __SIM_DEF_SHUFFLE(NAME, KIND, W, ARGT)                                        \
+    __SIM_OP_NAME(NAME)                                                                 \
     template <class T> __SIM_COLLECTIVE T NAME(T data, ARGT a) {                        \
         T out = data;                                                                   \
-        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W>, &data, &out, (int64_t)a, 0); \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W, __sim_name_##NAME>, &data, &out, \
+                        (int64_t)a, 0);                                                 \
         return out;                                                                     \
     }
 __SIM_DEF_SHUFFLE(simd_shuffle, __SIM_SH_IDX, 32, uint16_t)
@@ -259,18 +271,20 @@ __SIM_DEF_SHUFFLE(quad_broadcast, __SIM_SH_IDX, 4, uint16_t)
 #undef __SIM_DEF_SHUFFLE
 
 #define __SIM_DEF_FILL(NAME, KIND, W)                                                   \
+    __SIM_OP_NAME(NAME)                                                                 \
     template <class T> __SIM_COLLECTIVE T NAME(T data, T filling, uint16_t delta) {     \
         T pair[2] = {data, filling};                                                    \
         T out = data;                                                                   \
-        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W>, pair, &out, (int64_t)delta, 0); \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W, __sim_name_##NAME>, pair, &out, \
+                        (int64_t)delta, 0);                                             \
         return out;                                                                     \
     }                                                                                   \
     template <class T> __SIM_COLLECTIVE T NAME(T data, T filling, uint16_t delta,       \
                                                uint16_t modulo) {                      \
         T pair[2] = {data, filling};                                                    \
         T out = data;                                                                   \
-        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W>, pair, &out, (int64_t)delta, \
-                        (int64_t)modulo);                                               \
+        __sim_simd_wait(__SIM_SITE, &__sim_r_shuffle<T, KIND, W, __sim_name_##NAME>, pair, &out, \
+                        (int64_t)delta, (int64_t)modulo);                               \
         return out;                                                                     \
     }
 __SIM_DEF_FILL(simd_shuffle_and_fill_up, __SIM_SH_FILL_UP, 32)
@@ -278,6 +292,7 @@ __SIM_DEF_FILL(simd_shuffle_and_fill_down, __SIM_SH_FILL_DOWN, 32)
 __SIM_DEF_FILL(quad_shuffle_and_fill_up, __SIM_SH_FILL_UP, 4)
 __SIM_DEF_FILL(quad_shuffle_and_fill_down, __SIM_SH_FILL_DOWN, 4)
 #undef __SIM_DEF_FILL
+#undef __SIM_OP_NAME
 
 template <class T> __SIM_COLLECTIVE T simd_broadcast_first(T data) {
     T out = data;

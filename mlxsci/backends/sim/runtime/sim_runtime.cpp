@@ -177,6 +177,11 @@ struct State {
 
 State G;
 
+// The simdgroup of fibers [lo, hi) whose rendezvous is being resolved, so
+// that __sim_undefined_read can name the threads behind a resolver's lane
+// numbers; lo is -1 outside a resolver.
+int64_t g_resolve_lo = -1, g_resolve_hi = -1;
+
 // Guarded threadgroup arrays of this library (mapped once, kept for its life:
 // namespace-scope references bind to them at load time).
 const int kMaxTgArrays = 1024;
@@ -707,7 +712,10 @@ bool resolve_simdgroup(int64_t lo, int64_t hi, int pass, bool* any_deferred) {
         }
         resolved = true;
         for (int64_t i = hi - lo; i < 32; ++i) io[i] = nullptr;
+        g_resolve_lo = lo;
+        g_resolve_hi = hi;
         if (res) res(io, mask);
+        g_resolve_lo = -1;
         for (int64_t i = lo; i < hi; ++i)
             if (mask & (1u << (i - lo))) G.fibers[i].state = F_RUNNABLE;
     }
@@ -1123,6 +1131,37 @@ extern "C" __SIM_HIDDEN void __sim_misaligned(const void* p, int64_t align, int6
     siglongjmp(G.jb, 1);
 }
 
+extern "C" __SIM_HIDDEN void __sim_undefined_read(const char* op, uint32_t lane, int64_t src,
+                                                  int64_t why, int64_t aux) {
+    __SimResult* R = G.R;
+    const int64_t lo = g_resolve_lo, hi = g_resolve_hi;
+    if (!R || lo < 0) return;   // not called by a resolver: nothing to name
+    if (R->ub_count++ > 0) return;   // the first one is named; the rest counted
+    if (why == __SIM_UB_INACTIVE) {
+        // The resolver saw only that the lane is not at this call; the
+        // fibers tell why, which is what the kernel's author needs to know.
+        if (src < 0 || src >= 32 || lo + src >= hi) {
+            why = __SIM_UB_ABSENT;
+            aux = hi - lo;
+        } else if (G.fibers[lo + src].state == F_DONE) {
+            why = __SIM_UB_RETURNED;
+        } else {
+            why = __SIM_UB_DIVERGED;
+        }
+    }
+    R->ub_why = why;
+    R->ub_lane = src;
+    R->ub_aux = aux;
+    const Fiber* f = (int64_t)lane < hi - lo ? &G.fibers[lo + lane] : nullptr;
+    for (int d = 0; d < 3; ++d) {
+        R->ub_group[d] = f ? (int64_t)f->t.gid[d] : -1;
+        R->ub_thread[d] = f ? (int64_t)f->t.lid[d] : -1;
+    }
+    size_t n = 0;
+    for (; op && op[n] && n + 1 < sizeof(R->ub_op); ++n) R->ub_op[n] = op[n];
+    R->ub_op[n] = 0;
+}
+
 extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void) {
     return G.cur < 0 ? 0u : (uint32_t)(G.cur & 31);
 }
@@ -1282,6 +1321,7 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
     G.fn = thread_fn;
     G.cur = -1;
     G.nfib = 0;
+    g_resolve_lo = -1;   // a fault inside a resolver may have left it set
     for (int d = 0; d < 6; ++d) __sim_progress[d] = 0;
     const int64_t tgprod = L->tg[0] * L->tg[1] * L->tg[2];
     if (L->use_fibers) {

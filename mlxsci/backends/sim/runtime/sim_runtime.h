@@ -195,6 +195,30 @@ struct __SimResult {
     int64_t near_dist;    //   array tg_*, nearest to it (bytes away); elem is relative to it
     int64_t model_ps;     // the simulator's clock: cpu_ns as the modeled GPU's makespan
                           // (below), in picoseconds: a parallel launch can take a few ns
+    // Reads the language leaves undefined that returned poison in this launch
+    // (__sim_undefined_read), counted for every launch, a faulting one too:
+    // their poison is the likeliest cause of a wrong result or of a fault
+    // at a poisoned index, which only they can explain.
+    int64_t ub_count;
+    int64_t ub_why;       // the first one's __SIM_UB_* reason
+    int64_t ub_lane;      //   the lane it read (as the kernel named it for INVALID_LANE)
+    int64_t ub_aux;       //   ABSENT: threads in the simdgroup; INVALID_LANE: the lanes
+                          //   the operation has (32, or 4 for quad_*); OUTSIDE_MASK: the mask
+    int64_t ub_group[3];  //   the reading thread's group and its position in it
+    int64_t ub_thread[3];
+    char ub_op[32];       //   the operation's name ("simd_shuffle"), NUL-terminated
+};
+
+// Why a SIMD read is undefined (__SimResult::ub_why). A resolver passes
+// __SIM_UB_INACTIVE for a source lane that is not at the call; the runtime,
+// which knows every fiber, turns it into DIVERGED, RETURNED or ABSENT.
+enum {
+    __SIM_UB_INACTIVE = 0,
+    __SIM_UB_DIVERGED = 1,      // its thread runs other code (another branch, a barrier)
+    __SIM_UB_RETURNED = 2,      // its thread has finished (returned, or ran to its end)
+    __SIM_UB_ABSENT = 3,        // no thread has that lane (a partial simdgroup)
+    __SIM_UB_INVALID_LANE = 4,  // not a lane id of the operation at all
+    __SIM_UB_OUTSIDE_MASK = 5,  // CUDA: a lane the call's mask does not name
 };
 
 // Per-thread coordinates handed to the glue, which turns them into the
@@ -263,6 +287,13 @@ extern "C" __SIM_HIDDEN void __sim_simd_wait_need(const void* site, __SimResolve
                                                   const void* in, void* out, int64_t arg, int64_t arg2,
                                                   uint32_t need);
 extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line);
+// Called by a resolver for each lane whose result it poisons (a read the
+// language leaves undefined): `lane` the reading lane (0..31) of the
+// simdgroup being resolved, `src` the lane it read, `why` a __SIM_UB_*
+// reason, `aux` as __SimResult::ub_aux (the runtime fills ABSENT's itself).
+// Only the poison path calls it: a correct kernel pays nothing.
+extern "C" __SIM_HIDDEN void __sim_undefined_read(const char* op, uint32_t lane, int64_t src,
+                                                  int64_t why, int64_t aux);
 // A vector access through `p`, which is not `align`-aligned: ends the launch
 // with __SIM_MISALIGNED (is_write: 1, 0, or -1 unknown).
 extern "C" __SIM_HIDDEN [[noreturn]] void __sim_misaligned(const void* p, int64_t align, int64_t is_write);
