@@ -88,10 +88,12 @@ class _Source:
     `view` is the text with comments and literals blanked and the backslash
     of every line splice blanked too (offsets kept), so a declaration
     continued over lines, as in a #define, reads as one; `defines` are the
-    #define directives in order; `aliases` the names of object-like macros
-    that stand for the keyword alone (`#define TG threadgroup`), whose uses
-    are declarations as the keyword's are (a Metal `threadgroup` left in a
-    macro body is defined away: the array would be private to each thread).
+    #define directives in order; `aliases` maps the names of object-like
+    macros that stand for the keyword and maybe a type (`#define TG
+    threadgroup`, `#define TGF threadgroup float`, `#define TG2 TG`) to that
+    type: their uses are declarations as the keyword's are (a Metal
+    `threadgroup` left in a macro body is defined away: the array would be
+    private to each thread).
     """
 
     def __init__(self, text: str, keyword: str):
@@ -110,7 +112,7 @@ class _Source:
             chars[m.start() : m.end()] = " " * (m.end() - m.start())
         self.spliced = "".join(chars)
         self.defines: list[_Define] = []
-        self.aliases: set[str] = set()
+        self.aliases: dict[str, str] = {}
         self.alias_defines: set[int] = set()  # their starts
         for m in _DEFINE.finditer(self.view):
             if self.defines and m.start() < self.defines[-1].end:
@@ -126,8 +128,17 @@ class _Source:
                 end += 1
             params = frozenset(p.strip() for p in (m.group("params") or "()")[1:-1].split(","))
             self.defines.append(_Define(m.start(), m.end(), end, params - {"", "..."}))
-            if not m.group("params") and self.view[m.end() : end].strip() == keyword:
-                self.aliases.add(m.group("name"))
+            body = self.view[m.end() : end].strip()
+            first = _WORD.match(body)
+            if m.group("params") or not first:
+                continue
+            rest = body[first.end() :]
+            # a type is added once along a chain (`#define B A float` of an A
+            # holding a type is none), so no alias holds more than one body
+            # (types grown along a chain were quadratic in its length)
+            base = self.aliases.get(first.group(), "" if first.group() == keyword else None)
+            if base is not None and (not rest.strip() or (not base and _plain_type(rest))):
+                self.aliases[m.group("name")] = _squeeze(base + " " + rest)
                 self.alias_defines.add(m.start())
         self._starts = [d.start for d in self.defines]
         self._keyword = re.compile(r"\b" + re.escape(keyword) + r"\b")
@@ -188,6 +199,8 @@ class _Declarations:
         t[N]` used as `DECL;`)."""
         limit = define.end if define else len(self.src.view)
         stop = self.end.at(kw_end)
+        while define and 0 <= stop < limit and self.src.view.startswith("##", stop):
+            stop = self.end.at(stop + 2)  # a pasted name: `n##_tile`
         if 0 <= stop < limit:
             return (stop, stop + 1) if self.src.view[stop] == ";" else None
         return (limit, limit) if define else None
@@ -201,22 +214,48 @@ def _last_nonspace(view: str, j: int, lo: int) -> int:
     return j
 
 
-def _declarator(view: str, a: int, b: int) -> tuple[int, str, list[tuple[int, int]]] | None:
-    """The declarator `name[d1][d2]...` ending view[a:b]: (where the name
-    starts, the name, the dims' texts in order), or None. Read from the end,
-    so each bound may be any expression (brackets inside it matched)."""
+_ATTRIBUTE_WORDS = ("__attribute__", "__align__")
+
+
+def _match_back(view: str, j: int, a: int, open_: str, close: str) -> int:
+    """Index of the `open_` matching the `close` at view[j], not before a,
+    or a - 1."""
+    depth = 0
+    while j >= a:
+        if view[j] == close:
+            depth += 1
+        elif view[j] == open_:
+            depth -= 1
+            if depth == 0:
+                return j
+        j -= 1
+    return a - 1
+
+
+class _Declarator(NamedTuple):
+    start: int  # where its name starts
+    name: str  # `t`, or in a macro body a pasted `n##_t`
+    dims: list[tuple[int, int]]  # each bound's span, in order
+    attrs: list[tuple[int, int]]  # trailing `__attribute__((...))` / `__align__(n)` spans
+
+
+def _declarator(view: str, a: int, b: int, paste: bool) -> _Declarator | None:
+    """The declarator `name[d1][d2]... attributes` ending view[a:b], or None.
+    Read from the end, so each bound may be any expression (brackets inside
+    it matched). `paste`: in a macro body, where the name may be pasted."""
     dims: list[tuple[int, int]] = []
+    attrs: list[tuple[int, int]] = []
     j = _last_nonspace(view, b, a)
+    while j >= a and view[j] == ")" and not dims:
+        k = _match_back(view, j, a, "(", ")")
+        w = _last_nonspace(view, k, a)
+        word = word_before(view, w) if w >= a else ""
+        if k < a or word not in _ATTRIBUTE_WORDS:
+            return None
+        attrs.append((w - len(word) + 1, j + 1))
+        j = _last_nonspace(view, w - len(word) + 1, a)
     while j >= a and view[j] == "]":
-        depth, k = 0, j
-        while k >= a:
-            if view[k] == "]":
-                depth += 1
-            elif view[k] == "[":
-                depth -= 1
-                if depth == 0:
-                    break
-            k -= 1
+        k = _match_back(view, j, a, "[", "]")
         if k < a or not view[k + 1 : j].strip():
             return None  # unmatched, or `[]`: no size to guard
         dims.append((k + 1, j))
@@ -226,7 +265,18 @@ def _declarator(view: str, a: int, b: int) -> tuple[int, str, list[tuple[int, in
     name = word_before(view, j)[-(j - a + 1) :]
     if not name or name[0].isdigit():
         return None
-    return j - len(name) + 1, name, dims[::-1]
+    start = j - len(name) + 1
+    while paste:
+        k = _last_nonspace(view, start, a)
+        if k - 1 < a or view[k - 1 : k + 1] != "##":
+            break
+        w = _last_nonspace(view, k - 1, a)
+        word = word_before(view, w)[-(w - a + 1) :] if w >= a else ""
+        if not word:
+            return None
+        start = w - len(word) + 1
+        name = word + "##" + name
+    return _Declarator(start, name, dims[::-1], attrs[::-1])
 
 
 def _plain_type(typ: str) -> bool:
@@ -279,7 +329,7 @@ def _shown(decl: str, params: frozenset[str]) -> str:
 
 
 def _guarded_decl(
-    ahead: _Declarations, kw_end: int, define: _Define | None
+    ahead: _Declarations, kw_end: int, define: _Define | None, prefix: str = ""
 ) -> tuple[int, str] | None:
     """The guarded form of the declaration whose keyword (`threadgroup`,
     `__shared__` or an alias) ends at kw_end: (end of the text it replaces,
@@ -288,6 +338,9 @@ def _guarded_decl(
     evaluate (macros, template parameters, sizeof, casts). In a macro body
     the array type's name is `__SIM_TGT(name)`, pasted after the macro's own
     parameters are substituted (`#define SHARED(n, N) __shared__ float n[N];`).
+    `prefix`: the type an alias of the keyword holds (`#define TGF
+    threadgroup float`). A trailing `__attribute__((aligned(16)))` or
+    `__align__(16)` goes on the typedef, which the runtime's mapping honours.
     """
     view = ahead.src.view
     ext = ahead.extent(kw_end, define)
@@ -306,22 +359,23 @@ def _guarded_decl(
     decls = []
     typ = ""
     for k, (a, b) in enumerate(parts):
-        d = _declarator(view, a, b)
+        d = _declarator(view, a, b, define is not None)
         if d is None:
             return None
-        name_start, name, dims = d
         if k == 0:
-            if not _plain_type(view[a:name_start]):
+            if not _plain_type(prefix + " " + view[a : d.start]):
                 return None
-            typ = norm(copy[a:name_start])
-        elif view[a:name_start].strip():
+            typ = norm(prefix + " " + copy[a : d.start])
+        elif view[a : d.start].strip():
             return None  # `, *p` or the like
-        decls.append((name, "".join("[" + norm(copy[i:j]) + "]" for i, j in dims)))
+        bounds = "".join("[" + norm(copy[i:j]) + "]" for i, j in d.dims)
+        attrs = "".join(" " + norm(copy[i:j]) for i, j in d.attrs)
+        decls.append((d.name, bounds, attrs))
     out = []
-    for name, bounds in decls:
+    for name, bounds, attrs in decls:
         tname = f"__SIM_TGT({name})" if define else f"__sim_tgt_{name}"
         shown = _shown(typ + bounds, define.params if define else frozenset())
-        out.append(f"typedef {typ} {tname}{bounds}; __SIM_TG_BIND({name}, {shown})")
+        out.append(f"typedef {typ} {tname}{bounds}{attrs}; __SIM_TG_BIND({name}, {shown})")
     return end, "; ".join(out) + (";" if end > decl_end else "")
 
 
@@ -402,12 +456,13 @@ def _rewrite_threadgroup_decls(text: str) -> str:
         limit = define.end if define else len(view)
         if _is_pointer(view, m.end(), limit):
             continue
-        guarded = _guarded_decl(ahead, m.end(), define)
+        prefix = src.aliases.get(m.group(), "")
+        guarded = _guarded_decl(ahead, m.end(), define, prefix)
         if guarded:
             end, new = guarded
             _replace(ed, text, m.start(), end, new, define is not None)
-        elif define is None:
-            ed.add(m.start(), m.end(), "__SIM_THREADGROUP", "")
+        elif define is None:  # an alias's type stays
+            ed.add(m.start(), m.end(), _squeeze("__SIM_THREADGROUP " + prefix), "")
         # else: left as the macro wrote it (an initialiser, say, which Metal
         # refuses anyway)
     return ed.apply(text)
@@ -520,7 +575,8 @@ def rewrite_cuda(text: str) -> str:
         declares, define = _keyword_site(src, m.start(), start)
         if define is not None and not declares:
             continue  # the prelude makes a `__shared__` left here a plain static
-        guarded = _guarded_decl(ahead, m.end(), define) if declares else None
+        prefix = src.aliases.get(m.group(), "")
+        guarded = _guarded_decl(ahead, m.end(), define, prefix) if declares else None
         if guarded:
             end, new = guarded
             new = new.replace("typedef ", "typedef " + qual) if qual else new

@@ -79,7 +79,13 @@ FORMS = {
         None,
     ),
     "alias": ("#define TGM Q\n", "TGM float t[H * 16];", None),
+    "alias_typed": ("#define TGF Q float\n", "TGF t[H * 16];", None),
+    "alias_chain": ("#define TGM Q\n#define TGM2 TGM\n", "TGM2 float t[H * 16];", None),
+    # a pasted name: the array is `s_t`
+    "macro_pasted": ("#define SHARED(n, R, C) Q float n##_t[R * C];\n", "SHARED(s, 4, 8)", None),
+    "trailing_attribute": ("", "Q float t[(H + 2) * (W + 2)] __attribute__((aligned(16)));", None),
 }
+NAMES = {"macro_pasted": "s_t"}  # the array's name where it is not `t`
 # constants of the bounds: (H + 2) * (W + 2) == 32
 CONSTANTS = "const int H = 2, W = 6;"
 
@@ -94,6 +100,8 @@ def kernel_source(dialect: str, form: str, offset: int) -> tuple[str, str]:
         slot, other = f"t[l / 8][l % 8 + {offset}]", "t[(l + 1) % 32 / 8][(l + 1) % 8]"
     else:
         slot, other = f"t[l + {offset}]", "t[(l + 1) % 32]"
+    t = NAMES.get(form, "t")
+    slot, other = t + slot[1:], t + other[1:]
     body = "\n".join(
         [
             CONSTANTS,
@@ -138,10 +146,11 @@ def test_overflow_of_every_declaration_form_is_named(backend, form):
     assert isinstance(e, KernelFault), f"no fault: {e!r}"
     w = WORDS[backend.dialect]
     assert e.kind == "out_of_bounds", e.message
-    assert f"write of {w['array']} 't' (float[" in e.message, e.message
+    t = NAMES.get(form, "t")
+    assert f"write of {w['array']} '{t}' (float[" in e.message, e.message
     assert "at index 32 (bound 32)" in e.message, e.message
     assert f"by thread (31, 0, 0) of {w['group']} (0, 0, 0)" in e.message, e.message
-    assert (e.details["buffer"], e.details["element"]) == ("t", 32)
+    assert (e.details["buffer"], e.details["element"]) == (t, 32)
     assert e.details["thread"] == (31, 0, 0)
 
 
@@ -223,8 +232,29 @@ METAL_REWRITES = {
         "#define TG threadgroup\n"
         '{ typedef float __sim_tgt_t[2 * N]; __SIM_TG_BIND(t, "float[2 * N]"); TG float* p = t; }'
     ),
-    # a pasted name: left as written
-    "#define S(n) threadgroup float n##_t[4 * N];": "#define S(n) threadgroup float n##_t[4 * N];",
+    # a pasted name: pasted before __SIM_TGT and __SIM_TG_BIND see it
+    "#define S(n) threadgroup float n##_t[4 * N];": (
+        '#define S(n) typedef float __SIM_TGT(n##_t)[4 * N]; __SIM_TG_BIND(n##_t, "float[4 * N]");'
+    ),
+    # an alias holding a type, and an alias of an alias
+    "#define TGF threadgroup float\n{TGF t[2 * N]; TGF* p;}": (
+        "#define TGF threadgroup float\n"
+        '{typedef float __sim_tgt_t[2 * N]; __SIM_TG_BIND(t, "float[2 * N]"); TGF* p;}'
+    ),
+    "#define A threadgroup\n#define B A\n{B int c[N];}": (
+        '#define A threadgroup\n#define B A\n{typedef int __sim_tgt_c[N]; __SIM_TG_BIND(c, "int[N]");}'
+    ),
+    # a trailing alignment goes on the typedef (the runtime maps to alignof)
+    "threadgroup float t[4 * N] __attribute__((aligned(16)));": (
+        "typedef float __sim_tgt_t[4 * N] __attribute__((aligned(16))); "
+        '__SIM_TG_BIND(t, "float[4 * N]");'
+    ),
+    # still a plain static: an initialiser (refused by Metal) and a declarator
+    # followed by something not an attribute
+    "threadgroup float u[4] = {};": "__SIM_THREADGROUP float u[4] = {};",
+    "#define TGF threadgroup float\n{TGF x = 0;}": (
+        "#define TGF threadgroup float\n{__SIM_THREADGROUP float x = 0;}"
+    ),
 }
 
 CUDA_REWRITES = {
@@ -247,6 +277,12 @@ CUDA_REWRITES = {
         '#define SMEM __shared__\ntypedef float __sim_tgt_t[N * 2]; __SIM_TG_BIND(t, "float[N * 2]");'
     ),
     "extern __shared__ float smem[];": "float* const smem = (decltype(smem))(__sim_dyn_smem);",
+    "__shared__ float t[N] __align__(16);": (
+        'typedef float __sim_tgt_t[N] __align__(16); __SIM_TG_BIND(t, "float[N]");'
+    ),
+    "#define S(n) __shared__ float n##_t[4 * N];": (
+        '#define S(n) typedef float __SIM_TGT(n##_t)[4 * N]; __SIM_TG_BIND(n##_t, "float[4 * N]");'
+    ),
 }
 
 
@@ -288,13 +324,20 @@ PATHOLOGICAL = {
     "many_params": lambda n: "#define S(" + "a, " * (n // 3) + "b) threadgroup float n[a * b];\n",
     "aliases": lambda n: "".join(f"#define A{k} threadgroup\n" for k in range(n // 24)),
     "alias_uses": lambda n: "#define TG threadgroup\n" + "{TG float t[2 * N];" * (n // 20),
+    "alias_chain": lambda n: (
+        "#define A0 threadgroup\n"
+        + "".join(f"#define A{k + 1} A{k} float\n" for k in range(n // 30))
+    ),
+    "pasted_names": lambda n: "#define S(n) threadgroup float n" + " ## n" * (n // 5) + "[4];\n",
+    "attributes": lambda n: "threadgroup float t" + " __attribute__((x))" * (n // 19) + ";",
 }
 
 
 @pytest.mark.parametrize("shape", sorted(PATHOLOGICAL))
 def test_declaration_rewrite_is_linear(shape):
-    # aliases: a regex of 25,000 alternatives took 12 s on 600 kB (1.3 s on 200 kB)
-    size = 600_000 if shape == "aliases" else 200_000
+    # aliases: a regex of 25,000 alternatives took 12 s on 600 kB (1.3 s on
+    # 200 kB); alias_chain: a type grown along the chain took 2.5 s on 200 kB
+    size = 600_000 if shape in ("aliases", "alias_chain") else 200_000
     for rewrite, text in (
         (rewrite_metal, PATHOLOGICAL[shape](size)),
         (rewrite_cuda, PATHOLOGICAL[shape](size).replace("threadgroup", "__shared__")),
