@@ -346,3 +346,52 @@ def test_declaration_rewrite_is_linear(shape):
         out = rewrite(text)
         assert time.perf_counter() - t0 < 5.0, (shape, rewrite.__name__)
         assert out.count("\n") == text.count("\n")
+
+
+HELPER = """#define OFF {offset}
+template <int R>
+__device__ float stage(float v) {{
+    __shared__ float buf[R * 8];
+    int l = threadIdx.x;
+    buf[l + OFF] = v;
+    __syncthreads();
+    return buf[(l + 1) % 32];
+}}
+"""
+
+
+@needs_sim
+@pytest.mark.slow
+def test_shared_array_of_a_template_helper_in_the_header_is_guarded():
+    """CUDA only: Metal declares threadgroup memory in the kernel itself."""
+    backend = SimBackend(dialect="cuda", launch_timeout_s=20.0)
+    body = "int i = blockIdx.x * blockDim.x + threadIdx.x;\nout[i] = stage<4>(float(i) + 1.0f);"
+    results = []
+    for offset in (1, 0):
+        spec = KernelSpec(
+            f"helper_{offset}",
+            (),
+            ("out",),
+            body,
+            header=HELPER.format(offset=offset),
+            dialect="cuda",
+        )
+        try:
+            (out,) = backend.kernel(spec)(
+                inputs=[],
+                output_shapes=[(N,)],
+                output_dtypes=[mx.float32],
+                grid=(N, 1, 1),
+                threadgroup=(TG, 1, 1),
+                init_value=0,
+            )
+            results.append(np.asarray(out))
+        except KernelFault as e:
+            results.append(e)
+    e, out = results
+    assert isinstance(e, KernelFault), e
+    assert "__shared__ array 'buf' (float[R * 8]) at index 32 (bound 32) by thread (31, 0, 0)" in (
+        e.message
+    )
+    i = np.arange(N)
+    np.testing.assert_array_equal(out, (i - i % TG + (i + 1) % TG + 1).astype(np.float32))
