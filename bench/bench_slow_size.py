@@ -29,9 +29,8 @@ import argparse
 import os
 import platform
 import time
+from importlib.metadata import version
 from pathlib import Path
-
-import mlx.core as mx
 
 from mlxsci.evaluation.budget import DEFAULTS
 from mlxsci.evaluation.evaluator import evaluate
@@ -118,7 +117,7 @@ def main() -> None:
         raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
     print(
         f"<!-- {args.label or 'this checkout'}: {platform.machine()}, {os.cpu_count()} cores, "
-        f"MLX {mx.__version__}, {time.strftime('%Y-%m-%d %H:%M')} -->"
+        f"MLX {version('mlx')}, {time.strftime('%Y-%m-%d %H:%M')} -->"
     )
     print(
         "| case | size | verdict | wall s | first run | warm-up | timed | verify | schedules "
