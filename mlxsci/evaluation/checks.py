@@ -22,7 +22,10 @@ measurements:
 - every input's checksum before and after equal to the reference inputs';
 - on the simulator, the verified run's reads the language leaves undefined
   (result["undefined_reads"], mlxsci.protocol.undefined_reads): named in the
-  reason of a failed size, flagged `undefined_read` on a correct one;
+  reason of a failed size, flagged `undefined_read` on a correct one; and
+  where the outputs changed with threadgroup memory zero-filled instead of
+  poisoned (result["unwritten_threadgroup"]), memory read before it was
+  written, named likewise (flag `threadgroup_read_before_write`);
 - the fraction of the roofline recomputed here from the raw seconds: above
   `plausible_limit` (1.5 x (1 + noise), the noise counted 5-25 %) the size
   is `implausible` (a physics floor; the evaluation then scores 0), above
@@ -242,10 +245,22 @@ def _check_size(
         out.flags.append(undefined_reads.FLAG)
         if problems:
             problems.append(undefined_reads.LEAD + undefined_reads.describe(undefined))
+    # Likewise threadgroup memory read before it was written, where the
+    # worker's run with that memory zero-filled changed the outputs.
+    if undefined_reads.threadgroup_outputs_change(result.get("unwritten_threadgroup")):
+        out.flags.append(undefined_reads.THREADGROUP_FLAG)
+        if problems:
+            problems.append(undefined_reads.threadgroup_text(_dialect(job) == "cuda"))
     if problems:
         out.fail_reason = f"correctness failed at size {size.label}: " + "; ".join(problems)
     _measure(out, task, size, result, roof, backend_name, device_name)
     return out
+
+
+def _dialect(job: dict | None) -> str:
+    """The dialect the parent asked the backend for (its own job, not the worker's word)."""
+    options = (job or {}).get("backend_options")
+    return str(options.get("dialect", "metal")) if isinstance(options, dict) else "metal"
 
 
 def _run_problems(

@@ -169,3 +169,30 @@ def _fix(reason: str, cuda: bool) -> str:
 
 
 LEAD = "the kernel read values the language leaves undefined: "
+
+
+# ---- threadgroup / __shared__ memory read before it was written
+# The simulator fills that memory with poison (NaN) before each group. Where
+# the verified outputs hold a NaN, the worker runs once more with it
+# zero-filled (mlxsci.worker.serve.unwritten_threadgroup_run) and sends
+# result["unwritten_threadgroup"] = {"outputs_change": bool}: a change says
+# the NaN came from memory read before it was written.
+THREADGROUP_FLAG = "threadgroup_read_before_write"
+
+
+def threadgroup_outputs_change(record) -> bool:
+    """Whether the worker's record says the outputs changed with the other
+    fill: only a dict whose "outputs_change" is exactly True says so."""
+    return isinstance(record, dict) and record.get("outputs_change") is True
+
+
+def threadgroup_text(cuda: bool) -> str:
+    """The clause a failed size's verdict gets for it, in the dialect's words."""
+    memory, language = ("__shared__", "CUDA") if cuda else ("threadgroup", "Metal")
+    return (
+        f"the result depends on {memory} memory read before it was written in the launch "
+        f"(with that memory zero-filled instead of NaN the outputs changed); {language} "
+        "leaves such memory undefined, so a GPU may hold zeros or an earlier group's values "
+        "there by chance and the kernel may pass on one GPU and fail on another. Write every "
+        "element before any thread reads it, with a barrier between"
+    )

@@ -26,7 +26,9 @@ simulator's own clock, or chained wall clock; each waits for the run's
 results, so lazy work cannot escape it) -> two verification runs whose
 outputs are poisoned with two different sentinels (on the simulator, the
 first's reads the language leaves undefined go in result["undefined_reads"]:
-mlxsci.protocol.undefined_reads) -> on the simulator, the
+mlxsci.protocol.undefined_reads; where its outputs hold a NaN, it runs once
+more with threadgroup memory zero-filled instead of poisoned:
+unwritten_threadgroup_run) -> on the simulator, the
 first verification run once more under each other schedule (run_schedules;
 races show as a difference, judged by the parent, mlxsci.evaluation.checks):
   reversed       groups, simdgroups and threads last first (forward where
@@ -140,6 +142,35 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
         # every one when the parent compares them itself (job "every_output")
         differing.append(None if same and not job.get("every_output") else outputs)
     return records, differing
+
+
+def _has_nan(outputs: dict) -> bool:
+    return any(
+        np.issubdtype(v.dtype, np.floating) and bool(np.isnan(v).any()) for v in outputs.values()
+    )
+
+
+def unwritten_threadgroup_run(work: Work, inputs: dict, launcher, backend, verified: dict):
+    """Where the backend fills threadgroup memory with poison (the simulator:
+    NaN, SimBackend.tg_fill) and the verified outputs hold a NaN, the first
+    verification run once more with that memory zero-filled: outputs that
+    change show that the kernel read threadgroup memory before writing it,
+    which the parent names when the size fails (a NaN alone does not say
+    where it came from). Its record {"outputs_change": bool}, or None when
+    it did not run or did not complete (the verdict stands on the checked
+    runs either way). One more run, and only for outputs with a NaN."""
+    if not hasattr(backend, "tg_fill") or not _has_nan(verified):
+        return None
+    backend.tg_fill = 0x00
+    launcher.init_value = SENTINEL_A
+    try:
+        outputs = to_numpy(work.enqueue(inputs))
+    except Exception:  # noqa: BLE001 - a fault with zeros says nothing the verdict needs
+        return None
+    finally:
+        backend.tg_fill = None
+        launcher.init_value = None
+    return {"outputs_change": not same_bits(outputs, verified)}
 
 
 def coverage_run(
@@ -323,6 +354,9 @@ def verification_runs(
     second = to_numpy(work.enqueue(inputs))
     launcher.init_value = None
     result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
+    threadgroup = unwritten_threadgroup_run(work, inputs, launcher, backend, verified)
+    if threadgroup is not None:
+        result["unwritten_threadgroup"] = threadgroup
     timings["verify"] = time.perf_counter() - t
     result["phase"], t, other_orders = "schedules", time.perf_counter(), []
     if backend.reorders_threads:  # the simulator; GPUs have their own orders

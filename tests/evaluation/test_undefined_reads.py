@@ -163,3 +163,29 @@ def test_read_result_drops_a_malformed_record_and_keeps_a_good_one(tmp_path):
             assert got is not None and "undefined_reads" not in got
     finally:
         os.close(fd)
+
+
+# ---- threadgroup memory read before it was written
+def test_threadgroup_memory_read_before_written_is_named_in_the_dialects_words(tmp_path):
+    result = result_of(tmp_path, True, None)
+    result["unwritten_threadgroup"] = {"outputs_change": True}
+    roof = Roofline("sim", {"name": "test"}, [[1024, 10.0], [2**30, 10.0]], 100.0, "now")
+    for dialect, memory in (("metal", "threadgroup"), ("cuda", "__shared__")):
+        job = {"backend_options": {"dialect": dialect}}
+        res = check_size(TASK, SIZE, result, tmp_path, roof, "sim", "t", job=job)
+        assert f"; the result depends on {memory} memory read before it was written" in (
+            res.fail_reason
+        )
+        assert res.flags == ["threadgroup_read_before_write"]
+
+
+@pytest.mark.parametrize(
+    "bad", [{"outputs_change": False}, {"outputs_change": 1}, {"outputs_change": "True"}, True, []]
+)
+def test_a_threadgroup_record_other_than_exactly_true_says_nothing(tmp_path, bad):
+    result = result_of(tmp_path, True, None)
+    result["unwritten_threadgroup"] = bad
+    roof = Roofline("sim", {"name": "test"}, [[1024, 10.0], [2**30, 10.0]], 100.0, "now")
+    res = check_size(TASK, SIZE, result, tmp_path, roof, "sim", "t")
+    assert not res.correct and "memory read before it was written" not in res.fail_reason
+    assert res.flags == []

@@ -122,6 +122,10 @@ class SimBackend(Backend):
         # lane: mlxsci.protocol.undefined_reads) of every launch since the
         # last take_undefined_reads(): their count and the first one.
         self.undefined_reads: dict | None = None
+        # The byte threadgroup memory holds before each group, None for
+        # poison (NaN): the worker's run that tells whether a kernel read it
+        # before writing it sets another (mlxsci.worker.serve).
+        self.tg_fill: int | None = None
         if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):
             self.extra_defines = ("-DSIM_FIBER_UCONTEXT=1",)
 

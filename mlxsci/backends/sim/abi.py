@@ -71,6 +71,7 @@ class SimLaunch(ctypes.Structure):
         ("kernel", ctypes.c_char_p),
         ("schedule", ctypes.c_int64),
         ("schedule_seed", ctypes.c_uint64),
+        ("tg_fill", ctypes.c_int64),
     ]
 
 

@@ -379,6 +379,8 @@ class SimKernel(Kernel):
         L.schedule = self.backend.schedule
         if L.schedule == SHUFFLED_SCHEDULE:
             L.schedule_seed = next_schedule_seed(self.backend)
+        fill = self.backend.tg_fill
+        L.tg_fill = 0 if fill is None else 0x100 | (int(fill) & 0xFF)
         return L
 
     @staticmethod

@@ -105,6 +105,9 @@ def test_a_shuffle_in_one_arm_of_a_ternary_is_named(dialect):
     assert "500 such reads in that run" in reason  # every odd lane of 1000
     assert "before the branch" in reason  # what to do about it
     assert "undefined_read" in size.flags
+    # the NaN is the shuffle's: zero-filled threadgroup memory changes nothing
+    assert "memory read before it was written" not in reason
+    assert "threadgroup_read_before_write" not in size.flags
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
@@ -186,6 +189,40 @@ def test_a_fault_at_a_poisoned_index_names_the_read_before_it():
     assert not ev.correct
     assert "out-of-bounds read" in ev.fail_reason, ev.fail_reason
     assert "; before it, " + LEAD + "simd_shuffle by thread (1, 0, 0)" in ev.fail_reason
+
+
+# ------------------------------------------- threadgroup memory read before it is written
+# An accumulator in threadgroup memory never set to zero: right where the
+# memory happens to hold zeros, NaN on the simulator (poison).
+ACCUMULATE = {
+    "metal": "threadgroup float acc[256];\nuint l = thread_position_in_threadgroup.x;\n"
+    "{init}acc[l] += x[i];\nfloat xv = acc[l];\n",
+    "cuda": "__shared__ float acc[256];\nuint32_t l = threadIdx.x;\n"
+    "{init}acc[l] += x[i];\nfloat xv = acc[l];\n",
+}
+
+
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+def test_threadgroup_memory_read_before_it_is_written_is_named(dialect):
+    body = ACCUMULATE[dialect].replace("{init}", "")
+    ev, size = judge(HEAD[dialect] + body + TAIL[dialect], dialect)
+    assert not ev.correct
+    memory, language = ("threadgroup", "Metal") if dialect == "metal" else ("__shared__", "CUDA")
+    assert ev.fail_reason.startswith("correctness failed at size 1000: max_abs=inf")
+    assert (
+        f"; the result depends on {memory} memory read before it was written in the launch "
+        "(with that memory zero-filled instead of NaN the outputs changed); "
+        f"{language} leaves such memory undefined"
+    ) in ev.fail_reason, ev.fail_reason
+    assert size.flags == ["threadgroup_read_before_write"]
+
+
+@pytest.mark.parametrize("dialect", ["metal", "cuda"])
+def test_its_twin_that_zeroes_the_accumulator_passes_unflagged(dialect):
+    body = ACCUMULATE[dialect].replace("{init}", "acc[l] = 0.0f;\n")
+    ev, size = judge(HEAD[dialect] + body + TAIL[dialect], dialect)
+    assert ev.correct, ev.fail_reason
+    assert size.flags == []
 
 
 # ---------------------------------------------------------------- the runtime's record

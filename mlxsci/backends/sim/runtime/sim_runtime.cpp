@@ -1087,8 +1087,10 @@ extern "C" __SIM_HIDDEN int64_t __sim_tg_bytes(const __SimTgArray* first, const 
 }
 
 extern "C" __SIM_HIDDEN void __sim_tg_fill(char* tgmem, int64_t tgsize) {
-    if (tgsize) memset(tgmem, __SIM_POISON_BYTE, (size_t)tgsize);
-    for (int i = 0; i < g_ntg; ++i) memset(g_tg[i]->ptr, __SIM_POISON_BYTE, (size_t)g_tg[i]->nbytes);
+    const __SimLaunch* L = G.L;
+    const int b = L && (L->tg_fill & 0x100) ? (int)(L->tg_fill & 0xFF) : __SIM_POISON_BYTE;
+    if (tgsize) memset(tgmem, b, (size_t)tgsize);
+    for (int i = 0; i < g_ntg; ++i) memset(g_tg[i]->ptr, b, (size_t)g_tg[i]->nbytes);
 }
 
 // ------------------------------------------------------------------ kernel-facing API

@@ -129,6 +129,11 @@ struct __SimLaunch {
     // The shuffled schedule's seed: one seed, one order (groups, threads,
     // and the fibers' interleaving at every scheduling round).
     uint64_t schedule_seed;
+    // What threadgroup memory holds before each group: 0 poison
+    // (__SIM_POISON_BYTE), else 0x100 | the byte. A run with another fill
+    // whose outputs differ shows that the kernel read that memory before it
+    // wrote it (mlxsci.worker.serve.unwritten_threadgroup_run).
+    int64_t tg_fill;
 };
 
 enum {
