@@ -1952,6 +1952,9 @@ void rebuild(__SimLaneIO* const* io, uint32_t mask) {
       const bool here = mask & (1u << l);
       whole[r][c] = here ? operand(l)->__e[r][c] : static_cast<T>(__builtin_nanf(""));
       whole[r][c + 1] = here ? operand(l)->__e[r][c + 1] : static_cast<T>(__builtin_nanf(""));
+      // a lane that is not there: the runtime's account of the read it poisons (the
+      // first lane here reads it, as every lane here does), named in the verdict
+      if (!here) __sim_undefined_read("thread_elements", uint32_t(first), l, __SIM_UB_INACTIVE, 0);
     }
     for (int l = 0; l < 32; ++l)
       if (mask & (1u << l)) memcpy(operand(l)->__e, whole, sizeof whole);
