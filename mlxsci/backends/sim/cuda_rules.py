@@ -11,6 +11,10 @@ messages are NVRTC's):
   host        a function explicitly marked `__host__` alone is rejected in JIT mode
   undefined   math.h's M_* constants and Metal's scalar type names (uint, ...)
               are not defined
+  shared      a `__shared__` variable has no initializer (CUDA C++ Programming
+              Guide, __shared__: "__shared__ variables cannot have an
+              initialization as part of their declaration"); clang-as-C++
+              would initialise it once per launch, not per block
 Lambdas are legal CUDA device code and are not checked.
 """
 
@@ -18,7 +22,14 @@ from __future__ import annotations
 
 import re
 
-from mlxsci.backends.sim.language_tokens import Token, Violation, code_only, first_error, tokenize
+from mlxsci.backends.sim.language_tokens import (
+    Token,
+    Violation,
+    close_bracket,
+    code_only,
+    first_error,
+    tokenize,
+)
 from mlxsci.backends.sim.source_scan import mask_comments_and_strings
 from mlxsci.kernel.spec import CompileError
 
@@ -196,6 +207,37 @@ def _cuda_host_functions(toks: list[Token]) -> list[Violation]:
     return out
 
 
+def _cuda_shared_initializers(toks: list[Token]) -> list[Violation]:
+    """`__shared__ float s[4] = {0};`, `__shared__ int n{};`: the `=` or
+    brace after the declarator, before the `;` that ends the declaration
+    (the brackets of bounds and the parentheses of `__align__(16)` skipped)."""
+    out = []
+    for k, tok in enumerate(toks):
+        if tok.text != "__shared__":
+            continue
+        j = k + 1
+        while j < len(toks):
+            t = toks[j].text
+            if t in ("(", "["):
+                j = close_bracket(toks, j) + 1
+                continue
+            if t == "=" or (t == "{" and (toks[j - 1].is_ident or toks[j - 1].text == "]")):
+                out.append(
+                    Violation(
+                        toks[j].pos,
+                        "initializer not allowed for __shared__ variable: shared memory "
+                        "is undefined when a block starts (CUDA C++ Programming Guide); "
+                        "declare it without one, have the threads write it, then "
+                        "__syncthreads()",
+                    )
+                )
+            # another `__shared__` scans on from there: each token is read once
+            if t in ("=", "{", ";", "}", "__shared__"):
+                break
+            j += 1
+    return out
+
+
 def _cuda_undefined_names(toks: list[Token], masked_with_directives: str) -> list[Violation]:
     defined = _defined_names(masked_with_directives)
     out = []
@@ -236,5 +278,6 @@ def check_cuda(text: str, regions, source_file: str = "<candidate>") -> CompileE
         + _cuda_std_names(toks)
         + _cuda_host_functions(toks)
         + _cuda_undefined_names(toks, masked)
+        + _cuda_shared_initializers(toks)
     )
     return first_error(violations, text, regions, source_file)

@@ -279,9 +279,31 @@ class DeclarationRules:
             var = self._var_of(specs, type_word, marks, rest, default_space)
             if check_init and name is not None and var.kind == "pointer" and var.space is not None:
                 self.expressions.check_initializer(name, var, rest)
+            if check_init and name is not None and var.kind in ("value", "array"):
+                self._check_threadgroup_initializer(specs, name, rest)
             if record and name is not None:
                 self.names.bind(name.text, var)
         return decls
+
+    def _check_threadgroup_initializer(self, specs, name: Token, rest: list[Token]) -> None:
+        """A threadgroup variable (not a pointer or reference to one) with an
+        initializer. Threadgroup memory is allocated for each threadgroup
+        and holds nothing defined when the group starts (MSL 4.4), so
+        Apple's compiler refuses `threadgroup float t[32] = {0};`; clang-
+        as-C++ would accept it and initialise the array once per launch."""
+        if not any(t.text == "threadgroup" for t in specs):
+            return
+        k = 0
+        while k < len(rest) and rest[k].text == "[":  # the bounds (or [[attributes]])
+            k = close_bracket(rest, k) + 1
+        if k < len(rest) and rest[k].text in ("=", "{", "("):
+            self.names.flag(
+                rest[k],
+                f"threadgroup variables cannot be initialized: '{name.text}' has an "
+                f"initializer (MSL 4.4: threadgroup memory is allocated per threadgroup "
+                f"and undefined when it starts); declare it without one, have the "
+                f"threads write it, then threadgroup_barrier(mem_flags::mem_threadgroup)",
+            )
 
     def _var_of(self, specs, type_word, marks, rest, default_space) -> Var:
         space = next((t.text for t in specs if t.text in ADDRESS_SPACES), None)

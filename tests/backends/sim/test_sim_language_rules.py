@@ -176,6 +176,36 @@ def test_metal_cast_from_threadgroup_to_device_is_rejected(metal):
     np.testing.assert_array_equal(out, X.reshape(2, 32)[:, ::-1].reshape(-1))
 
 
+# -- threadgroup variables have no initializer (MSL 4.4) --
+# One group's sum, written by lane 0 after it zeroed the accumulator: the
+# initialised twin declares `= 0.0f` (or a brace) where the correct one writes.
+TG_SUM = (
+    "uint l = thread_position_in_threadgroup.x;\n"
+    "threadgroup float acc[1]{init};\n"
+    "{zero}threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    "if (l == 0) for (uint k = 0; k < 32; ++k) acc[0] += x[thread_position_in_grid.x + k];\n"
+    "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    "out[thread_position_in_grid.x] = acc[0];\n"
+)
+GROUP_SUMS = np.repeat(X.reshape(2, 32).sum(axis=1), 32)
+
+
+@pytest.mark.parametrize("init", [" = {0.0f}", "{}"])
+def test_metal_threadgroup_initializer_is_rejected_and_a_written_twin_runs(metal, init):
+    e = rejected(metal, TG_SUM.format(init=init, zero=""))
+    assert "threadgroup variables cannot be initialized" in e.message, e
+    assert "'acc'" in e.message and e.line == BODY_LINE + 1, e
+    out = run(metal, TG_SUM.format(init="", zero="if (l == 0) acc[0] = 0.0f;\n"))
+    np.testing.assert_array_equal(out, GROUP_SUMS)
+
+
+def test_metal_threadgroup_pointer_with_an_initializer_is_fine():
+    # A pointer into threadgroup memory lives in the thread: it may be initialised.
+    body = "threadgroup float t[4];\nthreadgroup float* p = &t[1];\nthreadgroup float& r = t[2];\n"
+    code = "kernel void k() {\n" + body + "}\n"
+    assert language_rules.check_metal(code, []) is None
+
+
 def test_metal_small_input_is_a_constant_pointer(metal):
     # MLX passes an input of fewer than 8 elements as `const constant T*`: a
     # pointer to it declared `device` does not compile on a Mac.
@@ -319,6 +349,26 @@ def test_cuda_names_the_candidate_defines_run(cuda):
 def test_cuda_lambdas_are_allowed(cuda):
     out = run(cuda, CTID + "auto sq = [](float v) { return v * v; };\nout[i] = sq(x[i]);\n")
     np.testing.assert_array_equal(out, X * X)
+
+
+# -- __shared__ variables have no initializer --
+CTG_SUM = (
+    "int l = threadIdx.x;\n"
+    "__shared__ float acc[1]{init};\n"
+    "{zero}__syncthreads();\n"
+    "if (l == 0) for (int k = 0; k < 32; ++k) acc[0] += x[blockIdx.x * 32 + k];\n"
+    "__syncthreads();\n"
+    "out[blockIdx.x * 32 + l] = acc[0];\n"
+)
+
+
+@pytest.mark.parametrize("init", [" = {0.0f}", "{}"])
+def test_cuda_shared_initializer_is_rejected_and_a_written_twin_runs(cuda, init):
+    e = rejected(cuda, CTG_SUM.format(init=init, zero=""))
+    assert "initializer not allowed for __shared__ variable" in e.message, e
+    assert e.line == BODY_LINE + 1, e
+    out = run(cuda, CTG_SUM.format(init="", zero="if (l == 0) acc[0] = 0.0f;\n"))
+    np.testing.assert_array_equal(out, GROUP_SUMS)
 
 
 # ================================================================== seeds
