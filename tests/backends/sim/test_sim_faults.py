@@ -48,18 +48,18 @@ WORDS = {
 }
 
 
-def run(backend, name, source):
+def run(backend, name, source, n=N):
     """The first fault in two launches (guarded buffers alternate placement),
-    or the output."""
+    or the output; `n` threads, groups of TG."""
     k = backend.kernel(KernelSpec(name, (), ("out",), source, dialect=backend.dialect))
     out = None
     for _ in range(2):
         try:
             (out,) = k(
                 inputs=[],
-                output_shapes=[(N,)],
+                output_shapes=[(n,)],
                 output_dtypes=[mx.float32],
-                grid=(N, 1, 1),
+                grid=(n, 1, 1),
                 threadgroup=(TG, 1, 1),
                 init_value=0,
             )
@@ -235,17 +235,71 @@ def test_a_fault_in_no_buffer_says_so_and_names_the_thread(backend, case, needle
         assert e.details["buffer"] is None
 
 
-@pytest.mark.slow
-def test_a_write_beside_an_array_found_after_the_launch_names_it(backend):
-    e = run(
-        backend,
-        "tg_before_start",
-        shared_overflow(backend, -1).replace("t[l + -1]", "t[int(l) - 1]"),
+def before_start(backend, access):
+    """Thread 0 of each group writes or reads t[-1]: the slack before the
+    array where it is end-aligned, the guard page where it is start-aligned
+    (placements alternate from group to group, and a launch's first group
+    from launch to launch)."""
+    w = WORDS[backend.dialect]
+    use = "t[int(l) - 1] = 1.0f;" if access == "write" else "out[i] = t[int(l) - 1];"
+    return "\n".join(
+        [w["shared"], w["l"], w["i"], "t[l] = 1.0f;", w["sync"], "out[i] = t[l];", use]
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("access", ["write", "read"])
+def test_an_access_just_before_an_array_faults_live_and_names_the_thread(backend, access):
+    # Before: the read returned the slack's garbage, the write was found only
+    # after the launch, with no thread named.
+    e = run(backend, f"tg_before_start_{access}", before_start(backend, access))
     assert isinstance(e, KernelFault) and e.kind == "out_of_bounds", e
     word = "threadgroup" if backend.dialect == "metal" else "__shared__"
-    assert f"write of {word} array 't' (float[32]) at index -1 (bound 32), before its start" in (
+    group = WORDS[backend.dialect]["group"]
+    assert (
+        f"{access} of {word} array 't' (float[32]) at index -1 (bound 32) "
+        f"by thread (0, 0, 0) of {group} (1, 0, 0)"
+    ) in e.message, e.message
+    assert e.details["element"] == -1 and e.details["thread"] == (0, 0, 0)
+
+
+@pytest.mark.slow
+def test_an_access_just_before_the_array_of_a_one_group_launch_faults_in_the_next(backend):
+    # One group a launch: the placement alternates between launches instead.
+    e = run(backend, "tg_before_start_one_group", before_start(backend, "read"), n=TG)
+    assert isinstance(e, KernelFault) and e.kind == "out_of_bounds", e
+    group = WORDS[backend.dialect]["group"]
+    assert f"at index -1 (bound 32) by thread (0, 0, 0) of {group} (0, 0, 0)" in e.message
+
+
+@pytest.mark.slow
+def test_an_array_accessed_within_its_bounds_by_every_group_passes(backend):
+    w = WORDS[backend.dialect]
+    src = "\n".join(
+        [w["shared"], w["l"], w["i"], "t[l] = float(i);", w["sync"], "out[i] = t[31 - l];"]
+    )
+    for n in (N, TG):  # both placements in one launch, and one per launch
+        out = run(backend, f"tg_within_{n}", src, n=n)
+        assert isinstance(out, np.ndarray), out
+        i = np.arange(n)
+        np.testing.assert_array_equal(out, (i - i % TG + 31 - i % TG).astype(np.float32))
+
+
+@pytest.mark.slow
+def test_a_write_in_the_alignment_slack_is_found_after_the_launch(backend):
+    # float[30] is 120 bytes; end-aligned to 16 it leaves 8 bytes past its end
+    # before the guard page, where t[30] lands: found after the launch, named
+    # without a thread (the one case of a write beside an array still so).
+    w = WORDS[backend.dialect]
+    decl = w["shared"].replace("[32]", "[30]")
+    src = "\n".join(
+        [decl, w["l"], w["i"], "if (l < 30) t[l + 1] = 1.0f;", w["sync"], "out[i] = 0.0f;"]
+    )
+    e = run(backend, "tg_alignment_slack", src)
+    assert isinstance(e, KernelFault) and e.kind == "out_of_bounds", e
+    word = "threadgroup" if backend.dialect == "metal" else "__shared__"
+    assert f"write of {word} array 't' (float[30]) at index 30 (bound 30), past its end" in (
         e.message
     )
     assert "which thread wrote it is not known" in e.message
-    assert e.details["element"] == -1 and "thread" not in e.details
+    assert e.details["element"] == 30 and "thread" not in e.details

@@ -189,15 +189,36 @@ __SimTgArray* g_tg[kMaxTgArrays];
 int g_ntg;
 const int64_t kTgGuardBytes = (int64_t)1 << 30;   // PROT_NONE each side: address space only
 
-// The first byte of `a`'s slack (outside [ptr, ptr + nbytes) but inside its
-// read-write pages) that is no longer the garbage pattern, or null.
-char* tg_slack_violation(const __SimTgArray* a) {
-    char* data = a->lo + kTgGuardBytes;
-    char* end = a->hi - kTgGuardBytes;
-    for (char* p = data; p < a->ptr; ++p)
-        if ((unsigned char)*p != __SIM_GARBAGE_BYTE) return p;
-    for (char* p = a->ptr + a->nbytes; p < end; ++p)
-        if ((unsigned char)*p != __SIM_GARBAGE_BYTE) return p;
+// Set while __sim_tg_register maps the records: an array mapped then is
+// bound inside a function (its reference re-read at every entry), so it may
+// move; one mapped earlier was bound at load (a namespace-scope reference).
+bool g_tg_registering;
+// The placement the next group's arrays take (true: start-aligned), and the
+// launches so far, whose parity gives each launch's first group its own.
+bool g_tg_start_next;
+uint64_t g_tg_launches;
+
+// The read-write bytes of one placement's region of `a`: [*lo, *hi).
+void tg_region(const __SimTgArray* a, bool start, char** lo, char** hi) {
+    const int64_t data = (a->hi - a->lo - 3 * kTgGuardBytes) / 2;
+    *lo = a->lo + kTgGuardBytes + (start ? kTgGuardBytes + data : 0);
+    *hi = *lo + data;
+}
+
+// The first byte of `a`'s slack (outside the array at either placement but
+// inside its read-write pages) that is no longer the garbage pattern, or
+// null; *at is then the array's first byte at that placement (what the
+// element is counted from).
+char* tg_slack_violation(const __SimTgArray* a, char** at) {
+    for (int start = 0; start < 2; ++start) {
+        char *lo, *hi;
+        tg_region(a, start, &lo, &hi);
+        *at = start ? a->ptr_start : a->ptr_end;
+        for (char* p = lo; p < *at; ++p)
+            if ((unsigned char)*p != __SIM_GARBAGE_BYTE) return p;
+        for (char* p = *at + a->nbytes; p < hi; ++p)
+            if ((unsigned char)*p != __SIM_GARBAGE_BYTE) return p;
+    }
     return nullptr;
 }
 
@@ -1045,7 +1066,7 @@ extern "C" __SIM_HIDDEN char* __sim_tg_alloc(__SimTgArray* a) {
     int64_t align = a->align > 16 ? a->align : 16;
     int64_t n = a->nbytes > 0 ? a->nbytes : 1;
     int64_t data = (n + align + page - 1) / page * page;
-    size_t total = (size_t)(2 * kTgGuardBytes + data);
+    size_t total = (size_t)(3 * kTgGuardBytes + 2 * data);
     void* m = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
         // Out of address space: an unguarded array still lets the kernel run.
@@ -1058,26 +1079,42 @@ extern "C" __SIM_HIDDEN char* __sim_tg_alloc(__SimTgArray* a) {
         return a->ptr;
     }
     char* lo = (char*)m;
-    mprotect(lo + kTgGuardBytes, (size_t)data, PROT_READ | PROT_WRITE);
-    memset(lo + kTgGuardBytes, __SIM_GARBAGE_BYTE, (size_t)data);
     a->lo = lo;
     a->hi = lo + total;
+    char *end_lo, *end_hi, *start_lo, *start_hi;
+    tg_region(a, false, &end_lo, &end_hi);
+    tg_region(a, true, &start_lo, &start_hi);
+    char* regions[2] = {end_lo, start_lo};
+    for (char* r : regions) {
+        mprotect(r, (size_t)data, PROT_READ | PROT_WRITE);
+        memset(r, __SIM_GARBAGE_BYTE, (size_t)data);
+    }
     // End-aligned (to the array's alignment, at least 16 as the old statics
-    // were): index `bound` is the first byte of the guard pages.
-    uintptr_t end = (uintptr_t)(lo + kTgGuardBytes + data);
-    a->ptr = (char*)((end - (uintptr_t)a->nbytes) & ~(uintptr_t)(align - 1));
+    // were): index `bound` is the first byte of the guard pages. Start-aligned:
+    // the region's first byte (page-aligned), so index -1 is in the guard.
+    a->ptr_end = (char*)(((uintptr_t)end_hi - (uintptr_t)a->nbytes) & ~(uintptr_t)(align - 1));
+    a->ptr_start = start_lo;
+    a->movable = g_tg_registering ? 1 : 0;
+    a->ptr = a->ptr_end;
     if (g_ntg < kMaxTgArrays) g_tg[g_ntg++] = a;
     return a->ptr;
 }
 
 extern "C" __SIM_HIDDEN void __sim_tg_register(__SimTgArray* first, __SimTgArray* last) {
+    g_tg_registering = true;
     for (__SimTgArray* a = first; a && a < last; ++a) __sim_tg_alloc(a);
+    g_tg_registering = false;
     // Slack written by an earlier (faulty) launch must not be reported again.
     for (int i = 0; i < g_ntg; ++i) {
-        __SimTgArray* a = g_tg[i];
-        char* data = a->lo + kTgGuardBytes;
-        memset(data, __SIM_GARBAGE_BYTE, (size_t)(a->hi - kTgGuardBytes - data));
+        for (int start = 0; start < 2; ++start) {
+            char *lo, *hi;
+            tg_region(g_tg[i], start, &lo, &hi);
+            memset(lo, __SIM_GARBAGE_BYTE, (size_t)(hi - lo));
+        }
     }
+    // Odd launches start start-aligned: a launch of one group still
+    // alternates from launch to launch.
+    g_tg_start_next = (g_tg_launches++ & 1) != 0;
 }
 
 extern "C" __SIM_HIDDEN int64_t __sim_tg_bytes(const __SimTgArray* first, const __SimTgArray* last) {
@@ -1090,7 +1127,15 @@ extern "C" __SIM_HIDDEN void __sim_tg_fill(char* tgmem, int64_t tgsize) {
     const __SimLaunch* L = G.L;
     const int b = L && (L->tg_fill & 0x100) ? (int)(L->tg_fill & 0xFF) : __SIM_POISON_BYTE;
     if (tgsize) memset(tgmem, b, (size_t)tgsize);
-    for (int i = 0; i < g_ntg; ++i) memset(g_tg[i]->ptr, b, (size_t)g_tg[i]->nbytes);
+    // This group's placement: the refill writes only the array's bytes at it,
+    // as before, so the other placement's region stays garbage throughout.
+    const bool start = g_tg_start_next;
+    g_tg_start_next = !start;
+    for (int i = 0; i < g_ntg; ++i) {
+        __SimTgArray* a = g_tg[i];
+        if (a->movable) a->ptr = start ? a->ptr_start : a->ptr_end;
+        memset(a->ptr, b, (size_t)a->nbytes);
+    }
 }
 
 // ------------------------------------------------------------------ kernel-facing API
@@ -1392,12 +1437,17 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
         R->model_ps = clock_model_ps(R->cpu_ns);
         G.active = 0;
         R->kind = __SIM_OK;
-        // A write just outside an array's bound that stayed inside its pages
-        // (before the start, or the few bytes of alignment past the end).
+        // A write just outside an array's bound that stayed inside its pages:
+        // the few bytes of alignment past the end (end-aligned), past the end
+        // in the start-aligned region, or before the start of an array bound
+        // at load (it never moves). One that faulted live ended the launch.
         for (int i = 0; i < g_ntg; ++i) {
-            char* bad = tg_slack_violation(g_tg[i]);
+            char* at;
+            char* bad = tg_slack_violation(g_tg[i], &at);
             if (bad) {
-                set_tg_fault(R, g_tg[i], (uintptr_t)bad);
+                __SimTgArray placed = *g_tg[i];   // counted from where it was written
+                placed.ptr = at;
+                set_tg_fault(R, &placed, (uintptr_t)bad);
                 R->is_write = 1;
                 R->after = 1;
                 break;

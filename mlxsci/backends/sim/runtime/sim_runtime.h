@@ -15,7 +15,8 @@
 // `threadgroup float tile[18][18];` into
 // `typedef float __sim_tgt_tile[18][18]; __SIM_TG_BIND(tile, "float[18][18]");`:
 // `tile` becomes a reference to an array the runtime maps between PROT_NONE
-// guard pages, end-aligned, so an index past the bound faults and the fault
+// guard pages, end-aligned or start-aligned by turns (__SimTgArray), so an
+// index past the bound or before 0 faults and the fault
 // handler names the array (a plain static would overflow silently into the
 // runtime's own state). Threadgroups run one after another, so one instance
 // is shared by all fibers of the running group; the runtime refills it with
@@ -46,6 +47,17 @@ struct __SimTgArray {
     char* ptr;            // first byte; 0 until the runtime maps it
     char* lo;             // the whole mapping, guard pages included
     char* hi;
+    // Two placements in that mapping, [guard | A | guard | B | guard]: the
+    // array end-aligned in A (index `bound` faults) and start-aligned in B
+    // (index -1 faults). `ptr` alternates between them from one group to
+    // the next (and the first group's from launch to launch), so an access
+    // just past either end faults live, with its thread, within two groups.
+    // Only arrays bound inside a function move: a namespace-scope reference
+    // (CUDA `__shared__` at file scope) binds once at load, so it stays at
+    // ptr_end (`movable` 0).
+    char* ptr_end;
+    char* ptr_start;
+    int64_t movable;
 };
 
 template <class T> struct __sim_tg_base { typedef T type; };
