@@ -75,13 +75,13 @@ _SHN_LORESERVE, _SHN_COMMON = 0xFF00, 0xFFF2
 # Writable data a kernel object may define: the runtime's own. The threadgroup
 # statics and the records of guarded threadgroup arrays (sim_runtime.h: the
 # runtime refills them before each group, so nothing written there outlives
-# a group), the preludes' internal objects (`__sim_c`, the launch constants
+# a group), the references binding file-scope ones (set once at load), the preludes' internal objects (`__sim_c`, the launch constants
 # the fiber-free loop reads, rewritten at every launch; CUDA's running
 # thread `__sim_cu_t`, clock and __syncthreads_count accumulator; the
 # optimiser may split one into `.0`, `.1`, ...: a kernel cannot name
 # `__sim*`, the source policy refuses it), and what is writable only while
 # the loader relocates it (.data.rel.ro: read-only once loaded).
-RUNTIME_DATA_SECTIONS = frozenset({"sim_tgmem", "sim_tgarrays"})
+RUNTIME_DATA_SECTIONS = frozenset({"sim_tgmem", "sim_tgarrays", "sim_tgrefs"})
 RUNTIME_OBJECTS = re.compile(r"_ZL\d+__sim_\w+(?:\.\d+)*")
 _RELRO = ".data.rel.ro"
 

@@ -141,6 +141,7 @@ class _Source:
                 self.aliases[m.group("name")] = _squeeze(base + " " + rest)
                 self.alias_defines.add(m.start())
         self._starts = [d.start for d in self.defines]
+        self._scopes = _namespace_scopes(self.view)
         self._keyword = re.compile(r"\b" + re.escape(keyword) + r"\b")
         self._words = {keyword, *self.aliases}
 
@@ -153,12 +154,46 @@ class _Source:
             return self._keyword.finditer(self.view)
         return (m for m in _WORD.finditer(self.view) if m.group() in self._words)
 
+    def at_namespace_scope(self, pos: int) -> bool:
+        """Whether `pos` lies outside every function, class and block: at
+        file scope or in namespaces only (a CUDA header's file-scope
+        __shared__ array: MLX's text puts the header in `namespace
+        mlx::core::cu`)."""
+        positions, outside = self._scopes
+        k = bisect.bisect_right(positions, pos) - 1
+        return outside[k] if k >= 0 else True
+
     def define_at(self, pos: int) -> _Define | None:
         """The #define whose logical line holds `pos`, or None."""
         k = bisect.bisect_right(self._starts, pos) - 1
         if k >= 0 and pos < self.defines[k].end:
             return self.defines[k]
         return None
+
+
+_BRACE = re.compile(r"[{}]")
+_OPENS_NAMESPACE = re.compile(r"(?:\bnamespace\b[\w\s:]*|\bextern\s*\"C\"\s*)$")
+
+
+def _namespace_scopes(view: str) -> tuple[list[int], list[bool]]:
+    """At each brace of `view`, in order: its position and whether the text
+    after it is at namespace scope (every brace still open is a namespace's
+    or an `extern "C"` block's). One pass; each brace looks back a bounded
+    stretch for the `namespace` that opens it."""
+    positions: list[int] = []
+    outside: list[bool] = []
+    stack: list[bool] = []  # per open brace: whether it opens a namespace
+    others = 0  # open braces that do not
+    for m in _BRACE.finditer(view):
+        if m.group() == "{":
+            ns = bool(_OPENS_NAMESPACE.search(view, max(0, m.start() - 200), m.start()))
+            stack.append(ns)
+            others += not ns
+        elif stack:
+            others -= not stack.pop()
+        positions.append(m.start())
+        outside.append(others == 0)
+    return positions, outside
 
 
 class _Ahead:
@@ -329,7 +364,11 @@ def _shown(decl: str, params: frozenset[str]) -> str:
 
 
 def _guarded_decl(
-    ahead: _Declarations, kw_end: int, define: _Define | None, prefix: str = ""
+    ahead: _Declarations,
+    kw_end: int,
+    define: _Define | None,
+    prefix: str = "",
+    file_scope: bool = False,
 ) -> tuple[int, str] | None:
     """The guarded form of the declaration whose keyword (`threadgroup`,
     `__shared__` or an alias) ends at kw_end: (end of the text it replaces,
@@ -371,11 +410,18 @@ def _guarded_decl(
         bounds = "".join("[" + norm(copy[i:j]) + "]" for i, j in d.dims)
         attrs = "".join(" " + norm(copy[i:j]) for i, j in d.attrs)
         decls.append((d.name, bounds, attrs))
+    # `file_scope` (CUDA; Metal has no program-scope threadgroup variables):
+    # at namespace scope the binding is a global set once at load
+    # (sim_runtime.h: __SIM_TG_BIND_GLOBAL). A macro's use may be anywhere:
+    # a file-scope array from a macro keeps the function-scope form.
+    bind = "__SIM_TG_BIND"
+    if file_scope and define is None and ahead.src.at_namespace_scope(kw_end):
+        bind = "__SIM_TG_BIND_GLOBAL"
     out = []
     for name, bounds, attrs in decls:
         tname = f"__SIM_TGT({name})" if define else f"__sim_tgt_{name}"
         shown = _shown(typ + bounds, define.params if define else frozenset())
-        out.append(f"typedef {typ} {tname}{bounds}{attrs}; __SIM_TG_BIND({name}, {shown})")
+        out.append(f"typedef {typ} {tname}{bounds}{attrs}; {bind}({name}, {shown})")
     return end, "; ".join(out) + (";" if end > decl_end else "")
 
 
@@ -397,15 +443,17 @@ def _starts_statement(view: str, i: int, define: _Define | None = None) -> bool:
         return before < define.body or view[before] in ";{}"
     if before < 0 or view[before] in ";{}":
         return True
-    # allow a preceding preprocessor line ("#pragma ...\n threadgroup"): only
-    # blanks between the line's start and i, so its start is among them (a
-    # search back to the line's start from anywhere was quadratic on a
-    # long line)
-    line_start = view.rfind("\n", before + 1, i) + 1
-    if line_start == 0:
+    # allow a preceding preprocessor line ("#pragma ...\n threadgroup"), blank
+    # lines between included (MLX's CUDA source puts one between its last
+    # #include and the header, whose file-scope __shared__ arrays went
+    # unguarded): only blanks between `before` and i, so the keyword begins
+    # its line, and the line searched back is the one ending at `before`,
+    # which no other keyword's search crosses (a search back to the line's
+    # start from anywhere was quadratic on a long line)
+    if view.rfind("\n", before + 1, i) < 0:
         return False
-    prev_line_start = view.rfind("\n", 0, max(0, line_start - 1)) + 1
-    return view[prev_line_start:line_start].lstrip().startswith("#")
+    before_line = view.rfind("\n", 0, before) + 1
+    return view[before_line : before + 1].lstrip().startswith("#")
 
 
 _TYPE_END = re.compile(r"[<>;=\[({,*&}#]")
@@ -576,7 +624,7 @@ def rewrite_cuda(text: str) -> str:
         if define is not None and not declares:
             continue  # the prelude makes a `__shared__` left here a plain static
         prefix = src.aliases.get(m.group(), "")
-        guarded = _guarded_decl(ahead, m.end(), define, prefix) if declares else None
+        guarded = _guarded_decl(ahead, m.end(), define, prefix, True) if declares else None
         if guarded:
             end, new = guarded
             new = new.replace("typedef ", "typedef " + qual) if qual else new

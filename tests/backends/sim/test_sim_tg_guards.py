@@ -293,7 +293,22 @@ def test_metal_rewrite_of_declarations(src):
 
 @pytest.mark.parametrize("src", sorted(CUDA_REWRITES))
 def test_cuda_rewrite_of_declarations(src):
-    assert rewrite_cuda(src) == CUDA_REWRITES[src]
+    # in a function, where the binding is re-read at every entry
+    body = "void f() {\n%s\n}"
+    assert rewrite_cuda(body % src) == body % CUDA_REWRITES[src]
+
+
+def test_cuda_rewrite_of_a_file_scope_declaration():
+    # at namespace scope the binding is a global set at load, in the section
+    # the kernel-symbol check knows as the runtime's (sim_runtime.h)
+    src = "namespace a::b {\n__shared__ float t[2 * N];\n}"
+    assert rewrite_cuda(src) == (
+        "namespace a::b {\ntypedef float __sim_tgt_t[2 * N]; "
+        '__SIM_TG_BIND_GLOBAL(t, "float[2 * N]");\n}'
+    )
+    # a block inside a function is no namespace
+    inner = "namespace a { void f() { if (x) {\n__shared__ float t[4];\n} } }"
+    assert "__SIM_TG_BIND(t," in rewrite_cuda(inner)
 
 
 def test_declarations_in_comments_and_strings_stay():
@@ -404,8 +419,7 @@ def test_a_file_scope_shared_array_keeps_its_place():
     library loads, so it must not follow the placement that the arrays of
     functions alternate between groups (and launches). Each group reads it
     before writing it: poison (NaN) in every group of both launches, not the
-    previous group's values. (Its overflow is not named yet: the binding at
-    file scope does not reach the guarded mapping, issue 27.)"""
+    previous group's values."""
     backend = SimBackend(dialect="cuda", launch_timeout_s=20.0)
     body = (
         "int l = threadIdx.x;\nint i = blockIdx.x * blockDim.x + l;\n"
@@ -425,3 +439,35 @@ def test_a_file_scope_shared_array_keeps_its_place():
             init_value=0,
         )
         assert np.isnan(np.asarray(out)).all(), np.asarray(out)
+
+
+@needs_sim
+@pytest.mark.slow
+@pytest.mark.parametrize("off", [0, 1, 40])
+def test_an_overflow_of_a_file_scope_shared_array_is_named(off):
+    """CUDA only: a header's `__shared__` array follows MLX's blank line after
+    its #include lines, and went unguarded there (a plain static: g[32]
+    wrote past it silently, g[40] killed the worker unnamed). Its twin
+    (off=0) shares the array across the block: each thread reads its
+    neighbour's slot."""
+    backend = SimBackend(dialect="cuda", launch_timeout_s=20.0)
+    body = (
+        "int l = threadIdx.x;\ng[l + OFF] = float(l);\n__syncthreads();\n"
+        "out[blockIdx.x * blockDim.x + l] = g[(l + 1) % 32];"
+    ).replace("OFF", str(off))
+    spec = KernelSpec(
+        f"file_scope_{off}", (), ("out",), body, header="__shared__ float g[32];\n", dialect="cuda"
+    )
+    try:
+        (out,) = backend.kernel(spec)(
+            inputs=[], output_shapes=[(N,)], output_dtypes=[mx.float32],
+            grid=(N, 1, 1), threadgroup=(TG, 1, 1), init_value=0,
+        )  # fmt: skip
+    except KernelFault as e:
+        assert off > 0, e.message
+        want = f"__shared__ array 'g' (float[32]) at index {off if off > 1 else 32} (bound 32)"
+        assert want in e.message and "by thread (" in e.message, e.message
+        return
+    assert off == 0, "no fault"
+    i = np.arange(N)
+    np.testing.assert_array_equal(out, ((i % TG + 1) % TG).astype(np.float32))

@@ -96,6 +96,24 @@ static __SimTgArray* const __stop_sim_tgarrays = 0;
         (int64_t)alignof(__sim_tgt_##NAME), 0, 0, 0};                                   \
     __sim_tgt_##NAME& NAME = *(__sim_tgt_##NAME*)__sim_tg_ptr(&__sim_tga_##NAME)
 
+// The same at namespace scope (a CUDA header's file-scope __shared__ array):
+// the reference is a global, bound once when the library loads (so the array
+// keeps its first placement, sim_runtime.cpp), in a section of its own that
+// the kernel-symbol check counts as the runtime's (kernel_symbols.py: a
+// kernel's writable globals are refused as state that outlives a launch; a
+// candidate's text may not name a section, the source policy refuses it).
+#if defined(__ELF__)
+#define __SIM_TGREF_SECTION __attribute__((section("sim_tgrefs")))
+#else
+#define __SIM_TGREF_SECTION
+#endif
+#define __SIM_TG_BIND_GLOBAL(NAME, DECL)                                                \
+    static __SimTgArray __sim_tga_##NAME __SIM_TGA_SECTION = {                          \
+        #NAME, DECL, (int64_t)sizeof(__sim_tgt_##NAME), __sim_tg_esize<__sim_tgt_##NAME>(), \
+        (int64_t)alignof(__sim_tgt_##NAME), 0, 0, 0};                                   \
+    __SIM_TGREF_SECTION __sim_tgt_##NAME& NAME =                                        \
+        *(__sim_tgt_##NAME*)__sim_tg_ptr(&__sim_tga_##NAME)
+
 // Garbage byte written into uninitialised outputs, buffer slack and the
 // slack around guarded threadgroup arrays: 0x5A5A5A5A is 1.53e16 as float,
 // never zero or NaN.
