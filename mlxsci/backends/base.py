@@ -97,6 +97,12 @@ class Backend:
     # Set by the worker for its coverage run: kernels launched meanwhile
     # count their arms (on a backend that measures coverage).
     count_branches: bool = False
+    # Threadgroup memory holds poison (NaN) before each group, and another
+    # byte while `tg_fill` is set (the simulator): the worker's run that
+    # tells whether a kernel read it before writing it
+    # (mlxsci.worker.serve.unwritten_threadgroup_run). A GPU's is what it is.
+    poisons_threadgroup_memory: bool = False
+    tg_fill: int | None = None
 
     @classmethod
     def available(cls) -> bool:
@@ -142,6 +148,12 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for all queued work (a no-op where calls are eager)."""
+
+    def take_undefined_reads(self) -> dict | None:
+        """The reads the language leaves undefined that the launches since the
+        last call made (mlxsci.protocol.undefined_reads), counting afresh;
+        None where none were seen or the backend cannot see them (a GPU)."""
+        return None
 
     def branch_map(self, spec: KernelSpec) -> BranchMap | None:
         """The arms of `spec`'s branches that its counters count, and those

@@ -152,14 +152,14 @@ def _has_nan(outputs: dict) -> bool:
 
 def unwritten_threadgroup_run(work: Work, inputs: dict, launcher, backend, verified: dict):
     """Where the backend fills threadgroup memory with poison (the simulator:
-    NaN, SimBackend.tg_fill) and the verified outputs hold a NaN, the first
+    NaN, Backend.tg_fill) and the verified outputs hold a NaN, the first
     verification run once more with that memory zero-filled: outputs that
     change show that the kernel read threadgroup memory before writing it,
     which the parent names when the size fails (a NaN alone does not say
     where it came from). Its record {"outputs_change": bool}, or None when
     it did not run or did not complete (the verdict stands on the checked
     runs either way). One more run, and only for outputs with a NaN."""
-    if not hasattr(backend, "tg_fill") or not _has_nan(verified):
+    if not backend.poisons_threadgroup_memory or not _has_nan(verified):
         return None
     backend.tg_fill = 0x00
     launcher.init_value = SENTINEL_A
@@ -342,12 +342,10 @@ def verification_runs(
     # What the simulator saw of reads the language leaves undefined, in the
     # verified run alone (mlxsci.protocol.undefined_reads): the parent names
     # them where the size fails, and flags them where it passes.
-    take_undefined = getattr(backend, "take_undefined_reads", None)
-    if take_undefined is not None:
-        take_undefined()
+    backend.take_undefined_reads()
     launcher.init_value = SENTINEL_A
     verified = to_numpy(work.enqueue(inputs))
-    seen = take_undefined() if take_undefined is not None else None
+    seen = backend.take_undefined_reads()
     if seen:
         result["undefined_reads"] = seen
     launcher.init_value = SENTINEL_B

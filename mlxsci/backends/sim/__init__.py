@@ -88,6 +88,9 @@ class SimBackend(Backend):
     # It compiles the candidate's text itself, so it can count its branch
     # arms (coverage.py) in a variant built for that.
     measures_coverage = True
+    # Its runtime refills threadgroup memory before each group, with poison
+    # unless tg_fill says otherwise (runtime/sim_runtime.cpp, __sim_tg_fill).
+    poisons_threadgroup_memory = True
 
     def __init__(
         self,
@@ -122,10 +125,6 @@ class SimBackend(Backend):
         # lane: mlxsci.protocol.undefined_reads) of every launch since the
         # last take_undefined_reads(): their count and the first one.
         self.undefined_reads: dict | None = None
-        # The byte threadgroup memory holds before each group, None for
-        # poison (NaN): the worker's run that tells whether a kernel read it
-        # before writing it sets another (mlxsci.worker.serve).
-        self.tg_fill: int | None = None
         if os.environ.get("MLXSCI_SIM_UCONTEXT", "") not in ("", "0"):
             self.extra_defines = ("-DSIM_FIBER_UCONTEXT=1",)
 
