@@ -38,6 +38,7 @@ setup(
             "runtime/include/*",
             "runtime/include/cooperative_groups/*",
             "runtime/include/mlx/backend/cuda/device/*",
+            "gpus/*.json",
         ],
     },
     include_package_data=True,
