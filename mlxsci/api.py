@@ -242,6 +242,7 @@ def kernel_function(
     dialect: str | None = None,
     params: dict | None = None,
     trusted: bool = False,
+    sim_gpu: str | None = None,
 ) -> KernelFunction:
     """A candidate's kernels as one Python function over MLX arrays.
 
@@ -256,9 +257,10 @@ def kernel_function(
     candidate file (a run's best.metal), or None for the task's seed.
     backend: "auto" (metal, else cuda, else sim), "metal", "cuda" or "sim".
     dialect: "metal" or "cuda"; default the file's extension, else the
-    backend's own. params: values for the candidate's `//! param`s
-    (default: the file's). Parse and format errors raise CandidateError
-    naming the line; compile errors surface at the first call.
+    backend's own. sim_gpu: the GPU the simulator models (as `evaluate`
+    takes it; ValueError on another backend). params: values for the
+    candidate's `//! param`s (default: the file's). Parse and format errors
+    raise CandidateError naming the line; compile errors surface at the first call.
     See KernelFunction for how to call the result.
     """
     t = _task(task)
@@ -271,7 +273,7 @@ def kernel_function(
             "would run it in this process as you, outside the simulator's sandbox. Read it, "
             "then pass trusted=True, or judge it with mlxsci.evaluate (sandboxed)."
         )
-    be = get_backend(name, **backend_options(name, dialect or name_of_file(filename)))
+    be = get_backend(name, **backend_options(name, dialect or name_of_file(filename), sim_gpu))
     if text is None:
         text, filename = t.seed(be.dialect), str(t.seed_path(be.dialect))
     return KernelFunction(t, text, filename or "<candidate>", be, params)

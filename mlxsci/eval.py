@@ -5,7 +5,8 @@ It exits 0 whenever the evaluation ran, whatever the verdict; 2 for usage
 errors, each a one-line message, found before anything runs: an unknown task
 or a task folder that cannot run (mlxsci.task.check_task), a --size the task
 rejects or this machine's memory cannot hold (mlxsci.task.check_memory), a
---source that is not a candidate text file (binary, not UTF-8, empty); and
+--source that is not a candidate text file (binary, not UTF-8, empty), a
+--sim-gpu the simulator does not model or given with a GPU backend; and
 mlxsci.storage.faults.EXIT_CODE (3) when the machine stopped the evaluation (no
 space, a read-only folder, a worker that could not start): no verdict then.
 The argument types and checks are in mlxsci/evaluation/arguments.py.
@@ -20,12 +21,14 @@ from pathlib import Path
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import backend_class, backend_options, resolve_backend_name
+from mlxsci.backends import SIM_GPU_HELP, backend_class, backend_options, resolve_backend_name
+from mlxsci.backends.sim import gpus
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.arguments import (
     TaskArgument,
     check_backend,
     check_overrides,
+    check_sim_gpu,
     parse_assignments,
     require_seed,
 )
@@ -59,6 +62,7 @@ from mlxsci.timing.timers import TIMER_NAMES, check_timer
     help="Kernel dialect. Default: the --source file's extension (.cu / .metal), "
     "else the backend's own (metal on the simulator).",
 )
+@click.option("--sim-gpu", type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP)
 @click.option(
     "--sizes",
     "size_set",
@@ -125,6 +129,7 @@ def main(
     source,
     backend,
     dialect,
+    sim_gpu,
     size_set,
     custom,
     params,
@@ -143,6 +148,7 @@ def main(
     TASK is a built-in task name or the path of a task folder of your own
     (task.py, reference.py, seed.metal; see examples/conv1d)."""
     t = load_task(task)  # TaskArgument checked the task folder
+    check_sim_gpu(backend, sim_gpu)  # before whether a GPU backend is here
     check_backend_and_sanitize(backend, sanitize)
     sizes = [custom_size(t, custom)] if custom else None
     overrides = param_overrides(params) if params else None
@@ -187,6 +193,7 @@ def main(
             progress=progress,
             input_seed=input_seed,
             keep_implausible=keep_implausible,
+            sim_gpu=sim_gpu,
         )
     except SandboxUnavailable as exc:
         raise click.UsageError(str(exc)) from None

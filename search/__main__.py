@@ -25,6 +25,7 @@ import threading
 
 import click
 
+from mlxsci.evaluation.arguments import check_sim_gpu
 from mlxsci.sandbox import SandboxUnavailable
 from mlxsci.search import options
 from mlxsci.storage.faults import EXIT_CODE as ENVIRONMENT_EXIT
@@ -146,8 +147,9 @@ def show_result(s: dict, quiet: bool) -> None:
     def f(x):
         return "-" if x is None else f"{x:.4f}"
 
+    modelled = f" ({s['sim_gpu']})" if s.get("sim_gpu") else ""
     click.echo(
-        f"{s['task']} / {s['model']} on {s['backend']}: S {f(s['seed_score'])} -> "
+        f"{s['task']} / {s['model']} on {s['backend']}{modelled}: S {f(s['seed_score'])} -> "
         f"{f(s['best_score'])}; held-out Phi {f(s['held_out_seed'])} -> "
         f"{f(s['held_out_best'])}; outcome {s['outcome']} "
         f"(noise band {s['improvement_band']:.1%}); "
@@ -196,6 +198,7 @@ def main(ctx, task, resume, sanitize, backend, quiet, **given):
         raise click.UsageError("give --task (or --resume RUN_DIR)")
     if resume:
         check_resume(ctx)
+    check_sim_gpu(backend, given["sim_gpu"])  # before whether a GPU backend is here
     check_machine(sanitize, backend)
     summary = run_here(
         task=task, resume=resume, sanitize=sanitize, backend=backend, quiet=quiet, **given

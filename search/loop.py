@@ -110,6 +110,7 @@ class Search:
             filename=filename,
             timeout=self.opts.timeout,
             dialect=self.dialect,
+            sim_gpu=self.opts.sim_gpu,
             announce=self.say,
             keep_implausible=self.opts.keep_implausible,
         )
@@ -133,7 +134,7 @@ class Search:
             return compare(
                 self.task.name, baseline, candidate, backend=self.backend, sizes=sizes,
                 filenames=("seed", "best"), dialect=self.dialect, timer=self.opts.timer,
-                timeout=self.opts.timeout, held_out=True,
+                timeout=self.opts.timeout, held_out=True, sim_gpu=self.opts.sim_gpu,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the figures' ratio stands in
             fault = fault_of(exc)
@@ -156,6 +157,7 @@ class Search:
                 dialect=self.dialect,
                 timer=self.opts.timer,
                 timeout=self.opts.timeout,
+                sim_gpu=self.opts.sim_gpu,
             )
         except Exception as exc:  # noqa: BLE001 - a failed re-timing rejects, never ends a run
             fault = fault_of(exc)
@@ -412,7 +414,8 @@ def run(
     resume: a run directory to continue; it keeps the options in its run.json,
     but those of GIVEN_ANEW (iterations, max_cost, api_key_env, llm_timeout,
     llm_retries) may be given anew, and run.json is rewritten with them
-    (iterations never below those done). Every check (task folder, start file,
+    (iterations never below those done); a sim_gpu other than the run's is
+    refused (ValueError: its times would not compare with the run's). Every check (task folder, start file,
     options, an existing file at `out`) comes before the run directory is made.
     Interrupted (KeyboardInterrupt), a run says how to resume it; its worker is
     killed and its job folders removed. A failed call is a skipped iteration,
@@ -426,6 +429,7 @@ def run(
     with ExitStack() as held:
         if resume is not None:
             rd_path, anew = Path(resume), {name: given[name] for name in GIVEN_ANEW}
+            anew["sim_gpu"] = given["sim_gpu"]  # checked: the run's own GPU, or refused
             try:
                 opts = held.enter_context(run_lock.resuming(rd_path, anew, lock))
             except run_lock.RunDirUnwritable as exc:  # a finished run's result, else exc

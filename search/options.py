@@ -30,7 +30,15 @@ from typing import Any
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import backend_class, backend_options, get_backend, resolve_backend_name
+from mlxsci.backends import (
+    SIM_GPU_HELP,
+    backend_class,
+    backend_options,
+    get_backend,
+    modelled_gpu,
+    resolve_backend_name,
+)
+from mlxsci.backends.sim import gpus
 from mlxsci.evaluation.arguments import TaskArgument
 from mlxsci.evaluation.evaluator import misfit
 from mlxsci.evaluation.sanitizer import check_sanitize
@@ -98,6 +106,12 @@ class SearchOptions:
         type=click.Choice(["metal", "cuda"]),
         default=None,
         help="Kernel dialect (default: the backend's own; metal on the simulator).",
+    )
+    # The GPU the simulator models, recorded by name (the default resolved) so
+    # a resume times on the same one; None on a GPU backend and in runs from
+    # before the simulator modelled GPUs.
+    sim_gpu: str | None = option(
+        old_runs=None, type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP
     )
     sizes: str = option(
         type=click.Choice(["smoke", "in-dist"]),
@@ -262,7 +276,8 @@ def default_run_dir(task: str, model: str) -> Path:
 
 def search_dialect(opts: SearchOptions) -> str:
     """The dialect candidates are written in: --dialect, else the backend's own."""
-    return get_backend(opts.backend, **backend_options(opts.backend, opts.dialect)).dialect
+    options = backend_options(opts.backend, opts.dialect, opts.sim_gpu)
+    return get_backend(opts.backend, **options).dialect
 
 
 def read_start(path: str | Path, dialect: str, task: Task) -> str:
@@ -373,9 +388,11 @@ def new_options(given: dict, start: str | Path | None) -> tuple[SearchOptions, T
         }
     )
     make_strategy(opts.strategy)  # fails early on an unknown strategy
-    backend_options(backend, dialect)  # fails early on a dialect the backend cannot run
+    # Fails early on a dialect the backend cannot run, or a GPU it cannot model.
+    backend_options(backend, dialect, opts.sim_gpu)
     check_sanitize(opts.sanitize, backend)  # fails early where compute-sanitizer cannot run
     written_in = search_dialect(opts)
+    opts = dataclasses.replace(opts, sim_gpu=modelled_gpu(backend, written_in, opts.sim_gpu))
     # The whole task folder, before any run directory: its reference, sizes, and
     # the seed of this dialect unless a start file stands in for it.
     check_task(task_def, None if start else written_in)
@@ -400,10 +417,11 @@ def held_out_record(opts: SearchOptions, task_def: Task) -> held_out.HeldOutDraw
     return held_out.HeldOutDraw.from_json(opts.held_out_draw)
 
 
-def resumed_options(rd_path: Path, **given) -> SearchOptions:
+def resumed_options(rd_path: Path, sim_gpu: str | None = None, **given) -> SearchOptions:
     """The options of the run in `rd_path` (run.json), with those a resume may
     give anew (GIVEN_ANEW) replaced where given. ValueError when the folder
-    holds no run."""
+    holds no run, or for a `sim_gpu` other than the one the run is timed on
+    (its times would not compare with the run's; naming its own is no change)."""
     rd = RunDir(rd_path)
     recorded = rd.options()
     opts = SearchOptions.from_json(recorded, rd.file("run.json"))
@@ -414,6 +432,10 @@ def resumed_options(rd_path: Path, **given) -> SearchOptions:
             f"this run ran on the {opts.backend} backend, which is not available on "
             f"this machine: resume it where {opts.backend} runs"
         )
+    ran_on = modelled_gpu(opts.backend, search_dialect(opts), opts.sim_gpu)
+    if sim_gpu is not None and sim_gpu != ran_on:
+        on = f"the modelled {ran_on}" if ran_on else f"the {opts.backend} backend's own GPU"
+        raise ValueError(f"this run is timed on {on}: a resume keeps it (leave out sim_gpu)")
     return opts.given_anew(**given)
 
 

@@ -79,6 +79,7 @@ def summarize(
         "strategy": opts.strategy,
         "backend": opts.backend,
         "device": state.seed.result.get("device", ""),
+        "sim_gpu": opts.sim_gpu,  # the GPU the simulator modelled (None on a GPU)
         "sizes": opts.sizes,
         "accept": opts.accept,
         "timer": state.seed.result.get("timer"),

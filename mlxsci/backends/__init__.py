@@ -9,7 +9,7 @@ and what one run asks of a Ray cluster. Modules ask this table instead of
 comparing backend names. What a backend does (the dialects it runs, whether
 a candidate's code runs natively, its once-per-machine set-up...) its class
 answers (mlxsci.backends.base.Backend); `backend_options` asks it which
-options make it run a dialect.
+options make it run a dialect and model a GPU (the simulator's --sim-gpu).
 """
 
 from __future__ import annotations
@@ -77,6 +77,13 @@ BACKENDS = {
 }
 BACKEND_NAMES = tuple(BACKENDS)
 
+# --sim-gpu's help, the same on every command that takes it (its choices are
+# the files of mlxsci/backends/sim/gpus/, one per GPU).
+SIM_GPU_HELP = (
+    "The GPU the simulator's clock models (--backend sim only). Default: the "
+    "dialect's: apple-m1-pro for Metal, nvidia-h100 for CUDA."
+)
+
 
 def backend_info(name: str) -> BackendInfo:
     """The description of backend `name`; ValueError naming the choices otherwise."""
@@ -100,15 +107,34 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(info.module), info.class_name)
 
 
-def backend_options(name: str, dialect: str | None) -> dict:
+def backend_options(name: str, dialect: str | None, sim_gpu: str | None = None) -> dict:
     """The options that make backend `name` run `dialect` (none when no
-    dialect is asked for): the class answers (Backend.dialect_options); a
-    GPU backend runs its own dialect only, the simulator either. ValueError
-    for an unknown dialect or one the backend cannot run."""
-    if dialect is None:
-        return {}
-    dialects.get(dialect)
-    return backend_class(name).dialect_options(dialect)
+    dialect is asked for) and model the GPU `sim_gpu` (gpu_options): the
+    class answers (Backend.dialect_options); a GPU backend runs its own
+    dialect only, the simulator either. ValueError for an unknown dialect or
+    one the backend cannot run, and as gpu_options says."""
+    options = {}
+    if dialect is not None:
+        dialects.get(dialect)
+        options = backend_class(name).dialect_options(dialect)
+    return {**options, **gpu_options(name, sim_gpu)}
+
+
+def gpu_options(name: str, sim_gpu: str | None) -> dict:
+    """The options that make backend `name` model the GPU named `sim_gpu`
+    (--sim-gpu; None: its default, none given): the class answers
+    (Backend.gpu_options). ValueError for a name given to a backend that
+    times a real GPU, and for a GPU the simulator does not model (naming the
+    ones it does)."""
+    return backend_class(name).gpu_options(sim_gpu)
+
+
+def modelled_gpu(name: str, dialect: str | None, sim_gpu: str | None = None) -> str | None:
+    """The name of the GPU whose modelled clock times backend `name`'s
+    kernels in `dialect` (None: the backend's own) with --sim-gpu `sim_gpu`:
+    the one named, else the dialect's default; None on a GPU backend."""
+    cls = backend_class(name)
+    return cls.modelled_gpu(dialect or cls.dialect, sim_gpu)
 
 
 def resolve_backend_name(name: str = "auto") -> str:

@@ -124,6 +124,26 @@ class Backend:
         return {}
 
     @classmethod
+    def gpu_options(cls, gpu: str | None) -> dict:
+        """The options (keyword arguments of the class) that make this backend
+        model the GPU named `gpu` (--sim-gpu, the API's sim_gpu; None: no
+        name given); ValueError for a name it cannot model. A GPU backend
+        times the GPU it runs on, so it takes no name."""
+        if gpu is not None:
+            raise ValueError(
+                f"--sim-gpu {gpu} names a GPU for the simulator to model, and the {cls.name} "
+                "backend times the GPU it runs on: use --backend sim, or leave out --sim-gpu"
+            )
+        return {}
+
+    @classmethod
+    def modelled_gpu(cls, dialect: str, gpu: str | None) -> str | None:
+        """The GPU whose modelled clock times this backend's kernels in
+        `dialect` when `gpu` is named (gpu_options), its name; None where a
+        GPU's own clock times them."""
+        return None
+
+    @classmethod
     def sandbox_reads(cls) -> list[str]:
         """The folders the sandboxed worker of a candidate running natively
         reads beyond Python's, MLX's, mlxsci's and the task's own."""
@@ -136,7 +156,8 @@ class Backend:
 
     def device_info(self) -> dict:
         """At least {"name": str, "fingerprint": str}; the fingerprint keys the
-        roofline cache, so it must change when the hardware or runtime does."""
+        roofline cache, so it must change when the hardware or runtime does
+        (or the GPU a backend models: then also "sim_gpu", its name)."""
         raise NotImplementedError
 
     def kernel(self, spec: KernelSpec) -> Kernel:

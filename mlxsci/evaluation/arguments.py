@@ -2,8 +2,9 @@
 
 `TaskArgument` (a built-in task name or a task folder, checked whole),
 `parse_assignments` (`--size` / `--param` KEY=VALUE lists), `require_seed`,
-`check_overrides` and `check_backend` (the --backend of transfer and
-import-metal-sci) turn bad input into click usage errors (exit 2, one line). Apart from `main` in mlxsci/evaluation/evaluator.py because the search's
+`check_overrides`, `check_backend` (the --backend of transfer and
+import-metal-sci) and `check_sim_gpu` (--sim-gpu: the simulator's only)
+turn bad input into click usage errors (exit 2, one line). Apart from `main` in mlxsci/evaluation/evaluator.py because the search's
 command line (search/__main__.py) takes a TASK the same way.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from mlxsci.backends import backend_class, resolve_backend_name
+from mlxsci.backends import backend_class, gpu_options, resolve_backend_name
 from mlxsci.kernel.candidate import CandidateError, parse
 from mlxsci.storage.faults import EXIT_CODE, EnvironmentFault
 from mlxsci.task import check_task, load_task, task_names
@@ -109,3 +110,15 @@ def check_backend(backend: str) -> str:
             param_hint="--backend",
         )
     return name
+
+
+def check_sim_gpu(backend: str, sim_gpu: str | None) -> None:
+    """--sim-gpu names a GPU for the simulator to model: a usage error with
+    a backend that times a real GPU, said before whether that backend is
+    available here (click's Choice has refused an unknown name already)."""
+    if sim_gpu is None:
+        return
+    try:
+        gpu_options(resolve_backend_name(backend), sim_gpu)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None

@@ -43,6 +43,7 @@ def compare(
     timeout: float | None = None,
     unsandboxed: bool = False,
     held_out: bool = False,
+    sim_gpu: str | None = None,
 ) -> dict:
     """Time two correct candidates against each other, interleaved in one worker
     per size (mlxsci.worker.serve.run_compare), so both see the same machine state.
@@ -55,10 +56,11 @@ def compare(
     candidate only when the speedup lies beyond the noise (mlxsci.evaluation.verdicts).
     held_out: held-out sizes may be timed (a transfer check, after a search's
     last proposal); else they are refused, as a search never times them.
+    sim_gpu: the GPU the simulator models (as evaluate() takes it).
     """
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
-    options = backend_options(backend_name, dialect)
+    options = backend_options(backend_name, dialect, sim_gpu)
     timer_name = check_timer(timer, backend_name)
     warm, measure, per_size = DEFAULTS[backend_class(backend_name).profile]
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))

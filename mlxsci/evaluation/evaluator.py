@@ -143,15 +143,17 @@ def plan_evaluation(
     filename: str | None,
     timer: str | None,
     sanitize: str | None,
+    sim_gpu: str | None = None,
     **budget,
 ) -> Plan:
     """The Plan of an evaluation: the task, the backend (its options for the
-    dialect asked for, else the file's), the timer and sanitizer checked,
-    the task's seed when no source is given. `budget`: n_warmup, n_measure,
-    timeout, param_overrides, as evaluate() takes them."""
+    dialect asked for, else the file's, and for the GPU `sim_gpu` it models),
+    the timer and sanitizer checked, the task's seed when no source is given.
+    `budget`: n_warmup, n_measure, timeout, param_overrides, as evaluate()
+    takes them."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
-    options = backend_options(backend_name, dialect or dialects.name_of_file(filename))
+    options = backend_options(backend_name, dialect or dialects.name_of_file(filename), sim_gpu)
     timer_name = check_timer(timer, backend_name)
     sanitizer_exe = sanitizer.check_sanitize(sanitize, backend_name)
     be = get_backend(backend_name, **options)
@@ -319,6 +321,7 @@ def evaluate(
     input_seed: int | None = None,
     keep_implausible: bool = False,
     coverage: bool = False,
+    sim_gpu: str | None = None,
 ) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
 
@@ -328,7 +331,11 @@ def evaluate(
     `progress`; a search passes it alone.
 
     dialect: "metal" or "cuda"; default: the file's extension when given, else
-    the backend's own (the simulator's default is metal). timer: "cupti",
+    the backend's own (the simulator's default is metal). sim_gpu: the GPU
+    the simulator models (a name of mlxsci.backends.sim.gpus.names(); default
+    the dialect's: apple-m1-pro for metal, nvidia-h100 for cuda), recorded in
+    the result (Evaluation.sim_gpu); ValueError with another backend or an
+    unknown name. timer: "cupti",
     "sim" or "wall" (mlxsci.timing.timers); default: the backend's own.
     sanitize: "memcheck" or "racecheck" (cuda backend only): each size's worker
     runs under NVIDIA's compute-sanitizer, and a fault it reports (out-of-bounds
@@ -356,11 +363,12 @@ def evaluate(
     evidence only: a count the parent cannot trust makes it unavailable,
     never changes a verdict."""
     plan = plan_evaluation(
-        task_name, source, backend, dialect, filename, timer, sanitize, n_warmup=n_warmup,
-        n_measure=n_measure, timeout=timeout, param_overrides=param_overrides,
+        task_name, source, backend, dialect, filename, timer, sanitize, sim_gpu,
+        n_warmup=n_warmup, n_measure=n_measure, timeout=timeout, param_overrides=param_overrides,
     )  # fmt: skip
     task, be, device = plan.task, plan.backend, plan.device
     ev = Evaluation(task.name, plan.backend_name, device["name"], be.dialect, plan.timer)
+    ev.sim_gpu = device.get("sim_gpu")  # the GPU the simulator modelled (None on a GPU)
     secret = input_seed if input_seed is not None else secrets.randbits(62)
     say = progress or (lambda msg: None)
     why = candidate_refusal(task, plan.source, be.dialect, plan.filename)

@@ -83,12 +83,16 @@ class Evaluation:
     # on a backend that measures it; the shape: mlxsci.evaluation.evaluator.CoverageTally.record).
     # Evidence only, apart from the verdict and the score. None when not asked.
     coverage: dict | None = None
+    # The GPU the simulator's clock modelled (mlxsci/backends/sim/gpus/: the
+    # file's name, e.g. apple-m1-pro); None on a GPU, whose own clock timed it.
+    sim_gpu: str | None = None
 
     def to_json(self) -> dict:
         data = {
             "task": self.task,
             "backend": self.backend,
             "device": self.device,
+            "sim_gpu": self.sim_gpu,
             "dialect": self.dialect,
             "timer": self.timer,
             "candidate": {
@@ -158,8 +162,10 @@ def format_evaluation(ev: Evaluation) -> str:
     # (tabulate takes ~30 ms to import).
     from tabulate import tabulate
 
+    modelled = f", modelled GPU {ev.sim_gpu}" if ev.sim_gpu else ""
     lines = [
-        f"task {ev.task} on {ev.backend} ({ev.device}), {ev.dialect} dialect, timer {ev.timer}"
+        f"task {ev.task} on {ev.backend} ({ev.device}){modelled}, {ev.dialect} dialect, "
+        f"timer {ev.timer}"
     ]
     if ev.sizes:
         rows = [size_row(s) for s in ev.sizes]

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import click
 
-from mlxsci.backends import backend_options
-from mlxsci.evaluation.arguments import check_backend
+from mlxsci.backends import SIM_GPU_HELP, backend_options, modelled_gpu
+from mlxsci.backends.sim import gpus
+from mlxsci.evaluation.arguments import check_backend, check_sim_gpu
 from mlxsci.import_metal_sci.importer import import_run
 from mlxsci.import_metal_sci.metal_run import NotAMetalSciRun, find_runs
 from mlxsci.import_metal_sci.rescore import (
@@ -63,16 +64,21 @@ def import_all(run_dirs: tuple[Path, ...], out: Path, force: bool) -> None:
         raise click.UsageError(f"{refused} of {len(runs)} run(s) not imported (see above)")
 
 
-def rescore_all(out: Path, backend: str, sizes: str | None, mode: str, transfer: bool, timeout):
+def rescore_all(
+    out: Path, backend: str, sim_gpu: str | None, sizes: str | None, mode: str, transfer: bool,
+    timeout,
+):  # fmt: skip
     name = check_backend(backend)
     try:
         backend_options(name, "metal")
     except ValueError as exc:  # Metal sources: the metal backend or the simulator
         raise click.BadParameter(f"imported candidates are Metal sources: {exc}",
                                  param_hint="--backend") from None  # fmt: skip
-    settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout)
+    gpu = modelled_gpu(name, "metal", sim_gpu)
+    settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout, gpu)
     say(
-        f"re-scoring on {name} at the {settings.size_set} sizes"
+        f"re-scoring on {name}{f' (modelled {gpu})' if gpu else ''} at the "
+        f"{settings.size_set} sizes"
         + ("" if mode == "none" else f"; recorded bests also at the held-out ({mode})")
     )
     try:
@@ -83,7 +89,7 @@ def rescore_all(out: Path, backend: str, sizes: str | None, mode: str, transfer:
         raise click.UsageError(str(exc)) from None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--out") from None
-    mine = [r for r in found if (r["backend"], r["sizes"]) == (name, settings.size_set)]
+    mine = [r for r in found if (r["backend"], r["sizes"], r.get("sim_gpu")) == settings.key]
     agree = sum(1 for r in mine if r["mlxsci"] is not None and r["recorded"] == r["mlxsci"])
     evaluated = sum(1 for r in mine if r["mlxsci"] is not None)
     click.echo(
@@ -114,6 +120,12 @@ def rescore_all(out: Path, backend: str, sizes: str | None, mode: str, transfer:
     help="Where --rescore evaluates (Metal sources: metal, or the simulator).",
 )
 @click.option(
+    "--sim-gpu",
+    type=click.Choice(gpus.names()),
+    default=None,
+    help=SIM_GPU_HELP + " Records of --rescore are kept per GPU.",
+)
+@click.option(
     "--sizes",
     type=click.Choice(SIZE_SETS),
     default=None,
@@ -136,20 +148,23 @@ def rescore_all(out: Path, backend: str, sizes: str | None, mode: str, transfer:
     help="Grade whether each recorded best's win transfers (mlxsci.transfer).",
 )
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
-def main(run_dirs, out, force, do_rescore, backend, sizes, mode, transfer, timeout):
+def main(run_dirs, out, force, do_rescore, backend, sim_gpu, sizes, mode, transfer, timeout):
     """Import Metal-Sci run directories (RUN_DIR: a run, or a folder of runs)
     into --out as mlxsci run directories, and with --rescore re-evaluate
     every imported candidate under mlxsci's harness (--out's rescore.json).
     `python -m mlxsci.report OUT` shows both."""
     if not run_dirs and not do_rescore:
         raise click.UsageError("give RUN_DIR(s) to import, --rescore, or both")
+    if sim_gpu is not None and not do_rescore:
+        raise click.UsageError("--sim-gpu is the GPU --rescore models: give --rescore too")
+    check_sim_gpu(backend, sim_gpu)  # before whether a GPU backend is here
     if out.exists() and not out.is_dir():
         raise click.BadParameter(f"{out} is a file", param_hint="--out")
     try:
         if run_dirs:
             import_all(run_dirs, out, force)
         if do_rescore:
-            rescore_all(out, backend, sizes, mode, transfer, timeout)
+            rescore_all(out, backend, sim_gpu, sizes, mode, transfer, timeout)
     except EnvironmentFault as exc:
         click.echo(f"error: the machine stopped the work: {exc}", err=True)
         sys.exit(EXIT_CODE)

@@ -65,6 +65,8 @@ IMPORT_VERSION = 1
 #  the reason says why), "reason": str (why they differ, or what mlxsci found),
 #  "recorded_score": float | None, "mlxsci_score": float | None,
 #  "backend": str, "sizes": str (the size set evaluated: smoke, in-dist, ...),
+#  "sim_gpu": str | None (the GPU the simulator modelled; None on a GPU, and in
+#             records from before the simulator modelled one),
 #  "recorded_best": bool (this is the run's recorded best, the seed when nothing beat it),
 #  "held_out": None | {"label": str, "mode": str, "mlxsci": verdict, "phi": float | None,
 #                      "reason": str | None},

@@ -10,7 +10,7 @@ correct at the evaluated sizes, graded for transfer (mlxsci.transfer: the
 same grading a search's best gets).
 
 rescore.json is rewritten (atomically) after each record, and records
-already there for the same backend and size set are not evaluated again: a
+already there for the same backend, modelled GPU and size set are not evaluated again: a
 killed re-score continues where it stopped. Two re-scores of one folder at
 once are refused (a lock beside rescore.json).
 """
@@ -55,6 +55,13 @@ class Settings:
     held_out: str  # metal-sci | secret | none: the recorded best's held-out
     transfer: bool  # grade the recorded best's transfer
     timeout: float | None = None
+    # The GPU the simulator models (--sim-gpu, else Metal's default); None on a GPU.
+    sim_gpu: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        """What a record made with these settings is filed under, besides its candidate."""
+        return (self.backend, self.size_set, self.sim_gpu)
 
 
 @dataclass
@@ -190,8 +197,13 @@ def _trusted(rec) -> bool:
 
 
 def _key_of(rec: dict):
+    """(run, iteration, backend, sizes, sim_gpu): a record from before GPUs
+    were modelled has none, so it is made again on the simulator."""
     key = (rec.get("run"), rec.get("iteration"), rec.get("backend"), rec.get("sizes"))
-    return key if all(isinstance(k, (str, int)) for k in key) else None
+    gpu = rec.get("sim_gpu")
+    if all(isinstance(k, (str, int)) for k in key) and isinstance(gpu, (str, type(None))):
+        return (*key, gpu)
+    return None
 
 
 def _source(item: Item, name: str | None) -> str | None:
@@ -248,6 +260,7 @@ class Rescorer:
         return evaluate(
             task.name, source, backend=s.backend, size_set=s.size_set, sizes=sizes,
             filename=filename, dialect="metal", timeout=s.timeout, coverage=coverage,
+            sim_gpu=s.sim_gpu,
         )  # fmt: skip
 
     def record(self, item: Item) -> dict:
@@ -259,7 +272,8 @@ class Rescorer:
             "run": item.run, "iteration": entry.get("iteration"), "recorded": recorded,
             "mlxsci": None, "reason": "", "recorded_score": _number(entry, "score"),
             "mlxsci_score": None, "backend": self.settings.backend,
-            "sizes": self.settings.size_set, "recorded_best": item.recorded_best,
+            "sizes": self.settings.size_set, "sim_gpu": self.settings.sim_gpu,
+            "recorded_best": item.recorded_best,
             "held_out": None, "transfer": None,
         }  # fmt: skip
         source = _source(item, entry.get("candidate"))
@@ -304,7 +318,7 @@ class Rescorer:
             return compare(
                 task.name, baseline, candidate, backend=s.backend, sizes=at,
                 filenames=(seed_file, cand_file), dialect="metal", timeout=s.timeout,
-                held_out=True,
+                held_out=True, sim_gpu=s.sim_gpu,
             )  # fmt: skip
 
         search_sizes = list(task.size_set(s.size_set))
@@ -354,7 +368,7 @@ def rescore(out: Path, settings: Settings, say: Callable[[str], None] | None = N
     with locks.hold(out / ".rescore.lock", "re-scoring imported runs"):
         kept = load_records(path, say)
         done = {_key_of(r): r for r in kept}
-        key = (settings.backend, settings.size_set)
+        key = settings.key
 
         def finished(i: Item) -> bool:
             rec = done.get((i.run, i.entry.get("iteration"), *key))

@@ -17,8 +17,8 @@ shown with a warning that it cannot be checked here. The records of a
 tampered run are left out unless --include-tampered.
 
 Five tables, each grouped by where the verdicts were recorded (`recorded
-on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend and
-size set mlxsci evaluated at:
+on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend
+(with the GPU the simulator modelled) and size set mlxsci evaluated at:
 
     counts          records, agree (both verdicts the same), disagree (both
                     given, different), not evaluated (mlxsci: none),
@@ -150,6 +150,8 @@ def _problem(rec) -> str | None:
         return "'reason' is not text"
     if not (isinstance(rec["backend"], str) and isinstance(rec["sizes"], str)):
         return "'backend' or 'sizes' is not text"
+    if not _text_or_none(rec.get("sim_gpu")):
+        return "'sim_gpu' is not text"
     if not isinstance(rec.get("recorded_best", False), bool):
         return "'recorded_best' is not true or false"
     for key in ("recorded_score", "mlxsci_score"):
@@ -260,8 +262,15 @@ def _warn_trust(path: Path, trust: dict) -> None:
 # -- the tables -----------------------------------------------------------------
 
 
+def _backend(rec: dict) -> str:
+    """The backend a record was made on, with the GPU the simulator modelled
+    (records of two GPUs are two groups): `sim (apple-m1-pro)`."""
+    gpu = rec.get("sim_gpu")
+    return shorten(f"{rec['backend']} ({gpu})" if gpu else rec["backend"], 40)
+
+
 def _group(rec: dict) -> tuple[str, str, str]:
-    return (recorded_on(rec["_run"]), shorten(rec["backend"], 30), shorten(rec["sizes"], 30))
+    return (recorded_on(rec["_run"]), _backend(rec), shorten(rec["sizes"], 30))
 
 
 def _kind(rec: dict) -> str:
@@ -309,7 +318,7 @@ def matrix_table(records: list[dict]) -> list[dict]:
 
 
 def _order(rec: dict) -> tuple:
-    return (rec["run"], rec["iteration"], rec["backend"], rec["sizes"])
+    return (rec["run"], rec["iteration"], _backend(rec), rec["sizes"])
 
 
 def _listed(records: list[dict], kind: str, columns: tuple[str, ...]) -> list[dict]:
@@ -324,7 +333,7 @@ def _listed(records: list[dict], kind: str, columns: tuple[str, ...]) -> list[di
             "recorded": rec["recorded"],
             "mlxsci": rec["mlxsci"],
             "reason": shorten(rec["reason"], REASON_CHARS) if rec["reason"] else None,
-            "backend": shorten(rec["backend"], 30),
+            "backend": _backend(rec),
             "sizes": shorten(rec["sizes"], 30),
         }
         rows.append({c: row[c] for c in columns})
@@ -358,7 +367,7 @@ def best_table(records: list[dict]) -> list[dict]:
                 "recorded on": recorded_on(rec["_run"]),
                 "recorded": rec["recorded"],
                 "recorded S": number(rec.get("recorded_score")),
-                "backend": shorten(rec["backend"], 30),
+                "backend": _backend(rec),
                 "sizes": shorten(rec["sizes"], 30),
                 "mlxsci": rec["mlxsci"],
                 "mlxsci S": number(rec.get("mlxsci_score")),

@@ -22,8 +22,16 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from mlxsci.backends import backend_class, get_backend, has_chip_table
+from mlxsci.backends import (
+    SIM_GPU_HELP,
+    backend_class,
+    get_backend,
+    gpu_options,
+    has_chip_table,
+    resolve_backend_name,
+)
 from mlxsci.backends.base import Backend
+from mlxsci.backends.sim import gpus
 from mlxsci.roofline.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.roofline.probes import measure, plan_for, probe_digest
 from mlxsci.storage.cache import cache_dir, entry_name, json_bytes, read_verified, write_verified
@@ -161,6 +169,7 @@ def format_table(roof: Roofline) -> str:
     show_default=True,
     type=click.Choice(["auto", "metal", "cuda", "sim"]),
 )
+@click.option("--sim-gpu", type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP)
 @click.option(
     "--timer",
     default=None,
@@ -169,14 +178,19 @@ def format_table(roof: Roofline) -> str:
 )
 @click.option("--refresh", is_flag=True, help="Measure again even if a cached result exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the roofline as JSON.")
-def main(backend, timer, refresh, as_json):
-    """Show (measuring if needed) the bandwidth and FP32 roofline of a backend."""
+def main(backend, sim_gpu, timer, refresh, as_json):
+    """Show (measuring if needed) the bandwidth and FP32 roofline of a backend
+    (on the simulator: of the GPU it models, each GPU's cached apart)."""
+    try:  # before whether the backend is here: --sim-gpu is the simulator's alone
+        options = gpu_options(resolve_backend_name(backend), sim_gpu)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     if backend != "auto" and not backend_class(backend).available():
         raise click.BadParameter(
             f"{backend} is not available on this machine (use --backend sim or auto)",
             param_hint="--backend",
         )
-    be = get_backend(backend)
+    be = get_backend(backend, **options)
     try:
         timer = timers.check_timer(timer, be.name)
     except ValueError as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from mlxsci.backends import backend_class, resolve_backend_name, sanitizable
+from mlxsci.backends import backend_class, gpu_options, resolve_backend_name, sanitizable
 from mlxsci.sweep.runs import LocalExecutor
 
 
@@ -35,7 +35,9 @@ def check_tasks(tasks: str) -> list[str]:
     return task_list
 
 
-def check_backend(backend: str, timer: str | None, sanitize: str | None, remote: bool) -> None:
+def check_backend(
+    backend: str, timer: str | None, sanitize: str | None, remote: bool, sim_gpu: str | None = None
+) -> None:
     """What would fail every search the same way, said once before any starts.
     With a Ray cluster (`remote`) the runs happen on its nodes, so the
     backend and compute-sanitizer are not looked for here."""
@@ -46,6 +48,10 @@ def check_backend(backend: str, timer: str | None, sanitize: str | None, remote:
             "machine's, and each run's resource request depends on it",
             param_hint="--backend",
         )
+    try:  # before whether the backend is here: --sim-gpu is the simulator's alone
+        gpu_options(resolve_backend_name(backend), sim_gpu)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     if not remote and backend != "auto" and not backend_class(backend).available():
         raise click.BadParameter(
             f"{backend} is not available on this machine (use --backend sim or auto)",

@@ -79,6 +79,23 @@ def is_finished(run_dir: Path, iterations: int) -> bool:
     return (s.get("iterations") or 0) >= iterations or ran_dry
 
 
+def gpu_clash(run_dir: Path, sim_gpu: str | None) -> str | None:
+    """Why a run already in the sweep's folder cannot join a sweep on the
+    modelled GPU `sim_gpu` (--sim-gpu): its run.json says it was timed on
+    another, and times on two GPUs do not compare. None when it can (no GPU
+    named, no run yet, or one from before GPUs were modelled: its search
+    judges that on resume)."""
+    if sim_gpu is None:
+        return None
+    try:
+        recorded = json.loads((run_dir / "run.json").read_text()).get("sim_gpu")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if recorded is None or recorded == sim_gpu:
+        return None
+    return f"timed on the modelled {recorded}, not {sim_gpu}: sweep {sim_gpu} into another --out"
+
+
 def run_status(run_dir: Path, iterations: int) -> str:
     """finished, stopped (a summary short of `iterations`) or unfinished."""
     if is_finished(run_dir, iterations):

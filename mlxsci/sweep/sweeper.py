@@ -19,7 +19,9 @@ A sweep started again finds its own runs:
 - summary.json with fewer iterations (stopped by the cost cap, or the sweep
   now asks for more): resumed and extended to K;
 - a run directory without summary.json (a killed run): resumed;
-- nothing there: a new search.
+- nothing there: a new search;
+- with --sim-gpu, a run whose run.json names another modelled GPU: failed,
+  refused (its times would not compare with the sweep's).
 Each run is locked where it runs (search/run_lock.py): two sweeps on one
 folder share the runs. A search that raises is recorded as failed and the
 sweep goes on; one the machine stopped (mlxsci/storage/faults.py: no space,
@@ -54,7 +56,8 @@ from pathlib import Path
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import resolve_backend_name
+from mlxsci.backends import SIM_GPU_HELP, resolve_backend_name
+from mlxsci.backends.sim import gpus
 from mlxsci.storage.faults import EXIT_CODE as ENVIRONMENT_EXIT
 from mlxsci.storage.faults import EnvironmentFault, parent_writes
 from mlxsci.sweep.arguments import (
@@ -70,6 +73,7 @@ from mlxsci.sweep.runs import (
     Driver,
     Job,
     LocalExecutor,
+    gpu_clash,
     is_finished,
     plan,
     run_name,
@@ -122,10 +126,10 @@ def sweep(
     executor: a LocalExecutor (the default) or mlxsci.sweep.ray_executor.RayExecutor.
     max_cost: USD for the whole sweep (all sessions); max_cost_per_run: USD
     per search. run_options go to each mlxsci.search.run (accept, timer,
-    prices, base_url, ...: mlxsci.search.options.SearchOptions' names; any
+    sim_gpu, prices, base_url, ...: mlxsci.search.options.SearchOptions' names; any
     other is a TypeError before a run starts). Each entry: task, model, repeat, seed, path
     (relative to out), status (finished, stopped, unfinished, failed), action
-    (skipped, ran, resumed, lost, not started, in use; pending or running while the
+    (skipped, ran, resumed, lost, not started, in use, refused; pending or running while the
     sweep goes on), cost_usd, and max_cost, stopped, error where they apply."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -143,7 +147,11 @@ def sweep(
             "path": job.name,
             "cost_usd": spent_by_run(out / job.name),
         }
-        if is_finished(out / job.name, iterations):
+        clash = gpu_clash(out / job.name, run_options.get("sim_gpu"))
+        if clash:  # neither resumed nor counted: its times are another GPU's
+            entry.update(status="failed", action="refused", error=clash)
+            echo(f"{job.name}: {clash}")
+        elif is_finished(out / job.name, iterations):
             entry.update(status="finished", action="skipped")
             echo(f"{job.name}: finished, skipped")
         else:
@@ -196,6 +204,13 @@ def sweep(
     default="auto",
     type=click.Choice(["auto", "metal", "cuda", "sim"]),
     show_default=True,
+)
+@click.option(
+    "--sim-gpu",
+    type=click.Choice(gpus.names()),
+    default=None,
+    help=SIM_GPU_HELP + " Every search of the sweep models it; a run begun on another "
+    "is not resumed (it fails, saying so).",
 )
 @click.option(
     "--out",
@@ -287,6 +302,7 @@ def main(
     iterations,
     repeats,
     backend,
+    sim_gpu,
     out,
     executor,
     address,
@@ -307,11 +323,17 @@ def main(
     task_list = check_tasks(tasks)
     model_list = split_list(models, "--models", "model")
     remote = executor == "ray" and address is not None
-    check_backend(backend, timer, sanitize, remote)
+    check_backend(backend, timer, sanitize, remote, sim_gpu)
     capped = max_cost is not None or max_cost_per_run is not None
     prices = check_prices(model_list, prices_file, capped)
     options = {"accept": accept, "timer": timer, "held_out": held_out_mode}
-    for name, value in (("sanitize", sanitize), ("base_url", base_url), ("prices", prices)):
+    given = (
+        ("sanitize", sanitize),
+        ("base_url", base_url),
+        ("prices", prices),
+        ("sim_gpu", sim_gpu),
+    )
+    for name, value in given:
         if value:
             options[name] = value
     check_executor(executor, address, ship_results)

@@ -15,7 +15,7 @@ labelled "secret held-out", its distribution "the held-out's data".
 Exit status: 0 when the check ran, whatever the grade; 2 for bad input, a
 one-line message (an unknown task, a missing or unreadable file, a candidate
 or baseline that does not parse or fit the task, a dialect or timer the
-backend cannot use); 3 when the machine stopped an evaluation (no space, a
+backend cannot use, a --sim-gpu with a GPU backend); 3 when the machine stopped an evaluation (no space, a
 worker that could not start): no grade then.
 """
 
@@ -28,8 +28,9 @@ from pathlib import Path
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import backend_class, backend_options
-from mlxsci.evaluation.arguments import TaskArgument, check_backend, require_seed
+from mlxsci.backends import SIM_GPU_HELP, backend_class, backend_options, modelled_gpu
+from mlxsci.backends.sim import gpus
+from mlxsci.evaluation.arguments import TaskArgument, check_backend, check_sim_gpu, require_seed
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import candidate_refusal, evaluate
 from mlxsci.kernel import dialects
@@ -55,6 +56,7 @@ from mlxsci.transfer.measurement import judge_transfer
     show_default=True,
     type=click.Choice(["auto", "metal", "cuda", "sim"]),
 )
+@click.option("--sim-gpu", type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP)
 @click.option(
     "--held-out",
     "mode",
@@ -82,13 +84,16 @@ from mlxsci.transfer.measurement import judge_transfer
 )
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def main(task, candidate, baseline, backend, mode, size_set, dialect, timer, timeout, as_json):
+def main(
+    task, candidate, baseline, backend, sim_gpu, mode, size_set, dialect, timer, timeout, as_json
+):
     """Grade whether CANDIDATE's win over the baseline for TASK transfers to
     the held-out configuration and to other input data: transfers, A
     (size-tuned branch beside a slow fallback), B (a wrong arm off the
     measured sizes), C (a published held-out value enumerated), D (fit to
     the in-distribution data), or no-win."""
     t = load_task(task)  # TaskArgument checked the task folder
+    check_sim_gpu(backend, sim_gpu)  # before whether a GPU backend is here
     backend_name = check_backend(backend)
     dialect = dialect or dialects.name_of_file(candidate) or dialects.for_backend(backend_name).name
     check_dialect_and_timer(backend_name, dialect, timer)
@@ -103,14 +108,14 @@ def main(task, candidate, baseline, backend, mode, size_set, dialect, timer, tim
     def run(source: str, filename: str, sizes: list[Size], coverage: bool = False) -> dict:
         return evaluate(
             task, source, backend=backend_name, sizes=sizes, filename=filename, dialect=dialect,
-            timer=timer, timeout=timeout, progress=say, coverage=coverage,
+            timer=timer, timeout=timeout, progress=say, coverage=coverage, sim_gpu=sim_gpu,
         ).to_json()  # fmt: skip
 
     def timed(baseline_source: str, candidate_source: str, sizes: list[Size]) -> dict:
         return compare(
             task, baseline_source, candidate_source, backend=backend_name, sizes=sizes,
             filenames=(sources[1][1], sources[0][1]), dialect=dialect, timer=timer,
-            timeout=timeout, held_out=True,
+            timeout=timeout, held_out=True, sim_gpu=sim_gpu,
         )  # fmt: skip
 
     try:
@@ -129,6 +134,7 @@ def main(task, candidate, baseline, backend, mode, size_set, dialect, timer, tim
     name_revealed_distribution(judged, record)
     if as_json:
         doc = {"task": t.name, "candidate": str(candidate), "baseline": sources[1][1], **judged}
+        doc["sim_gpu"] = modelled_gpu(backend_name, dialect, sim_gpu)
         click.echo(json.dumps({**doc, "held_out": record.to_json()}, indent=2))
     else:
         click.echo(format_judgement(judged, record))

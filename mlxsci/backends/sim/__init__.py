@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import platform
 
 from mlxsci.backends.base import Backend, BranchMap
-from mlxsci.backends.sim import coverage, toolchain
+from mlxsci.backends.sim import coverage, gpus, toolchain
 from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE, POOL, BufferPool
 from mlxsci.backends.sim.dialects import DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
@@ -98,10 +99,14 @@ class SimBackend(Backend):
         launch_timeout_s: float = 60.0,
         stack_size: int = 128 * 1024,
         force_fibers: bool | None = None,
+        sim_gpu: str | None = None,
     ):
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}")
         self.dialect = dialect
+        # The GPU whose clock the simulator models (gpus/: --sim-gpu, else the
+        # dialect's default); UnknownGpu (a ValueError) names the choices.
+        self.gpu = gpus.load(self.modelled_gpu(dialect, sim_gpu))
         self.sim_dialect = DIALECTS[dialect]()
         self.launch_timeout_s = launch_timeout_s
         self.stack_size = int(stack_size)
@@ -151,6 +156,20 @@ class SimBackend(Backend):
         return {"dialect": dialect}
 
     @classmethod
+    def gpu_options(cls, gpu: str | None) -> dict:
+        """It models any GPU of gpus/: the name, checked (UnknownGpu, a
+        ValueError listing the choices), travels to the worker with the job's
+        backend options; None leaves the dialect's default."""
+        if gpu is None:
+            return {}
+        gpus.load(gpu)
+        return {"sim_gpu": gpu}
+
+    @classmethod
+    def modelled_gpu(cls, dialect: str, gpu: str | None) -> str | None:
+        return gpu or gpus.default_for(dialect)
+
+    @classmethod
     def sandbox_reads(cls) -> list[str]:
         """The kernel cache: the libraries the parent builds for the worker."""
         return [str(toolchain.cache_dir())]
@@ -160,11 +179,20 @@ class SimBackend(Backend):
         toolchain.prepare_toolchain(announce)
 
     def device_info(self) -> dict:
+        """The host, and the GPU modelled: its name and parameters are in the
+        fingerprint, so no roofline of one GPU is ever reused for another
+        (nor for the same one with other parameters)."""
         cpu = _cpu_model()
         h = hashlib.sha256()
         h.update(cpu.encode())
         h.update(toolchain.runtime_digest().encode())
-        return {"name": f"CPU simulator ({cpu})", "fingerprint": h.hexdigest()[:16]}
+        h.update(self.gpu.name.encode())
+        h.update(json.dumps(self.gpu.parameters(), sort_keys=True).encode())
+        return {
+            "name": f"CPU simulator ({cpu}) modelling {self.gpu.name}",
+            "fingerprint": h.hexdigest()[:16],
+            "sim_gpu": self.gpu.name,
+        }
 
     def kernel(self, spec: KernelSpec) -> SimKernel:
         if spec.dialect != self.dialect:
