@@ -143,6 +143,13 @@ class Backend:
         GPU's own clock times them."""
         return None
 
+    def modelled_ceilings(self) -> dict | None:
+        """The ceilings of the GPU this backend's clock models, from its
+        parameters ({"gpu", "bandwidth": [[working-set bytes, GB/s], ...],
+        "peak_gflops", "dram_gbs"}), or None where the roofline is measured on
+        the machine (a GPU backend)."""
+        return None
+
     @classmethod
     def sandbox_reads(cls) -> list[str]:
         """The folders the sandboxed worker of a candidate running natively

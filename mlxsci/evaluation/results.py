@@ -229,7 +229,12 @@ def provenance_notes(ev: Evaluation) -> list[str]:
     lines = []
     if ev.input_seed is not None:
         lines.append(f"inputs drawn from seed {ev.input_seed} (--input-seed reproduces them)")
-    if ev.roofline:
+    if ev.roofline and ev.roofline.get("modelled"):
+        lines.append(
+            f"ceilings: the modelled GPU's own ({ev.roofline.get('entry')}: "
+            "last-level cache, DRAM and FP32 peak)"
+        )
+    elif ev.roofline:
         lines.append(
             f"ceilings: {ev.roofline.get('entry')} (sha256 {str(ev.roofline.get('sha256'))[:12]}, "
             f"measured {ev.roofline.get('measured_at')})"

@@ -90,6 +90,22 @@ def load_cached(path: Path, digest: str) -> Roofline | None:
 MEASURING = "measuring the roofline of this machine (once)..."
 
 
+def modelled_roofline(backend: Backend, ceilings: dict) -> Roofline:
+    """The roofline of a modelled GPU (Backend.modelled_ceilings): nothing
+    measured, nothing cached."""
+    return Roofline(
+        backend=backend.name,
+        device=backend.device_info(),
+        bandwidth=ceilings["bandwidth"],
+        peak_gflops=ceilings["peak_gflops"],
+        measured_at="modelled",
+        timer="sim",
+        theoretical={"dram_gbs": ceilings["dram_gbs"], "peak_gflops": ceilings["peak_gflops"]},
+        plan={"modelled_gpu": ceilings["gpu"]},
+        source={"entry": f"gpus/{ceilings['gpu']}.json", "modelled": True},
+    )
+
+
 def load_or_measure(
     backend: Backend, refresh: bool = False, progress=None, timer: str | None = None, announce=None
 ) -> Roofline:
@@ -102,6 +118,9 @@ def load_or_measure(
     others wait for it and then read its entry, so every one scores against
     the same ceilings (concurrent first runs had each measured their own and
     the last writer's stayed)."""
+    modelled = backend.modelled_ceilings()
+    if modelled is not None:  # the simulator: its modelled GPU's own ceilings
+        return modelled_roofline(backend, modelled)
     path = cache_path(backend, timer)
     digest = probe_digest(backend, plan_for(backend))
     roof = None if refresh else load_cached(path, digest)

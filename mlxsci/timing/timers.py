@@ -199,15 +199,20 @@ class SimTimer(Timer):
         self.kernel_names = tuple(kernel_names)
         # (modeled, host) seconds of the fastest modeled run so far.
         self.fastest: tuple[float, float] | None = None
+        self.launch_models: dict = {}
 
     def time(self, work: Work) -> Timing:
         self.backend.activity = []
+        # The modelled GPU's launch times by kind, kept over this size's runs:
+        # the first run profiles each kind of launch, later ones a random few.
+        self.backend.launch_models = self.launch_models
         try:
             results = work.enqueue(work.inputs)
             work.wait(results)
             records = self.backend.activity
         finally:
             self.backend.activity = None
+            self.backend.launch_models = None
         seconds = sum(r[1] for r in records)
         host = sum(r[2] for r in records)
         if self.fastest is None or seconds < self.fastest[0]:

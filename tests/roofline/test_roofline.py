@@ -225,6 +225,9 @@ OLD_FORMAT = {
 def test_stale_cache_files_are_measured_again(stale, monkeypatch, tmp_path):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     be = SimBackend(dialect="metal")
+    # The cache of a measured roofline (a GPU backend's): the simulator's own
+    # ceilings are its modelled GPU's, never measured nor cached.
+    monkeypatch.setattr(be, "modelled_ceilings", lambda: None)
     fresh = Roofline(
         "sim",
         {},

@@ -122,6 +122,11 @@ class SimBackend(Backend):
         # (kernel name, modeled seconds, host CPU seconds) of every launch while
         # the sim timer records (mlxsci.timing.timers.SimTimer); None when nobody listens.
         self.activity: list | None = None
+        # While the sim timer times with the modelled GPU: its launches' modelled
+        # seconds by kind (kernel.py: _timing_of), and the last profiled
+        # launch's counts and bounds (for `mlxsci.eval --explain`-style reports).
+        self.launch_models: dict | None = None
+        self.last_counts: dict | None = None
         self.extra_defines: tuple[str, ...] = ()
         # Kernels launched while this is on use their counted variants (the
         # worker's coverage run: mlxsci.worker.serve.coverage_run).
@@ -192,6 +197,21 @@ class SimBackend(Backend):
             "name": f"CPU simulator ({cpu}) modelling {self.gpu.name}",
             "fingerprint": h.hexdigest()[:16],
             "sim_gpu": self.gpu.name,
+        }
+
+    def modelled_ceilings(self) -> dict:
+        """The modelled GPU's ceilings, from its parameters: its last-level
+        cache's bandwidth for working sets that fit in it, its DRAM's beyond
+        (what probes on that GPU would measure after a warm-up), and its FP32
+        peak. Nothing is measured on the host: host time no longer enters a
+        score (docs/simulator-time.md)."""
+        gpu = self.gpu
+        llc = float(gpu.llc_bytes)
+        return {
+            "gpu": gpu.name,
+            "bandwidth": [[1024.0, gpu.llc_gbs], [llc, gpu.llc_gbs], [2 * llc, gpu.dram_gbs]],
+            "peak_gflops": gpu.flops_per_second / 1e9,
+            "dram_gbs": gpu.dram_gbs,
         }
 
     def kernel(self, spec: KernelSpec) -> SimKernel:

@@ -72,7 +72,47 @@ class SimLaunch(ctypes.Structure):
         ("schedule", ctypes.c_int64),
         ("schedule_seed", ctypes.c_uint64),
         ("tg_fill", ctypes.c_int64),
+        ("profile", ctypes.c_void_p),
     ]
+
+
+# __SimProfile's counts, in its order after the costs.
+PROFILE_COUNTS = (
+    "groups threads simdgroups issue sfu fp64 atomic_lanes thread_ops dev_requests "
+    "dev_sectors tg_requests tg_wavefronts private_requests group_sectors "
+    "dram_read_sectors dram_write_sectors barriers simd_ops untracked"
+).split()
+PROFILE_CYCLES = [
+    "throughput_cycles_sum",
+    "throughput_cycles_max",
+    "path_cycles_sum",
+    "path_cycles_max",
+]
+_PROFILE_INPUTS = [
+    ("weights", ctypes.POINTER(ctypes.c_int32)),
+    ("n_blocks", ctypes.c_int64),
+    ("n_sites", ctypes.c_int64),
+    ("simd_width", ctypes.c_int64),
+    ("sector_bytes", ctypes.c_int64),
+    ("tg_banks", ctypes.c_int64),
+    ("tg_bank_bytes", ctypes.c_int64),
+] + [
+    (name, ctypes.c_double)
+    for name in (
+        "c_issue c_sfu c_fp64 c_tg c_sector c_atomic c_barrier c_dev_latency c_tg_latency"
+    ).split()
+]
+
+
+class SimProfile(ctypes.Structure):
+    """sim_runtime.h's __SimProfile: a profiled launch's inputs (the variant's
+    block weights, the GPU's costs in core cycles) and the runtime's counts."""
+
+    _fields_ = (
+        _PROFILE_INPUTS  # type: ignore[assignment]
+        + [(name, ctypes.c_int64) for name in PROFILE_COUNTS]
+        + [(name, ctypes.c_double) for name in PROFILE_CYCLES]
+    )
 
 
 class SimResult(ctypes.Structure):

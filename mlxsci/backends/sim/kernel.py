@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,14 +19,17 @@ import numpy as np
 
 from mlxsci import sandbox
 from mlxsci.backends.base import Kernel
-from mlxsci.backends.sim import build, coverage, variants
+from mlxsci.backends.sim import build, coverage, profile, time_model, variants
 from mlxsci.backends.sim.abi import (
+    PROFILE_COUNTS,
+    PROFILE_CYCLES,
     RESULT_NEED_FIBERS,
     RESULT_OK,
     SHUFFLED_SCHEDULE,
     UB_REASONS,
     SimGuard,
     SimLaunch,
+    SimProfile,
     SimResult,
     libc,
     next_schedule_seed,
@@ -97,6 +101,22 @@ class _Variant:
     # Built to count its branch arms (coverage.py): its launches take one more
     # buffer pointer, the kernel's counters, after its own.
     counted: bool = False
+    # Built for the modelled GPU's clock (profile.py): its blocks' weights.
+    profile: profile.Profile | None = None
+
+
+# Launches of one kind after the first in a timed run are profiled one time
+# in this many, drawn at random (the rest are charged their kind's mean).
+PROFILE_ONE_IN = 8
+
+
+@dataclass(frozen=True)
+class _LaunchTiming:
+    """How one launch is timed by the modelled GPU's clock."""
+
+    kind: tuple  # kernel, grid, threadgroup, argument signature
+    profile: bool  # this launch runs the profiled variant
+    threads_per_group: int
 
 
 class SimKernel(Kernel):
@@ -120,23 +140,32 @@ class SimKernel(Kernel):
         # kernel share its arms: coverage.instrument_spec), made at the first.
         self._counts: ctypes.Array | None = None
 
-    def _variant(self, infos, out_dtypes, template) -> _Variant:
+    def _variant(self, infos, out_dtypes, template, profiled: bool = False) -> _Variant:
         """The compiled variant for this call signature; generated text is
-        produced only for a signature not seen before."""
-        counted = bool(self.backend.count_branches)
+        produced only for a signature not seen before. `profiled`: the build
+        the modelled GPU's clock counts with (profile.py)."""
+        counted = bool(self.backend.count_branches) and not profiled
         key = _signature_key(infos, out_dtypes, template)
-        key = key + (counted,) if key is not None else None
+        key = key + (counted, profiled) if key is not None else None
         v = self._by_signature.get(key) if key is not None else None
         if v is None:
-            v = self._variant_of_text(infos, out_dtypes, template, counted)
+            v = self._variant_of_text(infos, out_dtypes, template, counted, profiled)
             if key is not None:
                 self._by_signature[key] = v
         return v
 
-    def _variant_of_text(self, infos, out_dtypes, template, counted: bool) -> _Variant:
+    def _variant_of_text(
+        self, infos, out_dtypes, template, counted: bool, profiled: bool = False
+    ) -> _Variant:
         spec = self.spec
         gen = self.dialect.generate(spec, infos, out_dtypes, template)
-        key = gen.text + "\0" + gen.line1 + ("\0counted" if counted else "")
+        key = (
+            gen.text
+            + "\0"
+            + gen.line1
+            + ("\0counted" if counted else "")
+            + ("\0profiled" if profiled else "")
+        )
         v = self._variants.get(key)
         if v is not None:
             return v
@@ -151,12 +180,14 @@ class SimKernel(Kernel):
                     template,
                     self.backend.extra_defines,
                     counted,
+                    profiled,
                 )
             )
         else:
             so = variants.variant_library(
-                self.dialect, spec, gen, self.backend.extra_defines, counted
+                self.dialect, spec, gen, self.backend.extra_defines, counted, profiled
             )
+        described = profile.read_description(so) if profiled else None
         sandbox.seal()  # no thread can start once candidate code is in the process
         lib = build.load_library(so)
         # lib[...] makes a function object of our own (getattr caches one per
@@ -174,6 +205,7 @@ class SimKernel(Kernel):
             int(tgb()),
             gen.launch_error,
             counted,
+            described,
         )
         self._variants[key] = v
         self.compile_seconds += time.perf_counter() - started
@@ -224,6 +256,9 @@ class SimKernel(Kernel):
         if v.launch_error:
             raise KernelFault("launch", v.launch_error)
         self.dialect.check_tgmem(spec, v.tgmem_bytes)
+        timing = self._timing_of(v, grid, tgc, infos, out_names)
+        if timing is not None and timing.profile:
+            v = self._variant(infos, out_names, template, profiled=True)
 
         with _launch_lock:
             end_aligned = self.launches % 2 == 0
@@ -242,6 +277,7 @@ class SimKernel(Kernel):
                     init_value,
                     end_aligned,
                     use_fibers,
+                    timing,
                 )
                 if outcome == "retry_with_fibers":
                     use_fibers = True
@@ -261,6 +297,7 @@ class SimKernel(Kernel):
         init_value,
         end_aligned,
         use_fibers,
+        timing=None,
     ):
         """One run of variant `v`: the outputs, or "retry_with_fibers" where
         the runtime asks for one fiber per thread; a KernelFault for a fault
@@ -274,6 +311,7 @@ class SimKernel(Kernel):
             )
             before = self._pass_counters(v, bufs)
             launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers)
+            counts = self._profile_record(v, launch, bufs)
             R = SimResult()
             kind = v.entry(ctypes.byref(launch), ctypes.byref(R))
             if kind == RESULT_NEED_FIBERS:
@@ -287,8 +325,9 @@ class SimKernel(Kernel):
                 fault = fault_of(R, bufs.guards, bufs.dtypes, self.dialect, self.backend)
                 raise _with_undefined_reads(fault, self.backend.undefined_reads)
             if self.backend.activity is not None:  # the sim timer is listening
-                # The modeled GPU time (docs/simulator-time.md), then the host's CPU time.
-                self.backend.activity.append((self.spec.name, R.model_ps * 1e-12, R.cpu_ns * 1e-9))
+                # The modelled GPU's time (docs/simulator-time.md), then the host's CPU time.
+                seconds = self._modelled_seconds(R, counts, timing, v, bufs)
+                self.backend.activity.append((self.spec.name, seconds, R.cpu_ns * 1e-9))
             _check_slack(bufs.guards)
             _copy_back_inputs(bufs.inputs)
             outs = _read_outputs(bufs.outputs)
@@ -296,6 +335,66 @@ class SimKernel(Kernel):
             return outs
         finally:
             bufs.release(clean)
+
+    # -- the modelled GPU's clock ------------------------------------------
+    def _timing_of(self, v, grid, tgc, infos, out_names) -> _LaunchTiming | None:
+        """How this launch is timed while the sim timer listens with a
+        modelled GPU: profiled (the first launch of its kind in a timed run,
+        and one in PROFILE_ONE_IN of the later ones, drawn here where the
+        kernel cannot see it), or charged the mean of its kind's profiled
+        launches so far. None: nobody is timing, or this host cannot profile
+        (the host-time clock then stands in)."""
+        backend = self.backend
+        if backend.activity is None or backend.launch_models is None:
+            return None
+        if backend.count_branches or not profile.supported():
+            return None
+        kind = (self.spec.name, tuple(grid), tuple(tgc), tuple(infos), tuple(out_names))
+        seen = backend.launch_models.get(kind)
+        draw = seen is None or secrets.randbelow(PROFILE_ONE_IN) == 0
+        return _LaunchTiming(kind, draw, int(tgc[0] * tgc[1] * tgc[2]))
+
+    def _profile_record(self, v: _Variant, launch: SimLaunch, bufs) -> SimProfile | None:
+        """The counters of a profiled variant's launch, pointed to by `launch`."""
+        if v.profile is None:
+            return None
+        gpu = self.backend.gpu
+        weights = v.profile.weights
+        flat = (ctypes.c_int32 * max(1, 4 * len(weights)))(*[x for w in weights for x in w])
+        P = SimProfile()
+        P.weights = ctypes.cast(flat, ctypes.POINTER(ctypes.c_int32))
+        P.n_blocks = len(weights)
+        P.n_sites = v.profile.sites
+        P.simd_width = gpu.simd_width
+        P.sector_bytes = gpu.sector_bytes
+        P.tg_banks = gpu.tg_banks
+        P.tg_bank_bytes = gpu.tg_bank_bytes
+        for name, value in time_model.costs(gpu).items():
+            setattr(P, name, value)
+        bufs.keep += [flat, P]
+        launch.profile = ctypes.addressof(P)
+        return P
+
+    def _modelled_seconds(self, R, counts, timing, v: _Variant, bufs) -> float:
+        """This launch's seconds on the clock in force (see _timing_of)."""
+        if timing is None:
+            return R.model_ps * 1e-12  # the host-time clock (no modelled GPU here)
+        models = self.backend.launch_models
+        if models is None:
+            return R.model_ps * 1e-12
+        if counts is not None:
+            shape = time_model.LaunchShape(
+                timing.threads_per_group,
+                v.tgmem_bytes,
+                sum(gb.nbytes for gb, _role, _name, _isz in bufs.guards),
+            )
+            values = {name: getattr(counts, name) for name in PROFILE_COUNTS + PROFILE_CYCLES}
+            modelled = time_model.launch_time(values, self.backend.gpu, shape)
+            models.setdefault(timing.kind, []).append(modelled.seconds)
+            self.backend.last_counts = dict(values, **modelled.parts)
+            return modelled.seconds
+        seen = models.get(timing.kind) or []
+        return sum(seen) / len(seen) if seen else R.model_ps * 1e-12
 
     def _pass_counters(self, v: _Variant, bufs: _LaunchBuffers) -> bytes | None:
         """A counted variant's counters after its own buffers (where its glue

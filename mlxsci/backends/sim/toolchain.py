@@ -131,7 +131,7 @@ def _runtime_files() -> list[Path]:
         p
         for p in sorted(RUNTIME_DIR.rglob("*"))
         if p.is_file()
-        and p.suffix in (".h", ".hpp", ".cuh", ".cpp", "")
+        and p.suffix in (".h", ".hpp", ".cuh", ".cpp", ".inc", "")
         and "__pycache__" not in p.parts
     ]
     return files

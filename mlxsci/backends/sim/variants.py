@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlxsci.backends.sim import build, coverage, language_rules, toolchain
+from mlxsci.backends.sim import build, coverage, language_rules, profile, toolchain
 from mlxsci.kernel.signature import METAL_TYPES, ArgInfo
 from mlxsci.kernel.spec import CompileError, KernelSpec
 from mlxsci.storage.faults import fault_of
@@ -41,14 +41,21 @@ MAX_BUILDS_PER_SIZE = 16
 
 
 def variant_library(
-    dialect, spec: KernelSpec, gen, extra_defines: tuple[str, ...], counted: bool = False
+    dialect,
+    spec: KernelSpec,
+    gen,
+    extra_defines: tuple[str, ...],
+    counted: bool = False,
+    profiled: bool = False,
 ) -> Path:
     """The cached library of generated text `gen`, built if needed: the
     language rules first (what the real compilers reject, and what no kernel
     language allows), then, `counted`, the candidate's text instrumented to
     count its branch arms (mlxsci/backends/sim/coverage.py: after the rules,
     which judge the candidate's own text), then the line-preserving rewrite,
-    the TU, the build."""
+    the TU, the build. `profiled`: the build the modelled GPU's clock counts
+    with (profile.py), after the plain one (whose compile errors are the
+    candidate's)."""
     violation = language_rules.check(dialect.name, gen.text, gen.regions, spec.source_file)
     if violation is not None:
         raise violation
@@ -76,7 +83,10 @@ def variant_library(
         candidate_file=spec.source_file,
         prologue=prologue,
     )
-    return build.build_library(tu, spec.source_file, extra_defines)
+    plain = build.build_library(tu, spec.source_file, extra_defines)
+    if not profiled:
+        return plain
+    return profile.profiled_library(tu, spec.source_file, extra_defines).library
 
 
 def request(
@@ -87,9 +97,11 @@ def request(
     template,
     extra_defines: tuple[str, ...],
     counted: bool = False,
+    profiled: bool = False,
 ) -> dict:
     """A build request: everything the parent needs to generate the
-    variant's text; `counted`: the variant that counts its branch arms."""
+    variant's text; `counted`: the variant that counts its branch arms;
+    `profiled`: the one the modelled GPU's clock counts with."""
     return {
         "dialect": dialect,
         "spec": dict(
@@ -101,6 +113,7 @@ def request(
         "template": [[n, v] for n, v in (template or ())],
         "extra_defines": list(extra_defines),
         "counted": counted,
+        "profiled": profiled,
     }
 
 
@@ -136,8 +149,10 @@ def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
     return kernels
 
 
-def kernel_of_request(req: Any, job: dict) -> tuple[str, KernelSpec, list, list, list, tuple, bool]:
-    """(dialect, spec, infos, out_dtypes, template, extra_defines, counted)
+def kernel_of_request(
+    req: Any, job: dict
+) -> tuple[str, KernelSpec, list, list, list, tuple, bool, bool]:
+    """(dialect, spec, infos, out_dtypes, template, extra_defines, counted, profiled)
     of a request read from a worker. The spec and template are the parent's
     own (job_kernels): the request must name one of them exactly, so nothing
     of the kernel's text comes from the worker. The call signature is
@@ -183,7 +198,10 @@ def kernel_of_request(req: Any, job: dict) -> tuple[str, KernelSpec, list, list,
     counted = req.get("counted", False)
     _need(type(counted) is bool, "counted")
     _need(not counted or bool(job.get("coverage")), "a counted variant the job does not ask for")
-    return dialect, spec, infos, out, template, defines, counted
+    profiled = req.get("profiled", False)
+    _need(type(profiled) is bool, "profiled")
+    _need(not (profiled and counted), "a variant both counted and profiled")
+    return dialect, spec, infos, out, template, defines, counted, profiled
 
 
 def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict:
@@ -201,11 +219,14 @@ def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict
             req = json.loads(text)
         except (ValueError, RecursionError) as exc:
             raise BadRequest("build request is not JSON") from exc
-        dialect_name, spec, infos, out, template, defines, counted = kernel_of_request(req, job)
+        dialect_name, spec, infos, out, template, defines, counted, profiled = kernel_of_request(
+            req, job
+        )
         dialect = DIALECTS[dialect_name]()
         gen = dialect.generate(spec, infos, out, template)
         with toolchain.time_limit(deadline):
-            return {"library": str(variant_library(dialect, spec, gen, defines, counted))}
+            library = variant_library(dialect, spec, gen, defines, counted, profiled)
+            return {"library": str(library)}
     except CompileError as exc:
         return {
             "error": {"kind": "compile", "message": exc.message, "line": exc.line, "log": exc.log}

@@ -986,6 +986,8 @@ struct GroupOrder {
     }
 };
 
+#include "sim_profile.inc"
+
 void run_fibers(__SimLaunch* L) {
     const GroupOrder order(L);
     for (int64_t k = 0; k < order.total; ++k) {
@@ -995,7 +997,9 @@ void run_fibers(__SimLaunch* L) {
         group_size(L, gid, tsz);
         __sim_tg_fill(L->tgmem, L->tgmem_size);
         __sim_group_begin();
+        if (L->profile) prof_group_begin((int64_t)tsz[0] * tsz[1] * tsz[2]);
         run_group_fibers(gid, tsz);
+        if (L->profile) prof_group_end();
         __sim_group_end(tsz[0] * tsz[1] * tsz[2]);
     }
 }
@@ -1053,6 +1057,34 @@ void run_fast_shuffled(__SimLaunch* L) {
             set_progress(t);
             G.fn(L->bufs, &t);
         }
+        __sim_group_end(t.nthr);
+    }
+}
+
+// A profiled variant's launch on the fiber-free path: the groups and their
+// threads in index order, through the thread function's pointer, each group
+// bracketed by the counters (sim_profile.inc).
+void run_fast_profiled(__SimLaunch* L) {
+    __SimThread t;
+    for (uint32_t gz = 0; gz < (uint32_t)L->ngroups[2]; ++gz)
+    for (uint32_t gy = 0; gy < (uint32_t)L->ngroups[1]; ++gy)
+    for (uint32_t gx = 0; gx < (uint32_t)L->ngroups[0]; ++gx) {
+        t.gid[0] = gx; t.gid[1] = gy; t.gid[2] = gz;
+        group_size(L, t.gid, t.tsz);
+        t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
+        __sim_tg_fill(L->tgmem, L->tgmem_size);
+        __sim_group_begin();
+        prof_group_begin(t.nthr);
+        uint32_t lin = 0;
+        for (uint32_t z = 0; z < t.tsz[2]; ++z)
+        for (uint32_t y = 0; y < t.tsz[1]; ++y)
+        for (uint32_t x = 0; x < t.tsz[0]; ++x, ++lin) {
+            t.lid[0] = x; t.lid[1] = y; t.lid[2] = z; t.lin = lin;
+            g_prof.lane = lin;
+            set_progress(t);
+            G.fn(L->bufs, &t);
+        }
+        prof_group_end();
         __sim_group_end(t.nthr);
     }
 }
@@ -1144,6 +1176,7 @@ extern "C" __SIM_HIDDEN void __sim_simd_wait_need(const void* site, __SimResolve
                                                   uint32_t need) {
     if (G.cur < 0) fault_from_fiber(__SIM_NEED_FIBERS);
     Fiber* f = &G.fibers[G.cur];
+    prof_simd();
     f->state = F_SIMD;
     f->need = need;
     f->site = site;
@@ -1163,6 +1196,7 @@ extern "C" __SIM_HIDDEN void __sim_simd_wait(const void* site, __SimResolver res
 extern "C" __SIM_HIDDEN void __sim_tg_barrier_wait(int64_t line) {
     if (G.cur < 0) fault_from_fiber(__SIM_NEED_FIBERS);
     Fiber* f = &G.fibers[G.cur];
+    prof_barrier();
     f->state = F_BARRIER;
     f->line = line;
     switch_to_scheduler(f);
@@ -1427,7 +1461,12 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
         if (L->timeout_s > 0) setitimer(ITIMER_REAL, &it, &old_it);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
         clock_reset();
+        if (L->profile && !prof_begin(L)) {
+            R->kind = __SIM_SETUP_FAILED;
+            siglongjmp(G.jb, 1);
+        }
         if (L->use_fibers) run_fibers(L);
+        else if (L->profile) run_fast_profiled(L);
         else if (L->schedule == __SIM_SCHEDULE_REVERSED) run_fast_reversed(L);
         else if (L->schedule == __SIM_SCHEDULE_SHUFFLED) run_fast_shuffled(L);
         else fast_fn(L);
@@ -1435,6 +1474,7 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
         R->cpu_ns = (int64_t)(cpu1.tv_sec - cpu0.tv_sec) * 1000000000 + (cpu1.tv_nsec - cpu0.tv_nsec);
         R->model_ps = clock_model_ps(R->cpu_ns);
+        if (L->profile) prof_finish();
         G.active = 0;
         R->kind = __SIM_OK;
         // A write just outside an array's bound that stayed inside its pages:
@@ -1477,6 +1517,7 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
 #endif
     }
     G.cur = -1;
+    if (g_prof.P) prof_release();
     // Restore what the host had: handlers, mask, alternate stack, its timer.
     for (int i = 0; i < kNumSignals; ++i) sigaction(kSignals[i], &g_old_actions[i], nullptr);
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);

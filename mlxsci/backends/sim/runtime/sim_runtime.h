@@ -164,6 +164,49 @@ struct __SimLaunch {
     // whose outputs differ shows that the kernel read that memory before it
     // wrote it (mlxsci.worker.serve.unwritten_threadgroup_run).
     int64_t tg_fill;
+    // Non-null for a launch of a profiled variant (docs/simulator-time.md):
+    // what the modelled GPU's clock counts, filled by the runtime.
+    struct __SimProfile* profile;
+};
+
+// The modelled GPU's counts of one launch of a profiled variant: a build of
+// the kernel whose basic blocks and memory accesses call the runtime
+// (__sim_prof_block, __sim_prof_access; mlxsci/backends/sim/profile.py
+// places the calls). The inputs describe the variant and the GPU's costs in
+// core cycles; the runtime fills the rest. Every count is the runtime's: the
+// kernel is handed no pointer to this structure.
+struct __SimProfile {
+    // ---- in: the variant
+    const int32_t* weights;   // per block: kWeightClasses counts (alu, sfu, atomic, fp64)
+    int64_t n_blocks;
+    int64_t n_sites;          // memory access sites
+    // ---- in: the GPU
+    int64_t simd_width;
+    int64_t sector_bytes;
+    int64_t tg_banks;
+    int64_t tg_bank_bytes;
+    double c_issue;           // cycles a core spends issuing one SIMD instruction
+    double c_sfu;             // ... one special-function SIMD instruction
+    double c_fp64;            // ... one fp64 SIMD instruction
+    double c_tg;              // ... one threadgroup-memory wavefront
+    double c_sector;          // ... moving one sector through its L1
+    double c_atomic;          // ... one lane's atomic
+    double c_barrier;         // a barrier's cost to a simdgroup's path
+    double c_dev_latency;     // a device access's cost to a simdgroup's path
+    double c_tg_latency;      // a threadgroup access's cost to its path
+    // ---- out: totals over the launch (SIMD instructions count once per simdgroup)
+    int64_t groups, threads, simdgroups;
+    int64_t issue, sfu, fp64, atomic_lanes;
+    int64_t thread_ops;       // ALU operations summed over lanes (for SIMD efficiency)
+    int64_t dev_requests, dev_sectors;
+    int64_t tg_requests, tg_wavefronts;
+    int64_t private_requests;
+    int64_t group_sectors;    // sectors each group touched, summed over groups
+    int64_t dram_read_sectors, dram_write_sectors;
+    int64_t barriers, simd_ops;
+    int64_t untracked;        // accesses the tables could not place (counted, not analysed)
+    double throughput_cycles_sum, throughput_cycles_max;   // per group
+    double path_cycles_sum, path_cycles_max;               // per group: its slowest simdgroup
 };
 
 enum {
@@ -302,6 +345,11 @@ extern "C" __SIM_HIDDEN volatile int64_t __sim_progress[6];
 #define __SIM_LANES 32
 #define __SIM_CORES 32
 extern "C" __SIM_HIDDEN void __sim_group_begin(void);
+// The profiled variant's calls (profile.py rewrites the compiler's coverage
+// calls into these): a basic block entered, a memory access made.
+// `info` = site << 8 | is_store << 7 | log2(bytes).
+extern "C" __SIM_HIDDEN void __sim_prof_block(uint32_t block);
+extern "C" __SIM_HIDDEN void __sim_prof_access(const void* addr, uint32_t info);
 extern "C" __SIM_HIDDEN void __sim_group_end(uint32_t nthreads);
 
 // SIMD-group collectives. Each lane blocks with its operand; when every lane of

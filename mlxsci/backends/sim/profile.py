@@ -1,0 +1,317 @@
+"""The profiled variant of a kernel: the build the modelled GPU's clock counts with.
+
+The modelled time of a launch (docs/simulator-time.md, time_model.py) comes
+from what the kernel does, not from how long the host took: its SIMD
+instructions by class, its memory accesses coalesced per simdgroup, its
+threadgroup-memory bank conflicts, its barriers. The counts come from a build
+of the kernel's translation unit that calls the runtime at each basic block
+and before each load and store:
+
+1. clang compiles the TU to assembly with SanitizerCoverage's block guards
+   and load/store hooks (`-fsanitize-coverage=trace-pc-guard,trace-loads,
+   trace-stores`, every block kept), and without vectorisation, so that each
+   element access stays one hooked access (a vector wider than 16 bytes is not
+   hooked);
+2. `rewrite_assembly` turns each block's guard call into
+   `__sim_prof_block(<its number>)` and each hook into
+   `__sim_prof_access(addr, <site, size, load or store>)`, numbering them in
+   the text, and counts each block's instructions by class
+   (`WEIGHT_CLASSES`): what the block costs a GPU each time a simdgroup
+   enters it. The register shuffles and spills around the calls, the calls'
+   own set-up and the loads and stores themselves (counted through the hooks)
+   are not counted;
+3. the rewritten assembly is assembled and linked with the runtime object
+   like any kernel, through the same symbol checks (kernel_symbols.py).
+
+The counters live in the runtime (sim_profile.inc); a kernel's text cannot
+name them, and the calls are placed after the candidate's text is compiled.
+A candidate that defines a hook's name itself is refused by the symbol check
+(`__sanitizer_cov_*` is no runtime call a kernel may define), so it cannot
+take a hook's place.
+
+x86-64 hosts only: the rewrite reads x86-64 assembly. Elsewhere `supported()`
+is False and the clock says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlxsci.backends.sim import kernel_symbols
+from mlxsci.backends.sim.toolchain import (
+    CXX_FLAGS,
+    INCLUDE_DIR,
+    LINK_FLAGS,
+    STATS,
+    build_lock,
+    cache_dir,
+    run_compiler,
+    runtime_digest,
+    runtime_object,
+)
+from mlxsci.kernel.spec import CompileError
+from mlxsci.storage.cache import install_verified, read_verified, verify_file, write_verified
+
+# The instruction classes a block's weight counts, in the runtime's order
+# (sim_profile.inc: kWeightClasses).
+WEIGHT_CLASSES = ("alu", "sfu", "atomic", "fp64")
+
+PROFILE_FLAGS = (
+    "-fno-vectorize",
+    "-fno-slp-vectorize",
+    "-fsanitize-coverage=trace-pc-guard,trace-loads,trace-stores",
+    "-mllvm",
+    "-sanitizer-coverage-prune-blocks=0",
+)
+
+# A profile description bigger than this is no honest kernel's.
+MAX_PROFILE_BYTES = 8 << 20
+
+
+def supported() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A profiled variant's library and what its calls number."""
+
+    library: Path
+    weights: tuple[tuple[int, ...], ...]  # per block, one count per WEIGHT_CLASSES
+    sites: int  # memory access sites
+
+    def to_json(self) -> str:
+        return json.dumps({"weights": [list(w) for w in self.weights], "sites": self.sites})
+
+
+def read_description(library: Path) -> Profile:
+    """The weights written beside a profiled library (`<library>.json`)."""
+    path = Path(str(library) + ".json")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise CompileError(
+            f"the profiled variant's description is missing: {exc}", None, ""
+        ) from exc
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise CompileError("the profiled variant's description is too large", None, "")
+    try:
+        data = json.loads(raw)
+        weights = tuple(tuple(int(x) for x in w) for w in data["weights"])
+        sites = int(data["sites"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CompileError(
+            f"the profiled variant's description is damaged: {exc}", None, ""
+        ) from exc
+    if any(len(w) != len(WEIGHT_CLASSES) for w in weights) or sites < 0:
+        raise CompileError("the profiled variant's description is damaged", None, "")
+    return Profile(library, weights, sites)
+
+
+# ------------------------------------------------------------------ the rewrite
+_GUARD_CALL = re.compile(r"^\s*callq?\s+__sanitizer_cov_trace_pc_guard(?:@PLT)?\s*$")
+_GUARD_INIT = re.compile(r"^\s*(?:callq?|jmp)\s+__sanitizer_cov_trace_pc_guard_init(?:@PLT)?\s*$")
+_HOOK_CALL = re.compile(r"^(\s*)callq?\s+__sanitizer_cov_(load|store)(1|2|4|8|16)(?:@PLT)?\s*$")
+_LABEL = re.compile(r"^(?:\.LBB[\w.]+|[A-Za-z_$][\w.$]*):")
+_BB_COMMENT = re.compile(r"^# %bb\.\d+:")
+_MATH_CALL = re.compile(
+    r"^callq?\s+(?:" + "|".join(sorted(kernel_symbols.ALLOWED_CALLS)) + r")(?:@PLT)?$"
+)
+_STACK = re.compile(r"\(%r[sb]p\)|%r[sb]p\b")
+_LOG2 = {"1": 0, "2": 1, "4": 2, "8": 3, "16": 4}
+
+
+def _instruction(line: str) -> str | None:
+    """The instruction of an assembly line (without comment), or None."""
+    text = line.split("#", 1)[0].strip()
+    if not text or text.startswith(".") or text.endswith(":"):
+        return None
+    return text
+
+
+def classify(ins: str) -> tuple[int, int, int, int]:
+    """What one instruction costs a GPU, by WEIGHT_CLASSES, or zeros for
+    what a GPU would not execute (stack traffic, register copies, jumps, the
+    profiling calls' own set-up) and for loads and stores (counted through
+    the hooks)."""
+    parts = ins.split(None, 1)
+    op = parts[0]
+    args = parts[1] if len(parts) > 1 else ""
+    if op in ("lock", "xchgl", "xchgq") or op.startswith(("lock", "cmpxchg", "xadd")):
+        return (0, 0, 1, 0)
+    if op.startswith(("push", "pop", "ret", "nop", "jmp", "ud2", "int3", "endbr")):
+        return (0, 0, 0, 0)
+    if _STACK.search(args):
+        return (0, 0, 0, 0)
+    if op.startswith("call"):
+        if _MATH_CALL.match(ins.replace("\t", " ")):
+            return (4, 1, 0, 0)  # a math function: a special-function op and its set-up
+        return (1, 0, 0, 0)
+    is_move = op.startswith(("mov", "vmov", "lddqu", "cvtsi2", "cvtsd2", "cvtss2"))
+    if is_move and not op.startswith(("cvtsi2", "cvtsd2", "cvtss2")):
+        return (0, 0, 0, 0)  # a copy between registers, a constant, or a load/store
+    if op.rstrip("lqwb") in ("div", "idiv"):
+        return (20, 0, 0, 0)  # integer division: a GPU has no divider
+    if op.startswith(("sqrt", "div", "rsqrt", "rcp", "vsqrt", "vdiv")):
+        return (0, 1, 0, 0) if not op.endswith(("sd", "pd")) else (0, 0, 0, 1)
+    if op.endswith(("sd", "pd")) and not op.startswith(("cvt", "unpck", "shuf")):
+        return (0, 0, 0, 1)
+    return (1, 0, 0, 0)
+
+
+def rewrite_assembly(asm: str) -> tuple[str, list[tuple[int, ...]], int]:
+    """(rewritten assembly, weights per block, number of access sites)."""
+    lines = asm.split("\n")
+    out: list[str] = []
+    weights: list[list[int]] = []
+    current: list[int] | None = None  # the block instructions are charged to
+    pending = [0, 0, 0, 0]  # instructions of an asm block before its first guard call
+    sites = 0
+    i = 0
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        # A guard call: the guard's address was put in %rdi just before
+        # (`leaq .L__sancov_gen_...(%rip), %rdi`, or from a register the
+        # compiler hoisted it into); the block's number replaces it.
+        if _GUARD_CALL.match(line):
+            _uncount_setup(out, current if current is not None else pending)
+            block = len(weights)
+            weights.append(pending)
+            pending = [0, 0, 0, 0]
+            current = weights[block]
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}movl\t${block}, %edi")
+            out.append(f"{indent}callq\t__sim_prof_block@PLT")
+            i += 1
+            continue
+        if "__start___sancov_guards" in line or "__stop___sancov_guards" in line:
+            i += 1  # the guards' bounds, for the initialiser dropped below
+            continue
+        if _GUARD_INIT.match(line):
+            i += 1  # the guards need no numbering: the rewrite numbered the calls
+            continue
+        hook = _HOOK_CALL.match(line)
+        if hook:
+            indent, kind, size = hook.groups()
+            info = (sites << 8) | ((1 if kind == "store" else 0) << 7) | _LOG2[size]
+            sites += 1
+            # The hook's argument set-up (the address into %rdi) is no GPU work.
+            _uncount_setup(out, current if current is not None else pending)
+            out.append(f"{indent}movl\t${info}, %esi")
+            out.append(f"{indent}callq\t__sim_prof_access@PLT")
+            i += 1
+            continue
+        if _LABEL.match(line) or _BB_COMMENT.match(line):
+            current = None  # a new asm block: charged to its own guard
+        ins = _instruction(line)
+        if ins is not None:
+            cost = classify(ins)
+            target = current if current is not None else pending
+            for k in range(4):
+                target[k] += cost[k]
+        out.append(line)
+        i += 1
+    return "\n".join(out), [tuple(w) for w in weights], sites
+
+
+def _uncount_setup(out: list[str], target: list[int]) -> None:
+    """Takes back the cost of the last instruction in `out` when it only
+    sets up a profiling call's argument (it writes %rdi)."""
+    for line in reversed(out):
+        ins = _instruction(line)
+        if ins is None:
+            continue
+        if ins.replace(" ", "").replace("\t", "").endswith(",%rdi"):
+            cost = classify(ins)
+            for k in range(4):
+                target[k] = max(0, target[k] - cost[k])
+        return
+
+
+# ------------------------------------------------------------------ the build
+def profiled_library(
+    tu: str, source_file: str = "<candidate>", extra_defines: tuple[str, ...] = ()
+) -> Profile:
+    """The cached profiled library of `tu` (built if needed) and its weights.
+    The candidate's own compile errors were found by its plain build first
+    (variants.variant_library builds that one before this)."""
+    if not supported():
+        raise CompileError(
+            f"the modelled GPU's clock needs an x86-64 host, not {platform.machine()}", None, ""
+        )
+    with build_lock:
+        digest = hashlib.sha256()
+        digest.update(b"profiled\0")
+        digest.update(tu.encode())
+        digest.update(b"\0")
+        digest.update(runtime_digest().encode())
+        digest.update(" ".join(extra_defines + PROFILE_FLAGS).encode())
+        key = digest.hexdigest()[:40]
+        d = cache_dir()
+        so = d / f"p-{key}.so"
+        desc = Path(str(so) + ".json")
+        if verify_file(so) and read_verified(desc) is not None:
+            STATS["cache_hits"] += 1
+            return read_description(so)
+        rt = runtime_object(extra_defines)
+        with tempfile.TemporaryDirectory(prefix=f"p-{key}.", dir=d) as tmp:
+            cpp = Path(tmp, "k.cpp")
+            cpp.write_text(tu)
+            asm = Path(tmp, "k.s")
+            res = run_compiler(
+                [
+                    "c++",
+                    *CXX_FLAGS,
+                    *PROFILE_FLAGS,
+                    *extra_defines,
+                    "-I",
+                    str(INCLUDE_DIR),
+                    "-x",
+                    "c++",
+                    "-S",
+                    str(cpp),
+                    "-o",
+                    str(asm),
+                ]
+            )
+            _check(res, "compiling the profiled variant")
+            text, weights, sites = rewrite_assembly(asm.read_text())
+            rewritten = Path(tmp, "p.s")
+            rewritten.write_text(text)
+            obj = Path(tmp, "p.o")
+            _check(
+                run_compiler(["c++", "-c", str(rewritten), "-o", str(obj)]),
+                "assembling the profiled variant",
+            )
+            why = kernel_symbols.object_violation(obj, rt)
+            if why:
+                raise CompileError(why, None, why)
+            tmp_so = Path(tmp, "p.so")
+            _check(
+                run_compiler(["c++", *LINK_FLAGS, str(obj), str(rt), "-o", str(tmp_so)]),
+                "linking the profiled variant",
+            )
+            why = kernel_symbols.library_violation(tmp_so)
+            if why:
+                raise CompileError(why, None, why)
+            STATS["compiles"] += 1
+            profile = Profile(so, tuple(weights), sites)
+            write_verified(desc, profile.to_json().encode())
+            install_verified(tmp_so, so)
+        return profile
+
+
+def _check(res: subprocess.CompletedProcess, what: str) -> None:
+    if res.returncode != 0:
+        log = (res.stderr or "") + (res.stdout or "")
+        first = next((l for l in log.splitlines() if "error" in l), log.strip()[:300])
+        raise CompileError(f"{what} failed: {first}", None, log)
