@@ -181,6 +181,7 @@ def evaluate_one(job: dict) -> dict:
     out["reason"] = (ev.fail_reason or "")[:REASON_CHARS] or None
     if ev.correct and ev.sizes and ev.sizes[0].seconds:
         out["modelled"] = ev.sizes[0].seconds
+        out["launches"] = ev.sizes[0].timer_info.get("launches")
         out["implausible"] = ev.implausible
     return {**out, "wall_s": time.perf_counter() - start}
 

@@ -200,12 +200,14 @@ class SimTimer(Timer):
         # (modeled, host) seconds of the fastest modeled run so far.
         self.fastest: tuple[float, float] | None = None
         self.launch_models: dict = {}
+        self.model_parts: dict = {}
 
     def time(self, work: Work) -> Timing:
         self.backend.activity = []
         # The modelled GPU's launch times by kind, kept over this size's runs:
         # the first run profiles each kind of launch, later ones a random few.
         self.backend.launch_models = self.launch_models
+        self.backend.model_parts = self.model_parts
         try:
             results = work.enqueue(work.inputs)
             work.wait(results)
@@ -213,6 +215,7 @@ class SimTimer(Timer):
         finally:
             self.backend.activity = None
             self.backend.launch_models = None
+            self.backend.model_parts = None
         seconds = sum(r[1] for r in records)
         host = sum(r[2] for r in records)
         if self.fastest is None or seconds < self.fastest[0]:
@@ -222,7 +225,12 @@ class SimTimer(Timer):
     def info(self) -> dict:
         """The model, and the host's CPU seconds of the fastest run so far."""
         out = super().info()
-        out["model"] = f"threadgroups on {self.CORES} cores x {self.LANES} lanes"
+        if self.model_parts:
+            out["model"] = "counts on the modelled GPU (docs/simulator-time.md)"
+            # Per kernel: its last profiled launch's counts and what bound its time.
+            out["launches"] = {name: dict(parts) for name, parts in self.model_parts.items()}
+        else:
+            out["model"] = f"threadgroups on {self.CORES} cores x {self.LANES} lanes (host time)"
         if self.fastest is not None:
             out["host_seconds"] = self.fastest[1]
         return out

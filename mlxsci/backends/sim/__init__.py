@@ -123,10 +123,11 @@ class SimBackend(Backend):
         # the sim timer records (mlxsci.timing.timers.SimTimer); None when nobody listens.
         self.activity: list | None = None
         # While the sim timer times with the modelled GPU: its launches' modelled
-        # seconds by kind (kernel.py: _timing_of), and the last profiled
-        # launch's counts and bounds (for `mlxsci.eval --explain`-style reports).
+        # seconds by kind (kernel.py: _timing_of).
         self.launch_models: dict | None = None
-        self.last_counts: dict | None = None
+        # The counts and bounds of each kernel's last profiled launch (the sim
+        # timer reports them: timer_info["launches"]).
+        self.model_parts: dict | None = None
         self.extra_defines: tuple[str, ...] = ()
         # Kernels launched while this is on use their counted variants (the
         # worker's coverage run: mlxsci.worker.serve.coverage_run).

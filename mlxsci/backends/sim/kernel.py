@@ -391,7 +391,8 @@ class SimKernel(Kernel):
             values = {name: getattr(counts, name) for name in PROFILE_COUNTS + PROFILE_CYCLES}
             modelled = time_model.launch_time(values, self.backend.gpu, shape)
             models.setdefault(timing.kind, []).append(modelled.seconds)
-            self.backend.last_counts = dict(values, **modelled.parts)
+            if self.backend.model_parts is not None:  # what set the time, per kernel
+                self.backend.model_parts[self.spec.name] = dict(values, **modelled.parts)
             return modelled.seconds
         seen = models.get(timing.kind) or []
         return sum(seen) / len(seen) if seen else R.model_ps * 1e-12

@@ -51,7 +51,7 @@ def costs(gpu: GpuModel) -> dict:
         "c_sector": gpu.sector_bytes / gpu.l1_bytes_per_clock,
         "c_atomic": gpu.atomic_cycles / gpu.simd_width,
         "c_barrier": gpu.barrier_cycles,
-        "c_dev_latency": gpu.llc_latency_cycles / MEMORY_PARALLELISM,
+        "c_dev_latency": gpu.dram_latency_cycles / MEMORY_PARALLELISM,
         "c_tg_latency": TG_LATENCY_CYCLES / MEMORY_PARALLELISM,
     }
 
@@ -81,17 +81,35 @@ def resident_groups(gpu: GpuModel, shape: LaunchShape) -> int:
     return max(1, min(fit))
 
 
+def latency_cycles(counts: dict, gpu: GpuModel, shape: LaunchShape) -> float:
+    """Cycles the launch's simdgroups need when each waits on its own chain
+    (its instructions one after another, each device access's latency over
+    the accesses it keeps in flight, each threadgroup access's, its
+    barriers) and a core interleaves only the simdgroups it holds at once
+    (Little's law over the launch's sums); never below the slowest
+    simdgroup's own chain."""
+    warps_per_group = -(-shape.threads_per_group // gpu.simd_width)
+    resident_warps = resident_groups(gpu, shape) * warps_per_group
+    latency = (
+        gpu.dram_latency_cycles if shape.buffer_bytes > gpu.llc_bytes else gpu.llc_latency_cycles
+    )
+    chain = (
+        counts["issue"]
+        + counts["sfu"]
+        + counts["simd_ops"]
+        + counts["dev_requests"] * latency / MEMORY_PARALLELISM
+        + counts["tg_wavefronts"] * TG_LATENCY_CYCLES / MEMORY_PARALLELISM
+        + counts["barriers"] * gpu.barrier_cycles
+    )
+    return max(chain / (gpu.cores * resident_warps), counts["path_cycles_max"])
+
+
 def launch_time(counts: dict, gpu: GpuModel, shape: LaunchShape) -> LaunchTime:
     """The modelled seconds of one launch from its counts (SimProfile's out fields)."""
-    groups = max(1, int(counts["groups"]))
     hz = gpu.clock_ghz * 1e9
     resident = resident_groups(gpu, shape)
     throughput = max(counts["throughput_cycles_sum"] / gpu.cores, counts["throughput_cycles_max"])
-    concurrent = gpu.cores * resident
-    latency = max(counts["path_cycles_sum"] / concurrent, counts["path_cycles_max"])
-    if groups < concurrent:
-        # Fewer groups than the machine holds: the slowest group's path is the floor.
-        latency = max(latency, counts["path_cycles_max"])
+    latency = latency_cycles(counts, gpu, shape)
     core_s = max(throughput, latency) / hz
     sector = gpu.sector_bytes
     dram_bytes = (counts["dram_read_sectors"] + counts["dram_write_sectors"]) * sector
@@ -115,12 +133,13 @@ def launch_time(counts: dict, gpu: GpuModel, shape: LaunchShape) -> LaunchTime:
     return LaunchTime(
         seconds,
         {
+            "seconds": seconds,
+            "bound": bound,
             "throughput_s": throughput / hz,
             "latency_s": latency / hz,
             "memory_s": memory_s,
             "cache_s": cache_s,
             "dispatch_s": dispatch_s,
             "resident_groups": resident,
-            "bound": bound,
         },
     )
