@@ -78,7 +78,7 @@ class SimLaunch(ctypes.Structure):
 
 # __SimProfile's counts, in its order after the costs.
 PROFILE_COUNTS = (
-    "groups threads simdgroups issue sfu fp64 atomic_lanes thread_ops dev_requests "
+    "launch_groups groups threads simdgroups issue sfu fp64 atomic_lanes thread_ops dev_requests "
     "dev_sectors tg_requests tg_wavefronts private_requests group_sectors "
     "dram_read_sectors dram_write_sectors barriers simd_ops untracked"
 ).split()
@@ -88,20 +88,24 @@ PROFILE_CYCLES = [
     "path_cycles_sum",
     "path_cycles_max",
 ]
-_PROFILE_INPUTS = [
-    ("weights", ctypes.POINTER(ctypes.c_int32)),
-    ("n_blocks", ctypes.c_int64),
-    ("n_sites", ctypes.c_int64),
-    ("simd_width", ctypes.c_int64),
-    ("sector_bytes", ctypes.c_int64),
-    ("tg_banks", ctypes.c_int64),
-    ("tg_bank_bytes", ctypes.c_int64),
-] + [
-    (name, ctypes.c_double)
-    for name in (
-        "c_issue c_sfu c_fp64 c_tg c_sector c_atomic c_barrier c_dev_latency c_tg_latency"
-    ).split()
-]
+_PROFILE_INPUTS = (
+    [
+        ("weights", ctypes.POINTER(ctypes.c_int32)),
+        ("n_blocks", ctypes.c_int64),
+        ("n_sites", ctypes.c_int64),
+        ("simd_width", ctypes.c_int64),
+        ("sector_bytes", ctypes.c_int64),
+        ("tg_banks", ctypes.c_int64),
+        ("tg_bank_bytes", ctypes.c_int64),
+    ]
+    + [
+        (name, ctypes.c_double)
+        for name in (
+            "c_issue c_sfu c_fp64 c_tg c_sector c_atomic c_barrier c_dev_latency c_tg_latency"
+        ).split()
+    ]
+    + [("sample_key", ctypes.c_uint64), ("sample_below", ctypes.c_uint64)]
+)
 
 
 class SimProfile(ctypes.Structure):

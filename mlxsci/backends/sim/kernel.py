@@ -105,9 +105,12 @@ class _Variant:
     profile: profile.Profile | None = None
 
 
-# Launches of one kind after the first in a timed run are profiled one time
-# in this many, drawn at random (the rest are charged their kind's mean).
+# Launches of one kind after the first in a timed size are profiled one time
+# in this many, drawn at random, up to PROFILE_MAX profiled launches of the
+# kind (the rest are charged their kind's mean): a second draw where the
+# work depends on the data, at a bounded cost.
 PROFILE_ONE_IN = 8
+PROFILE_MAX = 2
 
 
 @dataclass(frozen=True)
@@ -339,10 +342,10 @@ class SimKernel(Kernel):
     # -- the modelled GPU's clock ------------------------------------------
     def _timing_of(self, v, grid, tgc, infos, out_names) -> _LaunchTiming | None:
         """How this launch is timed while the sim timer listens with a
-        modelled GPU: profiled (the first launch of its kind in a timed run,
-        and one in PROFILE_ONE_IN of the later ones, drawn here where the
-        kernel cannot see it), or charged the mean of its kind's profiled
-        launches so far. None: nobody is timing, or this host cannot profile
+        modelled GPU: profiled (the first launch of its kind in a timed size,
+        and one in PROFILE_ONE_IN of the later ones up to PROFILE_MAX, drawn
+        here where the kernel cannot see it), or charged the mean of its
+        kind's profiled launches so far. None: nobody is timing, or this host cannot profile
         (the host-time clock then stands in)."""
         backend = self.backend
         if backend.activity is None or backend.launch_models is None:
@@ -351,7 +354,7 @@ class SimKernel(Kernel):
             return None
         kind = (self.spec.name, tuple(grid), tuple(tgc), tuple(infos), tuple(out_names))
         seen = backend.launch_models.get(kind)
-        draw = seen is None or secrets.randbelow(PROFILE_ONE_IN) == 0
+        draw = seen is None or (len(seen) < PROFILE_MAX and secrets.randbelow(PROFILE_ONE_IN) == 0)
         return _LaunchTiming(kind, draw, int(tgc[0] * tgc[1] * tgc[2]))
 
     def _profile_record(self, v: _Variant, launch: SimLaunch, bufs) -> SimProfile | None:
@@ -371,6 +374,13 @@ class SimKernel(Kernel):
         P.tg_bank_bytes = gpu.tg_bank_bytes
         for name, value in time_model.costs(gpu).items():
             setattr(P, name, value)
+        # A large launch counts a sample of its groups, drawn by a key the
+        # kernel cannot see (time_model.sample_fraction).
+        total = launch.ngroups[0] * launch.ngroups[1] * launch.ngroups[2]
+        per_group = launch.tg[0] * launch.tg[1] * launch.tg[2]
+        fraction = time_model.sample_fraction(total, per_group)
+        P.sample_key = secrets.randbits(64)
+        P.sample_below = (1 << 64) - 1 if fraction >= 1 else int(fraction * 2**64)
         bufs.keep += [flat, P]
         launch.profile = ctypes.addressof(P)
         return P
@@ -388,7 +398,9 @@ class SimKernel(Kernel):
                 v.tgmem_bytes,
                 sum(gb.nbytes for gb, _role, _name, _isz in bufs.guards),
             )
-            values = {name: getattr(counts, name) for name in PROFILE_COUNTS + PROFILE_CYCLES}
+            values = time_model.scaled(
+                {name: getattr(counts, name) for name in PROFILE_COUNTS + PROFILE_CYCLES}
+            )
             modelled = time_model.launch_time(values, self.backend.gpu, shape)
             models.setdefault(timing.kind, []).append(modelled.seconds)
             if self.backend.model_parts is not None:  # what set the time, per kernel

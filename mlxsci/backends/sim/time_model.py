@@ -41,6 +41,44 @@ TG_LATENCY_CYCLES = 24.0
 NAME = "counts on a modelled GPU"
 
 
+# A launch of more threads than this counts a sample of its groups, about
+# this many threads' worth, drawn at random (sample_fraction); its counts are
+# scaled to the launch (scaled). Every group still runs, so outputs are whole.
+SAMPLE_THREADS = 65536
+# Counts that add up over groups (scaled by a sample); the rest are maxima.
+_ADDITIVE = (
+    "threads simdgroups issue sfu fp64 atomic_lanes thread_ops dev_requests dev_sectors "
+    "tg_requests tg_wavefronts private_requests group_sectors dram_read_sectors "
+    "dram_write_sectors barriers simd_ops untracked throughput_cycles_sum path_cycles_sum"
+).split()
+
+
+def sample_fraction(groups: int, threads_per_group: int) -> float:
+    """The share of a launch's groups its profile counts: all of them up to
+    SAMPLE_THREADS threads, else enough groups for about that many threads
+    (at least 64 groups)."""
+    threads = groups * threads_per_group
+    if threads <= SAMPLE_THREADS or groups <= 64:
+        return 1.0
+    return max(SAMPLE_THREADS / threads, 64 / groups)
+
+
+def scaled(counts: dict) -> dict:
+    """The counts of a sampled profile scaled to the whole launch (by its
+    groups over the sampled ones); `sampled` says which share was counted."""
+    counted, total = counts.get("groups", 0), counts.get("launch_groups", 0)
+    out = dict(counts)
+    if counted <= 0 or total <= counted:
+        out["sampled"] = 1.0
+        return out
+    factor = total / counted
+    for name in _ADDITIVE:
+        out[name] = counts[name] * factor
+    out["groups"] = total
+    out["sampled"] = counted / total
+    return out
+
+
 def costs(gpu: GpuModel) -> dict:
     """What the runtime charges, in core cycles (sim_runtime.h: __SimProfile's c_*)."""
     return {
