@@ -12,6 +12,14 @@ the kernel's object is read here (its ELF symbol table) and refused when it
   that definition would take the place of the C library's for the runtime
   (a kernel defining `clock_gettime` would have set the simulator's clock),
   or any C-linkage function (a kernel has no business defining one);
+- calls the modelled GPU's counters (`__sim_prof_block`, `__sim_prof_access`:
+  runtime/sim_profile.inc) in the plain build: only the profiled build
+  (profile.py) calls them, placed in its assembly after the candidate's text
+  is compiled, and its check alone (`profiled=True`) lets those two through;
+- defines, with any linkage, a name of the profiled build's hooks
+  (`__sanitizer_cov_*`, which its compiler calls) or of the counters
+  (`__sim_prof_*`): a `static` one would bind that build's calls to itself
+  within the object and take the runtime's place;
 - defines writable data that is not the runtime's own (`writable_state`: a
   data or thread-local symbol, local ones included, in a writable section:
   .data, .bss and the like): a variable that keeps its value from launch to
@@ -55,6 +63,12 @@ COMPILER_RT_HELPERS = re.compile(
     r"subv|mulv|negv|mulo|add|sub|eq|ne|lt|le|gt|ge|unord)[a-z]*[0-9]"
 )
 _LINKER_BOUNDS = re.compile(r"__(start|stop)_sim_\w+")
+# The modelled GPU's counters: calls only the profiled build places
+# (profile.py: rewrite_assembly), and the names a kernel may never define:
+# those counters and the coverage hooks the profiled build's compiler calls.
+PROFILE_CALLS = frozenset({"__sim_prof_block", "__sim_prof_access"})
+_PROFILE_PREFIX = "__sim_prof_"
+_HOOK_NAMES = re.compile(r"(?:__sanitizer_cov_|__sim_prof_)\w*")
 
 
 @dataclass(frozen=True)
@@ -136,7 +150,9 @@ def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
     return found
 
 
-def _allowed_call(name: str) -> bool:
+def _allowed_call(name: str, profiled: bool = False) -> bool:
+    if name.startswith(_PROFILE_PREFIX):
+        return profiled and name in PROFILE_CALLS
     return (
         name.startswith("__sim_")
         or name in ALLOWED_CALLS
@@ -145,22 +161,39 @@ def _allowed_call(name: str) -> bool:
     )
 
 
-def object_violation(obj: Path, runtime: Path | None = None) -> str | None:
+def object_violation(
+    obj: Path, runtime: Path | None = None, *, profiled: bool = False
+) -> str | None:
     """Why a kernel's object may not be linked with the `runtime` object, in
     compiler-log form (the build reads it like clang's output); None when it
-    may."""
+    may. `profiled`: the object of the profiled build (profile.py), which
+    alone may call the counters (PROFILE_CALLS)."""
     table = symbols(obj)
     if table is None:
         return None
     runtime_table = symbols(runtime) if runtime is not None else None
     runtime_uses = {s.name for s in runtime_table or () if not s.defined}
     calls = sorted({s.name for s in table if not s.defined and s.name and s.binding != 0})
-    refused = [n for n in calls if not _allowed_call(n)]
+    counters = [
+        n for n in calls if n.startswith(_PROFILE_PREFIX) and not _allowed_call(n, profiled)
+    ]
+    if counters:
+        return (
+            f"error: undefined symbol: {', '.join(counters)} (the modelled GPU's counters "
+            "belong to the simulator's runtime: a kernel may not call them)"
+        )
+    refused = [n for n in calls if not _allowed_call(n, profiled)]
     if refused:
         return (
             f"error: undefined symbol: {', '.join(refused)} (a kernel can call only the "
             "simulator's runtime, math functions and the kernel language's built-ins: "
             "no C library or system function)"
+        )
+    hooks = hook_definitions(table)
+    if hooks:
+        return (
+            f"error: the kernel defines {', '.join(hooks)}: the names of the profiling "
+            "hooks and of the modelled GPU's counters belong to the simulator's runtime"
         )
     own = sorted(
         {
@@ -187,6 +220,19 @@ def object_violation(obj: Path, runtime: Path | None = None) -> str | None:
             "follow from its inputs within one launch: make it constant, or a local variable)"
         )
     return None
+
+
+def hook_definitions(table: list[Symbol]) -> list[str]:
+    """The profiling hooks' and counters' names an object defines, local
+    ones included: within one object a call binds to a local definition
+    before the runtime's."""
+    return sorted(
+        {
+            s.name
+            for s in table
+            if s.defined and s.kind not in (_STT_SECTION, _STT_FILE) and _HOOK_NAMES.match(s.name)
+        }
+    )
 
 
 def writable_state(table: list[Symbol]) -> list[str]:

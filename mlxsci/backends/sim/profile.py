@@ -292,7 +292,7 @@ def profiled_library(
                 run_compiler(["c++", "-c", str(rewritten), "-o", str(obj)]),
                 "assembling the profiled variant",
             )
-            why = kernel_symbols.object_violation(obj, rt)
+            why = kernel_symbols.object_violation(obj, rt, profiled=True)
             if why:
                 raise CompileError(why, None, why)
             tmp_so = Path(tmp, "p.so")
