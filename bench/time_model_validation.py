@@ -182,6 +182,7 @@ def evaluate_one(job: dict) -> dict:
     if ev.correct and ev.sizes and ev.sizes[0].seconds:
         out["modelled"] = ev.sizes[0].seconds
         out["launches"] = ev.sizes[0].timer_info.get("launches")
+        out["kernels"] = ev.sizes[0].kernels
         out["implausible"] = ev.implausible
     return {**out, "wall_s": time.perf_counter() - start}
 

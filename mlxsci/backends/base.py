@@ -143,6 +143,13 @@ class Backend:
         GPU's own clock times them."""
         return None
 
+    def seed_timing(self, seed: int | None) -> None:
+        """Where the backend's timer draws at random (the simulator: which
+        launches and groups its modelled clock profiles), draw from `seed`,
+        the evaluation's secret one; None: fresh randomness. A GPU's timer
+        draws nothing."""
+        return None
+
     def modelled_ceilings(self) -> dict | None:
         """The ceilings of the GPU this backend's clock models, from its
         parameters ({"gpu", "bandwidth": [[working-set bytes, GB/s], ...],

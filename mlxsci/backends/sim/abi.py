@@ -78,7 +78,7 @@ class SimLaunch(ctypes.Structure):
 
 # __SimProfile's counts, in its order after the costs.
 PROFILE_COUNTS = (
-    "launch_groups groups threads simdgroups issue sfu fp64 atomic_lanes thread_ops dev_requests "
+    "launch_groups analysed_groups groups threads simdgroups issue sfu fp64 atomic_lanes thread_ops dev_requests "
     "dev_sectors tg_requests tg_wavefronts private_requests group_sectors "
     "dram_read_sectors dram_write_sectors barriers simd_ops untracked"
 ).split()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -344,7 +343,7 @@ class SimKernel(Kernel):
         """How this launch is timed while the sim timer listens with a
         modelled GPU: profiled (the first launch of its kind in a timed size,
         and one in PROFILE_ONE_IN of the later ones up to PROFILE_MAX, drawn
-        here where the kernel cannot see it), or charged the mean of its
+        by the backend's profile_rng where the kernel cannot see it), or charged the mean of its
         kind's profiled launches so far. None: nobody is timing, or this host cannot profile
         (the host-time clock then stands in)."""
         backend = self.backend
@@ -354,7 +353,9 @@ class SimKernel(Kernel):
             return None
         kind = (self.spec.name, tuple(grid), tuple(tgc), tuple(infos), tuple(out_names))
         seen = backend.launch_models.get(kind)
-        draw = seen is None or (len(seen) < PROFILE_MAX and secrets.randbelow(PROFILE_ONE_IN) == 0)
+        draw = seen is None or (
+            len(seen) < PROFILE_MAX and backend.profile_rng.randrange(PROFILE_ONE_IN) == 0
+        )
         return _LaunchTiming(kind, draw, int(tgc[0] * tgc[1] * tgc[2]))
 
     def _profile_record(self, v: _Variant, launch: SimLaunch, bufs) -> SimProfile | None:
@@ -379,7 +380,7 @@ class SimKernel(Kernel):
         total = launch.ngroups[0] * launch.ngroups[1] * launch.ngroups[2]
         per_group = launch.tg[0] * launch.tg[1] * launch.tg[2]
         fraction = time_model.sample_fraction(total, per_group)
-        P.sample_key = secrets.randbits(64)
+        P.sample_key = self.backend.profile_rng.getrandbits(64)
         P.sample_below = (1 << 64) - 1 if fraction >= 1 else int(fraction * 2**64)
         bufs.keep += [flat, P]
         launch.profile = ctypes.addressof(P)

@@ -125,7 +125,8 @@ _BB_COMMENT = re.compile(r"^# %bb\.\d+:")
 _MATH_CALL = re.compile(
     r"^callq?\s+(?:" + "|".join(sorted(kernel_symbols.ALLOWED_CALLS)) + r")(?:@PLT)?$"
 )
-_STACK = re.compile(r"\(%r[sb]p\)|%r[sb]p\b")
+_STACK = re.compile(r"\(%r[sb]p\)")
+_FRAME = re.compile(r"%r[sb]p\b")
 _LOG2 = {"1": 0, "2": 1, "4": 2, "8": 3, "16": 4}
 
 
@@ -149,7 +150,11 @@ def classify(ins: str) -> tuple[int, int, int, int]:
         return (0, 0, 1, 0)
     if op.startswith(("push", "pop", "ret", "nop", "jmp", "ud2", "int3", "endbr")):
         return (0, 0, 0, 0)
-    if _STACK.search(args):
+    is_move = op.startswith(("mov", "vmov", "lddqu"))
+    if _FRAME.search(args) and (is_move or not _STACK.search(args)):
+        # A spill or reload, or the frame's own set-up (`subq $56, %rsp`):
+        # the host's register pressure, not the kernel's work. Arithmetic
+        # on a reloaded operand (`addss -64(%rbp), %xmm0`) still counts.
         return (0, 0, 0, 0)
     if op.startswith("call"):
         if _MATH_CALL.match(ins.replace("\t", " ")):

@@ -41,22 +41,19 @@ TG_LATENCY_CYCLES = 24.0
 NAME = "counts on a modelled GPU"
 
 
-# A launch of more threads than this counts a sample of its groups, about
-# this many threads' worth, drawn at random (sample_fraction); its counts are
-# scaled to the launch (scaled). Every group still runs, so outputs are whole.
+# A launch of more threads than this analyses the accesses of a sample of its
+# groups, about this many threads' worth, drawn at random (sample_fraction);
+# every group is still run and counted (instructions, requests, barriers),
+# and the sample's distinct sectors are scaled to the launch (scaled).
 SAMPLE_THREADS = 65536
-# Counts that add up over groups (scaled by a sample); the rest are maxima.
-_ADDITIVE = (
-    "threads simdgroups issue sfu fp64 atomic_lanes thread_ops dev_requests dev_sectors "
-    "tg_requests tg_wavefronts private_requests group_sectors dram_read_sectors "
-    "dram_write_sectors barriers simd_ops untracked throughput_cycles_sum path_cycles_sum"
-).split()
+# Counts of the analysed sample only: the distinct sectors (scaled by `scaled`).
+_SAMPLED = ("group_sectors", "dram_read_sectors", "dram_write_sectors")
 
 
 def sample_fraction(groups: int, threads_per_group: int) -> float:
-    """The share of a launch's groups its profile counts: all of them up to
-    SAMPLE_THREADS threads, else enough groups for about that many threads
-    (at least 64 groups)."""
+    """The share of a launch's groups whose accesses are analysed in full:
+    all of them up to SAMPLE_THREADS threads, else enough groups for about
+    that many threads (at least 64 groups)."""
     threads = groups * threads_per_group
     if threads <= SAMPLE_THREADS or groups <= 64:
         return 1.0
@@ -64,18 +61,18 @@ def sample_fraction(groups: int, threads_per_group: int) -> float:
 
 
 def scaled(counts: dict) -> dict:
-    """The counts of a sampled profile scaled to the whole launch (by its
-    groups over the sampled ones); `sampled` says which share was counted."""
-    counted, total = counts.get("groups", 0), counts.get("launch_groups", 0)
+    """The counts with the sample's distinct sectors scaled to the whole
+    launch (every other count is of every group); `sampled` says which share
+    was analysed."""
+    analysed, total = counts.get("analysed_groups", 0), counts.get("groups", 0)
     out = dict(counts)
-    if counted <= 0 or total <= counted:
+    if analysed <= 0 or total <= analysed:
         out["sampled"] = 1.0
         return out
-    factor = total / counted
-    for name in _ADDITIVE:
+    factor = total / analysed
+    for name in _SAMPLED:
         out[name] = counts[name] * factor
-    out["groups"] = total
-    out["sampled"] = counted / total
+    out["sampled"] = analysed / total
     return out
 
 
@@ -119,6 +116,20 @@ def resident_groups(gpu: GpuModel, shape: LaunchShape) -> int:
     return max(1, min(fit))
 
 
+def l2_sectors(counts: dict, gpu: GpuModel, shape: LaunchShape) -> float:
+    """Sectors the cores fetch from the last-level cache: each group's
+    distinct sectors, plus its re-reads that its core's L1 does not keep.
+    The L1 is shared by the groups a core holds at once; while their
+    footprints fit it, every re-read hits, and beyond it the hit share falls
+    as the footprint grows (a first-order capacity model, not an LRU)."""
+    groups = max(1, counts["groups"])
+    distinct = counts["group_sectors"]
+    rereads = max(0.0, counts["dev_sectors"] - distinct)
+    footprint = distinct / groups * gpu.sector_bytes * resident_groups(gpu, shape)
+    hit = 1.0 if footprint <= gpu.l1_bytes else gpu.l1_bytes / footprint
+    return distinct + rereads * (1.0 - hit)
+
+
 def latency_cycles(counts: dict, gpu: GpuModel, shape: LaunchShape) -> float:
     """Cycles the launch's simdgroups need when each waits on its own chain
     (its instructions one after another, each device access's latency over
@@ -126,7 +137,7 @@ def latency_cycles(counts: dict, gpu: GpuModel, shape: LaunchShape) -> float:
     barriers) and a core interleaves only the simdgroups it holds at once
     (Little's law over the launch's sums); never below the slowest
     simdgroup's own chain."""
-    warps_per_group = -(-shape.threads_per_group // gpu.simd_width)
+    warps_per_group = max(1, -(-shape.threads_per_group // gpu.simd_width))
     resident_warps = resident_groups(gpu, shape) * warps_per_group
     latency = (
         gpu.dram_latency_cycles if shape.buffer_bytes > gpu.llc_bytes else gpu.llc_latency_cycles
@@ -136,6 +147,8 @@ def latency_cycles(counts: dict, gpu: GpuModel, shape: LaunchShape) -> float:
         + counts["sfu"]
         + counts["simd_ops"]
         + counts["dev_requests"] * latency / MEMORY_PARALLELISM
+        # A request's sectors pass its core's L1 one after another.
+        + counts["dev_sectors"] * gpu.sector_bytes / gpu.l1_bytes_per_clock
         + counts["tg_wavefronts"] * TG_LATENCY_CYCLES / MEMORY_PARALLELISM
         + counts["barriers"] * gpu.barrier_cycles
     )
@@ -144,7 +157,7 @@ def latency_cycles(counts: dict, gpu: GpuModel, shape: LaunchShape) -> float:
 
 def launch_time(counts: dict, gpu: GpuModel, shape: LaunchShape) -> LaunchTime:
     """The modelled seconds of one launch from its counts (SimProfile's out fields)."""
-    hz = gpu.clock_ghz * 1e9
+    hz = gpu.sustained_clock_ghz * 1e9
     resident = resident_groups(gpu, shape)
     throughput = max(counts["throughput_cycles_sum"] / gpu.cores, counts["throughput_cycles_max"])
     latency = latency_cycles(counts, gpu, shape)
@@ -153,7 +166,7 @@ def launch_time(counts: dict, gpu: GpuModel, shape: LaunchShape) -> LaunchTime:
     dram_bytes = (counts["dram_read_sectors"] + counts["dram_write_sectors"]) * sector
     warm = shape.buffer_bytes <= gpu.llc_bytes
     memory_s = dram_bytes / ((gpu.llc_gbs if warm else gpu.dram_gbs) * 1e9)
-    cache_s = counts["group_sectors"] * sector / (gpu.llc_gbs * 1e9)
+    cache_s = l2_sectors(counts, gpu, shape) * sector / (gpu.llc_gbs * 1e9)
     dispatch_s = gpu.dispatch_us * 1e-6
     body = max(core_s, memory_s, cache_s)
     bound = (

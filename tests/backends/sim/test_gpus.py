@@ -39,7 +39,8 @@ def test_file_loads_with_a_source_for_every_parameter(name):
     assert set(gpu.sources) == set(NUMERIC)
     assert all(len(source.strip()) > 20 for source in gpu.sources.values())
     for param in FITTED:
-        assert "to be fitted" in gpu.sources[param], param
+        # What no datasheet gives is fitted, or says it is still to be.
+        assert "fitted" in gpu.sources[param], param
 
 
 @pytest.mark.parametrize("dialect, name", [("metal", "apple-m1-pro"), ("cuda", "nvidia-h100")])

@@ -37,7 +37,8 @@ class GpuModel:
     # The machine
     cores: int  # GPU cores (Apple) / streaming multiprocessors (NVIDIA)
     simd_width: int  # lanes of a simdgroup / warp
-    clock_ghz: float  # shader clock under load
+    clock_ghz: float  # the published shader clock (the FP32 peak's)
+    sustained_clock_ghz: float  # the clock kernels are timed at (cycles become seconds)
     # Issue: SIMD instructions a core starts per clock, by class
     issue_per_clock: float  # any instruction (schedulers x dispatch)
     fp32_lanes: int  # FP32 FMA lanes per core (2 FLOP each a clock)

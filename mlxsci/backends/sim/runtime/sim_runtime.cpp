@@ -997,10 +997,9 @@ void run_fibers(__SimLaunch* L) {
         group_size(L, gid, tsz);
         __sim_tg_fill(L->tgmem, L->tgmem_size);
         __sim_group_begin();
-        const bool counted = L->profile && prof_sampled(gid);
-        if (counted) prof_group_begin((int64_t)tsz[0] * tsz[1] * tsz[2]);
+        if (L->profile) prof_group_begin((int64_t)tsz[0] * tsz[1] * tsz[2], prof_sampled(gid));
         run_group_fibers(gid, tsz);
-        if (counted) prof_group_end();
+        if (L->profile) prof_group_end();
         __sim_group_end(tsz[0] * tsz[1] * tsz[2]);
     }
 }
@@ -1075,8 +1074,7 @@ void run_fast_profiled(__SimLaunch* L) {
         t.nthr = t.tsz[0] * t.tsz[1] * t.tsz[2];
         __sim_tg_fill(L->tgmem, L->tgmem_size);
         __sim_group_begin();
-        const bool counted = prof_sampled(t.gid);
-        if (counted) prof_group_begin(t.nthr);
+        prof_group_begin(t.nthr, prof_sampled(t.gid));
         uint32_t lin = 0;
         for (uint32_t z = 0; z < t.tsz[2]; ++z)
         for (uint32_t y = 0; y < t.tsz[1]; ++y)
@@ -1086,7 +1084,7 @@ void run_fast_profiled(__SimLaunch* L) {
             set_progress(t);
             G.fn(L->bufs, &t);
         }
-        if (counted) prof_group_end();
+        prof_group_end();
         __sim_group_end(t.nthr);
     }
 }

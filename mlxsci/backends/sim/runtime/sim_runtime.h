@@ -194,14 +194,16 @@ struct __SimProfile {
     double c_barrier;         // a barrier's cost to a simdgroup's path
     double c_dev_latency;     // a device access's cost to a simdgroup's path
     double c_tg_latency;      // a threadgroup access's cost to its path
-    // Which groups are counted: group g is iff mix(sample_key, g) < sample_below
-    // (all of them at UINT64_MAX). The key is drawn per launch by the parent,
-    // where the kernel cannot see it; the counts are of the sampled groups
-    // (groups), of launch_groups in all.
+    // Which groups' accesses are analysed in full (coalescing, bank
+    // conflicts, distinct sectors): group g is iff mix(sample_key, g) <
+    // sample_below (all of them at UINT64_MAX). The key is drawn per launch
+    // by the parent, where the kernel cannot see it. Every group's blocks,
+    // barriers and requests are counted whatever the sample.
     uint64_t sample_key;
     uint64_t sample_below;
     // ---- out: totals over the launch (SIMD instructions count once per simdgroup)
     int64_t launch_groups;
+    int64_t analysed_groups;  // of them, the sample whose accesses were analysed in full
     int64_t groups, threads, simdgroups;
     int64_t issue, sfu, fp64, atomic_lanes;
     int64_t thread_ops;       // ALU operations summed over lanes (for SIMD efficiency)
