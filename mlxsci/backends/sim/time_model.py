@@ -46,8 +46,9 @@ NAME = "counts on a modelled GPU"
 # every group is still run and counted (instructions, requests, barriers),
 # and the sample's distinct sectors are scaled to the launch (scaled).
 SAMPLE_THREADS = 65536
-# Counts of the analysed sample only: the distinct sectors (scaled by `scaled`).
-_SAMPLED = ("group_sectors", "dram_read_sectors", "dram_write_sectors")
+# Counts of the analysed sample only: each group's distinct sectors (scaled
+# by `scaled`); the launch's distinct sectors are kept for every group.
+_SAMPLED = ("group_sectors",)
 
 
 def sample_fraction(groups: int, threads_per_group: int) -> float:
@@ -61,9 +62,9 @@ def sample_fraction(groups: int, threads_per_group: int) -> float:
 
 
 def scaled(counts: dict) -> dict:
-    """The counts with the sample's distinct sectors scaled to the whole
-    launch (every other count is of every group); `sampled` says which share
-    was analysed."""
+    """The counts with the sample's per-group distinct sectors scaled to the
+    whole launch (every other count is of every group); `sampled` says which
+    share was analysed."""
     analysed, total = counts.get("analysed_groups", 0), counts.get("groups", 0)
     out = dict(counts)
     if analysed <= 0 or total <= analysed:
@@ -166,7 +167,7 @@ def launch_time(counts: dict, gpu: GpuModel, shape: LaunchShape) -> LaunchTime:
     dram_bytes = (counts["dram_read_sectors"] + counts["dram_write_sectors"]) * sector
     warm = shape.buffer_bytes <= gpu.llc_bytes
     memory_s = dram_bytes / ((gpu.llc_gbs if warm else gpu.dram_gbs) * 1e9)
-    cache_s = l2_sectors(counts, gpu, shape) * sector / (gpu.llc_gbs * 1e9)
+    cache_s = l2_sectors(counts, gpu, shape) * sector / (gpu.l2_gbs * 1e9)
     dispatch_s = gpu.dispatch_us * 1e-6
     body = max(core_s, memory_s, cache_s)
     bound = (

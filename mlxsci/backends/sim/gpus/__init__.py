@@ -47,7 +47,8 @@ class GpuModel:
     # Memory
     dram_gbs: float  # DRAM bandwidth, GB/s
     llc_bytes: int  # last-level cache (Apple SLC / NVIDIA L2)
-    llc_gbs: float  # its bandwidth to the cores, GB/s
+    llc_gbs: float  # its bandwidth for a warm working set, GB/s
+    l2_gbs: float  # the cores' L1 misses served by the GPU's L2, GB/s (NVIDIA: its LLC)
     l1_bytes: int  # per-core L1 data cache
     l1_bytes_per_clock: float  # per core
     sector_bytes: int  # the smallest device-memory transaction
