@@ -12,9 +12,11 @@ sees the device:
   plus the GPU time per kernel. Records are bracketed per run: the device is
   idle and the record buffer drained before the run is enqueued, and drained
   again after it finishes, so only this run's kernels count.
-- `sim` (the simulator): the simulating thread's CPU time in the runtime
-  around each launch's threads, as the time of a GPU of 32 cores x 32 lanes
-  (docs/simulator-time.md), summed over the run's launches.
+- `sim` (the simulator): the time of a modelled GPU (--sim-gpu), from what
+  each launch's kernel did as a profiled variant counts it: SIMD
+  instructions, coalesced memory traffic, bank conflicts, barriers,
+  occupancy and dispatch (docs/simulator-time.md), summed over the run's
+  launches. Host time does not enter it.
 - `wall` (Metal, which exposes no GPU timestamps, and any backend with
   `--timer wall`): R runs chained output -> input (Task.chain) in one eval,
   R chosen so one eval lasts >= 20 ms, time / R. The runs serialize (each
@@ -171,20 +173,20 @@ def settle(
 
 # ------------------------------------------------------------------ sim
 class SimTimer(Timer):
-    """The simulator's own clock: the modeled GPU time of the kernels.
+    """The simulator's own clock: the modelled GPU's time of the kernels.
 
-    The runtime reads its thread's CPU time around a launch and a cycle
-    counter around each threadgroup; a group is charged its share over
-    min(32 lanes, its threads), and the launch takes max(the charges' sum over
-    32 cores, the largest charge). A grid run by one thread costs its whole
-    host time, one spread over many full groups about 1/1024 of it
-    (docs/simulator-time.md: the model and its limits). The host's CPU time
-    of the fastest run is kept beside it (`info()["host_seconds"]`).
+    While it times a size, the backend runs each kind of launch's first
+    launch (and a few later ones, drawn at random) as a profiled variant
+    whose counts become a modelled time on the backend's GPU
+    (mlxsci.backends.sim.time_model); the other launches of a kind are
+    charged its mean. `info()["launches"]` holds each kernel's counts and
+    what bound its time. Where the host cannot build a profiled variant (not
+    x86-64), the earlier host-time model stands in: a group's host cycles
+    over min(32 lanes, its threads), the launch's makespan over 32 cores.
 
-    Its statistic is the minimum: a run's simulated work is the same every time,
-    so a run that took longer was slowed by the host (a busy hyperthread
-    sibling, caches and memory bandwidth shared with other processes). On a
-    shared 2-core machine such bursts raised single runs by up to 1.5x."""
+    Its statistic is the minimum: the modelled time does not depend on the
+    host, and where the kernel's work depends on its data the fastest of the
+    runs is taken, as before."""
 
     name = "sim"
     statistic = "min"
