@@ -38,8 +38,9 @@ setup(
             "runtime/include/*",
             "runtime/include/cooperative_groups/*",
             "runtime/include/mlx/backend/cuda/device/*",
-            "gpus/*.json",
         ],
+        # The modelled GPUs (--sim-gpu): one file each.
+        "mlxsci.backends.sim.gpus": ["*.json"],
     },
     include_package_data=True,
 )

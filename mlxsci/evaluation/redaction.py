@@ -275,6 +275,7 @@ BACKEND_VARIABLES: dict[str, tuple[str, ...]] = {
         "NVIDIA_TF32_OVERRIDE",
     ),
     "sim": (
+        "MLXSCI_SIM_CLOCK",
         "MLXSCI_SIM_FIBERS",
         "MLXSCI_SIM_SCHEDULE",
         "MLXSCI_SIM_UCONTEXT",

@@ -116,8 +116,10 @@ def test_json_shape():
         "sizes",
         "input_seed",
         "roofline",
+        "sim_gpu",
     }
     assert data["timer"] == "sim" and isinstance(data["input_seed"], int)
+    assert data["sim_gpu"] == "apple-m1-pro"  # the GPU the simulator's clock models
     assert {"compile_ok", "correct", "score", "noise", "fail_reason", "implausible"} <= set(
         data["candidate"]
     )

@@ -219,6 +219,7 @@ def _sim_roofline(be, gbps=5.0, gflops=9.0):
 
 @pytest.mark.parametrize("plant", ["no sidecar", "sidecar of the real entry", "stale but sealed"])
 def test_a_planted_roofline_is_measured_again(monkeypatch, plant):
+    monkeypatch.setenv("MLXSCI_SIM_CLOCK", "host")  # a measured roofline, cached as a GPU's
     be = SimBackend(dialect="metal")
     fresh = _sim_roofline(be)
     calls = []

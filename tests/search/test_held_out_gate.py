@@ -183,12 +183,15 @@ CANDIDATES = Path(__file__).parents[1] / "transfer" / "candidates"
 
 
 @pytest.mark.slow
-def test_a_search_that_keeps_a_size_keyed_kernel_ends_graded_a(tmp_path):
+def test_a_search_that_keeps_a_size_keyed_kernel_ends_graded_a(tmp_path, monkeypatch):
     """A proposer offers a kernel tuned for the widths it is measured at
     beside a slow fallback (tests/transfer/candidates): the search keeps it
     (S up at the smoke size), and its summary grades the win A, with the
     scan's finding of the size comparison and the held-out speed as
-    evidence, at the run's own secret draw."""
+    evidence, at the run's own secret draw. On the simulator's host-time
+    clock, which the fixture's slow fallback is designed for
+    (tests/transfer/test_transfer_sim.py)."""
+    monkeypatch.setenv("MLXSCI_SIM_CLOCK", "host")
     keyed = (CANDIDATES / "heat2d_a_size_branch.metal").read_text()
     summary = run(
         "heat2d",

@@ -41,7 +41,7 @@ import platform
 import random
 
 from mlxsci.backends.base import Backend, BranchMap
-from mlxsci.backends.sim import coverage, gpus, toolchain
+from mlxsci.backends.sim import coverage, gpus, profile, toolchain
 from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE, POOL, BufferPool
 from mlxsci.backends.sim.dialects import DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
@@ -129,6 +129,13 @@ class SimBackend(Backend):
         # The counts and bounds of each kernel's last profiled launch (the sim
         # timer reports them: timer_info["launches"]).
         self.model_parts: dict | None = None
+        # The host-time clock instead of the modelled GPU's: where the host
+        # cannot build a profiled variant (profile.supported), or asked for
+        # with MLXSCI_SIM_CLOCK=host (docs/simulator-time.md: the fallback,
+        # its roofline measured by probes on the host like a GPU's).
+        self.host_clock = (
+            os.environ.get("MLXSCI_SIM_CLOCK", "") == "host" or not profile.supported()
+        )
         # The draws of the modelled clock (seed_timing).
         self.profile_rng: random.Random = random.SystemRandom()
         self.extra_defines: tuple[str, ...] = ()
@@ -197,6 +204,13 @@ class SimBackend(Backend):
         h.update(toolchain.runtime_digest().encode())
         h.update(self.gpu.name.encode())
         h.update(json.dumps(self.gpu.parameters(), sort_keys=True).encode())
+        if self.host_clock:
+            h.update(b"host clock")
+            return {
+                "name": f"CPU simulator ({cpu}), host-time clock",
+                "fingerprint": h.hexdigest()[:16],
+                "sim_gpu": self.gpu.name,
+            }
         return {
             "name": f"CPU simulator ({cpu}) modelling {self.gpu.name}",
             "fingerprint": h.hexdigest()[:16],
@@ -210,12 +224,14 @@ class SimBackend(Backend):
         cannot predict them, and replaying the seed replays the draw."""
         self.profile_rng = random.Random(seed) if seed is not None else random.SystemRandom()
 
-    def modelled_ceilings(self) -> dict:
+    def modelled_ceilings(self) -> dict | None:
         """The modelled GPU's ceilings, from its parameters: its last-level
         cache's bandwidth for working sets that fit in it, its DRAM's beyond
         (what probes on that GPU would measure after a warm-up), and its FP32
         peak. Nothing is measured on the host: host time no longer enters a
         score (docs/simulator-time.md)."""
+        if self.host_clock:
+            return None  # the host-time clock: its roofline is measured, as a GPU's
         gpu = self.gpu
         llc = float(gpu.llc_bytes)
         cache = max(gpu.llc_gbs, gpu.dram_gbs)

@@ -371,7 +371,9 @@ def test_a_parallel_grid_beats_one_thread_doing_everything(backends, dialect):
     )
     np.testing.assert_array_equal(serial.outputs[0], parallel.outputs[0])
     assert serial.counts["threads"] == 1 and parallel.counts["threads"] == n
-    assert 10 * parallel.seconds < serial.seconds
+    # Beyond the dispatch both pay (35 us a launch on the modelled H100).
+    dispatch = parallel.counts["dispatch_s"]
+    assert 10 * (parallel.seconds - dispatch) < serial.seconds - dispatch
 
 
 # ------------------------------------------------------------ divergence

@@ -132,6 +132,7 @@ def test_prepare_toolchain_announces_only_when_it_builds(tmp_path, monkeypatch):
 
 def test_roofline_announced_only_when_measured(tmp_path, monkeypatch):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MLXSCI_SIM_CLOCK", "host")  # its roofline is measured, as a GPU's
     backend = SimBackend()
     measured: list[int] = []
 
