@@ -92,6 +92,9 @@ class Timer:
     # where every run does the same work and anything above the least is
     # interference (see SimTimer).
     statistic = "median"
+    # Whether runs past the size's timed ones steady its time (the job's
+    # extra_runs): not for a modelled clock, which the host does not move.
+    more_runs_help = True
 
     def time(self, work: Work) -> Timing:
         raise NotImplementedError
@@ -203,6 +206,7 @@ class SimTimer(Timer):
         self.fastest: tuple[float, float] | None = None
         self.launch_models: dict = {}
         self.model_parts: dict = {}
+        self.more_runs_help = bool(backend.host_clock)
 
     def time(self, work: Work) -> Timing:
         self.backend.activity = []

@@ -310,7 +310,8 @@ def timed_runs(job: dict, timer, rotation: Rotation, result: dict, timings: dict
     timed run took), on the host."""
     t = time.perf_counter()
     timed = [rotation.time(timer) for _ in range(job["n_measure"])]
-    extra = job.get("extra_runs")  # cheap runs: more of them, within a budget
+    # Cheap runs: more of them, within a budget, where more runs steady the time.
+    extra = job.get("extra_runs") if timer.more_runs_help else None
     while (
         extra and len(timed) < extra["max_runs"] and time.perf_counter() - t < extra["max_seconds"]
     ):
