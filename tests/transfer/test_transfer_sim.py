@@ -38,6 +38,7 @@ def host_time_clock():
         patch.setenv("MLXSCI_SIM_CLOCK", "host")
         yield
 
+
 TASK = load_task("heat2d")
 HERE = Path(__file__).parent / "candidates"
 HELD_OUT = [
