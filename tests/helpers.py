@@ -53,3 +53,18 @@ def kernel_rules_off(monkeypatch) -> None:
     monkeypatch.setattr(source_policy, "check_candidate", _no_check)
     monkeypatch.setattr(language_rules, "check", _no_check)
     monkeypatch.setattr(kernel_symbols, "object_violation", _no_check)
+
+
+def kernel_object(tmp_path, text: str):
+    """`text` (C++) compiled with the simulator's flags into tmp_path/t.o,
+    an object for the kernel symbol check (mlxsci/backends/sim/kernel_symbols.py)."""
+    from mlxsci.backends.sim import toolchain
+
+    cpp = tmp_path / "t.cpp"
+    cpp.write_text(text)
+    obj = tmp_path / "t.o"
+    res = toolchain.run_compiler(
+        ["c++", *toolchain.CXX_FLAGS, "-x", "c++", "-c", str(cpp), "-o", str(obj)]
+    )
+    assert res.returncode == 0, res.stderr
+    return obj

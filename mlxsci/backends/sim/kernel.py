@@ -343,9 +343,9 @@ class SimKernel(Kernel):
         """How this launch is timed while the sim timer listens with a
         modelled GPU: profiled (the first launch of its kind in a timed size,
         and one in PROFILE_ONE_IN of the later ones up to PROFILE_MAX, drawn
-        by the backend's profile_rng where the kernel cannot see it), or charged the mean of its
-        kind's profiled launches so far. None: nobody is timing, or this host cannot profile
-        (the host-time clock then stands in)."""
+        by the backend's profile_rng where the kernel cannot see it), or
+        charged the mean of its kind's profiled launches so far. None: nobody
+        is timing, or the host-time clock is in force."""
         backend = self.backend
         if backend.activity is None or backend.launch_models is None:
             return None
@@ -393,8 +393,7 @@ class SimKernel(Kernel):
         if timing is None:
             return R.model_ps * 1e-12  # the host-time clock (no modelled GPU here)
         models = self.backend.launch_models
-        if models is None:
-            return R.model_ps * 1e-12
+        assert models is not None  # _timing_of times only while the timer keeps them
         if counts is not None:
             shape = time_model.LaunchShape(
                 timing.threads_per_group,

@@ -46,12 +46,11 @@ from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
 from mlxsci.backends.sim.toolchain import (
-    CXX_FLAGS,
-    INCLUDE_DIR,
     LINK_FLAGS,
     STATS,
     build_lock,
     cache_dir,
+    kernel_compile_args,
     run_compiler,
     runtime_digest,
     runtime_object,
@@ -273,20 +272,7 @@ def profiled_library(
             cpp.write_text(tu)
             asm = Path(tmp, "k.s")
             res = run_compiler(
-                [
-                    "c++",
-                    *CXX_FLAGS,
-                    *PROFILE_FLAGS,
-                    *extra_defines,
-                    "-I",
-                    str(INCLUDE_DIR),
-                    "-x",
-                    "c++",
-                    "-S",
-                    str(cpp),
-                    "-o",
-                    str(asm),
-                ]
+                kernel_compile_args(cpp, asm, extra_defines, flags=PROFILE_FLAGS, output="-S")
             )
             _check(res, "compiling the profiled variant")
             text, weights, sites = rewrite_assembly(asm.read_text())

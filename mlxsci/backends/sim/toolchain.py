@@ -419,6 +419,35 @@ def prepare_toolchain(progress=None) -> bool:
         return True
 
 
+def kernel_compile_args(
+    cpp: Path,
+    out: Path,
+    extra_defines: tuple[str, ...],
+    *,
+    pch: Path | None = None,
+    flags: tuple[str, ...] = (),
+    output: str = "-c",
+) -> list[str]:
+    """zig's arguments to compile a kernel TU `cpp` into `out`: an object
+    (`-c`) or assembly (`-S`), with the project's flags, `flags` after them
+    and the precompiled header `pch` loaded first where given."""
+    return [
+        "c++",
+        *CXX_FLAGS,
+        *flags,
+        *extra_defines,
+        "-I",
+        str(INCLUDE_DIR),
+        *(["-include-pch", str(pch)] if pch else []),
+        "-x",
+        "c++",
+        output,
+        str(cpp),
+        "-o",
+        str(out),
+    ]
+
+
 def compile_and_link(
     cpp: Path,
     so: Path,
@@ -435,22 +464,7 @@ def compile_and_link(
     failing step's result, else the link's."""
     obj = so.with_name(so.name + ".o")  # zig tells inputs apart by extension
     try:
-        res = run_compiler(
-            [
-                "c++",
-                *CXX_FLAGS,
-                *extra_defines,
-                "-I",
-                str(INCLUDE_DIR),
-                *(["-include-pch", str(pch)] if pch else []),
-                "-x",
-                "c++",
-                "-c",
-                str(cpp),
-                "-o",
-                str(obj),
-            ]
-        )
+        res = run_compiler(kernel_compile_args(cpp, obj, extra_defines, pch=pch))
         if res.returncode != 0:
             return res
         if kernel and (why := kernel_symbols.object_violation(obj, *objects[:1])):

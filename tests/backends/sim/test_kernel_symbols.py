@@ -14,7 +14,7 @@ import sys
 import uuid
 
 import pytest
-from helpers import kernel_rules_off
+from helpers import kernel_object, kernel_rules_off
 
 from mlxsci.backends.sim import kernel_symbols, toolchain
 from mlxsci.evaluation.evaluator import evaluate
@@ -87,19 +87,8 @@ def test_a_kernel_cannot_replace_the_runtimes_clock(symbols_only, dialect):
     assert "defines the C-linkage symbol clock_gettime" in ev.fail_reason
 
 
-def build_object(tmp_path, text: str):
-    cpp = tmp_path / "t.cpp"
-    cpp.write_text(text)
-    obj = tmp_path / "t.o"
-    res = toolchain.run_compiler(
-        ["c++", *toolchain.CXX_FLAGS, "-x", "c++", "-c", str(cpp), "-o", str(obj)]
-    )
-    assert res.returncode == 0, res.stderr
-    return obj
-
-
 def test_math_compiler_helpers_and_the_runtime_pass(tmp_path):
-    obj = build_object(
+    obj = kernel_object(
         tmp_path,
         'extern "C" void __sim_tg_barrier_wait(long);\n'
         "#include <math.h>\n#include <string.h>\n"
@@ -111,7 +100,7 @@ def test_math_compiler_helpers_and_the_runtime_pass(tmp_path):
 
 
 def test_a_library_exporting_more_than_its_entry_points_is_refused(tmp_path):
-    obj = build_object(tmp_path, 'extern "C" int __sim_entry() { return 0; }\n'
+    obj = kernel_object(tmp_path, 'extern "C" int __sim_entry() { return 0; }\n'
                                  'extern "C" __attribute__((visibility("default"))) int helper() '
                                  '{ return 1; }\n')  # fmt: skip
     so = tmp_path / "t.so"
@@ -180,7 +169,7 @@ def test_constant_tables_and_group_memory_pass(symbols_only, dialect):
 
 
 def test_writable_state_of_an_object_is_listed(tmp_path):
-    obj = build_object(
+    obj = kernel_object(
         tmp_path,
         "static int hits;\nint total;\n"
         '__attribute__((visibility("hidden"))) int k(int v) {\n'

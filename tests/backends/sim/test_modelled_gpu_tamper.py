@@ -28,9 +28,9 @@ import uuid
 import mlx.core as mx
 import numpy as np
 import pytest
-from helpers import kernel_rules_off
+from helpers import kernel_object, kernel_rules_off
 
-from mlxsci.backends.sim import SimBackend, kernel_symbols, profile, toolchain
+from mlxsci.backends.sim import SimBackend, kernel_symbols, profile
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.kernel.spec import CompileError, KernelSpec
 
@@ -225,19 +225,8 @@ def test_the_symbol_check_refuses_a_kernel_calling_a_counter(
     assert libraries(fresh_cache) == {"plain": [], "profiled": []}
 
 
-def object_of(tmp_path, text: str):
-    cpp = tmp_path / "t.cpp"
-    cpp.write_text(text)
-    obj = tmp_path / "t.o"
-    res = toolchain.run_compiler(
-        ["c++", *toolchain.CXX_FLAGS, "-x", "c++", "-c", str(cpp), "-o", str(obj)]
-    )
-    assert res.returncode == 0, res.stderr
-    return obj
-
-
 def test_only_the_profiled_build_may_call_the_counters(tmp_path):
-    obj = object_of(
+    obj = kernel_object(
         tmp_path,
         'extern "C" void __sim_prof_block(unsigned int);\n'
         'extern "C" void __sim_prof_access(const void*, unsigned int);\n'
@@ -251,7 +240,7 @@ def test_only_the_profiled_build_may_call_the_counters(tmp_path):
 
 @pytest.mark.parametrize("name", list(HOOKS))
 def test_no_build_may_define_a_hook_even_a_static_one(tmp_path, name):
-    obj = object_of(
+    obj = kernel_object(
         tmp_path,
         hook_definition(name, "static")
         + '__attribute__((visibility("hidden"))) void k(float* p) { p[0] = 1.0f; }\n',
