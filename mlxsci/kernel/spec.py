@@ -29,6 +29,12 @@ class KernelSpec:
     source_file: str = "<candidate>"
     header_line: int = 1
     body_line: int = 1
+    # CUDA's dynamic shared memory in bytes (cuda_kernel's `shared_memory`):
+    # what an `extern __shared__` array gets.
+    shared_memory: int = 0
+    # Metal's compile_options["math_mode"]: "safe", "relaxed" or "fast"; the
+    # kernel sees __FAST_MATH__ defined only with "fast".
+    math_mode: str = "safe"
 
 
 class BackendError(Exception):

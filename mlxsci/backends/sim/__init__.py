@@ -139,6 +139,10 @@ class SimBackend(Backend):
         # The draws of the modelled clock (seed_timing).
         self.profile_rng: random.Random = random.SystemRandom()
         self.extra_defines: tuple[str, ...] = ()
+        # The byte an output without init_value is filled with before a
+        # launch (buffers.fill_output): another byte in a second run tells
+        # the elements no thread wrote (mlxsci.fast's checks).
+        self.output_garbage = GARBAGE_BYTE
         # Kernels launched while this is on use their counted variants (the
         # worker's coverage run: mlxsci.worker.serve.coverage_run).
         self.count_branches = False

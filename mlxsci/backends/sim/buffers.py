@@ -173,6 +173,22 @@ def host_bytes(arr) -> np.ndarray:
     return np.asarray(arr)
 
 
+def stored_span(host: np.ndarray) -> tuple[np.ndarray, int, tuple[int, ...]]:
+    """(span, first, strides) of a strided view as a GPU kernel is handed
+    it when MLX binds the array as stored: `span` the bytes its elements
+    reach, lowest to highest (a copy), `first` the byte offset of element
+    0 in the span (non-zero only for negative strides), `strides` in
+    elements (0 for a broadcast axis)."""
+    isz = host.itemsize
+    if host.size == 0:
+        return np.zeros(0, np.uint8), 0, tuple(0 for _ in host.shape)
+    lo = sum(min(0, (n - 1) * st) for n, st in zip(host.shape, host.strides))
+    hi = sum(max(0, (n - 1) * st) for n, st in zip(host.shape, host.strides)) + isz
+    start = host.ctypes.data + lo
+    span = np.frombuffer((ctypes.c_uint8 * (hi - lo)).from_address(start), np.uint8).copy()
+    return span, -lo, tuple(st // isz for st in host.strides)
+
+
 _INIT_PATTERNS: dict = {}
 
 
@@ -192,13 +208,15 @@ def _init_pattern(odt: str, init_value) -> np.ndarray:
     return pattern
 
 
-def fill_output(gb: GuardedBuffer, odt: str, init_value) -> None:
+def fill_output(gb: GuardedBuffer, odt: str, init_value, garbage: int = GARBAGE_BYTE) -> None:
     """Every data byte of an output before the launch: init_value where the
     caller asks for it (MLX's init_value), else the garbage pattern, so a
-    stale value from an earlier launch never survives in a reused buffer."""
+    stale value from an earlier launch never survives in a reused buffer.
+    (`garbage`: another byte, for a second run that tells unwritten
+    elements from written ones: mlxsci.fast's checks.)"""
     dst = gb.bytes
     if init_value is None:
-        dst.fill(GARBAGE_BYTE)
+        dst.fill(garbage)
         return
     pattern = _init_pattern(odt, init_value)
     width = pattern.size  # 1, 2, 4 or 8: an element's bytes

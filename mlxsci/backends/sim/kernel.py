@@ -33,7 +33,14 @@ from mlxsci.backends.sim.abi import (
     libc,
     next_schedule_seed,
 )
-from mlxsci.backends.sim.buffers import POOL, GuardedBuffer, fill_output, host_bytes, host_dtype
+from mlxsci.backends.sim.buffers import (
+    POOL,
+    GuardedBuffer,
+    fill_output,
+    host_bytes,
+    host_dtype,
+    stored_span,
+)
 from mlxsci.backends.sim.faults import fault_of
 from mlxsci.kernel.signature import (
     CUDA_MAX_NDIM,
@@ -213,6 +220,11 @@ class SimKernel(Kernel):
         self.compile_seconds += time.perf_counter() - started
         return v
 
+    def group_memory_bytes(self) -> int:
+        """The most threadgroup/shared memory any variant built so far uses
+        (static arrays and dynamic shared memory)."""
+        return max((v.tgmem_bytes for v in self._variants.values()), default=0)
+
     # -- call -------------------------------------------------------------
     def __call__(
         self,
@@ -224,7 +236,12 @@ class SimKernel(Kernel):
         threadgroup,
         template=None,
         init_value=None,
+        as_stored: bool = False,
     ):
+        """MLX's kernel call, run now. `as_stored`: inputs are passed as
+        stored, strides and offset included (MLX's ensure_row_contiguous=False:
+        a kernel that ignores `*_strides` reads the storage order, as on a
+        GPU); otherwise each input is its row-contiguous copy."""
         spec = self.spec
         if len(inputs) != len(spec.input_names):
             raise ValueError(
@@ -280,6 +297,7 @@ class SimKernel(Kernel):
                     end_aligned,
                     use_fibers,
                     timing,
+                    as_stored,
                 )
                 if outcome == "retry_with_fibers":
                     use_fibers = True
@@ -300,6 +318,7 @@ class SimKernel(Kernel):
         end_aligned,
         use_fibers,
         timing=None,
+        as_stored=False,
     ):
         """One run of variant `v`: the outputs, or "retry_with_fibers" where
         the runtime asks for one fiber per thread; a KernelFault for a fault
@@ -309,7 +328,7 @@ class SimKernel(Kernel):
         clean = False  # the buffers may go back to the pool
         try:
             self._fill_buffers(
-                bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned
+                bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned, as_stored
             )
             before = self._pass_counters(v, bufs)
             launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers)
@@ -435,17 +454,37 @@ class SimKernel(Kernel):
         return list(self._counters())[:n]
 
     def _fill_buffers(
-        self, bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned
+        self,
+        bufs,
+        v,
+        arrays,
+        infos,
+        out_names,
+        output_shapes,
+        init_value,
+        end_aligned,
+        as_stored=False,
     ) -> None:
         """One buffer or by-value argument per parameter of `v`, in its order:
-        inputs hold their values, outputs init_value or the garbage pattern."""
+        inputs hold their values (`as_stored`: the bytes their strides reach,
+        as laid out), outputs init_value or the garbage pattern."""
         spec = self.spec
         inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
+        strides_by_name: dict[str, tuple] = {}
         out_iter = iter(zip(spec.output_names, out_names, output_shapes))
         for name, role in v.params:
             if role == "input":
                 arr, info = inputs_by_name[name]
                 host = host_bytes(arr)
+                if as_stored and not host.flags.c_contiguous:
+                    span, first, strides = stored_span(host)
+                    gb = POOL.take(span.nbytes, end_aligned)
+                    bufs.guards.append((gb, "input", name, host.dtype.itemsize))
+                    gb.bytes[:] = span
+                    bufs.dtypes.append(info.dtype)
+                    bufs.addresses.append(gb.base + first)
+                    strides_by_name[name] = strides
+                    continue  # not copied back: a write lands in storage MLX may share
                 src = host if host.flags.c_contiguous else np.ascontiguousarray(host)
                 gb = POOL.take(src.nbytes, end_aligned)
                 bufs.guards.append((gb, "input", name, src.dtype.itemsize))
@@ -454,7 +493,7 @@ class SimKernel(Kernel):
                 bufs.inputs.append((gb, host, src))
                 bufs.addresses.append(gb.base)
             elif role in ("shape", "strides", "ndim"):
-                c = self._shape_arg(name, role, inputs_by_name)
+                c = self._shape_arg(name, role, inputs_by_name, strides_by_name)
                 bufs.keep.append(c)
                 bufs.addresses.append(ctypes.addressof(c))
             elif role == "output":
@@ -464,7 +503,7 @@ class SimKernel(Kernel):
                 n = math.prod(shape)
                 gb = POOL.take(n * npdt.itemsize, end_aligned)
                 bufs.guards.append((gb, "output", oname, npdt.itemsize))
-                fill_output(gb, odt, init_value)
+                fill_output(gb, odt, init_value, self.backend.output_garbage)
                 bufs.dtypes.append(odt)
                 bufs.outputs.append((gb, odt, shape))
                 bufs.addresses.append(gb.base)
@@ -498,16 +537,20 @@ class SimKernel(Kernel):
         return L
 
     @staticmethod
-    def _shape_arg(name: str, role: str, inputs_by_name: dict):
-        """CUDA's by-value Shape/Strides (MAX_NDIM entries) or ndim of an input."""
+    def _shape_arg(name: str, role: str, inputs_by_name: dict, strides_by_name: dict):
+        """An input's shape, strides (CUDA: by value, MAX_NDIM entries) or
+        ndim. Its strides are the row-contiguous copy's, or as stored where
+        it is passed as stored (strides_by_name)."""
         base = name[: -len("_" + role)]
         _arr, info = inputs_by_name[base]
         if role == "shape":
             return (ctypes.c_int32 * max(CUDA_MAX_NDIM, info.ndim))(*info.shape)
         if role == "strides":
-            st = [1] * info.ndim
-            for d in range(info.ndim - 2, -1, -1):
-                st[d] = st[d + 1] * info.shape[d + 1]
+            st = strides_by_name.get(base)
+            if st is None:
+                st = [1] * info.ndim
+                for d in range(info.ndim - 2, -1, -1):
+                    st[d] = st[d + 1] * info.shape[d + 1]
             return (ctypes.c_int64 * max(CUDA_MAX_NDIM, info.ndim))(*st)
         return ctypes.c_int32(info.ndim)
 

@@ -67,6 +67,8 @@ def variant_library(
         except coverage.NotInstrumentable as exc:
             raise CompileError(f"branch coverage: {exc}", None, "") from exc
         prologue = coverage.PROLOGUE
+    if spec.math_mode == "fast":  # what Metal's fast math mode predefines
+        prologue = "#define __FAST_MATH__ 1\n" + prologue
     rewritten = dialect.rewrite(text)
     if rewritten.count("\n") != gen.text.count("\n"):
         raise CompileError("internal: the source rewrite changed the number of lines", None, "")

@@ -1,0 +1,245 @@
+"""Running a `mlxsci.fast` kernel on the simulator, with the checks that make
+a fault an exception.
+
+One SimBackend per dialect per process (a kernel object keeps its own
+SimKernel, so its compiled variants). A call launches the kernel once with
+the threads in order; with checks on (the default) it launches it again:
+
+- with the threads in reverse order and another garbage byte in the
+  outputs: an output element that still holds each run's garbage was never
+  written (UnwrittenOutputError, only without init_value); one that differs
+  otherwise depends on the order threads run in (RaceError);
+- where the kernel uses threadgroup/shared memory, once more with that
+  memory zeroed instead of poisoned: outputs that change read it before any
+  thread wrote it (UninitializedReadError).
+
+Out-of-bounds accesses, barrier divergence, deadlocks, timeouts and launches
+over the GPU's limits are caught in every run, checks or not (guard pages and
+the runtime: docs/simulator.md).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import mlx.core as mx
+import numpy as np
+
+from mlxsci.backends.sim.abi import FORWARD_SCHEDULE, REVERSED_SCHEDULE
+from mlxsci.backends.sim.buffers import GARBAGE_BYTE, host_bytes
+from mlxsci.fast import errors
+from mlxsci.fast.arguments import Call
+from mlxsci.fast.definition import KernelDefinition
+from mlxsci.kernel.signature import ArgInfo, dtype_name
+from mlxsci.kernel.spec import CompileError, KernelFault
+
+# The second run's garbage: no byte of the first's, so an element holding
+# each run's own garbage was written by nobody.
+SECOND_GARBAGE = 0xA5
+
+_BACKENDS: dict = {}
+_announced = False
+
+
+def backend_for(dialect: str):
+    """This process's SimBackend of `dialect` (made at first use)."""
+    backend = _BACKENDS.get(dialect)
+    if backend is None:
+        from mlxsci.backends.sim import SimBackend
+
+        SimBackend.check_machine()
+        backend = _BACKENDS[dialect] = SimBackend(dialect=dialect)
+    return backend
+
+
+def _announce_compile(name: str, seconds: float) -> None:
+    """Once per process, where a first call spent noticeable time compiling."""
+    global _announced
+    if _announced or seconds < 0.5:
+        return
+    _announced = True
+    from mlxsci.backends.sim import toolchain
+
+    print(
+        f"[mlxsci.fast] compiled kernel '{name}' for the simulator in {seconds:.1f} s; "
+        f"compiled variants are cached in {toolchain.cache_dir()} and reused by later "
+        "calls and processes",
+        file=sys.stderr,
+    )
+
+
+def _bits(a: mx.array) -> np.ndarray:
+    """An output's elements as rows of bytes (n, itemsize)."""
+    host = np.ascontiguousarray(host_bytes(a))
+    return host.reshape(-1).view(np.uint8).reshape(host.size, host.itemsize)
+
+
+def _index(shape: tuple, flat: int) -> tuple:
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+
+
+def _value(a: mx.array, flat: int):
+    host = np.asarray(host_bytes(a)).reshape(-1)
+    v = host[flat]
+    if a.dtype == mx.bfloat16:  # its uint16 view: show the value
+        return float(np.array([int(v) << 16], np.uint32).view(np.float32)[0])
+    return v.item()
+
+
+class SimRunner:
+    """A kernel definition's simulator side: its SimKernel and its checks."""
+
+    def __init__(self, definition: KernelDefinition):
+        self.definition = definition
+        self._kernel = None
+
+    def _sim_kernel(self):
+        if self._kernel is None:
+            self._kernel = backend_for(self.definition.dialect).kernel(self.definition.spec())
+        return self._kernel
+
+    # -- one launch ---------------------------------------------------------
+    def _launch(self, call: Call, schedule: int, garbage: int, tg_fill=None) -> list:
+        k = self._sim_kernel()
+        backend = k.backend
+        saved = backend.schedule, backend.output_garbage, backend.tg_fill
+        backend.schedule, backend.output_garbage, backend.tg_fill = schedule, garbage, tg_fill
+        compiled_before = k.compile_seconds
+        try:
+            return k(
+                inputs=list(call.inputs),
+                output_shapes=list(call.output_shapes),
+                output_dtypes=list(call.output_dtypes),
+                grid=call.grid,
+                threadgroup=call.threadgroup,
+                template=list(call.template) or None,
+                init_value=call.init_value,
+                as_stored=not self.definition.ensure_row_contiguous,
+            )
+        except KernelFault as fault:
+            raise errors.from_fault(self.definition.name, fault) from None
+        except CompileError as exc:
+            where = self.definition.where(exc.line)
+            raise errors.CompileError(
+                self.definition.name,
+                f"does not compile{': ' + where if where else ''}: {exc.message}"
+                + (f"\n{exc.log}" if exc.log else ""),
+                {"line": exc.line, "where": where, "log": exc.log},
+            ) from None
+        finally:
+            backend.schedule, backend.output_garbage, backend.tg_fill = saved
+            _announce_compile(self.definition.name, k.compile_seconds - compiled_before)
+
+    # -- the call -----------------------------------------------------------
+    def run(self, call: Call, checks: bool) -> list:
+        """The outputs of the in-order run; with `checks`, the error the
+        other runs expose, if any."""
+        if call.verbose:
+            self.print_source(call)
+        first = self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE)
+        if not checks:
+            return first
+        if self._sim_kernel().group_memory_bytes() > 0:
+            self._check_group_memory(call, first)
+        try:
+            second = self._launch(call, REVERSED_SCHEDULE, SECOND_GARBAGE)
+        except errors.KernelError as exc:
+            raise type(exc)(
+                self.definition.name,
+                str(exc).split(": ", 1)[1]
+                + " (only with the threads in reverse order: the kernel depends on the "
+                "order a GPU runs threads in)",
+                dict(exc.details, schedule="reversed"),
+            ) from None
+        if call.init_value is None:
+            self._check_written(first, second)
+        self._check_same(call, first, second)
+        return first
+
+    def print_source(self, call: Call) -> None:
+        """What MLX prints with verbose=True: the generated source (without
+        the preamble MLX compiles before it), on sys.stdout."""
+        k = self._sim_kernel()
+        infos = [ArgInfo.of(a) for a in call.inputs]
+        gen = k.dialect.generate(
+            k.spec, infos, [dtype_name(d) for d in call.output_dtypes], list(call.template) or None
+        )
+        shown = self.definition.name if self.definition.dialect == "metal" else gen.kernel_name
+        print(f"Generated source code for `{shown}`:\n```\n{gen.text}\n```", flush=True)
+
+    # -- the checks ---------------------------------------------------------
+    def _check_written(self, first: list, second: list) -> None:
+        for name, a, b in zip(self.definition.output_names, first, second):
+            if a.size == 0:
+                continue
+            unwritten = np.all(_bits(a) == GARBAGE_BYTE, axis=1) & np.all(
+                _bits(b) == SECOND_GARBAGE, axis=1
+            )
+            count = int(unwritten.sum())
+            if count:
+                flat = int(np.argmax(unwritten))
+                raise errors.UnwrittenOutputError(
+                    self.definition.name,
+                    f"{count} of the {a.size} elements of output '{name}' were written by no "
+                    f"thread, the first at index {_index(a.shape, flat)} (flat {flat}); without "
+                    "init_value a GPU leaves whatever the recycled buffer held there. Write "
+                    "every element, or pass init_value.",
+                    {
+                        "buffer": name,
+                        "element": flat,
+                        "count": count,
+                        "index": _index(a.shape, flat),
+                    },
+                )
+
+    def _uses_atomics(self) -> bool:
+        d = self.definition
+        return d.atomic_outputs or "atomic" in d.source or "atomic" in d.header
+
+    def _check_same(self, call: Call, first: list, second: list) -> None:
+        for name, a, b in zip(self.definition.output_names, first, second):
+            differ = np.any(_bits(a) != _bits(b), axis=1)
+            if not differ.any():
+                continue
+            if self._uses_atomics() and _rounding_only(a, b):
+                # Atomic float updates in another order round differently on
+                # a GPU too: not a race in the kernel's logic.
+                continue
+            flat = int(np.argmax(differ))
+            count = int(differ.sum())
+            idx = _index(a.shape, flat)
+            raise errors.RaceError(
+                self.definition.name,
+                f"output '{name}' depends on the order threads run in: element {idx} "
+                f"(flat {flat}) is {_value(a, flat)!r} with the threads in order and "
+                f"{_value(b, flat)!r} in reverse order ({count} element(s) differ). A GPU "
+                "orders neither threadgroups nor simdgroups/warps: a missing barrier, or "
+                "threads writing one element?",
+                {"buffer": name, "element": flat, "count": count, "index": idx},
+            )
+
+    def _check_group_memory(self, call: Call, first: list) -> None:
+        zeroed = self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, tg_fill=0x00)
+        word = "threadgroup" if self.definition.dialect == "metal" else "shared"
+        for name, a, b in zip(self.definition.output_names, first, zeroed):
+            differ = np.any(_bits(a) != _bits(b), axis=1)
+            if differ.any():
+                flat = int(np.argmax(differ))
+                idx = _index(a.shape, flat)
+                raise errors.UninitializedReadError(
+                    self.definition.name,
+                    f"reads {word} memory before any thread of its group wrote it: output "
+                    f"'{name}' element {idx} (flat {flat}) is {_value(a, flat)!r} with that "
+                    f"memory poisoned and {_value(b, flat)!r} with it zeroed; on a GPU it holds "
+                    "whatever the last group left there",
+                    {"buffer": name, "element": flat, "index": idx},
+                )
+
+
+def _rounding_only(a: mx.array, b: mx.array) -> bool:
+    """Whether two float outputs differ by rounding alone."""
+    if not mx.issubdtype(a.dtype, mx.floating):
+        return False
+    x = np.asarray(a.astype(mx.float32) if a.dtype == mx.bfloat16 else a).astype(np.float64)
+    y = np.asarray(b.astype(mx.float32) if b.dtype == mx.bfloat16 else b).astype(np.float64)
+    return bool(np.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True))
