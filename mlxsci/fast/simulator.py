@@ -69,9 +69,25 @@ def _announce_compile(name: str, seconds: float) -> None:
 
 
 def _bits(a: mx.array) -> np.ndarray:
-    """An output's elements as rows of bytes (n, itemsize)."""
-    host = np.ascontiguousarray(host_bytes(a))
-    return host.reshape(-1).view(np.uint8).reshape(host.size, host.itemsize)
+    """An output's elements as unsigned integers of their width (bitwise
+    comparable: NaNs compare by their bits); rows of bytes for a width
+    with no integer type."""
+    host = np.ascontiguousarray(host_bytes(a)).reshape(-1)
+    if host.itemsize in (1, 2, 4, 8):
+        return host.view(f"u{host.itemsize}")
+    return host.view(np.uint8).reshape(host.size, host.itemsize)
+
+
+def _filled(bits: np.ndarray, byte: int) -> np.ndarray:
+    """Which elements hold nothing but `byte`."""
+    if bits.ndim == 1:
+        return bits == int.from_bytes(bytes([byte]) * bits.itemsize, "little")
+    return np.all(bits == byte, axis=1)
+
+
+def _differ(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    d = x != y
+    return d if d.ndim == 1 else np.any(d, axis=1)
 
 
 def _index(shape: tuple, flat: int) -> tuple:
@@ -172,9 +188,7 @@ class SimRunner:
         for name, a, b in zip(self.definition.output_names, first, second):
             if a.size == 0:
                 continue
-            unwritten = np.all(_bits(a) == GARBAGE_BYTE, axis=1) & np.all(
-                _bits(b) == SECOND_GARBAGE, axis=1
-            )
+            unwritten = _filled(_bits(a), GARBAGE_BYTE) & _filled(_bits(b), SECOND_GARBAGE)
             count = int(unwritten.sum())
             if count:
                 flat = int(np.argmax(unwritten))
@@ -198,7 +212,7 @@ class SimRunner:
 
     def _check_same(self, call: Call, first: list, second: list) -> None:
         for name, a, b in zip(self.definition.output_names, first, second):
-            differ = np.any(_bits(a) != _bits(b), axis=1)
+            differ = _differ(_bits(a), _bits(b))
             if not differ.any():
                 continue
             if self._uses_atomics() and _rounding_only(a, b):
@@ -222,7 +236,7 @@ class SimRunner:
         zeroed = self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, tg_fill=0x00)
         word = "threadgroup" if self.definition.dialect == "metal" else "shared"
         for name, a, b in zip(self.definition.output_names, first, zeroed):
-            differ = np.any(_bits(a) != _bits(b), axis=1)
+            differ = _differ(_bits(a), _bits(b))
             if differ.any():
                 flat = int(np.argmax(differ))
                 idx = _index(a.shape, flat)

@@ -36,15 +36,18 @@ CHECKS = {"metal": check_metal, "cuda": check_cuda}
 
 
 def check(
-    dialect: str, text: str, regions, source_file: str = "<candidate>"
+    dialect: str, text: str, regions, source_file: str = "<candidate>", fast_math: bool = False
 ) -> CompileError | None:
     """The first violation of `dialect`'s language rules in `text` (the
     exact text MLX compiles), or else the source policy's refusal of the
-    candidate's lines in it, or None."""
+    candidate's lines in it, or None. `fast_math`: built with Metal's fast
+    math mode."""
     violation = CHECKS[dialect](text, regions, source_file)
     if violation is not None:
         return violation
-    return source_policy.check_parts(dialect, candidate_parts(text, regions), source_file)
+    return source_policy.check_parts(
+        dialect, candidate_parts(text, regions), source_file, fast_math
+    )
 
 
 def candidate_parts(text: str, regions) -> list[tuple[str, int]]:

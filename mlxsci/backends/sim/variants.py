@@ -56,7 +56,9 @@ def variant_library(
     the TU, the build. `profiled`: the build the modelled GPU's clock counts
     with (profile.py), after the plain one (whose compile errors are the
     candidate's)."""
-    violation = language_rules.check(dialect.name, gen.text, gen.regions, spec.source_file)
+    violation = language_rules.check(
+        dialect.name, gen.text, gen.regions, spec.source_file, spec.math_mode == "fast"
+    )
     if violation is not None:
         raise violation
     text, glue, prologue = gen.text, gen.glue, ""

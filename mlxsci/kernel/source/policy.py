@@ -331,12 +331,23 @@ def _budget(texts) -> int:
     return min(1_000_000, max(50_000, 2 * sum(len(t) for t in texts)))
 
 
+# The one macro a kernel may test without setting it: what Metal's fast math
+# mode predefines (MLX's compile_options={"math_mode": "fast"}), defined by
+# the simulator exactly where the GPU's compiler defines it.
+FAST_MATH = "__FAST_MATH__"
+
+
 @functools.lru_cache(maxsize=32)
-def _check(dialect: str, header: tuple, bodies: tuple, source_file: str) -> CompileError | None:
+def _check(
+    dialect: str, header: tuple, bodies: tuple, source_file: str, fast_math: bool = False
+) -> CompileError | None:
     check = _Check(dialect, _budget([header[0], *(b[0] for b in bodies)]))
     try:
         header_lines = check.raw(*header)
         pp = check.preprocessor()
+        pp.known.add(FAST_MATH)
+        if fast_math:
+            pp.macros[FAST_MATH] = Macro(FAST_MATH, None, False, [Tok("num", "1", 0)], 0)
         check.expanded(pp, header_lines, program_scope=True)
         for body in bodies:
             check.expanded(pp.fork(), check.raw(*body))
@@ -350,13 +361,16 @@ def _fresh(err: CompileError | None) -> CompileError | None:
     return None if err is None else dataclasses.replace(err)  # callers may raise it
 
 
-def check_parts(dialect: str, parts, source_file: str = "<candidate>") -> CompileError | None:
+def check_parts(
+    dialect: str, parts, source_file: str = "<candidate>", fast_math: bool = False
+) -> CompileError | None:
     """The policy's refusal of one kernel's text, or None: `parts` are
     (text, first line in the candidate file), the header's first when there
-    is one, then the body's."""
+    is one, then the body's. `fast_math`: the kernel is built with Metal's
+    fast math mode (__FAST_MATH__ defined)."""
     parts = [(text, line) for text, line in parts]
     header = parts[0] if len(parts) > 1 else ("", 1)
-    return _fresh(_check(dialect, header, tuple(parts[-1:]), source_file))
+    return _fresh(_check(dialect, header, tuple(parts[-1:]), source_file, fast_math))
 
 
 def check_candidate(c) -> CompileError | None:
