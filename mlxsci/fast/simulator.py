@@ -245,7 +245,8 @@ class SimRunner:
                     f"reads {word} memory before any thread of its group wrote it: output "
                     f"'{name}' element {idx} (flat {flat}) is {_value(a, flat)!r} with that "
                     f"memory poisoned and {_value(b, flat)!r} with it zeroed; on a GPU it holds "
-                    "whatever the last group left there",
+                    "whatever the last group left there (a missing barrier between the writes "
+                    "and the reads?)",
                     {"buffer": name, "element": flat, "index": idx},
                 )
 

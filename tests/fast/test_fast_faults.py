@@ -1,0 +1,170 @@
+"""A faulty kernel gets an exception that names the kernel, the buffer or
+array, the element and the thread, instead of garbage; checks=False (or
+MLXSCI_FAST_CHECKS=0) skips the extra runs."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from mlxsci import fast
+from mlxsci.fast import simulator
+
+
+def launch(k, x, out_shape=None, grid=None, tg=(4, 1, 1), **kw):
+    out_shape = out_shape or x.shape
+    return k(
+        inputs=[x],
+        grid=grid or (x.size, 1, 1),
+        threadgroup=tg,
+        output_shapes=[out_shape],
+        output_dtypes=[mx.float32],
+        **kw,
+    )
+
+
+X = mx.arange(8, dtype=mx.float32)
+
+
+def test_out_of_bounds_read_names_kernel_buffer_element_and_thread():
+    k = fast.metal_kernel(
+        "shift", ["x"], ["y"], "uint i = thread_position_in_grid.x; y[i] = x[i + 1];"
+    )
+    with pytest.raises(fast.OutOfBoundsError) as exc:
+        launch(k, X)
+    e = exc.value
+    assert isinstance(e, RuntimeError) and e.kernel == "shift"
+    assert (e.buffer, e.element, e.thread, e.group) == ("x", 8, (3, 0, 0), (1, 0, 0))
+    assert "kernel 'shift'" in str(e) and "input 'x' at element 8" in str(e)
+
+
+def test_out_of_bounds_write_in_cuda_names_the_output():
+    k = fast.cuda_kernel(
+        "nocheck", ["x"], ["y"], "auto i = blockIdx.x * blockDim.x + threadIdx.x; y[i] = x[0];"
+    )
+    x = mx.arange(6, dtype=mx.float32)  # 6 threads asked, 8 run: no bounds check
+    with pytest.raises(fast.OutOfBoundsError) as exc:
+        launch(k, x)
+    assert exc.value.buffer == "y" and exc.value.element in (6, 7)
+    assert exc.value.details["access"] == "write"
+
+
+TG_UNINIT = """
+threadgroup float buf[4];
+uint t = thread_position_in_threadgroup.x;
+uint i = thread_position_in_grid.x;
+if (t > 0) buf[t] = x[i];
+threadgroup_barrier(mem_flags::mem_threadgroup);
+y[i] = buf[(t + 1) % 4];
+"""
+
+
+def test_threadgroup_read_before_any_write_raises():
+    k = fast.metal_kernel("tg", ["x"], ["y"], TG_UNINIT)
+    with pytest.raises(fast.UninitializedReadError) as exc:
+        launch(k, X)
+    assert exc.value.kernel == "tg"
+    assert "before any thread" in str(exc.value)
+    # writing every slot first: no error, the right answer
+    ok = fast.metal_kernel("tg", ["x"], ["y"], TG_UNINIT.replace("if (t > 0) ", ""))
+    (y,) = launch(ok, X)
+    np.testing.assert_array_equal(np.array(y), [1, 2, 3, 0, 5, 6, 7, 4])
+
+
+RACE = """
+threadgroup float buf[4];
+uint t = thread_position_in_threadgroup.x;
+uint i = thread_position_in_grid.x;
+buf[t] = x[i];
+y[i] = buf[3 - t];
+"""
+
+
+def test_a_missing_barrier_raises_and_the_barrier_fixes_it():
+    # In order, thread 0 reads slot 3 before thread 3 wrote it: the read of
+    # threadgroup memory nobody wrote is what a missing barrier shows here.
+    k = fast.metal_kernel("nobarrier", ["x"], ["y"], RACE)
+    with pytest.raises(fast.UninitializedReadError) as exc:
+        launch(k, X)
+    e = exc.value
+    assert e.buffer == "y" and 0 <= e.element < 8 and "missing barrier" in str(e)
+    fixed = RACE.replace("y[i] =", "threadgroup_barrier(mem_flags::mem_threadgroup);\ny[i] =")
+    (y,) = launch(fast.metal_kernel("barrier", ["x"], ["y"], fixed), X)
+    np.testing.assert_array_equal(np.array(y), [3, 2, 1, 0, 7, 6, 5, 4])
+
+
+def test_checks_off_returns_the_in_order_result_without_the_extra_runs(monkeypatch):
+    k = fast.metal_kernel("nobarrier", ["x"], ["y"], RACE)
+    launch(k, X, checks=False)  # no error: the race is not looked for
+    monkeypatch.setenv("MLXSCI_FAST_CHECKS", "0")
+    launch(fast.metal_kernel("nobarrier", ["x"], ["y"], RACE), X)
+    with pytest.raises(fast.UninitializedReadError):  # a per-call True wins over the variable
+        launch(fast.metal_kernel("nobarrier", ["x"], ["y"], RACE), X, checks=True)
+
+
+def test_two_threads_writing_one_element_is_a_race():
+    k = fast.cuda_kernel("last", ["x"], ["y"], "y[0] = x[blockIdx.x * blockDim.x + threadIdx.x];")
+    with pytest.raises(fast.RaceError, match="element \\(0,\\)"):
+        launch(k, X, out_shape=(1,))
+
+
+def test_float_atomics_in_another_order_are_not_a_race():
+    src = "atomic_fetch_add_explicit(&y[0], x[thread_position_in_grid.x], memory_order_relaxed);"
+    k = fast.metal_kernel("sum", ["x"], ["y"], src, atomic_outputs=True)
+    x = mx.array(np.random.default_rng(1).standard_normal(4096).astype(np.float32))
+    (y,) = launch(k, x, out_shape=(1,), tg=(256, 1, 1), init_value=0.0)
+    assert abs(float(y[0]) - float(np.array(x, dtype=np.float64).sum())) < 1e-2
+
+
+def test_unwritten_output_elements_raise_unless_init_value_is_given():
+    k = fast.metal_kernel(
+        "half", ["x"], ["y"], "uint i = thread_position_in_grid.x; if (i < 5) y[i] = x[i];"
+    )
+    with pytest.raises(fast.UnwrittenOutputError) as exc:
+        launch(k, X)
+    assert exc.value.buffer == "y" and exc.value.element == 5 and exc.value.details["count"] == 3
+    (y,) = launch(k, X, init_value=-1.0)
+    np.testing.assert_array_equal(np.array(y), [0, 1, 2, 3, 4, -1, -1, -1])
+
+
+def test_a_launch_over_the_gpu_limits_is_a_value_error():
+    k = fast.metal_kernel("big", ["x"], ["y"], "y[0] = x[0];")
+    with pytest.raises(fast.LaunchError) as exc:
+        launch(k, X, grid=(2048, 1, 1), tg=(2048, 1, 1))
+    assert isinstance(exc.value, ValueError) and "1024" in str(exc.value)
+    ck = fast.cuda_kernel("big", ["x"], ["y"], "y[0] = x[0];")
+    with pytest.raises(ValueError, match="65535"):
+        launch(ck, X, grid=(1, 70000, 1), tg=(1, 1, 1))
+
+
+def test_barrier_divergence_names_the_group():
+    src = """
+    uint t = thread_position_in_threadgroup.x;
+    if (t < 2) threadgroup_barrier(mem_flags::mem_threadgroup);
+    y[thread_position_in_grid.x] = x[thread_position_in_grid.x];
+    """
+    k = fast.metal_kernel("diverge", ["x"], ["y"], src)
+    with pytest.raises(fast.BarrierError) as exc:
+        launch(k, X)
+    assert exc.value.group is not None and "diverge" in str(exc.value)
+
+
+def test_an_endless_kernel_times_out(monkeypatch):
+    backend = simulator.backend_for("metal")
+    monkeypatch.setattr(backend, "launch_timeout_s", 0.5)
+    k = fast.metal_kernel("spin", ["x"], ["y"], "while (x[0] < 1) { }\ny[0] = 1;")
+    with pytest.raises(fast.KernelTimeoutError, match="did not finish"):
+        launch(k, mx.zeros(1), out_shape=(1,), grid=(1, 1, 1), tg=(1, 1, 1))
+
+
+def test_a_compile_error_names_the_line_of_the_source_or_header():
+    k = fast.metal_kernel(
+        "typo", ["x"], ["y"], "uint i = thread_position_in_grid.x;\ny[i] = x[i] +;", header="\n"
+    )
+    with pytest.raises(fast.CompileError) as exc:
+        launch(k, X)
+    assert isinstance(exc.value, RuntimeError) and "source line 2" in str(exc.value)
+    h = fast.metal_kernel(
+        "htypo", ["x"], ["y"], "y[0] = f(x[0]);", header="float f(float v) { return v +; }\n"
+    )
+    with pytest.raises(fast.CompileError, match="header line 1"):
+        launch(h, X)
