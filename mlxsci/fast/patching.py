@@ -22,7 +22,8 @@ import mlx.core as mx
 from mlxsci.fast import kernels
 
 _depth = 0
-_options: list[dict] = []
+_options: list[dict] = []  # each active simulate()'s kernel options, innermost last
+_compile_was_disabled = False  # mx.compile's state when the outermost began
 
 
 def simulating() -> bool:
@@ -54,14 +55,12 @@ def _replacement(make, mlx_make):
 def start(backend: str | None = None, checks: bool | None = None) -> None:
     """Begin simulating (what simulate() does on entry; the pytest plugin
     calls it for the whole session)."""
-    global _depth
+    global _depth, _compile_was_disabled
     kernels.chosen_backend(backend)  # a bad name fails here, not at the first kernel
     _options.append({"backend": backend, "checks": checks})
     if _depth == 0:
-        _options[-1]["compile_was_disabled"] = os.environ.get("MLX_DISABLE_COMPILE", "") not in (
-            "",
-            "0",
-        )
+        # MLX has no getter: its own switch is this variable or disable_compile().
+        _compile_was_disabled = os.environ.get("MLX_DISABLE_COMPILE", "") not in ("", "0")
     _depth += 1
     mx.fast.metal_kernel = _replacement(kernels.metal_kernel, kernels.MLX_CONSTRUCTORS["metal"])
     mx.fast.cuda_kernel = _replacement(kernels.cuda_kernel, kernels.MLX_CONSTRUCTORS["cuda"])
@@ -73,7 +72,7 @@ def stop() -> None:
     global _depth
     if _depth == 0:
         return
-    options = _options.pop()
+    _options.pop()
     _depth -= 1
     if _depth:
         mx.fast.metal_kernel = _replacement(kernels.metal_kernel, kernels.MLX_CONSTRUCTORS["metal"])
@@ -81,7 +80,7 @@ def stop() -> None:
         return
     mx.fast.metal_kernel = kernels.MLX_CONSTRUCTORS["metal"]
     mx.fast.cuda_kernel = kernels.MLX_CONSTRUCTORS["cuda"]
-    if not options.get("compile_was_disabled"):
+    if not _compile_was_disabled:
         mx.enable_compile()
 
 
