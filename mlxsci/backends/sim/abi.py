@@ -25,7 +25,8 @@ import signal
     RESULT_TG_OOB,
     RESULT_MISALIGNED,
     RESULT_GP_FAULT,
-) = range(12)
+    RESULT_UNINIT_READ,
+) = range(13)
 
 
 # SimLaunch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.
@@ -73,6 +74,24 @@ class SimLaunch(ctypes.Structure):
         ("schedule_seed", ctypes.c_uint64),
         ("tg_fill", ctypes.c_int64),
         ("profile", ctypes.c_void_p),
+        ("check", ctypes.c_void_p),
+    ]
+
+
+class SimCheck(ctypes.Structure):
+    """sim_runtime.h's __SimCheck: what a profiled variant's hooks check in
+    one launch (profile.Checks), and what they found."""
+
+    _fields_ = [
+        ("tg_reads", ctypes.c_int64),
+        ("report_from", ctypes.c_uint64),
+        ("watch_lo", ctypes.c_uint64),
+        ("watch_hi", ctypes.c_uint64),
+        ("watch_records", ctypes.POINTER(ctypes.c_int64)),
+        ("watch_cap", ctypes.c_int64),
+        ("watch_count", ctypes.c_int64),
+        ("tg_loads", ctypes.c_uint64),
+        ("read_ordinal", ctypes.c_uint64),
     ]
 
 

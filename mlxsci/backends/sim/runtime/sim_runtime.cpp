@@ -986,6 +986,7 @@ struct GroupOrder {
     }
 };
 
+#include "sim_check.inc"
 #include "sim_profile.inc"
 
 void run_fibers(__SimLaunch* L) {
@@ -1168,6 +1169,7 @@ extern "C" __SIM_HIDDEN void __sim_tg_fill(char* tgmem, int64_t tgsize) {
         if (a->movable) a->ptr = start ? a->ptr_start : a->ptr_end;
         memset(a->ptr, b, (size_t)a->nbytes);
     }
+    check_group_begin((uint8_t)b);
 }
 
 // ------------------------------------------------------------------ kernel-facing API
@@ -1465,6 +1467,10 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
             R->kind = __SIM_SETUP_FAILED;
             siglongjmp(G.jb, 1);
         }
+        if (!check_begin(L)) {
+            R->kind = __SIM_SETUP_FAILED;
+            siglongjmp(G.jb, 1);
+        }
         if (L->use_fibers) run_fibers(L);
         else if (L->profile) run_fast_profiled(L);
         else if (L->schedule == __SIM_SCHEDULE_REVERSED) run_fast_reversed(L);
@@ -1518,6 +1524,7 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
     }
     G.cur = -1;
     if (g_prof.P) prof_release();
+    check_end();
     // Restore what the host had: handlers, mask, alternate stack, its timer.
     for (int i = 0; i < kNumSignals; ++i) sigaction(kSignals[i], &g_old_actions[i], nullptr);
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);

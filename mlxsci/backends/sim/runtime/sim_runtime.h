@@ -167,6 +167,37 @@ struct __SimLaunch {
     // Non-null for a launch of a profiled variant (docs/simulator-time.md):
     // what the modelled GPU's clock counts, filled by the runtime.
     struct __SimProfile* profile;
+    // Non-null where the launch asks a profiled variant's hooks to check
+    // what it does (__SimCheck); a variant without hooks checks nothing.
+    struct __SimCheck* check;
+};
+
+// What a profiled variant's hooks (__sim_prof_access before each load and
+// store) check during a launch that asks (mlxsci/backends/sim/profile.py:
+// Checks, which says what they see and what not; runtime/sim_check.inc):
+// - tg_reads: a load of bytes of a guarded threadgroup / __shared__ array
+//   that no thread of the running group has stored since the group began
+//   (and that still hold the group's fill byte: a store the hooks do not
+//   see, a memcpy, leaves other bytes) ends the launch with
+//   __SIM_UNINIT_READ, the array, element, thread and group in the
+//   __SimResult as for __SIM_TG_OOB;
+// - watch_lo < watch_hi: every store that touches those bytes (one element
+//   of an input or output) is recorded, group and thread, in order.
+struct __SimCheck {
+    // ---- in
+    int64_t tg_reads;
+    // Threadgroup loads are numbered from 1 in the order they run (tg_loads
+    // counts them); those numbered below report_from are not reported: the
+    // caller found, from runs of the same launch with other fill bytes, that
+    // they read bytes a store the hooks cannot see wrote.
+    uint64_t report_from;
+    uint64_t watch_lo, watch_hi;
+    int64_t* watch_records;   // [watch_cap][6]: group xyz, thread xyz of each store
+    int64_t watch_cap;
+    // ---- out
+    int64_t watch_count;      // stores that touched the element (past watch_cap too)
+    uint64_t tg_loads;        // threadgroup loads checked so far
+    uint64_t read_ordinal;    // __SIM_UNINIT_READ: the number of the load reported
 };
 
 // The modelled GPU's counts of one launch of a profiled variant: a build of
@@ -254,6 +285,7 @@ enum {
     __SIM_TG_OOB = 9,        // threadgroup array: tg_* fields, elem, is_write
     __SIM_MISALIGNED = 10,   // addr, aux = access bytes, is_write
     __SIM_GP_FAULT = 11,     // x86 general-protection fault: addr when decoded, else 0
+    __SIM_UNINIT_READ = 12,  // __SimCheck::tg_reads: tg_* fields, elem, as TG_OOB
 };
 
 struct __SimResult {
