@@ -60,7 +60,8 @@ class KernelFault(BackendError):
     """The kernel compiled but its execution went wrong.
 
     kind: "out_of_bounds", "input_write", "barrier_divergence", "deadlock",
-    "timeout", "crash", "gpu_fault" or "launch" (bad grid/threadgroup).
+    "timeout", "crash", "gpu_fault", "launch" (bad grid/threadgroup) or
+    "uninitialized_read" (the simulator's opt-in threadgroup-read check).
     """
 
     kind: str

@@ -146,6 +146,19 @@ class SimBackend(Backend):
         # Kernels launched while this is on use their counted variants (the
         # worker's coverage run: mlxsci.worker.serve.coverage_run).
         self.count_branches = False
+        # Opt-in diagnostics, made by the profiled variant's hooks (profile.py:
+        # Checks says what they see; they do nothing where profile.supported()
+        # is False, nor in the worker's coverage run). check_threadgroup_reads:
+        # a launch of a kernel with threadgroup/__shared__ memory raises
+        # KernelFault("uninitialized_read") at the first load of bytes no
+        # thread of the group stored since the group began. watch_writes:
+        # (input or output name, flat element index): each launch records the
+        # stores to that element, group and thread in the order they ran, in
+        # watched_writes (the first profile.WATCH_CAP) and watched_write_count.
+        self.check_threadgroup_reads = False
+        self.watch_writes: tuple[str, int] | None = None
+        self.watched_writes: list[dict] = []
+        self.watched_write_count = 0
         # The reads the language leaves undefined (a shuffle from an inactive
         # lane: mlxsci.protocol.undefined_reads) of every launch since the
         # last take_undefined_reads(): their count and the first one.

@@ -21,6 +21,7 @@ from mlxsci.backends.sim.abi import (
     RESULT_STACK_OVERFLOW,
     RESULT_TG_OOB,
     RESULT_TIMEOUT,
+    RESULT_UNINIT_READ,
     SIGNAL_NAMES,
     SimResult,
 )
@@ -75,14 +76,17 @@ def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
     return f"{nbytes}-byte vector"
 
 
-def fault_of(R: SimResult, guards, dtypes, dialect, backend) -> KernelFault:
-    """The KernelFault for a launch that ended with result R (R.kind not OK)."""
+def fault_of(R: SimResult, guards, dtypes, dialect, backend, kernel: str = "") -> KernelFault:
+    """The KernelFault for a launch of `kernel` that ended with result R
+    (R.kind not OK)."""
     group = tuple(R.group)
     thread = tuple(R.thread)
     gw = dialect.group_word
     where = f"thread {thread} of {gw} {group}"
     details: dict[str, object] = {"group": group, "thread": thread}
     kind = R.kind
+    if kind == RESULT_UNINIT_READ:
+        return _uninitialized_read(R, dialect, where, kernel)
     if kind == RESULT_OOB:
         return _buffer_out_of_bounds(R, guards, where, details)
     if kind == RESULT_TG_OOB:
@@ -169,6 +173,28 @@ def _array_out_of_bounds(R: SimResult, dialect, where: str, details: dict) -> Ke
         )
     return KernelFault(
         "out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}", details
+    )
+
+
+def _uninitialized_read(R: SimResult, dialect, where: str, kernel: str) -> KernelFault:
+    """A load of threadgroup/__shared__ bytes no thread of the group had
+    stored (SimBackend.check_threadgroup_reads; profile.Checks)."""
+    what, name = _tg_array(R, dialect)
+    elem = int(R.elem)
+    pos = f"at byte {elem}" if name == "extern __shared__" else f"element {elem}"
+    in_kernel = f" in kernel '{kernel}'" if kernel else ""
+    return KernelFault(
+        "uninitialized_read",
+        f"read of {what} {pos} before any thread of the {dialect.group_word} wrote it, "
+        f"by {where}{in_kernel}",
+        {
+            "array": name,
+            "element": elem,
+            "thread": [int(x) for x in R.thread],
+            "group": [int(x) for x in R.group],
+            "access": "read",
+            "kernel": kernel,
+        },
     )
 
 

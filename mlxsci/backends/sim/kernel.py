@@ -276,7 +276,9 @@ class SimKernel(Kernel):
             raise KernelFault("launch", v.launch_error)
         self.dialect.check_tgmem(spec, v.tgmem_bytes)
         timing = self._timing_of(v, grid, tgc, infos, out_names)
-        if timing is not None and timing.profile:
+        # The backend's opt-in checks run in the profiled variant's hooks.
+        checks = profile.checks_of(self.backend, v.tgmem_bytes)
+        if (timing is not None and timing.profile) or checks is not None:
             v = self._variant(infos, out_names, template, profiled=True)
 
         with _launch_lock:
@@ -298,9 +300,14 @@ class SimKernel(Kernel):
                     use_fibers,
                     timing,
                     as_stored,
+                    checks,
                 )
                 if outcome == "retry_with_fibers":
                     use_fibers = True
+                    if checks is not None:
+                        checks.restart()
+                    continue
+                if outcome == "run_again":  # the checks settle a report (profile.Checks)
                     continue
                 return outcome
 
@@ -319,9 +326,11 @@ class SimKernel(Kernel):
         use_fibers,
         timing=None,
         as_stored=False,
+        checks=None,
     ):
         """One run of variant `v`: the outputs, or "retry_with_fibers" where
-        the runtime asks for one fiber per thread; a KernelFault for a fault
+        the runtime asks for one fiber per thread, or "run_again" where the
+        `checks` (profile.Checks) need another run; a KernelFault for a fault
         found during or after the run. The buffers go back to the pool only
         after a clean launch."""
         bufs = _LaunchBuffers()
@@ -332,18 +341,25 @@ class SimKernel(Kernel):
             )
             before = self._pass_counters(v, bufs)
             launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers)
-            counts = self._profile_record(v, launch, bufs)
+            if checks is not None:
+                checks.attach(launch, bufs.guards)
+            profiled = timing is not None and timing.profile
+            counts = self._profile_record(v, launch, bufs) if profiled else None
             R = SimResult()
             kind = v.entry(ctypes.byref(launch), ctypes.byref(R))
             if kind == RESULT_NEED_FIBERS:
                 if before is not None:  # the launch runs again from the start
                     ctypes.memmove(self._counters(), before, len(before))
                 return "retry_with_fibers"
+            if checks is not None and checks.rerun(kind):
+                return "run_again"
             self.backend.undefined_reads = undefined_reads.merge(
                 self.backend.undefined_reads, _undefined_reads_of(R)
             )
             if kind != RESULT_OK:
-                fault = fault_of(R, bufs.guards, bufs.dtypes, self.dialect, self.backend)
+                fault = fault_of(
+                    R, bufs.guards, bufs.dtypes, self.dialect, self.backend, self.spec.name
+                )
                 raise _with_undefined_reads(fault, self.backend.undefined_reads)
             if self.backend.activity is not None:  # the sim timer is listening
                 # The modelled GPU's time (docs/simulator-time.md), then the host's CPU time.

@@ -31,10 +31,16 @@ take a hook's place.
 
 x86-64 hosts only: the rewrite reads x86-64 assembly. Elsewhere `supported()`
 is False and the clock says so.
+
+The same hooks serve two opt-in diagnostics (`Checks`, at the end of this
+module; runtime/sim_check.inc): SimBackend.check_threadgroup_reads and
+SimBackend.watch_writes launch the profiled variant with a record of what to
+check, whether or not the clock counts that launch.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import platform
@@ -45,6 +51,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlxsci.backends.sim import kernel_symbols
+from mlxsci.backends.sim.abi import (
+    RESULT_OK,
+    RESULT_UNINIT_READ,
+    SimCheck,
+    SimLaunch,
+)
 from mlxsci.backends.sim.toolchain import (
     LINK_FLAGS,
     STATS,
@@ -306,3 +318,135 @@ def _check(res: subprocess.CompletedProcess, what: str) -> None:
         log = (res.stderr or "") + (res.stdout or "")
         first = next((l for l in log.splitlines() if "error" in l), log.strip()[:300])
         raise CompileError(f"{what} failed: {first}", None, log)
+
+
+# ------------------------------------------------------------------ the checks
+WATCH_CAP = 64  # the stores to a watched element recorded with their thread
+# Runs of one launch the threadgroup-read check may take to tell the loads
+# of memory nothing wrote from loads of stores it does not see (Checks).
+MAX_CHECK_RUNS = 16
+
+
+def checks_of(backend, tgmem_bytes: int) -> Checks | None:
+    """What the backend asks the hooks to check in a launch of a variant with
+    `tgmem_bytes` of threadgroup memory, or None: nothing asked, a host
+    without the profiled build (`supported()` False: the checks silently do
+    nothing there), or the worker's coverage run (its counted variant has no
+    hooks)."""
+    tg_reads = bool(getattr(backend, "check_threadgroup_reads", False)) and tgmem_bytes > 0
+    watch = getattr(backend, "watch_writes", None)
+    if not (tg_reads or watch is not None) or not supported() or backend.count_branches:
+        return None
+    return Checks(backend, tg_reads, watch)
+
+
+class Checks:
+    """The checks of one kernel call, over the runs it takes.
+
+    Threadgroup reads (SimBackend.check_threadgroup_reads): the runtime
+    (runtime/sim_check.inc) reports the first load of threadgroup /
+    __shared__ bytes (static arrays and CUDA's `extern __shared__`) that no
+    thread of the group stored since the group began and that still hold the
+    group's fill byte. The hooks see every load and store of 1 to 16 bytes,
+    atomics included (the preludes implement them as plain loads and
+    stores). A store they do not see (a memcpy, a copy wider than 16 bytes, a
+    loop the compiler turned into a memset) is inferred from the bytes it
+    changed; one that wrote exactly the fill byte cannot be told apart that
+    way, so a report stands only once two runs of the launch (same schedule
+    and seed) with different fill bytes report the same load: a load that
+    reads the fill under both read memory nothing wrote. Until they agree,
+    each run starts reporting at the load the previous one reported (the
+    loads before it read something written) with the other fill byte. A
+    launch that runs clean with another fill than its own runs once more,
+    unchecked, with its own, so a correct kernel's outputs are those of a
+    launch without the check. Not checked: the arrays the rewrite cannot
+    guard (plain statics in the `sim_tgmem` section), and loads wider than
+    16 bytes (unseen). A kernel that reads unwritten memory through an
+    unseen load may be reported at a later load than that one.
+
+    Watched element (SimBackend.watch_writes): every store touching the
+    element's bytes, with its group and thread, in the order the schedule
+    ran them (the first WATCH_CAP; the count is of all), stores by atomic
+    operations included; the stores the hooks do not see (above) are not
+    recorded. A strided input passed as stored is indexed in its storage."""
+
+    def __init__(self, backend, tg_reads: bool, watch):
+        self.backend = backend
+        self.tg_reads = tg_reads
+        self.watch = watch
+        fill = backend.tg_fill
+        self.fill = 0xFF if fill is None else int(fill) & 0xFF  # sim_runtime.h: poison
+        self.other_fill = 0xA5 if self.fill != 0xA5 else 0x5A  # a byte no memset writes
+        self.record = SimCheck()
+        self.records = (ctypes.c_int64 * (6 * WATCH_CAP))()
+        self.seed: int | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        """From the first run again: a launch that moved to fibers numbers
+        its loads anew."""
+        self.report_from = 0  # the loads before it read something written
+        self.reported: int | None = None  # the load the last run reported
+        self.other = False  # this run fills with other_fill
+        self.runs = 0
+
+    def attach(self, launch: SimLaunch, guards) -> None:
+        """Points `launch` at the record: the watched element among
+        `guards` (the launch's (buffer, role, name, itemsize)), the fill of
+        this run and the schedule's seed of the first."""
+        R = self.record
+        R.tg_reads = 1 if self.tg_reads else 0
+        R.report_from = self.report_from
+        R.watch_lo = R.watch_hi = 0
+        if self.watch is not None:
+            R.watch_lo, R.watch_hi = self._watched_bytes(guards)
+        R.watch_records = ctypes.cast(self.records, ctypes.POINTER(ctypes.c_int64))
+        R.watch_cap = WATCH_CAP
+        if self.seed is None:
+            self.seed = launch.schedule_seed
+        launch.schedule_seed = self.seed  # each run replays the first one's schedule
+        if self.other:
+            launch.tg_fill = 0x100 | self.other_fill
+        launch.check = ctypes.addressof(R)
+
+    def _watched_bytes(self, guards) -> tuple[int, int]:
+        name, index = self.watch
+        for gb, _role, gname, isz in guards:
+            if gname == name:
+                n = gb.nbytes // max(1, isz)
+                if not 0 <= int(index) < n:
+                    raise ValueError(
+                        f"watch_writes: element {index} of '{name}' is out of range "
+                        f"(it has {n} elements)"
+                    )
+                lo = gb.base + int(index) * isz
+                return lo, lo + isz
+        names = ", ".join(repr(g[2]) for g in guards)
+        raise ValueError(f"watch_writes names {name!r}, no buffer of this kernel ({names})")
+
+    def rerun(self, kind: int) -> bool:
+        """After a run that ended with result `kind`: whether the launch
+        runs again to settle a threadgroup read (see the class). The
+        watched stores of the run are the backend's now."""
+        if self.watch is not None:
+            count = int(self.record.watch_count)
+            rows = [list(self.records[6 * k : 6 * k + 6]) for k in range(min(count, WATCH_CAP))]
+            self.backend.watched_write_count = count
+            self.backend.watched_writes = [{"group": r[:3], "thread": r[3:]} for r in rows]
+        if not self.tg_reads or kind not in (RESULT_OK, RESULT_UNINIT_READ):
+            return False
+        if kind == RESULT_OK:
+            if not self.other:
+                return False  # clean with the launch's own fill
+            # Nothing reads memory nothing wrote: once more, unchecked, with its own fill.
+            self.tg_reads = self.other = False
+            return True
+        found = int(self.record.read_ordinal)
+        if found == self.reported:
+            return False  # the fill under both bytes: memory nothing wrote
+        self.reported = self.report_from = found
+        self.other = not self.other
+        self.runs += 1
+        if self.runs >= MAX_CHECK_RUNS:  # too many unseen stores to tell: one unchecked run
+            self.tg_reads = self.other = False
+        return True
