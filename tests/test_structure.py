@@ -27,6 +27,7 @@ LAYERS = (
     ("backends", "sandbox"),
     ("timing",),
     ("worker",),
+    ("fast",),
     ("roofline",),
     ("evaluation",),
     ("transfer",),

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
-from mlxsci.fast.definition import CALL_TAG, TEMPLATE_TAG, KernelDefinition
+from mlxsci.fast.definition import KernelDefinition
+from mlxsci.kernel import dialects
 
 INT32 = (-(2**31), 2**31 - 1)
 
@@ -53,18 +54,18 @@ def _input(dialect: str, name: str, value) -> mx.array:
     if isinstance(value, np.ndarray):
         return mx.array(value)
     raise ValueError(
-        f"{CALL_TAG[dialect]} input '{name}': invalid type {type(value).__name__} "
+        f"{dialects.get(dialect).call_tag} input '{name}': invalid type {type(value).__name__} "
         "(an mx.array, a NumPy array or a Python scalar)"
     )
 
 
 def _length(dialect: str, what: str, value, n: int) -> list:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"{CALL_TAG[dialect]} `{what}` must be a list, got {type(value).__name__}")
+        raise TypeError(f"{dialects.get(dialect).call_tag} `{what}` must be a list, got {type(value).__name__}")
     items = list(value)
     if len(items) != n:
         raise ValueError(
-            f"{CALL_TAG[dialect]} Expected `{what}` to have size {n} but got size {len(items)}."
+            f"{dialects.get(dialect).call_tag} Expected `{what}` to have size {n} but got size {len(items)}."
         )
     return items
 
@@ -78,16 +79,16 @@ def _dims(dialect: str, what: str, value) -> tuple[int, int, int]:
     C++ tuple<int, int, int>: anything else is its TypeError)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 3:
         raise TypeError(
-            f"{CALL_TAG[dialect]} `{what}` must be a tuple of three ints, got {value!r}"
+            f"{dialects.get(dialect).call_tag} `{what}` must be a tuple of three ints, got {value!r}"
         )
     if not all(_int(v) for v in value):
         raise TypeError(
-            f"{CALL_TAG[dialect]} `{what}` must be a tuple of three ints, got {value!r}"
+            f"{dialects.get(dialect).call_tag} `{what}` must be a tuple of three ints, got {value!r}"
         )
     dims = tuple(int(v) for v in value)
     if any(v > INT32[1] for v in dims):
         raise TypeError(
-            f"{CALL_TAG[dialect]} `{what}` {dims}: each dimension must fit a C++ int (< 2^31)"
+            f"{dialects.get(dialect).call_tag} `{what}` {dims}: each dimension must fit a C++ int (< 2^31)"
         )
     return dims  # type: ignore[return-value]
 
@@ -95,18 +96,18 @@ def _dims(dialect: str, what: str, value) -> tuple[int, int, int]:
 def _shape(dialect: str, output: str, value) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(
-            f"{CALL_TAG[dialect]} output shape of '{output}' must be a sequence of ints, "
+            f"{dialects.get(dialect).call_tag} output shape of '{output}' must be a sequence of ints, "
             f"got {value!r}"
         )
     if not all(_int(d) for d in value):
         raise TypeError(
-            f"{CALL_TAG[dialect]} output shape of '{output}' must hold ints, got {value!r}"
+            f"{dialects.get(dialect).call_tag} output shape of '{output}' must hold ints, got {value!r}"
         )
     shape = tuple(int(d) for d in value)
     if any(d < 0 or d > INT32[1] for d in shape):
         # MLX aborts the whole process on a dimension >= 2^31; refused here.
         raise ValueError(
-            f"{CALL_TAG[dialect]} output shape of '{output}' {shape}: each dimension "
+            f"{dialects.get(dialect).call_tag} output shape of '{output}' {shape}: each dimension "
             "must be in [0, 2^31)"
         )
     return shape
@@ -116,7 +117,7 @@ def _template(dialect: str, template) -> tuple:
     if template is None:
         return ()
     if isinstance(template, (str, bytes)) or not isinstance(template, Sequence):
-        raise TypeError(f"{TEMPLATE_TAG[dialect]} `template` must be a list of (name, value) pairs")
+        raise TypeError(f"{dialects.get(dialect).template_tag} `template` must be a list of (name, value) pairs")
     pairs = []
     for entry in template:
         if (
@@ -126,13 +127,13 @@ def _template(dialect: str, template) -> tuple:
             or not isinstance(entry[0], str)
         ):
             raise TypeError(
-                f"{TEMPLATE_TAG[dialect]} `template` must be a list of (name, value) pairs, "
+                f"{dialects.get(dialect).template_tag} `template` must be a list of (name, value) pairs, "
                 f"got {entry!r}"
             )
         name, value = entry
         if not isinstance(value, (bool, int, mx.Dtype)):
             raise ValueError(
-                f"{TEMPLATE_TAG[dialect]} Invalid template argument. Must be "
+                f"{dialects.get(dialect).template_tag} Invalid template argument. Must be "
                 f"`mlx.core.Dtype`, `int` or `bool`. ({name!r} is {type(value).__name__})"
             )
         pairs.append((name, value))
@@ -151,11 +152,11 @@ def _stream(dialect: str, stream) -> None:
         kind = device.type
     else:
         raise TypeError(
-            f"{CALL_TAG[dialect]} `stream` must be None, an mx.Stream or an mx.Device, "
+            f"{dialects.get(dialect).call_tag} `stream` must be None, an mx.Stream or an mx.Device, "
             f"got {type(stream).__name__}"
         )
     if kind != mx.gpu:
-        raise ValueError(f"{CALL_TAG[dialect]} Only supports the GPU.")
+        raise ValueError(f"{dialects.get(dialect).call_tag} Only supports the GPU.")
 
 
 def check_call(
@@ -179,7 +180,7 @@ def check_call(
     for name, dt in zip(d.output_names, dtypes):
         if not isinstance(dt, mx.Dtype):
             raise TypeError(
-                f"{CALL_TAG[dialect]} output dtype of '{name}' must be an mx.Dtype "
+                f"{dialects.get(dialect).call_tag} output dtype of '{name}' must be an mx.Dtype "
                 f"(mx.float32, ...), got {dt!r}"
             )
     if init_value is not None and (
@@ -187,10 +188,10 @@ def check_call(
         or not isinstance(init_value, (int, float, np.number))
     ):
         raise TypeError(
-            f"{CALL_TAG[dialect]} `init_value` must be a float or None, got {init_value!r}"
+            f"{dialects.get(dialect).call_tag} `init_value` must be a float or None, got {init_value!r}"
         )
     if not isinstance(verbose, bool):
-        raise TypeError(f"{CALL_TAG[dialect]} `verbose` must be a bool")
+        raise TypeError(f"{dialects.get(dialect).call_tag} `verbose` must be a bool")
     _stream(dialect, stream)
     return Call(
         inputs=arrays,

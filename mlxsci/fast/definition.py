@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mlxsci.kernel import dialects
 from mlxsci.kernel.spec import KernelSpec
 
 MATH_MODES = ("safe", "relaxed", "fast")
 
-# The tag MLX's own messages begin with: at construction, and at call time
-# (CUDA's call-time checks say [custom_kernel], its template check [cuda_kernel]).
-CONSTRUCT_TAG = {"metal": "[metal_kernel]", "cuda": "[cuda_kernel]"}
-CALL_TAG = {"metal": "[metal_kernel]", "cuda": "[custom_kernel]"}
-TEMPLATE_TAG = {"metal": "[metal_kernel]", "cuda": "[cuda_kernel]"}
+
+def construct_tag(dialect: str) -> str:
+    """How MLX's constructor errors begin for `dialect`."""
+    return dialects.get(dialect).construct_tag
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class KernelDefinition:
             body_line=header_lines + 1,
             shared_memory=self.shared_memory,
             math_mode=self.math_mode,
+            ensure_row_contiguous=self.ensure_row_contiguous,
         )
 
     def where(self, line: int | None) -> str:
@@ -67,30 +68,30 @@ class KernelDefinition:
 def _names(what: str, dialect: str, value) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(
-            f"{CONSTRUCT_TAG[dialect]} `{what}` must be a sequence of str, "
+            f"{construct_tag(dialect)} `{what}` must be a sequence of str, "
             f"got {type(value).__name__}"
         )
     names = tuple(value)
     for n in names:
         if not isinstance(n, str):
             raise TypeError(
-                f"{CONSTRUCT_TAG[dialect]} `{what}` must hold str, got {type(n).__name__}"
+                f"{construct_tag(dialect)} `{what}` must hold str, got {type(n).__name__}"
             )
         if not n.isidentifier() or not n.isascii():
             # MLX pastes the name into C++ as a parameter: anything else does
             # not compile there; here it is said at once.
             raise ValueError(
-                f"{CONSTRUCT_TAG[dialect]} {what[:-1].replace('_', ' ')} {n!r} is not a C++ identifier"
+                f"{construct_tag(dialect)} {what[:-1].replace('_', ' ')} {n!r} is not a C++ identifier"
             )
     if len(set(names)) != len(names):
-        raise ValueError(f"{CONSTRUCT_TAG[dialect]} `{what}` names a parameter twice")
+        raise ValueError(f"{construct_tag(dialect)} `{what}` names a parameter twice")
     return names
 
 
 def _text(what: str, dialect: str, value) -> str:
     if not isinstance(value, str):
         raise TypeError(
-            f"{CONSTRUCT_TAG[dialect]} `{what}` must be a str, got {type(value).__name__}"
+            f"{construct_tag(dialect)} `{what}` must be a str, got {type(value).__name__}"
         )
     return value
 
@@ -98,7 +99,7 @@ def _text(what: str, dialect: str, value) -> str:
 def _flag(what: str, dialect: str, value) -> bool:
     if not isinstance(value, bool):
         raise TypeError(
-            f"{CONSTRUCT_TAG[dialect]} `{what}` must be a bool, got {type(value).__name__}"
+            f"{construct_tag(dialect)} `{what}` must be a bool, got {type(value).__name__}"
         )
     return value
 
@@ -138,25 +139,25 @@ def define(
     name = _text("name", dialect, name)
     if not name.isidentifier() or not name.isascii():
         raise ValueError(
-            f"{CONSTRUCT_TAG[dialect]} name {name!r} is not a C++ identifier "
+            f"{construct_tag(dialect)} name {name!r} is not a C++ identifier "
             "(MLX pastes it into the kernel's name)"
         )
     ins = _names("input_names", dialect, input_names)
     outs = _names("output_names", dialect, output_names)
     if not outs:
-        raise ValueError(f"{CONSTRUCT_TAG[dialect]} Must specify at least one output.")
+        raise ValueError(f"{construct_tag(dialect)} Must specify at least one output.")
     clash = set(ins) & set(outs)
     if clash:
         raise ValueError(
-            f"{CONSTRUCT_TAG[dialect]} {sorted(clash)[0]!r} is both an input and an output name"
+            f"{construct_tag(dialect)} {sorted(clash)[0]!r} is both an input and an output name"
         )
     if isinstance(shared_memory, bool) or not isinstance(shared_memory, int):
         raise TypeError(
-            f"{CONSTRUCT_TAG[dialect]} `shared_memory` must be an int, "
+            f"{construct_tag(dialect)} `shared_memory` must be an int, "
             f"got {type(shared_memory).__name__}"
         )
     if shared_memory < 0:
-        raise ValueError(f"{CONSTRUCT_TAG[dialect]} `shared_memory` must not be negative")
+        raise ValueError(f"{construct_tag(dialect)} `shared_memory` must not be negative")
     return KernelDefinition(
         dialect=dialect,
         name=name,
@@ -166,6 +167,6 @@ def define(
         header=_text("header", dialect, header),
         ensure_row_contiguous=_flag("ensure_row_contiguous", dialect, ensure_row_contiguous),
         atomic_outputs=_flag("atomic_outputs", dialect, atomic_outputs),
-        math_mode=math_mode_of(compile_options) if dialect == "metal" else "safe",
+        math_mode=math_mode_of(compile_options),
         shared_memory=shared_memory,
     )

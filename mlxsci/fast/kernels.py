@@ -20,21 +20,20 @@ import os
 import mlx.core as mx
 
 from mlxsci.fast import arguments, definition, simulator, transforms
+from mlxsci.kernel import dialects
 
 BACKENDS = ("sim", "auto", "mlx")
 BACKEND_VARIABLE = "MLXSCI_FAST_BACKEND"
 CHECKS_VARIABLE = "MLXSCI_FAST_CHECKS"
 
 # MLX's own constructors, taken before mlxsci.fast.simulate() can replace them.
-MLX_CONSTRUCTORS = {"metal": mx.fast.metal_kernel, "cuda": mx.fast.cuda_kernel}
+MLX_CONSTRUCTORS = {d.name: getattr(mx.fast, d.mlx_constructor) for d in dialects.DIALECTS.values()}
 
 
 def mlx_has(dialect: str) -> bool:
     """Whether MLX here has the GPU backend a kernel of `dialect` needs."""
     try:
-        if dialect == "metal":
-            return bool(mx.metal.is_available())
-        return bool(mx.cuda.is_available())
+        return dialects.get(dialect).mlx_has_backend()
     except Exception:  # noqa: BLE001 - an MLX without that module has no such backend
         return False
 
@@ -138,23 +137,7 @@ class FastKernel:
     def _mlx_kernel(self):
         if self._mlx is None:
             d = self.definition
-            make = MLX_CONSTRUCTORS[d.dialect]
-            common = dict(
-                name=d.name,
-                input_names=list(d.input_names),
-                output_names=list(d.output_names),
-                source=d.source,
-                header=d.header,
-                ensure_row_contiguous=d.ensure_row_contiguous,
-            )
-            if d.dialect == "metal":
-                self._mlx = make(
-                    **common,
-                    atomic_outputs=d.atomic_outputs,
-                    compile_options=None if d.math_mode == "safe" else {"math_mode": d.math_mode},
-                )
-            else:
-                self._mlx = make(**common, shared_memory=d.shared_memory)
+            self._mlx = dialects.mlx_kernel_from(MLX_CONSTRUCTORS[d.dialect], d.spec())
         return self._mlx
 
 

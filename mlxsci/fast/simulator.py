@@ -30,6 +30,7 @@ from mlxsci.backends.sim.buffers import GARBAGE_BYTE, host_bytes
 from mlxsci.fast import errors
 from mlxsci.fast.arguments import Call
 from mlxsci.fast.definition import KernelDefinition
+from mlxsci.kernel import dialects
 from mlxsci.kernel.signature import ArgInfo, dtype_name
 from mlxsci.kernel.spec import CompileError, KernelFault
 
@@ -180,7 +181,8 @@ class SimRunner:
         gen = k.dialect.generate(
             k.spec, infos, [dtype_name(d) for d in call.output_dtypes], list(call.template) or None
         )
-        shown = self.definition.name if self.definition.dialect == "metal" else gen.kernel_name
+        table = dialects.get(self.definition.dialect)
+        shown = gen.kernel_name if table.verbose_shows_kernel_name else self.definition.name
         print(f"Generated source code for `{shown}`:\n```\n{gen.text}\n```", flush=True)
 
     # -- the checks ---------------------------------------------------------
@@ -234,7 +236,7 @@ class SimRunner:
 
     def _check_group_memory(self, call: Call, first: list) -> None:
         zeroed = self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, tg_fill=0x00)
-        word = "threadgroup" if self.definition.dialect == "metal" else "shared"
+        word = dialects.get(self.definition.dialect).group_memory
         for name, a, b in zip(self.definition.output_names, first, zeroed):
             differ = _differ(_bits(a), _bits(b))
             if differ.any():

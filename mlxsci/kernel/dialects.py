@@ -30,6 +30,7 @@ __all__ = [
     "of_file",
     "name_of_file",
     "for_backend",
+    "mlx_kernel_from",
 ]
 
 
@@ -60,30 +61,56 @@ def _cuda_text(spec, infos, out_dtypes, template=None) -> GeneratedSource:
     )
 
 
+def _metal_options(spec) -> dict:
+    """metal_kernel's own constructor arguments for `spec`."""
+    options = {"atomic_outputs": spec.atomic_outputs}
+    if spec.math_mode != "safe":
+        options["compile_options"] = {"math_mode": spec.math_mode}
+    return options
+
+
+def _cuda_options(spec) -> dict:
+    # MLX's CUDA kernels have no atomic_outputs: a body declares atomics itself.
+    return {"shared_memory": spec.shared_memory}
+
+
+def mlx_kernel_from(constructor: Callable, spec):
+    """MLX's kernel object for `spec`, made by `constructor` (an mx.fast
+    constructor: mlxsci.fast passes MLX's own, taken before simulate() can
+    replace them)."""
+    return constructor(
+        name=spec.name,
+        input_names=list(spec.input_names),
+        output_names=list(spec.output_names),
+        source=spec.source,
+        header=spec.header,
+        ensure_row_contiguous=spec.ensure_row_contiguous,
+        **DIALECTS[spec.dialect].mlx_options(spec),
+    )
+
+
 def _metal_kernel(spec):
     import mlx.core as mx
 
-    return mx.fast.metal_kernel(
-        name=spec.name,
-        input_names=list(spec.input_names),
-        output_names=list(spec.output_names),
-        source=spec.source,
-        header=spec.header,
-        atomic_outputs=spec.atomic_outputs,
-    )
+    return mlx_kernel_from(mx.fast.metal_kernel, spec)
 
 
 def _cuda_kernel(spec):
-    # MLX's CUDA kernels have no atomic_outputs: a body declares atomics itself.
     import mlx.core as mx
 
-    return mx.fast.cuda_kernel(
-        name=spec.name,
-        input_names=list(spec.input_names),
-        output_names=list(spec.output_names),
-        source=spec.source,
-        header=spec.header,
-    )
+    return mlx_kernel_from(mx.fast.cuda_kernel, spec)
+
+
+def _mlx_has_metal() -> bool:
+    import mlx.core as mx
+
+    return bool(mx.metal.is_available())
+
+
+def _mlx_has_cuda() -> bool:
+    import mlx.core as mx
+
+    return bool(mx.cuda.is_available())
 
 
 @dataclass(frozen=True)
@@ -99,6 +126,16 @@ class Dialect:
     mlx_kernel: Callable  # spec -> MLX's kernel object (imports MLX when called)
     parse_log: Callable  # the GPU compiler's log -> [compile_logs.Diagnostic]
     sim_preludes: tuple[str, ...]  # the simulator's runtime headers after sim_runtime.h
+    # MLX's API as mlxsci.fast mirrors it:
+    mlx_constructor: str  # the mx.fast function that makes its kernels
+    mlx_options: Callable  # spec -> that function's dialect-only arguments
+    mlx_has_backend: Callable  # () -> whether the installed MLX runs it on a GPU
+    construct_tag: str  # how MLX's constructor errors begin
+    call_tag: str  # how MLX's call-time errors begin
+    template_tag: str  # how MLX's template error begins
+    verbose_shows_kernel_name: bool  # verbose=True titles the generated name, not the given one
+    group_memory: str  # what prose calls memory shared by a group ("threadgroup", "shared")
+    has_compile_options: bool  # the constructor takes compile_options (math_mode)
 
     def file_name(self, stem: str) -> str:
         return stem + self.extension
@@ -116,6 +153,15 @@ METAL = Dialect(
     mlx_kernel=_metal_kernel,
     parse_log=compile_logs.parse_metal_log,
     sim_preludes=("sim_metal.h", "metal_prelude.h", "sim_metal_post.h"),
+    mlx_constructor="metal_kernel",
+    mlx_options=_metal_options,
+    mlx_has_backend=_mlx_has_metal,
+    construct_tag="[metal_kernel]",
+    call_tag="[metal_kernel]",
+    template_tag="[metal_kernel]",
+    verbose_shows_kernel_name=False,
+    group_memory="threadgroup",
+    has_compile_options=True,
 )
 
 CUDA = Dialect(
@@ -130,6 +176,15 @@ CUDA = Dialect(
     mlx_kernel=_cuda_kernel,
     parse_log=compile_logs.parse_nvrtc_log,
     sim_preludes=("cuda_prelude.h",),
+    mlx_constructor="cuda_kernel",
+    mlx_options=_cuda_options,
+    mlx_has_backend=_mlx_has_cuda,
+    construct_tag="[cuda_kernel]",
+    call_tag="[custom_kernel]",
+    template_tag="[cuda_kernel]",
+    verbose_shows_kernel_name=True,
+    group_memory="shared",
+    has_compile_options=False,
 )
 
 DIALECTS = {d.name: d for d in (METAL, CUDA)}

@@ -35,6 +35,8 @@ class KernelSpec:
     # Metal's compile_options["math_mode"]: "safe", "relaxed" or "fast"; the
     # kernel sees __FAST_MATH__ defined only with "fast".
     math_mode: str = "safe"
+    # MLX's ensure_row_contiguous: False hands strided inputs as stored.
+    ensure_row_contiguous: bool = True
 
 
 class BackendError(Exception):

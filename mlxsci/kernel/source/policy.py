@@ -345,7 +345,7 @@ def _check(
     try:
         header_lines = check.raw(*header)
         pp = check.preprocessor()
-        pp.known.add(FAST_MATH)
+        pp.predefined.add(FAST_MATH)
         if fast_math:
             pp.macros[FAST_MATH] = Macro(FAST_MATH, None, False, [Tok("num", "1", 0)], 0)
         check.expanded(pp, header_lines, program_scope=True)

@@ -77,6 +77,9 @@ class Preprocessor:
         self.check_macro = check_macro
         self.macros: dict[str, Macro] = {}
         self.known: set[str] = set()  # names the candidate has #define'd or #undef'd
+        # Names a condition may test though the candidate did not set them: the
+        # simulator sets each exactly as the GPU's compiler does (policy.FAST_MATH).
+        self.predefined: set[str] = set()
         self.expander = Expander(self.macros, self.known, lambda t: check_tokens([t]), budget)
 
     def fork(self) -> Preprocessor:
@@ -84,6 +87,7 @@ class Preprocessor:
         other = Preprocessor(self.headers, self.may_define, self.check_tokens, self.check_macro, 0)
         other.macros.update(self.macros)
         other.known.update(self.known)
+        other.predefined.update(self.predefined)
         other.expander.budget = self.expander.budget
         return other
 
@@ -187,7 +191,7 @@ class Preprocessor:
 
     # ------------------------------------------------------------ conditions
     def require_known(self, name: str, line: int) -> None:
-        if name not in self.known:
+        if name not in self.known and name not in self.predefined:
             raise Refused(
                 line,
                 f"`{name}` is tested here, but the candidate has not #define'd or #undef'd it "
