@@ -150,4 +150,7 @@ def from_fault(kernel: str, fault: KernelFault) -> KernelError:
     """The exception for a fault the simulator reported for `kernel`."""
     cls = _BY_FAULT_KIND.get(fault.kind, KernelCrashError)
     details = dict(fault.details, fault=fault.kind)
-    return cls(kernel, fault.message, details)
+    message = fault.message
+    if cls is UninitializedReadError:
+        message += " (a missing barrier between the writes and this read?)"
+    return cls(kernel, message, details)

@@ -27,6 +27,7 @@ import numpy as np
 
 from mlxsci.backends.sim.abi import FORWARD_SCHEDULE, REVERSED_SCHEDULE
 from mlxsci.backends.sim.buffers import GARBAGE_BYTE, host_bytes
+from mlxsci.backends.sim.profile import supported as profile_supported
 from mlxsci.fast import errors
 from mlxsci.fast.arguments import Call
 from mlxsci.fast.definition import KernelDefinition
@@ -116,11 +117,31 @@ class SimRunner:
         return self._kernel
 
     # -- one launch ---------------------------------------------------------
-    def _launch(self, call: Call, schedule: int, garbage: int, tg_fill=None) -> list:
+    def _launch(
+        self,
+        call: Call,
+        schedule: int,
+        garbage: int,
+        tg_fill=None,
+        check_reads: bool = False,
+        watch: tuple[str, int] | None = None,
+    ) -> list:
+        """One launch: threads in `schedule` order, outputs without
+        init_value filled with `garbage`, threadgroup memory with `tg_fill`
+        (None: the poison); `check_reads`: the profiled variant names the first
+        read of threadgroup memory nobody wrote; `watch`: it records who
+        stores to (buffer, element) (backend.watched_writes)."""
         k = self._sim_kernel()
         backend = k.backend
-        saved = backend.schedule, backend.output_garbage, backend.tg_fill
+        saved = (
+            backend.schedule,
+            backend.output_garbage,
+            backend.tg_fill,
+            backend.check_threadgroup_reads,
+            backend.watch_writes,
+        )
         backend.schedule, backend.output_garbage, backend.tg_fill = schedule, garbage, tg_fill
+        backend.check_threadgroup_reads, backend.watch_writes = check_reads, watch
         compiled_before = k.compile_seconds
         try:
             return k(
@@ -144,7 +165,13 @@ class SimRunner:
                 {"line": exc.line, "where": where, "log": exc.log},
             ) from None
         finally:
-            backend.schedule, backend.output_garbage, backend.tg_fill = saved
+            (
+                backend.schedule,
+                backend.output_garbage,
+                backend.tg_fill,
+                backend.check_threadgroup_reads,
+                backend.watch_writes,
+            ) = saved
             _announce_compile(self.definition.name, k.compile_seconds - compiled_before)
 
     # -- the call -----------------------------------------------------------
@@ -224,17 +251,64 @@ class SimRunner:
             flat = int(np.argmax(differ))
             count = int(differ.sum())
             idx = _index(a.shape, flat)
+            writers, why = self._writers(call, name, flat)
             raise errors.RaceError(
                 self.definition.name,
                 f"output '{name}' depends on the order threads run in: element {idx} "
                 f"(flat {flat}) is {_value(a, flat)!r} with the threads in order and "
-                f"{_value(b, flat)!r} in reverse order ({count} element(s) differ). A GPU "
-                "orders neither threadgroups nor simdgroups/warps: a missing barrier, or "
-                "threads writing one element?",
-                {"buffer": name, "element": flat, "count": count, "index": idx},
+                f"{_value(b, flat)!r} in reverse order ({count} element(s) differ); {why}. "
+                "A GPU orders neither threadgroups nor simdgroups/warps.",
+                {
+                    "buffer": name,
+                    "element": flat,
+                    "count": count,
+                    "index": idx,
+                    "writers": writers,
+                    **(
+                        {"thread": writers[0]["thread"], "group": writers[0]["group"]}
+                        if writers
+                        else {}
+                    ),
+                },
             )
 
+    def _writers(self, call: Call, name: str, flat: int) -> tuple[list, str]:
+        """Who stores to element `flat` of output `name` with the threads in
+        order (the profiled variant's watch), and a sentence on what that
+        says about the race."""
+        if not profile_supported():
+            return [], "which threads wrote it is not known on this host"
+        backend = self._sim_kernel().backend
+        try:
+            self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, watch=(name, flat))
+        except errors.KernelError:
+            return [], "which threads wrote it could not be found"
+        writers = [dict(w) for w in backend.watched_writes]
+        total = backend.watched_write_count
+        word = self._sim_kernel().dialect.group_word
+        if not writers:
+            return [], "no store to it was seen (written through memcpy or a wide store?)"
+        if total == 1:
+            w = writers[0]
+            return writers, (
+                f"one thread writes it, thread {tuple(w['thread'])} of {word} "
+                f"{tuple(w['group'])}: it computed from a value another thread writes "
+                "(a missing barrier?)"
+            )
+        listed = ", ".join(
+            f"thread {tuple(w['thread'])} of {word} {tuple(w['group'])}" for w in writers[:4]
+        )
+        more = f" and {total - 4} more" if total > 4 else ""
+        return writers, f"{total} stores write it: {listed}{more}; the last one wins"
+
     def _check_group_memory(self, call: Call, first: list) -> None:
+        """The first read of threadgroup memory no thread of its group wrote:
+        named exactly (array, element, thread) by the profiled variant's
+        check where the host builds one; else found by a run with that memory
+        zeroed instead of poisoned, whose changed outputs show such a read."""
+        if profile_supported():
+            self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, check_reads=True)
+            return
         zeroed = self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, tg_fill=0x00)
         word = dialects.get(self.definition.dialect).group_memory
         for name, a, b in zip(self.definition.output_names, first, zeroed):

@@ -62,8 +62,10 @@ def test_threadgroup_read_before_any_write_raises():
     k = fast.metal_kernel("tg", ["x"], ["y"], TG_UNINIT)
     with pytest.raises(fast.UninitializedReadError) as exc:
         launch(k, X)
-    assert exc.value.kernel == "tg"
-    assert "before any thread" in str(exc.value)
+    e = exc.value
+    assert e.kernel == "tg" and "before any thread" in str(e)
+    # thread 3 reads slot 0, which no thread of its group writes
+    assert (e.buffer, e.element, e.thread, e.group) == ("buf", 0, (3, 0, 0), (0, 0, 0))
     # writing every slot first: no error, the right answer
     ok = fast.metal_kernel("tg", ["x"], ["y"], TG_UNINIT.replace("if (t > 0) ", ""))
     (y,) = launch(ok, X)
@@ -86,7 +88,8 @@ def test_a_missing_barrier_raises_and_the_barrier_fixes_it():
     with pytest.raises(fast.UninitializedReadError) as exc:
         launch(k, X)
     e = exc.value
-    assert e.buffer == "y" and 0 <= e.element < 8 and "missing barrier" in str(e)
+    assert (e.buffer, e.element, e.thread) == ("buf", 3, (0, 0, 0))
+    assert "missing barrier" in str(e)
     fixed = RACE.replace("y[i] =", "threadgroup_barrier(mem_flags::mem_threadgroup);\ny[i] =")
     (y,) = launch(fast.metal_kernel("barrier", ["x"], ["y"], fixed), X)
     np.testing.assert_array_equal(np.array(y), [3, 2, 1, 0, 7, 6, 5, 4])
@@ -101,10 +104,34 @@ def test_checks_off_returns_the_in_order_result_without_the_extra_runs(monkeypat
         launch(fast.metal_kernel("nobarrier", ["x"], ["y"], RACE), X, checks=True)
 
 
-def test_two_threads_writing_one_element_is_a_race():
+def test_two_threads_writing_one_element_is_a_race_naming_the_writers():
     k = fast.cuda_kernel("last", ["x"], ["y"], "y[0] = x[blockIdx.x * blockDim.x + threadIdx.x];")
-    with pytest.raises(fast.RaceError, match="element \\(0,\\)"):
+    with pytest.raises(fast.RaceError, match="element \\(0,\\)") as exc:
         launch(k, X, out_shape=(1,))
+    writers = exc.value.details["writers"]
+    assert len(writers) == 8 and "8 stores write it" in str(exc.value)
+    assert [tuple(w["group"]) for w in writers[:2]] == [(0, 0, 0), (0, 0, 0)]
+    assert exc.value.thread == (0, 0, 0)  # the first writer in order
+
+
+def test_a_value_read_from_another_threads_output_is_a_race_naming_the_one_writer():
+    src = """
+    uint i = thread_position_in_grid.x;
+    y[i] = x[i];
+    z[i] = y[i ^ 1u] + 100.0f;   // no barrier can order this across threads
+    """
+    k = fast.metal_kernel("neighbour", ["x"], ["y", "z"], src)
+    with pytest.raises(fast.RaceError) as exc:
+        k(
+            inputs=[X],
+            grid=(8, 1, 1),
+            threadgroup=(4, 1, 1),
+            output_shapes=[(8,), (8,)],
+            output_dtypes=[mx.float32, mx.float32],
+        )
+    e = exc.value
+    assert e.buffer == "z" and len(e.details["writers"]) == 1
+    assert "one thread writes it" in str(e) and e.thread == tuple(e.details["writers"][0]["thread"])
 
 
 def test_float_atomics_in_another_order_are_not_a_race():
