@@ -114,6 +114,11 @@ class Task:
     # length): a draw may take their published values, and differs from
     # the listed sizes in other parameters or its distribution.
     power_of_two_params: tuple = ()
+    # Folders (or single module files) beyond `folder` that the task's own
+    # code imports from and the sandboxed worker may therefore read: a task
+    # made by mlxsci.task_from_kernel imports the user's make_inputs from
+    # their package. Nothing else of the machine is opened to a candidate.
+    code_paths: tuple[str, ...] = ()
     folder: Path = field(default=Path("."), compare=False)
     origin: str = ""  # what load_task was given, for worker processes; "" = the name
 
@@ -304,12 +309,21 @@ def _import_file(path: Path, module_name: str):
     return module
 
 
-def load_task(name: str) -> Task:
+def load_task(name: str | os.PathLike | Task) -> Task:
     """A task by name (tasks/ in the package) or by the path of a task folder
     of your own: the folder holds task.py (TASK = Task(...)), reference.py
     (solve, tolerance) and seed.metal / seed.cu, the same shape as tasks/.
     A name that is neither, or a folder whose task.py does not load, raises
-    ValueError; check_task looks at the rest of a folder."""
+    ValueError; check_task looks at the rest of a folder.
+
+    A Task is taken as it is (one load_task or mlxsci.task_from_kernel
+    returned): a task folder's becomes the task its name means again in this
+    process (its reference is its folder's), and one made in memory, which no
+    other process could load, is refused (ValueError): the worker loads a
+    task by its name or folder (Task.ref)."""
+    if isinstance(name, Task):
+        return _known_task(name)
+    name = os.fspath(name)
     if name in _CUSTOM:
         name = str(_CUSTOM[name])
     folder = Path(name)
@@ -331,6 +345,19 @@ def load_task(name: str) -> Task:
         )
     module = importlib.import_module(f"mlxsci.tasks.{name}.task")
     return module.TASK
+
+
+def _known_task(task: Task) -> Task:
+    if task.origin:
+        _CUSTOM[task.name] = task.folder
+        return task
+    if task.name in task_names():
+        return task
+    raise ValueError(
+        f"task {task.name!r} was made in memory, so no other process can load it (an "
+        "evaluation's worker loads a task by its name or folder): write a task folder "
+        "(see examples/conv1d) or make it with mlxsci.task_from_kernel"
+    )
 
 
 def _load_task_folder(folder: Path) -> Task:

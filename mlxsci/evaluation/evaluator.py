@@ -136,7 +136,7 @@ class Plan:
 
 
 def plan_evaluation(
-    task_name: str,
+    task_name: str | Task,
     source: str | None,
     backend: str,
     dialect: str | None,
@@ -301,7 +301,7 @@ def blame_machine_first(result: dict | None, job: dict, failure: str) -> None:
 
 @faults_raised
 def evaluate(
-    task_name: str,
+    task_name: str | Task,
     source: str | None = None,
     *,
     backend: str = "auto",
@@ -324,6 +324,9 @@ def evaluate(
     sim_gpu: str | None = None,
 ) -> Evaluation:
     """Evaluate a candidate (the task's seed when `source` is None).
+
+    task_name: a built-in task's name, a task folder's path, or a Task
+    (load_task's, or mlxsci.task_from_kernel's).
 
     progress: a callable taking each progress line. announce: one taking only
     the lines that say once-per-machine work starts (building the simulator's

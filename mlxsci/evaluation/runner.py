@@ -373,12 +373,15 @@ def candidate_worker(task, backend_name: str, unsandboxed: bool) -> CandidateWor
     runs natively (Backend.runs_candidate_natively: the simulator), inside the
     OS sandbox, reading only the task's folder and what the backend names
     (Backend.sandbox_reads: the simulator's kernel cache) beyond Python's and
-    mlxsci's own, unless the user said MLXSCI_UNSANDBOXED=1 (or unsandboxed=True)."""
+    mlxsci's own, unless the user said MLXSCI_UNSANDBOXED=1 (or unsandboxed=True).
+    With the task's folder go the places its task.py imports code from
+    (Task.code_paths: the user's package, for mlxsci.task_from_kernel's tasks)."""
     unsandboxed = unsandboxed or os.environ.get(UNSANDBOXED_ENV, "") == "1"
     backend = backend_class(backend_name)
     if not backend.runs_candidate_natively or unsandboxed:
         return CandidateWorker(backend_name)
-    return CandidateWorker(backend_name, [str(task.folder), *backend.sandbox_reads()])
+    reads = [str(task.folder), *task.code_paths, *backend.sandbox_reads()]
+    return CandidateWorker(backend_name, reads)
 
 
 # Seconds a worker may take to exit once told that no size follows.
