@@ -2,7 +2,9 @@
 
 From Python (mlxsci/api.py): `load_task(name_or_folder)`, `evaluate(task,
 source, backend=..., size_set=...)`, `kernel_function(task, source)` (a
-candidate as a function over MLX arrays) and `task_inputs(task, size)`.
+candidate as a function over MLX arrays), `task_inputs(task, size)` and
+`task_from_kernel(kernel, reference=..., make_inputs=..., sizes=..., ...)`
+(a task of one `mlxsci.fast` kernel: mlxsci/fast/as_task.py).
 `mlxsci.evaluate` is the function; it lives in mlxsci/evaluation/evaluator.py (`from
 mlxsci.evaluation import ...`), its `eval` command line in mlxsci/eval.py;
 `compare` in mlxsci/evaluation/comparison.py.
@@ -19,7 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["load_task", "evaluate", "kernel_function", "task_inputs", "KernelFunction"]
+__all__ = [
+    "load_task",
+    "evaluate",
+    "kernel_function",
+    "task_inputs",
+    "task_from_kernel",
+    "KernelFunction",
+]
 
 
 def _check_mlx() -> None:

@@ -5,11 +5,14 @@
     ev = mlxsci.evaluate("heat2d", source, backend="sim", size_set="smoke")
     heat = mlxsci.kernel_function("heat2d", "results/.../best.metal", backend="sim")
     u = heat(u_in=u0, NX=67, NY=45, alpha=0.2, size={"n_steps": 5})["u"]
+    task = mlxsci.task_from_kernel(kernel, reference=ref, make_inputs=inputs, sizes=..., ...)
 
 `evaluate` is the benchmark's judge (worker subprocess, reference, integrity
 checks, roofline score). `kernel_function` is for using a kernel: it runs the
 task's host pipeline (steps, ping-pong, kernel order) with the candidate's
-kernels in this process, on MLX arrays, and checks nothing.
+kernels in this process, on MLX arrays, and checks nothing. `task_from_kernel`
+(mlxsci/fast/as_task.py) makes a task of one `mlxsci.fast` kernel and a NumPy
+reference, which every function here and mlxsci.search.run take.
 """
 
 from __future__ import annotations
@@ -23,12 +26,20 @@ import numpy as np
 from mlxsci.backends import backend_class, backend_options, get_backend, resolve_backend_name
 from mlxsci.evaluation.checks import misfit
 from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.fast.as_task import task_from_kernel
 from mlxsci.kernel.candidate import CandidateError, parse, read_candidate_file
 from mlxsci.kernel.dialects import name_of_file
 from mlxsci.task import Size, Task, load_task
 from mlxsci.worker.launch import Launcher
 
-__all__ = ["load_task", "evaluate", "kernel_function", "task_inputs", "KernelFunction"]
+__all__ = [
+    "load_task",
+    "evaluate",
+    "kernel_function",
+    "task_inputs",
+    "task_from_kernel",
+    "KernelFunction",
+]
 
 
 def _task(task: str | os.PathLike | Task) -> Task:
