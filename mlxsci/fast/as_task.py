@@ -65,6 +65,8 @@ __all__ = ["task_from_kernel", "kernel_task", "load_function", "function_ref"]
 # A dtype template argument becomes a typedef of this type in the seed's header.
 TYPE_NAMES = {"metal": METAL_TYPES, "cuda": CUDA_TYPES}
 BOUNDS = ("bandwidth", "compute")
+# The functions only the trusted side calls (reference.py's): the worker needs not read them.
+REFERENCE_SIDE = ("reference", "tolerance")
 
 
 # -------------------------------------------------------------- functions by name
@@ -738,144 +740,49 @@ def task_from_kernel(
     they are tried once at the first smoke size.
     """
     d = _definition(kernel)
-    dialect = dialects.get(d.dialect)
-    if d.math_mode != "safe":
-        raise ValueError(
-            f"kernel {d.name!r} is compiled with math_mode {d.math_mode!r}; a task compiles "
-            "every candidate with MLX's default ('safe'), so make the kernel without "
-            "compile_options to make a task of it"
-        )
-    if d.shared_memory:
-        raise ValueError(
-            f"kernel {d.name!r} asks for {d.shared_memory} bytes of dynamic shared memory, which "
-            "a task's candidates cannot: declare a __shared__ array of a fixed size instead"
-        )
-    task_name = d.name if name is None else name
-    if not isinstance(task_name, str) or not task_name.isidentifier():
-        raise ValueError(f"name must be an identifier, got {task_name!r}")
-    if task_name in task_names():
-        raise ValueError(f"{task_name!r} is a built-in task's name: pass name= another one")
+    task_name = _task_name(d, name)
     if bound not in BOUNDS:
         raise ValueError(f"bound must be one of {', '.join(BOUNDS)}, got {bound!r}")
-
     size_sets = _sizes(sizes)
     every = [(label, p) for which in SIZE_SETS for label, p in size_sets[which]]
     defaults = dict(size_sets["in-dist"][0][1])
-    params, typedefs = _template(d, template, template_choices)
     size_ints = set(_int_names(defaults))
-    clash = size_ints & {p["name"] for p in params} | set(defaults) & {p["name"] for p in params}
-    if clash:
-        raise ValueError(
-            f"template argument {sorted(clash)[0]!r} has the name of a size parameter: rename one"
-        )
-    launch_names = size_ints | {p["name"] for p in params}
-    grid_expr = _launch("grid", grid, launch_names)
-    threadgroup_expr = _launch("threadgroup", threadgroup, launch_names)
-    values = {p["name"]: p["value"] for p in params}
-    for label, p in every:
-        try:
-            names = dict(_int_names(p), **values)
-            check_launch(
-                d.dialect,
-                d.name,
-                launch_expr.launch_dims(grid_expr, names, "grid"),
-                launch_expr.launch_dims(threadgroup_expr, names, "threadgroup"),
-            )
-        except (launch_expr.LaunchExprError, KernelFault) as exc:
-            raise ValueError(f"size {label!r}: {exc}") from None
+    params, typedefs = _template(d, template, template_choices)
+    grid_expr, threadgroup_expr = _launch_exprs(d, grid, threadgroup, params, defaults, every)
 
     outputs = d.output_names
+    refs = {
+        "make_inputs": function_ref(make_inputs, "make_inputs"),
+        "reference": function_ref(reference, "reference"),
+    }
+    takes_seed = _takes_seed(make_inputs)
+    shapes_spec: dict | list
     if callable(output_shapes):
-        shapes_spec: dict | list = function_ref(output_shapes, "output_shapes")
+        shapes_spec = refs["output_shapes"] = function_ref(output_shapes, "output_shapes")
     else:
         shapes_spec = _shape_exprs(output_shapes, outputs, size_ints)
     try:
         dtypes = [dtype_name(t) for t in _per_output("output_dtypes", output_dtypes, outputs)]
     except ValueError as exc:
         raise ValueError(f"output_dtypes: {exc}") from None
-
-    refs = {
-        "make_inputs": function_ref(make_inputs, "make_inputs"),
-        "reference": function_ref(reference, "reference"),
-    }
-    takes_seed = _takes_seed(make_inputs)
     tolerance_spec = _tolerance(tolerance)
     if isinstance(tolerance_spec, dict):
         refs["tolerance"] = tolerance_spec
-    if isinstance(shapes_spec, dict):
-        refs["output_shapes"] = shapes_spec
-    quantities = {}
-    for what, given in (
-        ("bytes_moved", bytes_moved),
-        ("flops", flops),
-        ("working_set", working_set),
-    ):
-        quantities[what] = _quantity(what, given, size_ints)
-        if isinstance(quantities[what], dict):
-            refs[what] = quantities[what]
+    quantities = {
+        what: _quantity(what, given, size_ints)
+        for what, given in (
+            ("bytes_moved", bytes_moved),
+            ("flops", flops),
+            ("working_set", working_set),
+        )
+    }
+    refs.update((what, q) for what, q in quantities.items() if isinstance(q, dict))
     if bound == "compute" and flops is None:
         raise ValueError('bound="compute" scores FLOPs: give flops')
-    for label, p in every:  # the expressions, at every listed size
-        try:
-            if isinstance(shapes_spec, list):
-                output_shapes_at({"output_shapes": shapes_spec, "outputs": outputs}, p, {})
-            for given in quantities.values():
-                if isinstance(given, str):
-                    _integer(given, _int_names(p))
-        except ValueError as exc:  # LaunchExprError is one
-            raise ValueError(f"size {label!r}: {exc}") from None
-
-    seed = _seed_text(d, params, typedefs, grid_expr, threadgroup_expr)
-    try:
-        candidate = parse(seed, dialect=d.dialect, filename=f"<kernel {d.name}>")
-    except CandidateError as exc:
-        raise ValueError(f"kernel {d.name!r} cannot be a task's seed: {exc}") from None
-    problems = validate(candidate, [d.name], set(defaults))
-    if problems:
-        raise ValueError(
-            f"kernel {d.name!r} cannot be a task's seed: " + "; ".join(str(p) for p in problems)
-        )
-
-    # Tried once, here, at the first smoke size: what the evaluation relies on.
-    label, smoke = size_sets["smoke"][0]
-    inputs = make_inputs(dict(smoke), 0) if takes_seed else make_inputs(dict(smoke))
-    if not isinstance(inputs, Mapping) or set(inputs) != set(d.input_names):
-        got = ", ".join(inputs) if isinstance(inputs, Mapping) else type(inputs).__name__
-        raise ValueError(
-            f"make_inputs must return {{input name: array}} for the kernel's inputs "
-            f"({', '.join(d.input_names)}); at size {label!r} it returned {got}"
-        )
-    inputs = {k: np.asarray(v) for k, v in inputs.items()}
-    functions = {what: fn for what, fn in (("output_shapes", output_shapes),) if callable(fn)}
-    shape_of = dict(
-        zip(
-            outputs,
-            output_shapes_at({"output_shapes": shapes_spec, "outputs": outputs}, smoke, functions),
-        )
-    )
-    ref = reference({k: v.copy() for k, v in inputs.items()}, dict(smoke))
-    if not isinstance(ref, Mapping) or set(ref) != set(outputs):
-        got = ", ".join(ref) if isinstance(ref, Mapping) else type(ref).__name__
-        raise ValueError(
-            f"reference must return {{output name: array}} for the kernel's outputs "
-            f"({', '.join(outputs)}); at size {label!r} it returned {got}"
-        )
-    for out in outputs:
-        if np.shape(ref[out]) != shape_of[out]:
-            raise ValueError(
-                f"at size {label!r} the reference's {out} has shape {np.shape(ref[out])}, "
-                f"output_shapes says {shape_of[out]}"
-            )
-    chain_spec = _chain(chain, inputs, shape_of, dict(zip(outputs, dtypes)))
-
-    # The worker reads the places of the functions it calls; the reference's is the parent's.
-    code_paths = sorted(
-        {
-            p
-            for what, r in refs.items()
-            if what not in ("reference", "tolerance")
-            for p in r["location"]
-        }
+    _check_at_sizes(every, shapes_spec, quantities, outputs)
+    seed = _seed(d, params, typedefs, grid_expr, threadgroup_expr, defaults)
+    inputs, shape_of = _try_once(
+        d, size_sets["smoke"][0], make_inputs, takes_seed, reference, shapes_spec, output_shapes
     )
     spec = {
         "name": task_name,
@@ -893,26 +800,146 @@ def task_from_kernel(
         "init_value": None if init_value is None else float(init_value),
         "sizes": {w: [[label, p] for label, p in size_sets[w]] for w in SIZE_SETS},
         "defaults": defaults,
-        "chain": chain_spec,
+        "chain": _chain(chain, inputs, shape_of, dict(zip(outputs, dtypes))),
         **quantities,
         "bound": bound,
         "tolerance_text": _tolerance_text(tolerance_spec),
         "model_text": _model_text(quantities, bound),
-        "code_paths": code_paths,
+        # The worker reads the places of the functions it calls; the reference's is the parent's.
+        "code_paths": sorted(
+            {p for what, r in refs.items() if what not in REFERENCE_SIDE for p in r["location"]}
+        ),
         "functions": refs,
     }
-    named = _named(refs["make_inputs"])
-    files = {
+    files = _files(spec, d, seed, takes_seed, tolerance_spec)
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    folder = cache_dir("tasks", f"{task_name}-{digest}")
+    _write(folder, files)
+    return load_task(str(folder))
+
+
+def _task_name(d, name) -> str:
+    """The task's name, once the kernel is one a task can take."""
+    if d.math_mode != "safe":
+        raise ValueError(
+            f"kernel {d.name!r} is compiled with math_mode {d.math_mode!r}; a task compiles "
+            "every candidate with MLX's default ('safe'), so make the kernel without "
+            "compile_options to make a task of it"
+        )
+    if d.shared_memory:
+        raise ValueError(
+            f"kernel {d.name!r} asks for {d.shared_memory} bytes of dynamic shared memory, which "
+            "a task's candidates cannot: declare a __shared__ array of a fixed size instead"
+        )
+    task_name = d.name if name is None else name
+    if not isinstance(task_name, str) or not task_name.isidentifier():
+        raise ValueError(f"name must be an identifier, got {task_name!r}")
+    if task_name in task_names():
+        raise ValueError(f"{task_name!r} is a built-in task's name: pass name= another one")
+    return task_name
+
+
+def _launch_exprs(d, grid, threadgroup, params: list[dict], defaults: dict, every: list):
+    """(grid, threadgroup) as launch expressions, each launch checked
+    against the GPU's limits at every listed size."""
+    names = {p["name"] for p in params}
+    clash = names & set(defaults)
+    if clash:
+        raise ValueError(
+            f"template argument {sorted(clash)[0]!r} has the name of a size parameter: rename one"
+        )
+    allowed = set(_int_names(defaults)) | names
+    grid_expr = _launch("grid", grid, allowed)
+    threadgroup_expr = _launch("threadgroup", threadgroup, allowed)
+    values = {p["name"]: p["value"] for p in params}
+    for label, p in every:
+        try:
+            at = dict(_int_names(p), **values)
+            check_launch(
+                d.dialect,
+                d.name,
+                launch_expr.launch_dims(grid_expr, at, "grid"),
+                launch_expr.launch_dims(threadgroup_expr, at, "threadgroup"),
+            )
+        except (launch_expr.LaunchExprError, KernelFault) as exc:
+            raise ValueError(f"size {label!r}: {exc}") from None
+    return grid_expr, threadgroup_expr
+
+
+def _check_at_sizes(every: list, shapes_spec, quantities: dict, outputs) -> None:
+    """The output shapes' and roofline's expressions, at every listed size."""
+    for label, p in every:
+        try:
+            if isinstance(shapes_spec, list):
+                output_shapes_at({"output_shapes": shapes_spec, "outputs": outputs}, p, {})
+            for given in quantities.values():
+                if isinstance(given, str):
+                    _integer(given, _int_names(p))
+        except ValueError as exc:  # LaunchExprError is one
+            raise ValueError(f"size {label!r}: {exc}") from None
+
+
+def _seed(d, params: list[dict], typedefs: str, grid: str, threadgroup: str, defaults) -> str:
+    """The kernel as a candidate, parsed and checked as any candidate is."""
+    seed = _seed_text(d, params, typedefs, grid, threadgroup)
+    try:
+        candidate = parse(seed, dialect=d.dialect, filename=f"<kernel {d.name}>")
+    except CandidateError as exc:
+        raise ValueError(f"kernel {d.name!r} cannot be a task's seed: {exc}") from None
+    problems = validate(candidate, [d.name], set(defaults))
+    if problems:
+        raise ValueError(
+            f"kernel {d.name!r} cannot be a task's seed: " + "; ".join(str(p) for p in problems)
+        )
+    return seed
+
+
+def _try_once(d, smoke, make_inputs, takes_seed, reference, shapes_spec, output_shapes):
+    """make_inputs and the reference tried once, at the first smoke size:
+    what the evaluation relies on. (The inputs, the outputs' shapes.)"""
+    label, size = smoke
+    inputs = make_inputs(dict(size), 0) if takes_seed else make_inputs(dict(size))
+    if not isinstance(inputs, Mapping) or set(inputs) != set(d.input_names):
+        got = ", ".join(inputs) if isinstance(inputs, Mapping) else type(inputs).__name__
+        raise ValueError(
+            f"make_inputs must return {{input name: array}} for the kernel's inputs "
+            f"({', '.join(d.input_names)}); at size {label!r} it returned {got}"
+        )
+    inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    outputs = d.output_names
+    functions = {"output_shapes": output_shapes} if callable(output_shapes) else {}
+    spec = {"output_shapes": shapes_spec, "outputs": outputs}
+    shape_of = dict(zip(outputs, output_shapes_at(spec, size, functions)))
+    ref = reference({k: v.copy() for k, v in inputs.items()}, dict(size))
+    if not isinstance(ref, Mapping) or set(ref) != set(outputs):
+        got = ", ".join(ref) if isinstance(ref, Mapping) else type(ref).__name__
+        raise ValueError(
+            f"reference must return {{output name: array}} for the kernel's outputs "
+            f"({', '.join(outputs)}); at size {label!r} it returned {got}"
+        )
+    for out in outputs:
+        if np.shape(ref[out]) != shape_of[out]:
+            raise ValueError(
+                f"at size {label!r} the reference's {out} has shape {np.shape(ref[out])}, "
+                f"output_shapes says {shape_of[out]}"
+            )
+    return inputs, shape_of
+
+
+def _files(spec: dict, d, seed: str, takes_seed: bool, tolerance_spec) -> dict[str, str]:
+    """The task folder's files: task.py, reference.py and the seed."""
+    refs = spec["functions"]
+    dialect = dialects.get(d.dialect)
+    make_inputs = MAKE_INPUTS_SEEDED if takes_seed else MAKE_INPUTS_FIXED
+    return {
         "task.py": TASK_PY.format(
-            title=f"The task {task_name}: the {dialect.language} kernel {d.name!r}, checked "
-            f"against {_named(refs['reference'])}.",
+            title=f"The task {spec['name']}: the {dialect.language} kernel {d.name!r}, "
+            f"checked against {_named(refs['reference'])}.",
             spec=_literal(spec),
-            make_inputs=(MAKE_INPUTS_SEEDED if takes_seed else MAKE_INPUTS_FIXED).format(
-                named=named
-            ),
+            make_inputs=make_inputs.format(named=_named(refs["make_inputs"])),
         ),
         "reference.py": REFERENCE_PY.format(
-            name=task_name,
+            name=spec["name"],
             named=_named(refs["reference"]),
             reference=_literal(refs["reference"]),
             tolerance=_literal(refs.get("tolerance", tolerance_spec)),
@@ -920,10 +947,6 @@ def task_from_kernel(
         ),
         dialect.file_name("seed"): seed,
     }
-    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-    folder = cache_dir("tasks", f"{task_name}-{digest}")
-    _write(folder, files)
-    return load_task(str(folder))
 
 
 def _chain(chain, inputs: dict, shapes: dict, dtypes: dict) -> dict:
