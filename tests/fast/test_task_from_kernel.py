@@ -113,6 +113,10 @@ def test_evaluate_passes_the_kernel_and_gives_a_wrong_one_a_verdict():
     ev = mlxsci.evaluate(task, wrong, backend="sim", size_set="smoke")
     assert not ev.correct and ev.score == 0.0
     assert "correctness failed" in ev.fail_reason
+    # and as an MLX function, the size's N given
+    relu = mlxsci.kernel_function(task, backend="sim")
+    y = relu(x=np.array([-1.0, 2.0], dtype=np.float32), scale=2.0, size={"N": 2})["y"]
+    assert np.array(y).tolist() == [0.0, 4.0]
 
 
 @pytest.mark.slow
