@@ -61,7 +61,9 @@ def _input(dialect: str, name: str, value) -> mx.array:
 
 def _length(dialect: str, what: str, value, n: int) -> list:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"{dialects.get(dialect).call_tag} `{what}` must be a list, got {type(value).__name__}")
+        raise TypeError(
+            f"{dialects.get(dialect).call_tag} `{what}` must be a list, got {type(value).__name__}"
+        )
     items = list(value)
     if len(items) != n:
         raise ValueError(
@@ -117,7 +119,9 @@ def _template(dialect: str, template) -> tuple:
     if template is None:
         return ()
     if isinstance(template, (str, bytes)) or not isinstance(template, Sequence):
-        raise TypeError(f"{dialects.get(dialect).template_tag} `template` must be a list of (name, value) pairs")
+        raise TypeError(
+            f"{dialects.get(dialect).template_tag} `template` must be a list of (name, value) pairs"
+        )
     pairs = []
     for entry in template:
         if (
@@ -131,7 +135,10 @@ def _template(dialect: str, template) -> tuple:
                 f"got {entry!r}"
             )
         name, value = entry
-        if not isinstance(value, (bool, int, mx.Dtype)):
+        in_range = (
+            isinstance(value, bool) or not isinstance(value, int) or INT32[0] <= value <= INT32[1]
+        )
+        if not isinstance(value, (bool, int, mx.Dtype)) or not in_range:
             raise ValueError(
                 f"{dialects.get(dialect).template_tag} Invalid template argument. Must be "
                 f"`mlx.core.Dtype`, `int` or `bool`. ({name!r} is {type(value).__name__})"

@@ -23,6 +23,8 @@ __all__ = [
     "OutOfBoundsError",
     "UninitializedReadError",
     "UnwrittenOutputError",
+    "InputWriteError",
+    "OrderDependenceWarning",
     "RaceError",
     "BarrierError",
     "KernelTimeoutError",
@@ -91,6 +93,14 @@ class UninitializedReadError(KernelError):
     kind = "uninitialized_read"
 
 
+class InputWriteError(KernelError):
+    """A write to an input: on a GPU it changes the caller's array (MLX
+    binds inputs in place and does not support in-place updates). Here the
+    caller's array is left as it was."""
+
+    kind = "input_write"
+
+
 class UnwrittenOutputError(KernelError):
     """Output elements no thread wrote, with no init_value: on a GPU they
     hold whatever the allocator's recycled buffer held."""
@@ -125,6 +135,14 @@ class KernelCrashError(KernelError):
     kind = "crash"
 
 
+class OrderDependenceWarning(UserWarning):
+    """The outputs of a kernel that uses atomics depend on the order threads
+    run in. That may be intended (float atomic sums round differently,
+    atomic compaction orders its output differently), so it is a warning;
+    `warnings.simplefilter("error", OrderDependenceWarning)` makes it an
+    error."""
+
+
 class TransformError(KernelError, ValueError):
     """The kernel was used under a transformation it does not support
     (mx.compile tracing, mx.vmap, mx.grad/vjp/jvp without a custom VJP)."""
@@ -134,7 +152,7 @@ class TransformError(KernelError, ValueError):
 
 _BY_FAULT_KIND = {
     "out_of_bounds": OutOfBoundsError,
-    "input_write": OutOfBoundsError,
+    "input_write": InputWriteError,
     "uninitialized_read": UninitializedReadError,
     "barrier_divergence": BarrierError,
     "deadlock": BarrierError,

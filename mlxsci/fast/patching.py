@@ -26,6 +26,25 @@ _options: list[dict] = []  # each active simulate()'s kernel options, innermost 
 _compile_was_disabled = False  # mx.compile's state when the outermost began
 
 
+def compile_enabled() -> bool:
+    """Whether mx.compile compiles now. MLX has no getter (the switch is
+    $MLX_DISABLE_COMPILE or mx.disable_compile()), so ask it: a compiled
+    function runs its Python body once while tracing when compile is on,
+    at every call when it is off."""
+    if os.environ.get("MLX_DISABLE_COMPILE", "") not in ("", "0"):
+        return False
+    calls = []
+
+    def probe(x):
+        calls.append(1)
+        return x + 1
+
+    compiled = mx.compile(probe)
+    x = mx.zeros((1,))
+    mx.eval(compiled(x), compiled(x))
+    return len(calls) == 1
+
+
 def simulating() -> bool:
     """Whether simulate() (or the pytest plugin) is active."""
     return _depth > 0
@@ -59,8 +78,7 @@ def start(backend: str | None = None, checks: bool | None = None) -> None:
     kernels.chosen_backend(backend)  # a bad name fails here, not at the first kernel
     _options.append({"backend": backend, "checks": checks})
     if _depth == 0:
-        # MLX has no getter: its own switch is this variable or disable_compile().
-        _compile_was_disabled = os.environ.get("MLX_DISABLE_COMPILE", "") not in ("", "0")
+        _compile_was_disabled = not compile_enabled()
     _depth += 1
     mx.fast.metal_kernel = _replacement(kernels.metal_kernel, kernels.MLX_CONSTRUCTORS["metal"])
     mx.fast.cuda_kernel = _replacement(kernels.cuda_kernel, kernels.MLX_CONSTRUCTORS["cuda"])

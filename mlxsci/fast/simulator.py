@@ -2,25 +2,39 @@
 a fault an exception.
 
 One SimBackend per dialect per process (a kernel object keeps its own
-SimKernel, so its compiled variants). A call launches the kernel once with
-the threads in order; with checks on (the default) it launches it again:
+SimKernel, so its compiled variants). A call launches the kernel once: the
+threads in order, each buffer against the guard page after it, outputs
+without init_value full of one garbage byte. That run's outputs are the
+call's. Out-of-bounds accesses past the guard pages, writes to inputs,
+barrier divergence, deadlocks, timeouts and launches over the GPU's limits
+fail it, checks or not.
 
-- with the threads in reverse order and another garbage byte in the
-  outputs: an output element that still holds each run's garbage was never
-  written (UnwrittenOutputError, only without init_value); one that differs
-  otherwise depends on the order threads run in (RaceError);
-- where the kernel uses threadgroup/shared memory, once more with that
-  memory zeroed instead of poisoned: outputs that change read it before any
-  thread wrote it (UninitializedReadError).
+With checks on (the default) a second run changes every condition: threads
+in reverse order, buffers against the guard page before them, another
+garbage byte (0xFF: NaN as a float), and the runtime's checks on, run in the
+profiled variant where the host builds one (x86-64): the first read of
+threadgroup memory no thread of its group wrote, any access outside a
+buffer's bytes (the alignment slack the guard pages miss included), a read
+of output bytes nobody wrote. Then:
 
-Out-of-bounds accesses, barrier divergence, deadlocks, timeouts and launches
-over the GPU's limits are caught in every run, checks or not (guard pages and
-the runtime: docs/simulator.md).
+- an output element holding each run's own garbage was never written
+  (UnwrittenOutputError, only without init_value);
+- outputs that differ: a third run, the first's order with the second's
+  memory, tells a dependence on the order (RaceError, naming the threads
+  that store to the element; an OrderDependenceWarning for kernels that use
+  atomics, whose order may legitimately show) from one on memory nobody
+  wrote (UninitializedReadError).
+
+Where the host has no profiled variant, threadgroup reads before any write
+are found by one more run with that memory zeroed instead of poisoned.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+import warnings
+from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
@@ -35,9 +49,10 @@ from mlxsci.kernel import dialects
 from mlxsci.kernel.signature import ArgInfo, dtype_name
 from mlxsci.kernel.spec import CompileError, KernelFault
 
-# The second run's garbage: no byte of the first's, so an element holding
-# each run's own garbage was written by nobody.
-SECOND_GARBAGE = 0xA5
+# The checked run's garbage: no byte of the first's, so an element holding
+# each run's own garbage was written by nobody; NaN as a float, so a value
+# computed from it shows.
+SECOND_GARBAGE = 0xFF
 
 _BACKENDS: dict = {}
 _announced = False
@@ -104,6 +119,37 @@ def _value(a: mx.array, flat: int):
     return v.item()
 
 
+# The runtime's optional checks a launch may ask for (SimBackend attributes,
+# all off by default): reads of threadgroup memory nobody wrote, accesses
+# outside a buffer's bytes (the alignment slack included), reads of output
+# bytes nobody wrote.
+CHECK_FLAGS = ("check_threadgroup_reads", "check_device_bounds", "check_output_reads")
+
+# Calls to atomic operations in either dialect (comments stripped first).
+_ATOMIC_CALL = re.compile(r"\b(atomic_\w+|atomic[A-Z]\w*)\s*\(")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+@dataclass(frozen=True)
+class Run:
+    """How one launch runs (see SimRunner._launch)."""
+
+    schedule: int = FORWARD_SCHEDULE  # the order threads run in
+    garbage: int = GARBAGE_BYTE  # what outputs without init_value hold before it
+    placement: str = "end"  # buffers against the guard page after ("end") or before ("start")
+    tg_fill: int | None = None  # threadgroup memory's fill (None: the poison)
+    checked: bool = False  # the runtime's checks on (the profiled variant)
+    watch: tuple[str, int] | None = None  # record the stores to (buffer, element)
+
+
+FIRST = Run()
+# The checked run: every condition the first run fixed, changed.
+SECOND = Run(REVERSED_SCHEDULE, SECOND_GARBAGE, "start", checked=True)
+# The first run's order with the second's memory: tells a dependence on the
+# order (a race) from one on memory nobody wrote.
+THIRD = Run(FORWARD_SCHEDULE, SECOND_GARBAGE, "start")
+
+
 class SimRunner:
     """A kernel definition's simulator side: its SimKernel and its checks."""
 
@@ -113,35 +159,29 @@ class SimRunner:
 
     def _sim_kernel(self):
         if self._kernel is None:
-            self._kernel = backend_for(self.definition.dialect).kernel(self.definition.spec())
+            k = backend_for(self.definition.dialect).kernel(self.definition.spec())
+            self._kernel = k
         return self._kernel
 
     # -- one launch ---------------------------------------------------------
-    def _launch(
-        self,
-        call: Call,
-        schedule: int,
-        garbage: int,
-        tg_fill=None,
-        check_reads: bool = False,
-        watch: tuple[str, int] | None = None,
-    ) -> list:
-        """One launch: threads in `schedule` order, outputs without
-        init_value filled with `garbage`, threadgroup memory with `tg_fill`
-        (None: the poison); `check_reads`: the profiled variant names the first
-        read of threadgroup memory nobody wrote; `watch`: it records who
-        stores to (buffer, element) (backend.watched_writes)."""
+    def _launch(self, call: Call, run: Run = FIRST) -> list:
+        """One launch as `run` says; the runtime's faults as mlxsci.fast's
+        exceptions. `run.checked` turns on the runtime's checks where the
+        host builds the profiled variant they run in."""
         k = self._sim_kernel()
         backend = k.backend
-        saved = (
-            backend.schedule,
-            backend.output_garbage,
-            backend.tg_fill,
-            backend.check_threadgroup_reads,
-            backend.watch_writes,
-        )
-        backend.schedule, backend.output_garbage, backend.tg_fill = schedule, garbage, tg_fill
-        backend.check_threadgroup_reads, backend.watch_writes = check_reads, watch
+        settings = {
+            "schedule": run.schedule,
+            "output_garbage": run.garbage,
+            "placement": run.placement,
+            "tg_fill": run.tg_fill,
+            "watch_writes": run.watch,
+            "refuse_input_writes": True,
+            **{flag: run.checked and profile_supported() for flag in CHECK_FLAGS},
+        }
+        saved = {name: getattr(backend, name, None) for name in settings}
+        for name, value in settings.items():
+            setattr(backend, name, value)
         compiled_before = k.compile_seconds
         try:
             return k(
@@ -165,28 +205,58 @@ class SimRunner:
                 {"line": exc.line, "where": where, "log": exc.log},
             ) from None
         finally:
-            (
-                backend.schedule,
-                backend.output_garbage,
-                backend.tg_fill,
-                backend.check_threadgroup_reads,
-                backend.watch_writes,
-            ) = saved
+            for name, value in saved.items():
+                setattr(backend, name, value)
             _announce_compile(self.definition.name, k.compile_seconds - compiled_before)
 
     # -- the call -----------------------------------------------------------
     def run(self, call: Call, checks: bool) -> list:
-        """The outputs of the in-order run; with `checks`, the error the
-        other runs expose, if any."""
+        """The outputs of the first run; with `checks`, the error the other
+        runs expose, if any (the module's docstring)."""
+        self._check_types(call)
         if call.verbose:
             self.print_source(call)
-        first = self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE)
+        first = self._launch(call, FIRST)
         if not checks:
             return first
-        if self._sim_kernel().group_memory_bytes() > 0:
-            self._check_group_memory(call, first)
+        if not profile_supported() and self._sim_kernel().group_memory_bytes() > 0:
+            self._check_group_memory_by_fill(call, first)
+        second = self._second_run(call)
+        if call.init_value is None:
+            self._check_written(first, second)
+        self._check_same(call, first, second)
+        return first
+
+    def _check_types(self, call: Call) -> None:
+        """Metal has no double: a float64 input or output does not compile on a Mac."""
+        table = dialects.get(self.definition.dialect)
+        if table.has_float64:
+            return
+        names = list(zip(self.definition.input_names, call.inputs)) + [
+            (n, mx.zeros((0,), d)) for n, d in zip(self.definition.output_names, call.output_dtypes)
+        ]
+        for name, a in names:
+            if a.dtype == mx.float64:
+                raise errors.CompileError(
+                    self.definition.name,
+                    f"'{name}' is float64, and {table.language} has no double: MLX's "
+                    f"{table.mlx_constructor} cannot compile it on a GPU",
+                    {"buffer": name},
+                )
+
+    def _second_run(self, call: Call) -> list:
+        """The checked run. A fault only it finds: the checks' own (bounds,
+        reads of memory nobody wrote) stand as they are; any other happened
+        only in reverse order."""
         try:
-            second = self._launch(call, REVERSED_SCHEDULE, SECOND_GARBAGE)
+            return self._launch(call, SECOND)
+        except (
+            errors.OutOfBoundsError,
+            errors.UninitializedReadError,
+            errors.InputWriteError,
+            errors.CompileError,
+        ):
+            raise
         except errors.KernelError as exc:
             raise type(exc)(
                 self.definition.name,
@@ -195,20 +265,14 @@ class SimRunner:
                 "order a GPU runs threads in)",
                 dict(exc.details, schedule="reversed"),
             ) from None
-        if call.init_value is None:
-            self._check_written(first, second)
-        self._check_same(call, first, second)
-        return first
 
     def print_source(self, call: Call) -> None:
         """What MLX prints with verbose=True: the generated source (without
         the preamble MLX compiles before it), on sys.stdout."""
-        k = self._sim_kernel()
-        infos = [ArgInfo.of(a) for a in call.inputs]
-        gen = k.dialect.generate(
-            k.spec, infos, [dtype_name(d) for d in call.output_dtypes], list(call.template) or None
-        )
         table = dialects.get(self.definition.dialect)
+        infos = [ArgInfo.of(a) for a in call.inputs]
+        out = [dtype_name(d) for d in call.output_dtypes]
+        gen = table.source(self.definition.spec(), infos, out, list(call.template) or None)
         shown = gen.kernel_name if table.verbose_shows_kernel_name else self.definition.name
         print(f"Generated source code for `{shown}`:\n```\n{gen.text}\n```", flush=True)
 
@@ -237,40 +301,78 @@ class SimRunner:
 
     def _uses_atomics(self) -> bool:
         d = self.definition
-        return d.atomic_outputs or "atomic" in d.source or "atomic" in d.header
+        code = _COMMENT.sub(" ", d.header + "\n" + d.source)
+        return d.atomic_outputs or bool(_ATOMIC_CALL.search(code))
 
     def _check_same(self, call: Call, first: list, second: list) -> None:
-        for name, a, b in zip(self.definition.output_names, first, second):
-            differ = _differ(_bits(a), _bits(b))
-            if not differ.any():
-                continue
-            if self._uses_atomics() and _rounding_only(a, b):
-                # Atomic float updates in another order round differently on
-                # a GPU too: not a race in the kernel's logic.
-                continue
-            flat = int(np.argmax(differ))
-            count = int(differ.sum())
-            idx = _index(a.shape, flat)
-            writers, why = self._writers(call, name, flat)
-            raise errors.RaceError(
-                self.definition.name,
-                f"output '{name}' depends on the order threads run in: element {idx} "
-                f"(flat {flat}) is {_value(a, flat)!r} with the threads in order and "
-                f"{_value(b, flat)!r} in reverse order ({count} element(s) differ); {why}. "
-                "A GPU orders neither threadgroups nor simdgroups/warps.",
-                {
-                    "buffer": name,
-                    "element": flat,
-                    "count": count,
-                    "index": idx,
-                    "writers": writers,
-                    **(
-                        {"thread": writers[0]["thread"], "group": writers[0]["group"]}
-                        if writers
-                        else {}
-                    ),
-                },
+        """Outputs that differ between the first and the checked run: a
+        third run in the first's order with the second's memory says
+        whether the order or the memory made the difference."""
+        differing = [
+            (name, a, b)
+            for name, a, b in zip(self.definition.output_names, first, second)
+            if _differ(_bits(a), _bits(b)).any()
+        ]
+        if not differing:
+            return
+        third = self._launch(call, THIRD)
+        by_name = dict(zip(self.definition.output_names, third))
+        for name, a, b in differing:
+            c = by_name[name]
+            by_order = _differ(_bits(c), _bits(b))
+            if by_order.any():
+                self._order_dependent(call, name, c, b, by_order)
+            else:
+                self._memory_dependent(call, name, a, c)
+
+    def _order_dependent(self, call: Call, name: str, a, b, differ: np.ndarray) -> None:
+        flat = int(np.argmax(differ))
+        count = int(differ.sum())
+        idx = _index(a.shape, flat)
+        what = (
+            f"output '{name}' depends on the order threads run in: element {idx} "
+            f"(flat {flat}) is {_value(a, flat)!r} with the threads in order and "
+            f"{_value(b, flat)!r} in reverse order ({count} element(s) differ)"
+        )
+        if self._uses_atomics():
+            warnings.warn(
+                f"[mlxsci.fast] kernel '{self.definition.name}': {what}. It uses atomics, so "
+                "this may be intended (float atomic sums round differently in another order, "
+                "atomic compaction orders its output differently); it is not checked further.",
+                errors.OrderDependenceWarning,
+                stacklevel=2,
             )
+            return
+        writers, why = self._writers(call, name, flat)
+        raise errors.RaceError(
+            self.definition.name,
+            f"{what}; {why}. A GPU orders neither threadgroups nor simdgroups/warps.",
+            {
+                "buffer": name,
+                "element": flat,
+                "count": count,
+                "index": idx,
+                "writers": writers,
+                **(
+                    {"thread": writers[0]["thread"], "group": writers[0]["group"]}
+                    if writers
+                    else {}
+                ),
+            },
+        )
+
+    def _memory_dependent(self, call: Call, name: str, a, c) -> None:
+        differ = _differ(_bits(a), _bits(c))
+        flat = int(np.argmax(differ))
+        idx = _index(a.shape, flat)
+        raise errors.UninitializedReadError(
+            self.definition.name,
+            f"output '{name}' depends on memory the kernel never wrote: element {idx} (flat "
+            f"{flat}) is {_value(a, flat)!r} or {_value(c, flat)!r} as the garbage in its "
+            "outputs changes. It reads an output element before any thread wrote it (pass "
+            "init_value, or write before reading), or reads past a buffer's end.",
+            {"buffer": name, "element": flat, "index": idx},
+        )
 
     def _writers(self, call: Call, name: str, flat: int) -> tuple[list, str]:
         """Who stores to element `flat` of output `name` with the threads in
@@ -280,7 +382,7 @@ class SimRunner:
             return [], "which threads wrote it is not known on this host"
         backend = self._sim_kernel().backend
         try:
-            self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, watch=(name, flat))
+            self._launch(call, Run(watch=(name, flat)))
         except errors.KernelError:
             return [], "which threads wrote it could not be found"
         writers = [dict(w) for w in backend.watched_writes]
@@ -301,15 +403,11 @@ class SimRunner:
         more = f" and {total - 4} more" if total > 4 else ""
         return writers, f"{total} stores write it: {listed}{more}; the last one wins"
 
-    def _check_group_memory(self, call: Call, first: list) -> None:
-        """The first read of threadgroup memory no thread of its group wrote:
-        named exactly (array, element, thread) by the profiled variant's
-        check where the host builds one; else found by a run with that memory
-        zeroed instead of poisoned, whose changed outputs show such a read."""
-        if profile_supported():
-            self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, check_reads=True)
-            return
-        zeroed = self._launch(call, FORWARD_SCHEDULE, GARBAGE_BYTE, tg_fill=0x00)
+    def _check_group_memory_by_fill(self, call: Call, first: list) -> None:
+        """Where the host builds no profiled variant (so no exact check): a
+        run with threadgroup memory zeroed instead of poisoned; outputs that
+        change show a read of it before any thread of the group wrote it."""
+        zeroed = self._launch(call, Run(tg_fill=0x00))
         word = dialects.get(self.definition.dialect).group_memory
         for name, a, b in zip(self.definition.output_names, first, zeroed):
             differ = _differ(_bits(a), _bits(b))

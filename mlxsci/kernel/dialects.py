@@ -136,6 +136,7 @@ class Dialect:
     verbose_shows_kernel_name: bool  # verbose=True titles the generated name, not the given one
     group_memory: str  # what prose calls memory shared by a group ("threadgroup", "shared")
     has_compile_options: bool  # the constructor takes compile_options (math_mode)
+    has_float64: bool  # its GPU compiler has a 64-bit float type (Metal has no double)
 
     def file_name(self, stem: str) -> str:
         return stem + self.extension
@@ -162,6 +163,7 @@ METAL = Dialect(
     verbose_shows_kernel_name=False,
     group_memory="threadgroup",
     has_compile_options=True,
+    has_float64=False,
 )
 
 CUDA = Dialect(
@@ -185,6 +187,7 @@ CUDA = Dialect(
     verbose_shows_kernel_name=True,
     group_memory="shared",
     has_compile_options=False,
+    has_float64=True,
 )
 
 DIALECTS = {d.name: d for d in (METAL, CUDA)}

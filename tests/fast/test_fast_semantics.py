@@ -209,3 +209,69 @@ def test_metal_runs_exactly_grid_threads_and_cuda_whole_blocks():
     ck = fast.cuda_kernel("count", ["x"], ["y"], "atomicAdd(&y[0], 1);")
     y = run1(ck, [mx.zeros(1)], (1,), mx.int32, grid=(10, 1, 1), tg=(4, 1, 1), init_value=0)
     assert y[0] == 12
+
+
+def test_float64_outputs_stay_float64_in_cuda_and_do_not_compile_in_metal():
+    src = "auto i = blockIdx.x * blockDim.x + threadIdx.x; if (i < 2) y[i] = x[i] + 1e-12;"
+    k = fast.cuda_kernel("f64", ["x"], ["y"], src)
+    x = mx.array([1.0, 2.0], dtype=mx.float64)
+    (y,) = k(
+        inputs=[x],
+        grid=(2, 1, 1),
+        threadgroup=(2, 1, 1),
+        output_shapes=[(2,)],
+        output_dtypes=[mx.float64],
+    )
+    assert y.dtype == mx.float64 and np.array(y)[0] == 1.0 + 1e-12
+    m = fast.metal_kernel("f64", ["x"], ["y"], "y[0] = x[0];")
+    with pytest.raises(fast.CompileError, match="Metal has no double"):
+        run1(m, [x], (1,), mx.float32, grid=(1, 1, 1), tg=(1, 1, 1))
+
+
+def test_template_ints_beyond_a_cpp_int_are_mlxs_value_error():
+    k = fast.metal_kernel("t", ["x"], ["y"], "y[0] = N;")
+    with pytest.raises(ValueError, match="Invalid template argument"):
+        run1(k, [mx.zeros(1)], (1,), grid=(1, 1, 1), tg=(1, 1, 1), template=[("N", 2**31)])
+
+
+def test_names_mlx_accepts_are_accepted():
+    k = fast.metal_kernel("2d_conv", ["x"], ["y"], "y[0] = x[0] + 1;")
+    assert run1(k, [mx.zeros(1)], (1,), grid=(1, 1, 1), tg=(1, 1, 1))[0] == 1
+    with pytest.raises(ValueError, match="letters, digits and _"):
+        fast.metal_kernel("my-kernel", ["x"], ["y"], "y[0] = 1;")
+
+
+def test_verbose_of_a_templated_kernel_prints_mlxs_instantiation_line(capfd):
+    case = dict(
+        name="tp",
+        input_names=["a"],
+        output_names=["o"],
+        source="uint i = thread_position_in_grid.x; if (i < 4) o[i] = T(a[i]) * N;",
+        header="",
+        inputs=[("float32", [100])],
+        output_dtypes=["float32"],
+        template=[["T", "float32", "dtype"], ["N", -3, "int"], ["B", True, "bool"]],
+        atomic_outputs=False,
+    )
+    proc = subprocess.run(
+        [sys.executable, str(HELPER)],
+        input=json.dumps(case),
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "template [[host_name(" in proc.stdout
+    k = fast.metal_kernel("tp", ["a"], ["o"], case["source"])
+    capfd.readouterr()
+    run1(
+        k,
+        [mx.zeros(100)],
+        (4,),
+        grid=(32, 1, 1),
+        tg=(32, 1, 1),
+        template=[("T", mx.float32), ("N", -3), ("B", True)],
+        verbose=True,
+        checks=False,
+    )
+    assert capfd.readouterr().out == proc.stdout

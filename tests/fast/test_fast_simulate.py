@@ -111,3 +111,18 @@ def test_the_pytest_plugin_runs_a_projects_unchanged_tests(tmp_path):
     )
     assert plugged.returncode == 0, plugged.stdout + plugged.stderr
     assert "2 passed" in plugged.stdout
+
+
+def test_simulate_leaves_compile_disabled_when_the_user_had_disabled_it():
+    from mlxsci.fast import patching
+
+    mx.disable_compile()
+    try:
+        with fast.simulate():
+            pass
+        assert not patching.compile_enabled()
+    finally:
+        mx.enable_compile()
+    with fast.simulate():
+        assert not patching.compile_enabled()
+    assert patching.compile_enabled()

@@ -143,6 +143,13 @@ class SimBackend(Backend):
         # launch (buffers.fill_output): another byte in a second run tells
         # the elements no thread wrote (mlxsci.fast's checks).
         self.output_garbage = GARBAGE_BYTE
+        # Where launches place each buffer in its guarded mapping: None
+        # alternates per launch (end-aligned catches overruns, start-aligned
+        # underruns); "end" or "start" fixes it (mlxsci.fast's checked runs).
+        self.placement: str | None = None
+        # A kernel's writes to its inputs: copied back to the caller (a GPU's
+        # behaviour), or, True, a KernelFault("input_write") (mlxsci.fast).
+        self.refuse_input_writes = False
         # Kernels launched while this is on use their counted variants (the
         # worker's coverage run: mlxsci.worker.serve.coverage_run).
         self.count_branches = False

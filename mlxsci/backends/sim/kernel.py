@@ -282,7 +282,8 @@ class SimKernel(Kernel):
             v = self._variant(infos, out_names, template, profiled=True)
 
         with _launch_lock:
-            end_aligned = self.launches % 2 == 0
+            placement = self.backend.placement
+            end_aligned = self.launches % 2 == 0 if placement is None else placement == "end"
             self.launches += 1
             use_fibers = v.needs_fibers or self.backend.force_fibers
             while True:
@@ -366,7 +367,7 @@ class SimKernel(Kernel):
                 seconds = self._modelled_seconds(R, counts, timing, v, bufs)
                 self.backend.activity.append((self.spec.name, seconds, R.cpu_ns * 1e-9))
             _check_slack(bufs.guards)
-            _copy_back_inputs(bufs.inputs)
+            _copy_back_inputs(bufs.inputs, self.backend.refuse_input_writes)
             outs = _read_outputs(bufs.outputs)
             clean = True
             return outs
@@ -499,6 +500,7 @@ class SimKernel(Kernel):
                     gb.bytes[:] = span
                     bufs.dtypes.append(info.dtype)
                     bufs.addresses.append(gb.base + first)
+                    bufs.inputs.append((gb, None, span, name, host.dtype.itemsize))
                     strides_by_name[name] = strides
                     continue  # not copied back: a write lands in storage MLX may share
                 src = host if host.flags.c_contiguous else np.ascontiguousarray(host)
@@ -506,7 +508,7 @@ class SimKernel(Kernel):
                 bufs.guards.append((gb, "input", name, src.dtype.itemsize))
                 gb.bytes[:] = src.reshape(-1).view(np.uint8)
                 bufs.dtypes.append(info.dtype)
-                bufs.inputs.append((gb, host, src))
+                bufs.inputs.append((gb, host, src, name, src.dtype.itemsize))
                 bufs.addresses.append(gb.base)
             elif role in ("shape", "strides", "ndim"):
                 c = self._shape_arg(name, role, inputs_by_name, strides_by_name)
@@ -581,7 +583,8 @@ class _LaunchBuffers:
     # (buffer, role, name, itemsize) of each input and output: the runtime's buffer numbers
     guards: list[tuple[GuardedBuffer, str, str, int]] = field(default_factory=list)
     dtypes: list[str] = field(default_factory=list)  # numpy dtype name of each guard
-    inputs: list[tuple[GuardedBuffer, np.ndarray, np.ndarray]] = field(default_factory=list)
+    # (buffer, the caller's array or None, the bytes copied in, name, itemsize)
+    inputs: list[tuple] = field(default_factory=list)
     outputs: list[tuple[GuardedBuffer, str, tuple]] = field(default_factory=list)
 
     def release(self, clean: bool) -> None:
@@ -641,12 +644,26 @@ def _check_slack(guards) -> None:
             )
 
 
-def _copy_back_inputs(inputs) -> None:
-    """A GPU kernel can write its inputs: make the caller see it."""
-    for gb, host, src in inputs:
-        if src.nbytes and libc.memcmp(gb.base, src.ctypes.data, src.nbytes) != 0:
-            if host.flags.c_contiguous and host.flags.writeable:
-                libc.memmove(host.ctypes.data, gb.base, src.nbytes)
+def _copy_back_inputs(inputs, refuse: bool = False) -> None:
+    """A GPU kernel can write its inputs: make the caller see it; or, with
+    `refuse` (mlxsci.fast), a KernelFault("input_write") naming the first
+    element written, the caller's array untouched."""
+    for gb, host, src, name, isz in inputs:
+        if not src.nbytes or libc.memcmp(gb.base, src.ctypes.data, src.nbytes) == 0:
+            continue
+        if refuse:
+            now = np.frombuffer(gb.bytes, np.uint8, count=src.nbytes)
+            byte = int(np.argmax(now != src.reshape(-1).view(np.uint8)))
+            elem = byte // max(1, isz)
+            raise KernelFault(
+                "input_write",
+                f"write to input '{name}' at element {elem}: MLX hands a kernel its inputs' "
+                "own memory, so on a GPU this changes the caller's array and every array "
+                "sharing its buffer (MLX does not support in-place updates); write an output",
+                {"buffer": name, "role": "input", "element": elem, "access": "write"},
+            )
+        if host is not None and host.flags.c_contiguous and host.flags.writeable:
+            libc.memmove(host.ctypes.data, gb.base, src.nbytes)
 
 
 def _read_outputs(outputs) -> list:
@@ -656,7 +673,8 @@ def _read_outputs(outputs) -> list:
     outs = []
     for gb, odt, shape in outputs:
         data = np.frombuffer(gb.bytes, dtype=host_dtype(odt)).reshape(shape)
-        a = mx.array(data)
+        # mx.array keeps NumPy's dtype except float64, which it makes float32
+        a = mx.array(data, dtype=mx.float64) if odt == "float64" else mx.array(data)
         if odt == "bfloat16":
             a = a.view(mx.bfloat16)
         outs.append(a)
