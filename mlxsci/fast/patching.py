@@ -67,7 +67,6 @@ def _replacement(make, mlx_make):
     def construct(*args, **kwargs):
         return make(*args, **kwargs, **options)
 
-    construct.__mlxsci_fast__ = True
     return construct
 
 

@@ -66,4 +66,4 @@ def with_transforms(kernel: str, run: Callable[[tuple], list], inputs: tuple) ->
     def _vmap(arrays, axes):
         raise TransformError(kernel, TRACED)
 
-    return forward(*inputs)
+    return list(forward(*inputs))  # type: ignore[call-overload]
