@@ -141,7 +141,18 @@ class Task:
         return self.folder / dialects.get(dialect).file_name("seed")
 
     def seed(self, dialect: str = "metal") -> str:
-        return self.seed_path(dialect).read_text()
+        path = self.seed_path(dialect)
+        if not path.is_file():
+            have = ", ".join(self.seed_dialects()) or "none"
+            raise ValueError(
+                f"task {self.name} has no {dialects.get(dialect).language} seed ({path.name}); "
+                f"its seeds' dialects: {have} (pass that dialect)"
+            )
+        return path.read_text()
+
+    def seed_dialects(self) -> list[str]:
+        """The dialects the task has a seed in."""
+        return [name for name in dialects.NAMES if self.seed_path(name).is_file()]
 
     def size_set(self, which: str) -> tuple[Size, ...]:
         if which == "all":

@@ -153,6 +153,11 @@ def plan_evaluation(
     takes them."""
     task = load_task(task_name)
     backend_name = resolve_backend_name(backend)
+    if dialect is None and filename is None and source is None:
+        # The seed is the candidate: a task with seeds in one dialect only
+        # (task_from_kernel's) is evaluated in it.
+        only = task.seed_dialects()
+        dialect = only[0] if len(only) == 1 else None
     options = backend_options(backend_name, dialect or dialects.name_of_file(filename), sim_gpu)
     timer_name = check_timer(timer, backend_name)
     sanitizer_exe = sanitizer.check_sanitize(sanitize, backend_name)

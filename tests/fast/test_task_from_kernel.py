@@ -119,6 +119,32 @@ def test_evaluate_passes_the_kernel_and_gives_a_wrong_one_a_verdict():
     assert np.array(y).tolist() == [0.0, 4.0]
 
 
+RELU_SCALE_CUDA = """
+auto i = blockIdx.x * blockDim.x + threadIdx.x;
+if (i < x_shape[0]) y[i] = fmaxf(x[i], 0.0f) * scale[0];
+"""
+
+
+@pytest.mark.slow
+def test_a_cuda_kernels_task_is_evaluated_in_cuda_without_saying_so():
+    kernel = fast.cuda_kernel("relu_scale_cu", ["x", "scale"], ["y"], RELU_SCALE_CUDA)
+    task = mlxsci.task_from_kernel(
+        kernel,
+        reference=reference,
+        make_inputs=make_inputs,
+        sizes=SIZES,
+        grid=("N", 1, 1),
+        threadgroup=(64, 1, 1),
+        output_shapes=[("N",)],
+        output_dtypes=[mx.float32],
+    )
+    assert task.seed_dialects() == ["cuda"]
+    ev = mlxsci.evaluate(task, backend="sim", size_set="smoke")
+    assert ev.correct, ev.fail_reason
+    with pytest.raises(ValueError, match="no Metal seed"):
+        task.seed("metal")
+
+
 @pytest.mark.slow
 def test_the_search_runs_on_it(tmp_path):
     import mlxsci.search
