@@ -41,7 +41,9 @@ races show as a difference, judged by the parent, mlxsci.evaluation.checks):
   this order) -> input checksums again -> with job "coverage", one more run
   with kernels that count their branch arms (coverage_run; nothing the
   verdict or the score reads).
-A job with "compare" instead times two candidates interleaved (run_compare).
+A job with "compare" instead times two candidates interleaved (run_compare);
+one with "launch" is one launch of one kernel (mlxsci.worker.kernel_launch:
+mlxsci.fast's isolated calls).
 
 A worker never outlives its parent for long, however the parent ends (kill -9
 included): it watches the lifeline its parent hands it (mlxsci.sandbox.lifeline).
@@ -82,6 +84,7 @@ from mlxsci.storage.cache import atomic_write_json
 from mlxsci.task import load_task
 from mlxsci.timing.noise import run_noise
 from mlxsci.timing.timers import Work, median_kernels
+from mlxsci.worker.kernel_launch import run_launch
 from mlxsci.worker.launch import Launcher
 from mlxsci.worker.runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
 
@@ -462,7 +465,12 @@ def run_one(outdir: Path, job: dict | None = None) -> None:
     outdir/result.json."""
     if job is None:
         job = json.loads((outdir / "job.json").read_text())
-    result = run_compare(job, outdir) if job.get("compare") else run_job(job, outdir)
+    if job.get("launch") is not None:  # one launch of an isolated mlxsci.fast kernel
+        result = run_launch(job, outdir)
+    elif job.get("compare"):
+        result = run_compare(job, outdir)
+    else:
+        result = run_job(job, outdir)
     atomic_write_json(outdir / "result.json", result)
 
 
@@ -528,7 +536,8 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
             if builds is not None:
                 builds.jobdir = outdir
             run_one(outdir, handed["job"])
-            release_memory()
+            if handed["job"].get("launch") is None:  # a size, not one launch (~10 ms)
+                release_memory()
             status.write("done\n")
     # End of stdin: the parent said goodbye on the lifeline first, or it is
     # gone and the lifeline's watcher ends this process after cleaning up.
