@@ -63,7 +63,7 @@ class KernelFault(BackendError):
 
     kind: "out_of_bounds", "input_write", "barrier_divergence", "deadlock",
     "timeout", "crash", "gpu_fault", "launch" (bad grid/threadgroup) or
-    "uninitialized_read" (the simulator's opt-in threadgroup-read check).
+    "uninitialized_read" (the simulator's opt-in threadgroup- and output-read checks).
     """
 
     kind: str

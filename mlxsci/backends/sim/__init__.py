@@ -162,7 +162,18 @@ class SimBackend(Backend):
         # (input or output name, flat element index): each launch records the
         # stores to that element, group and thread in the order they ran, in
         # watched_writes (the first profile.WATCH_CAP) and watched_write_count.
+        # check_device_bounds: the first load or store of an input's or
+        # output's bytes outside its data (the alignment slack and page
+        # padding inside its mapping, where nothing faults) raises the
+        # KernelFault("out_of_bounds") its guard pages would. check_output_reads:
+        # in a call without init_value, a load of an output element no store
+        # had touched, which no thread but the reader stores to later in the
+        # launch either (else a race, for the schedules), raises
+        # KernelFault("uninitialized_read") naming the output, element and
+        # reader, when the launch has run.
         self.check_threadgroup_reads = False
+        self.check_device_bounds = False
+        self.check_output_reads = False
         self.watch_writes: tuple[str, int] | None = None
         self.watched_writes: list[dict] = []
         self.watched_write_count = 0

@@ -26,7 +26,8 @@ import signal
     RESULT_MISALIGNED,
     RESULT_GP_FAULT,
     RESULT_UNINIT_READ,
-) = range(13)
+    RESULT_UNINIT_OUTPUT_READ,
+) = range(14)
 
 
 # SimLaunch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.
@@ -92,6 +93,13 @@ class SimCheck(ctypes.Structure):
         ("watch_count", ctypes.c_int64),
         ("tg_loads", ctypes.c_uint64),
         ("read_ordinal", ctypes.c_uint64),
+        ("device_bounds", ctypes.c_int64),
+        ("output_reads", ctypes.c_int64),
+        ("out_flags", ctypes.POINTER(ctypes.c_uint8)),
+        ("out_fill", ctypes.c_int64),
+        ("out_report_from", ctypes.c_uint64),
+        ("out_loads", ctypes.c_uint64),
+        ("out_ordinal", ctypes.c_uint64),
     ]
 
 

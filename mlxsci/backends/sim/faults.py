@@ -21,6 +21,7 @@ from mlxsci.backends.sim.abi import (
     RESULT_STACK_OVERFLOW,
     RESULT_TG_OOB,
     RESULT_TIMEOUT,
+    RESULT_UNINIT_OUTPUT_READ,
     RESULT_UNINIT_READ,
     SIGNAL_NAMES,
     SimResult,
@@ -87,6 +88,8 @@ def fault_of(R: SimResult, guards, dtypes, dialect, backend, kernel: str = "") -
     kind = R.kind
     if kind == RESULT_UNINIT_READ:
         return _uninitialized_read(R, dialect, where, kernel)
+    if kind == RESULT_UNINIT_OUTPUT_READ:
+        return _uninitialized_output_read(R, guards, where, kernel)
     if kind == RESULT_OOB:
         return _buffer_out_of_bounds(R, guards, where, details)
     if kind == RESULT_TG_OOB:
@@ -189,6 +192,29 @@ def _uninitialized_read(R: SimResult, dialect, where: str, kernel: str) -> Kerne
         f"by {where}{in_kernel}",
         {
             "array": name,
+            "element": elem,
+            "thread": [int(x) for x in R.thread],
+            "group": [int(x) for x in R.group],
+            "access": "read",
+            "kernel": kernel,
+        },
+    )
+
+
+def _uninitialized_output_read(R: SimResult, guards, where: str, kernel: str) -> KernelFault:
+    """A load of output bytes no thread had stored in the launch, of an
+    output launched without init_value (SimBackend.check_output_reads)."""
+    _gb, role, name, _isz = guards[R.buf]
+    elem = int(R.elem)
+    in_kernel = f" in kernel '{kernel}'" if kernel else ""
+    return KernelFault(
+        "uninitialized_read",
+        f"read of {role} '{name}' element {elem} before any thread wrote it (without "
+        f"init_value an output holds whatever the recycled buffer held: pass init_value) "
+        f"by {where}{in_kernel}",
+        {
+            "buffer": name,
+            "role": role,
             "element": elem,
             "thread": [int(x) for x in R.thread],
             "group": [int(x) for x in R.group],

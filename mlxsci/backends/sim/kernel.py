@@ -277,7 +277,7 @@ class SimKernel(Kernel):
         self.dialect.check_tgmem(spec, v.tgmem_bytes)
         timing = self._timing_of(v, grid, tgc, infos, out_names)
         # The backend's opt-in checks run in the profiled variant's hooks.
-        checks = profile.checks_of(self.backend, v.tgmem_bytes)
+        checks = profile.checks_of(self.backend, v.tgmem_bytes, init_value)
         if (timing is not None and timing.profile) or checks is not None:
             v = self._variant(infos, out_names, template, profiled=True)
 
@@ -337,8 +337,19 @@ class SimKernel(Kernel):
         bufs = _LaunchBuffers()
         clean = False  # the buffers may go back to the pool
         try:
+            # The output-read check's runs fill outputs without init_value with their own byte.
+            garbage = self.backend.output_garbage if checks is None else checks.output_fill
             self._fill_buffers(
-                bufs, v, arrays, infos, out_names, output_shapes, init_value, end_aligned, as_stored
+                bufs,
+                v,
+                arrays,
+                infos,
+                out_names,
+                output_shapes,
+                init_value,
+                end_aligned,
+                as_stored,
+                garbage,
             )
             before = self._pass_counters(v, bufs)
             launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers)
@@ -481,10 +492,14 @@ class SimKernel(Kernel):
         init_value,
         end_aligned,
         as_stored=False,
+        garbage=None,
     ) -> None:
         """One buffer or by-value argument per parameter of `v`, in its order:
         inputs hold their values (`as_stored`: the bytes their strides reach,
-        as laid out), outputs init_value or the garbage pattern."""
+        as laid out), outputs init_value or the garbage byte (`garbage`, by
+        default the backend's output_garbage)."""
+        if garbage is None:
+            garbage = self.backend.output_garbage
         spec = self.spec
         inputs_by_name = dict(zip(spec.input_names, zip(arrays, infos)))
         strides_by_name: dict[str, tuple] = {}
@@ -521,7 +536,7 @@ class SimKernel(Kernel):
                 n = math.prod(shape)
                 gb = POOL.take(n * npdt.itemsize, end_aligned)
                 bufs.guards.append((gb, "output", oname, npdt.itemsize))
-                fill_output(gb, odt, init_value, self.backend.output_garbage)
+                fill_output(gb, odt, init_value, garbage)
                 bufs.dtypes.append(odt)
                 bufs.outputs.append((gb, odt, shape))
                 bufs.addresses.append(gb.base)

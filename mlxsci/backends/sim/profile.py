@@ -32,10 +32,11 @@ take a hook's place.
 x86-64 hosts only: the rewrite reads x86-64 assembly. Elsewhere `supported()`
 is False and the clock says so.
 
-The same hooks serve two opt-in diagnostics (`Checks`, at the end of this
-module; runtime/sim_check.inc): SimBackend.check_threadgroup_reads and
-SimBackend.watch_writes launch the profiled variant with a record of what to
-check, whether or not the clock counts that launch.
+The same hooks serve the opt-in diagnostics (`Checks`, at the end of this
+module; runtime/sim_check.inc): SimBackend.check_threadgroup_reads,
+check_device_bounds, check_output_reads and watch_writes launch the profiled
+variant with a record of what to check, whether or not the clock counts that
+launch.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from pathlib import Path
 from mlxsci.backends.sim import kernel_symbols
 from mlxsci.backends.sim.abi import (
     RESULT_OK,
+    RESULT_UNINIT_OUTPUT_READ,
     RESULT_UNINIT_READ,
     SimCheck,
     SimLaunch,
@@ -322,22 +324,51 @@ def _check(res: subprocess.CompletedProcess, what: str) -> None:
 
 # ------------------------------------------------------------------ the checks
 WATCH_CAP = 64  # the stores to a watched element recorded with their thread
-# Runs of one launch the threadgroup-read check may take to tell the loads
-# of memory nothing wrote from loads of stores it does not see (Checks).
+# Runs of one launch the read checks may take to tell the loads of memory
+# nothing wrote from loads of stores they do not see (Checks).
 MAX_CHECK_RUNS = 16
 
 
-def checks_of(backend, tgmem_bytes: int) -> Checks | None:
+def checks_of(backend, tgmem_bytes: int, init_value=None) -> Checks | None:
     """What the backend asks the hooks to check in a launch of a variant with
-    `tgmem_bytes` of threadgroup memory, or None: nothing asked, a host
-    without the profiled build (`supported()` False: the checks silently do
-    nothing there), or the worker's coverage run (its counted variant has no
-    hooks)."""
+    `tgmem_bytes` of threadgroup memory whose outputs get `init_value` (None:
+    none, they hold garbage), or None: nothing asked, a host without the
+    profiled build (`supported()` False: the checks silently do nothing
+    there), or the worker's coverage run (its counted variant has no hooks)."""
     tg_reads = bool(getattr(backend, "check_threadgroup_reads", False)) and tgmem_bytes > 0
+    bounds = bool(getattr(backend, "check_device_bounds", False))
+    # Outputs launched with init_value hold it from the start: nothing to check.
+    output_reads = bool(getattr(backend, "check_output_reads", False)) and init_value is None
     watch = getattr(backend, "watch_writes", None)
-    if not (tg_reads or watch is not None) or not supported() or backend.count_branches:
+    if not (tg_reads or bounds or output_reads or watch is not None):
         return None
-    return Checks(backend, tg_reads, watch)
+    if not supported() or backend.count_branches:
+        return None
+    return Checks(backend, tg_reads, watch, bounds, output_reads)
+
+
+class _Settling:
+    """The runs that settle one read check's report (Checks): where the
+    next run starts reporting, the load the last run reported, whether the
+    next run fills with the other byte."""
+
+    def __init__(self, on: bool):
+        self.on = on
+        self.restart()
+
+    def restart(self) -> None:
+        self.report_from = 0  # the loads before it read something written
+        self.reported: int | None = None
+        self.other = False
+
+    def settle(self, found: int) -> bool:
+        """After a run that reported load `found`: whether it runs again
+        (False: the same load under both fill bytes, the report stands)."""
+        if found == self.reported:
+            return False
+        self.reported = self.report_from = found
+        self.other = not self.other
+        return True
 
 
 class Checks:
@@ -358,11 +389,32 @@ class Checks:
     each run starts reporting at the load the previous one reported (the
     loads before it read something written) with the other fill byte. A
     launch that runs clean with another fill than its own runs once more,
-    unchecked, with its own, so a correct kernel's outputs are those of a
-    launch without the check. Not checked: the arrays the rewrite cannot
-    guard (plain statics in the `sim_tgmem` section), and loads wider than
-    16 bytes (unseen). A kernel that reads unwritten memory through an
+    without the read checks, with its own, so a correct kernel's outputs are
+    those of a launch without the check. Not checked: the arrays the rewrite
+    cannot guard (plain statics in the `sim_tgmem` section), and loads wider
+    than 16 bytes (unseen). A kernel that reads unwritten memory through an
     unseen load may be reported at a later load than that one.
+
+    Output reads (SimBackend.check_output_reads; outputs launched without
+    init_value, which hold the backend's output_garbage): judged when the
+    launch has run, the first load in run order of an output element no
+    store had touched, when no thread but its reader stored to the element
+    in the rest of the launch either: a read of memory nobody writes before
+    the reader (if anyone). A thread reading what another stores, before or
+    after it in this order, is no report: that is a race, which the
+    schedules find. Settled the same way, with another garbage byte for the
+    outputs. A store the hooks do not see after a read drops the read (its
+    thread is not known); one after the reader's own store to the element is
+    not seen. A launch that faults otherwise reports that fault.
+
+    Device bounds (SimBackend.check_device_bounds): the first load or store,
+    read checks' runs aside, that touches a byte of an input's or output's
+    mapping outside its data bytes (the alignment slack, the page padding,
+    the guard pages; a 0-byte buffer has none), reported as the guard pages
+    report theirs. An input passed as stored is valid over the whole span
+    its strides reach, its element counted from the span's first byte.
+    Accesses the hooks do not see (above) meet the guard pages and the
+    slack check after the launch as before.
 
     Watched element (SimBackend.watch_writes): every store touching the
     element's bytes, with its group and thread, in the order the schedule
@@ -370,42 +422,76 @@ class Checks:
     operations included; the stores the hooks do not see (above) are not
     recorded. A strided input passed as stored is indexed in its storage."""
 
-    def __init__(self, backend, tg_reads: bool, watch):
+    def __init__(
+        self,
+        backend,
+        tg_reads: bool,
+        watch,
+        device_bounds: bool = False,
+        output_reads: bool = False,
+    ):
         self.backend = backend
-        self.tg_reads = tg_reads
         self.watch = watch
+        self.device_bounds = device_bounds
+        self.tg = _Settling(tg_reads)
+        self.out = _Settling(output_reads)
         fill = backend.tg_fill
         self.fill = 0xFF if fill is None else int(fill) & 0xFF  # sim_runtime.h: poison
         self.other_fill = 0xA5 if self.fill != 0xA5 else 0x5A  # a byte no memset writes
+        self.garbage = int(getattr(backend, "output_garbage", 0x5A)) & 0xFF
+        self.other_garbage = 0xA5 if self.garbage != 0xA5 else 0x5A
         self.record = SimCheck()
         self.records = (ctypes.c_int64 * (6 * WATCH_CAP))()
+        self.flags: ctypes.Array | None = None
         self.seed: int | None = None
         self.restart()
+
+    @property
+    def tg_reads(self) -> bool:
+        return self.tg.on
+
+    @property
+    def output_reads(self) -> bool:
+        return self.out.on
+
+    @property
+    def output_fill(self) -> int:
+        """The byte outputs without init_value are filled with in this run."""
+        return self.other_garbage if self.out.other else self.garbage
 
     def restart(self) -> None:
         """From the first run again: a launch that moved to fibers numbers
         its loads anew."""
-        self.report_from = 0  # the loads before it read something written
-        self.reported: int | None = None  # the load the last run reported
-        self.other = False  # this run fills with other_fill
+        self.tg.restart()
+        self.out.restart()
         self.runs = 0
 
     def attach(self, launch: SimLaunch, guards) -> None:
         """Points `launch` at the record: the watched element among
-        `guards` (the launch's (buffer, role, name, itemsize)), the fill of
-        this run and the schedule's seed of the first."""
+        `guards` (the launch's (buffer, role, name, itemsize)), the outputs
+        whose reads are checked (every output: checks_of asks for them only
+        in a call without init_value), the fills of this run and the
+        schedule's seed of the first."""
         R = self.record
-        R.tg_reads = 1 if self.tg_reads else 0
-        R.report_from = self.report_from
+        R.tg_reads = 1 if self.tg.on else 0
+        R.report_from = self.tg.report_from
         R.watch_lo = R.watch_hi = 0
         if self.watch is not None:
             R.watch_lo, R.watch_hi = self._watched_bytes(guards)
         R.watch_records = ctypes.cast(self.records, ctypes.POINTER(ctypes.c_int64))
         R.watch_cap = WATCH_CAP
+        R.device_bounds = 1 if self.device_bounds else 0
+        R.output_reads = 1 if self.out.on else 0
+        self.flags = (ctypes.c_uint8 * max(1, len(guards)))(
+            *[1 if role == "output" else 0 for _gb, role, _name, _isz in guards]
+        )
+        R.out_flags = ctypes.cast(self.flags, ctypes.POINTER(ctypes.c_uint8))
+        R.out_fill = self.output_fill
+        R.out_report_from = self.out.report_from
         if self.seed is None:
             self.seed = launch.schedule_seed
         launch.schedule_seed = self.seed  # each run replays the first one's schedule
-        if self.other:
+        if self.tg.other:
             launch.tg_fill = 0x100 | self.other_fill
         launch.check = ctypes.addressof(R)
 
@@ -426,27 +512,32 @@ class Checks:
 
     def rerun(self, kind: int) -> bool:
         """After a run that ended with result `kind`: whether the launch
-        runs again to settle a threadgroup read (see the class). The
+        runs again to settle a read check's report (see the class). The
         watched stores of the run are the backend's now."""
         if self.watch is not None:
             count = int(self.record.watch_count)
             rows = [list(self.records[6 * k : 6 * k + 6]) for k in range(min(count, WATCH_CAP))]
             self.backend.watched_write_count = count
             self.backend.watched_writes = [{"group": r[:3], "thread": r[3:]} for r in rows]
-        if not self.tg_reads or kind not in (RESULT_OK, RESULT_UNINIT_READ):
-            return False
         if kind == RESULT_OK:
-            if not self.other:
-                return False  # clean with the launch's own fill
-            # Nothing reads memory nothing wrote: once more, unchecked, with its own fill.
-            self.tg_reads = self.other = False
+            if not (self.tg.other or self.out.other):
+                return False  # clean with the launch's own fills
+            # Nothing reads memory nothing wrote: once more, without the read checks, with its own.
+            self._stop_reads()
             return True
-        found = int(self.record.read_ordinal)
-        if found == self.reported:
-            return False  # the fill under both bytes: memory nothing wrote
-        self.reported = self.report_from = found
-        self.other = not self.other
+        if kind == RESULT_UNINIT_READ and self.tg.on:
+            again = self.tg.settle(int(self.record.read_ordinal))
+        elif kind == RESULT_UNINIT_OUTPUT_READ and self.out.on:
+            again = self.out.settle(int(self.record.out_ordinal))
+        else:
+            return False
+        if not again:
+            return False
         self.runs += 1
-        if self.runs >= MAX_CHECK_RUNS:  # too many unseen stores to tell: one unchecked run
-            self.tg_reads = self.other = False
+        if self.runs >= MAX_CHECK_RUNS:  # too many unseen stores to tell: once more unchecked
+            self._stop_reads()
         return True
+
+    def _stop_reads(self) -> None:
+        for s in (self.tg, self.out):
+            s.on = s.other = False

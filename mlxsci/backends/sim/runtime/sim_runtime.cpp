@@ -1499,6 +1499,8 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
                 break;
             }
         }
+        // A read of an output element no other thread wrote (sim_check.inc).
+        if (R->kind == __SIM_OK) check_finish(R);
     } else {
         G.active = 0;
         g_in_handler = 0;

@@ -182,7 +182,17 @@ struct __SimLaunch {
 //   __SIM_UNINIT_READ, the array, element, thread and group in the
 //   __SimResult as for __SIM_TG_OOB;
 // - watch_lo < watch_hi: every store that touches those bytes (one element
-//   of an input or output) is recorded, group and thread, in order.
+//   of an input or output) is recorded, group and thread, in order;
+// - device_bounds: a load or store of bytes of a guarded input or output's
+//   mapping (__SimGuard lo..hi) outside its data bytes [base, base + nbytes)
+//   ends the launch with __SIM_OOB, as its guard pages would (the alignment
+//   slack between the data and the guard pages holds none);
+// - output_reads: a load of an element of an output marked in out_flags
+//   (one launched without init_value) that no store had touched (its bytes
+//   still holding out_fill: as for tg_reads), when no thread but the reader
+//   stores to that element in the rest of the launch either (else it is a
+//   race), is reported when the launch has run: __SIM_UNINIT_OUTPUT_READ,
+//   buf, elem, and the reader's thread and group, as for __SIM_OOB.
 struct __SimCheck {
     // ---- in
     int64_t tg_reads;
@@ -198,6 +208,15 @@ struct __SimCheck {
     int64_t watch_count;      // stores that touched the element (past watch_cap too)
     uint64_t tg_loads;        // threadgroup loads checked so far
     uint64_t read_ordinal;    // __SIM_UNINIT_READ: the number of the load reported
+    // ---- in: device buffers
+    int64_t device_bounds;
+    int64_t output_reads;
+    const uint8_t* out_flags; // [nguards]: 1 for an output whose reads are checked
+    int64_t out_fill;         // the byte those outputs hold before the launch
+    uint64_t out_report_from; // as report_from, for the loads of those outputs
+    // ---- out
+    uint64_t out_loads;       // loads of those outputs checked so far
+    uint64_t out_ordinal;     // __SIM_UNINIT_OUTPUT_READ: the number of the load reported
 };
 
 // The modelled GPU's counts of one launch of a profiled variant: a build of
@@ -286,6 +305,7 @@ enum {
     __SIM_MISALIGNED = 10,   // addr, aux = access bytes, is_write
     __SIM_GP_FAULT = 11,     // x86 general-protection fault: addr when decoded, else 0
     __SIM_UNINIT_READ = 12,  // __SimCheck::tg_reads: tg_* fields, elem, as TG_OOB
+    __SIM_UNINIT_OUTPUT_READ = 13,  // __SimCheck::output_reads: buf, elem, as OOB
 };
 
 struct __SimResult {
