@@ -1,7 +1,7 @@
 """What a call of an mlxsci.fast kernel costs beyond the kernel's own work.
 
 An elementwise kernel (out = a * x + y, float32) over N elements (default
-1M), called through `mlxsci.fast.metal_kernel` and, for the same variant,
+4096 and 1M), called through `mlxsci.fast.metal_kernel` and, for the same variant,
 straight through the simulator's SimKernel. Interleaved, `--repeats` times
 each after a warm-up (the variant compiled and cached):
 
@@ -17,7 +17,7 @@ Then the first call of a fresh process: with an empty cache (the compile)
 and with the cache warm (another process compiled it), each in its own
 subprocess.
 
-    python bench/bench_fast_call.py [--n 1048576] [--repeats 20] [--out FILE.md]
+    python bench/bench_fast_call.py [--n 4096,1048576] [--repeats 20] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -113,11 +113,8 @@ def first_call(n: int, cache: str | None) -> float:
     return float(proc.stdout.strip().splitlines()[-1])
 
 
-def report(n: int, repeats: int) -> str:
+def _table(n: int, repeats: int) -> list[str]:
     warm = warm_calls(n, repeats)
-    with tempfile.TemporaryDirectory() as tmp:
-        cold = first_call(n, tmp)  # empty cache: the toolchain's set-up and the compile
-        warm_cache = first_call(n, tmp)  # the same cache, now holding the variant
     kernel = warm["kernel"]["median"]
     rows = [
         ("the kernel's own launch (runtime CPU time)", "kernel"),
@@ -126,28 +123,44 @@ def report(n: int, repeats: int) -> str:
         ("SimKernel call (no API layer)", "simkernel"),
     ]
     lines = [
-        f"# mlxsci.fast call cost, {datetime.date.today()}",
-        "",
-        f"`python bench/bench_fast_call.py --n {n} --repeats {repeats}` on {platform.machine()} "
-        f"({os.cpu_count()} CPUs, {platform.python_version()}, MLX {version('mlx')}); "
-        f"out = a * x + y over {n} float32, threadgroup 256; interleaved, {repeats} repeats "
-        "after a warm-up. Milliseconds.",
+        f"### {n} elements",
         "",
         "| what | median | min | max | median beyond the kernel |",
         "|---|---|---|---|---|",
     ]
     for label, key in rows:
-        s = warm[key]
-        beyond = "" if key == "kernel" else f"{1e3 * (s['median'] - kernel):.2f}"
+        st = warm[key]
+        beyond = "" if key == "kernel" else f"{1e3 * (st['median'] - kernel):.2f}"
         lines.append(
-            f"| {label} | {1e3 * s['median']:.2f} | {1e3 * s['min']:.2f} | "
-            f"{1e3 * s['max']:.2f} | {beyond} |"
+            f"| {label} | {1e3 * st['median']:.2f} | {1e3 * st['min']:.2f} | "
+            f"{1e3 * st['max']:.2f} | {beyond} |"
         )
+    return lines + [""]
+
+
+def report(sizes: list[int], repeats: int) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        cold = first_call(sizes[-1], tmp)  # empty cache: the compile
+        warm_cache = first_call(sizes[-1], tmp)  # the same cache, now holding the variant
+    shown = ",".join(str(n) for n in sizes)
+    lines = [
+        f"# mlxsci.fast call cost, {datetime.date.today()}",
+        "",
+        f"`python bench/bench_fast_call.py --n {shown} --repeats {repeats}` on "
+        f"{platform.machine()} ({os.cpu_count()} CPUs, {platform.python_version()}, MLX "
+        f"{version('mlx')}); out = a * x + y over N float32, threadgroup 256; interleaved, "
+        f"{repeats} repeats after a warm-up. Milliseconds. Checks on: the checked second "
+        "run (reverse order, the profiled variant's exact checks) and the comparisons.",
+        "",
+    ]
+    for n in sizes:
+        lines += _table(n, repeats)
     lines += [
+        f"First call in a fresh process (import, kernel made, one call over {sizes[-1]}, "
+        "checks off, mx.eval):",
         "",
-        "First call in a fresh process (import, kernel made, one call, mx.eval):",
-        "",
-        f"- empty mlxsci cache (precompiled header and the variant compiled; zig's own cache kept): {cold:.2f} s",
+        f"- empty mlxsci cache (precompiled header and the variant compiled; zig's own cache "
+        f"kept): {cold:.2f} s",
         f"- cache warm from another process: {warm_cache:.2f} s",
         "",
     ]
@@ -156,11 +169,11 @@ def report(n: int, repeats: int) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=1 << 20)
+    p.add_argument("--n", default="4096,1048576", help="element counts, comma-separated")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--out", type=Path)
     a = p.parse_args()
-    text = report(a.n, a.repeats)
+    text = report([int(v) for v in a.n.split(",")], a.repeats)
     print(text)
     if a.out:
         a.out.write_text(text)
