@@ -43,7 +43,7 @@ BODY = {
     "cuda": "int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < x_shape[0]) "
     "y[i] = 2.0f * x[i] + z[i];",
 }
-SETTINGS = {
+SETTINGS: dict[str, dict[str, object]] = {
     "plain": {},
     "hooks": {"watch_writes": ("y", 0)},
     "bounds": {"check_device_bounds": True},
