@@ -1,6 +1,11 @@
 """Helpers tests share (they import them by name: pytest puts tests/ on
 sys.path, as for tests/fake_llm_server.py)."""
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from click.testing import CliRunner
 
 from mlxsci.evaluation.evaluator import evaluate
@@ -68,3 +73,21 @@ def kernel_object(tmp_path, text: str):
     )
     assert res.returncode == 0, res.stderr
     return obj
+
+
+MLX_VERBOSE_SOURCE = Path(__file__).resolve().parent / "mlx_verbose_source.py"
+
+
+def mlx_verbose_output(case: dict) -> str:
+    """What the installed MLX prints with verbose=True for the Metal kernel
+    call `case` describes (tests/mlx_verbose_source.py: its fields), run in a
+    subprocess because MLX prints from C++ to fd 1."""
+    proc = subprocess.run(
+        [sys.executable, str(MLX_VERBOSE_SOURCE)],
+        input=json.dumps(case),
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

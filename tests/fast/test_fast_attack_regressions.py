@@ -3,19 +3,13 @@ verified correct (faults found in patterns the other tests do not use, correct
 kernels not flagged, argument errors of MLX's types, simulate() bookkeeping,
 transformations composed), in both dialects where both apply."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import pytest
+from helpers import mlx_verbose_output
 
 from mlxsci import fast
-
-HELPER = Path(__file__).resolve().parents[1] / "mlx_verbose_source.py"
 
 
 def run(k, inputs, shape, dtype=mx.float32, grid=None, tg=(4, 1, 1), **kw):
@@ -438,14 +432,7 @@ def test_verbose_matches_installed_mlx_for_tricky_signatures(case, capfd):
         template=None,
         atomic_outputs=False,
     )
-    proc = subprocess.run(
-        [sys.executable, str(HELPER)],
-        input=json.dumps(job),
-        text=True,
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    mlx_prints = mlx_verbose_output(job)
     k = fast.metal_kernel("vb", c["input_names"], ["y"], c["source"], header=c["header"])
     dtypes = {"bool": mx.bool_}
     inputs = [mx.zeros(shape, dtype=dtypes.get(d) or getattr(mx, d)) for d, shape in c["inputs"]]
@@ -459,4 +446,4 @@ def test_verbose_matches_installed_mlx_for_tricky_signatures(case, capfd):
         verbose=True,
         checks=False,
     )
-    assert capfd.readouterr().out == proc.stdout
+    assert capfd.readouterr().out == mlx_prints

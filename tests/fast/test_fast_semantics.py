@@ -4,18 +4,13 @@ as stored, compile options, CUDA dynamic shared memory, verbose output
 shape class and template, init_value, Metal's exact-grid and CUDA's
 whole-block launches."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import mlx_verbose_output
 
 from mlxsci import fast
 
-HELPER = Path(__file__).resolve().parents[1] / "mlx_verbose_source.py"
 COPY = "uint i = thread_position_in_grid.x; y[i] = x[i];"
 COPY_STRIDED = (
     "uint i = thread_position_in_grid.x; y[i] = x[elem_to_loc(i, x_shape, x_strides, x_ndim)];"
@@ -134,14 +129,7 @@ def test_verbose_prints_what_the_installed_mlx_prints(capfd):
         template=None,
         atomic_outputs=False,
     )
-    proc = subprocess.run(
-        [sys.executable, str(HELPER)],
-        input=json.dumps(case),
-        text=True,
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    mlx_prints = mlx_verbose_output(case)
     k = fast.metal_kernel("vb", ["a", "s"], ["o"], case["source"], header=case["header"])
     capfd.readouterr()
     k(
@@ -153,7 +141,7 @@ def test_verbose_prints_what_the_installed_mlx_prints(capfd):
         verbose=True,
         checks=False,
     )
-    assert capfd.readouterr().out == proc.stdout
+    assert capfd.readouterr().out == mlx_prints
 
 
 def test_same_name_other_source_never_shares_a_variant():
@@ -253,15 +241,8 @@ def test_verbose_of_a_templated_kernel_prints_mlxs_instantiation_line(capfd):
         template=[["T", "float32", "dtype"], ["N", -3, "int"], ["B", True, "bool"]],
         atomic_outputs=False,
     )
-    proc = subprocess.run(
-        [sys.executable, str(HELPER)],
-        input=json.dumps(case),
-        text=True,
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "template [[host_name(" in proc.stdout
+    mlx_prints = mlx_verbose_output(case)
+    assert "template [[host_name(" in mlx_prints
     k = fast.metal_kernel("tp", ["a"], ["o"], case["source"])
     capfd.readouterr()
     run1(
@@ -274,4 +255,4 @@ def test_verbose_of_a_templated_kernel_prints_mlxs_instantiation_line(capfd):
         verbose=True,
         checks=False,
     )
-    assert capfd.readouterr().out == proc.stdout
+    assert capfd.readouterr().out == mlx_prints

@@ -1,15 +1,9 @@
 """The generator in mlxsci.kernel.signature must agree byte for byte with MLX's own."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from helpers import mlx_verbose_output
 
 from mlxsci.kernel.signature import ArgInfo, metal_source
-
-HELPER = Path(__file__).resolve().parents[1] / "mlx_verbose_source.py"
 
 CASES = {
     "saxpy": dict(
@@ -73,15 +67,7 @@ CASES = {
 
 
 def mlx_generated(case):
-    proc = subprocess.run(
-        [sys.executable, str(HELPER)],
-        input=json.dumps(case),
-        text=True,
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    out = mlx_verbose_output(case)
     start = out.index("```\n") + 4
     end = out.rindex("```")
     # MLX prints the source followed by a newline of its own before the fence.
