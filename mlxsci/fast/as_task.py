@@ -327,7 +327,12 @@ def _template(definition, template, choices) -> tuple[list[dict], str]:
         pairs = list(template.items())
     else:
         pairs = [tuple(p) for p in template]
+    if choices is not None and not isinstance(choices, Mapping):
+        raise TypeError(f"template_choices must be {{name: [values]}}, got {choices!r}")
     choices = dict(choices or {})
+    for key, options in choices.items():
+        if isinstance(options, (str, bytes)) or not isinstance(options, Sequence):
+            raise TypeError(f"template_choices[{key!r}] must be a list of values, got {options!r}")
     params, typedefs = [], []
     for pair in pairs:
         if len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].isidentifier():
@@ -445,11 +450,23 @@ def _quantity(what: str, given, names: set[str]):
     return function_ref(given, what)
 
 
+def _finite(what: str, value) -> float:
+    """A finite float (task.py writes it as a literal: nan and inf are no
+    literal there), or a ValueError naming `what`."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{what} must be a number, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return float(value)
+
+
 def _tolerance(given):
     if isinstance(given, (int, float, np.number)) and not isinstance(given, (bool, np.bool_)):
-        return [float(given), 0.0]
+        given = (given, 0.0)
     if isinstance(given, Sequence) and not isinstance(given, str) and len(given) == 2:
-        atol, rtol = (float(v) for v in given)
+        atol, rtol = (_finite("tolerance", v) for v in given)
+        if atol < 0 or rtol < 0:
+            raise ValueError(f"tolerance must not be negative, got {tuple(given)}")
         return [atol, rtol]
     if callable(given):
         return function_ref(given, "tolerance")
@@ -741,6 +758,10 @@ def task_from_kernel(
     """
     d = _definition(kernel)
     task_name = _task_name(d, name)
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"description must be a str, got {type(description).__name__}")
+    if init_value is not None:
+        init_value = _finite("init_value", init_value)
     if bound not in BOUNDS:
         raise ValueError(f"bound must be one of {', '.join(BOUNDS)}, got {bound!r}")
     size_sets = _sizes(sizes)
@@ -765,6 +786,11 @@ def task_from_kernel(
         dtypes = [dtype_name(t) for t in _per_output("output_dtypes", output_dtypes, outputs)]
     except ValueError as exc:
         raise ValueError(f"output_dtypes: {exc}") from None
+    if "float64" in dtypes and not dialects.get(d.dialect).has_float64:
+        raise ValueError(
+            f"output_dtypes: {dialects.get(d.dialect).language} has no float64 (no double): "
+            "MLX cannot compile such a kernel on a GPU"
+        )
     tolerance_spec = _tolerance(tolerance)
     if isinstance(tolerance_spec, dict):
         refs["tolerance"] = tolerance_spec
@@ -906,6 +932,14 @@ def _try_once(d, smoke, make_inputs, takes_seed, reference, shapes_spec, output_
             f"({', '.join(d.input_names)}); at size {label!r} it returned {got}"
         )
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    if not dialects.get(d.dialect).has_float64:
+        wide = [k for k, v in inputs.items() if v.dtype == np.float64]
+        if wide:
+            raise ValueError(
+                f"make_inputs gives {', '.join(wide)} as float64, which "
+                f"{dialects.get(d.dialect).language} has no type for (MLX makes NumPy float64 "
+                "float32): return float32"
+            )
     outputs = d.output_names
     functions = {"output_shapes": output_shapes} if callable(output_shapes) else {}
     spec = {"output_shapes": shapes_spec, "outputs": outputs}

@@ -169,6 +169,7 @@ def from_fault(kernel: str, fault: KernelFault) -> KernelError:
     cls = _BY_FAULT_KIND.get(fault.kind, KernelCrashError)
     details = dict(fault.details, fault=fault.kind)
     message = fault.message
-    if cls is UninitializedReadError:
+    if cls is UninitializedReadError and fault.details.get("role") != "output":
+        # threadgroup memory: written by the group's other threads, if at all
         message += " (a missing barrier between the writes and this read?)"
     return cls(kernel, message, details)

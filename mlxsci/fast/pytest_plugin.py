@@ -4,9 +4,12 @@
 
 (or `pytest_plugins = ["mlxsci.fast.pytest_plugin"]` in the project's root
 conftest.py, or `addopts = -p mlxsci.fast.pytest_plugin` in its pytest
-configuration). For the whole session mx.fast.metal_kernel and
-mx.fast.cuda_kernel are mlxsci.fast's (mlxsci.fast.patching: what is and is
-not replaced), and mx.compile is disabled. Options:
+configuration). From the moment the plugin loads (before any conftest.py) to
+the end of the session mx.fast.metal_kernel and mx.fast.cuda_kernel are
+mlxsci.fast's (mlxsci.fast.patching: what is and is not replaced), and
+mx.compile is disabled. The options apply to kernels made once pytest has
+read its command line (kernels a conftest.py makes on import get the
+defaults: $MLXSCI_FAST_BACKEND, $MLXSCI_FAST_CHECKS). Options:
 
     --mlxsci-fast-backend=sim|auto|mlx   where kernels run (default sim;
                                          auto: MLX's own where it has the GPU)
@@ -22,6 +25,12 @@ Metal, or while the plugin or simulate() is active).
 from __future__ import annotations
 
 from mlxsci.fast import kernels, patching
+
+# Routed from the moment pytest loads the plugin: before any conftest.py,
+# which may import the project and make its kernels at module level (pytest
+# loads the first conftests before pytest_configure). pytest_configure then
+# applies the command line's options to kernels made from there on.
+patching.start()
 
 
 def pytest_addoption(parser):
@@ -42,6 +51,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     checks = False if config.getoption("--mlxsci-fast-no-checks") else None
+    patching.stop()  # the import's defaults give way to the options
     patching.start(config.getoption("--mlxsci-fast-backend"), checks)
     config.addinivalue_line(
         "markers", "mlxsci_fast: the test runs MLX custom kernels (simulated by mlxsci.fast)"

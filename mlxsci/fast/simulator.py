@@ -148,6 +148,9 @@ SECOND = Run(REVERSED_SCHEDULE, SECOND_GARBAGE, "start", checked=True)
 # The first run's order with the second's memory: tells a dependence on the
 # order (a race) from one on memory nobody wrote.
 THIRD = Run(FORWARD_SCHEDULE, SECOND_GARBAGE, "start")
+# Zero bytes in the outputs: tells an element no thread wrote from one
+# computed from garbage (which may keep the garbage's bits).
+ZEROED = Run(FORWARD_SCHEDULE, 0x00, "start")
 
 
 class SimRunner:
@@ -223,7 +226,7 @@ class SimRunner:
             self._check_group_memory_by_fill(call, first)
         second = self._second_run(call)
         if call.init_value is None:
-            self._check_written(first, second)
+            self._check_written(call, first, second)
         self._check_same(call, first, second)
         return first
 
@@ -277,11 +280,25 @@ class SimRunner:
         print(f"Generated source code for `{shown}`:\n```\n{gen.text}\n```", flush=True)
 
     # -- the checks ---------------------------------------------------------
-    def _check_written(self, first: list, second: list) -> None:
+    def _check_written(self, call: Call, first: list, second: list) -> None:
+        """Output elements holding each run's own garbage. A value computed
+        from garbage can keep it (1.5e16 + 1 is 1.5e16; NaN + 1 is NaN), so
+        whether the first such element was stored at all is asked of the
+        profiled variant's watch (elsewhere: of a run with zero bytes in the
+        outputs, where an element nobody wrote stays zero)."""
+        suspects = {}
         for name, a, b in zip(self.definition.output_names, first, second):
-            if a.size == 0:
-                continue
-            unwritten = _filled(_bits(a), GARBAGE_BYTE) & _filled(_bits(b), SECOND_GARBAGE)
+            if a.size:
+                held = _filled(_bits(a), GARBAGE_BYTE) & _filled(_bits(b), SECOND_GARBAGE)
+                if held.any():
+                    suspects[name] = (a, held)
+        if not suspects:
+            return
+        zeroed = dict(zip(self.definition.output_names, self._launch(call, ZEROED)))
+        for name, (a, held) in suspects.items():
+            unwritten = held & _filled(_bits(zeroed[name]), 0x00)
+            if not unwritten.any() or self._stored(call, name, int(np.argmax(held))):
+                self._memory_dependent(call, name, a, zeroed[name])
             count = int(unwritten.sum())
             if count:
                 flat = int(np.argmax(unwritten))
@@ -369,10 +386,20 @@ class SimRunner:
             self.definition.name,
             f"output '{name}' depends on memory the kernel never wrote: element {idx} (flat "
             f"{flat}) is {_value(a, flat)!r} or {_value(c, flat)!r} as the garbage in its "
-            "outputs changes. It reads an output element before any thread wrote it (pass "
-            "init_value, or write before reading), or reads past a buffer's end.",
+            "outputs changes. It reads an output element before any thread wrote it: its "
+            "own (pass init_value, or write before reading) or another thread's (a race: "
+            "nothing orders threads' device-memory writes within a launch).",
             {"buffer": name, "element": flat, "index": idx},
         )
+
+    def _stored(self, call: Call, name: str, flat: int) -> bool:
+        """Whether any thread stores to element `flat` of output `name` (the
+        profiled variant's watch; False where the host has none)."""
+        if not profile_supported():
+            return False
+        backend = self._sim_kernel().backend
+        self._launch(call, Run(watch=(name, flat)))
+        return backend.watched_write_count > 0
 
     def _writers(self, call: Call, name: str, flat: int) -> tuple[list, str]:
         """Who stores to element `flat` of output `name` with the threads in
@@ -390,10 +417,12 @@ class SimRunner:
         word = self._sim_kernel().dialect.group_word
         if not writers:
             return [], "no store to it was seen (written through memcpy or a wide store?)"
-        if total == 1:
+        threads = {(tuple(w["group"]), tuple(w["thread"])) for w in writers}
+        if len(threads) == 1 and total == len(writers):
             w = writers[0]
+            stores = "once" if total == 1 else f"{total} times"
             return writers, (
-                f"one thread writes it, thread {tuple(w['thread'])} of {word} "
+                f"one thread writes it ({stores}), thread {tuple(w['thread'])} of {word} "
                 f"{tuple(w['group'])}: it computed from a value another thread writes "
                 "(a missing barrier?)"
             )

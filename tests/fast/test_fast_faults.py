@@ -254,3 +254,23 @@ def test_the_word_atomic_in_a_comment_does_not_excuse_a_race():
     )
     with pytest.raises(fast.RaceError):
         launch(k, X, out_shape=(1,))
+
+
+def test_a_neighbours_unwritten_element_folded_into_an_output_is_not_called_unwritten():
+    # 1.5e16 + small keeps the first run's garbage bits, NaN + x the second's:
+    # every element looks untouched, yet each was stored (twice, by its thread).
+    src = "uint i = thread_position_in_grid.x; y[i] = x[i]; y[i] += y[(i + 1) % 8];"
+    k = fast.metal_kernel("smooth", ["x"], ["y"], src)
+    with pytest.raises(fast.UninitializedReadError, match="another thread's"):
+        launch(k, X)
+    with pytest.raises(fast.RaceError, match=r"one thread writes it \(2 times\)"):
+        launch(k, X, init_value=0.0)
+
+
+def test_an_own_output_read_points_at_init_value_not_at_a_barrier():
+    k = fast.metal_kernel(
+        "rbw", ["x"], ["y"], "uint i = thread_position_in_grid.x; y[i] = y[i] + x[i];"
+    )
+    with pytest.raises(fast.UninitializedReadError) as exc:
+        launch(k, X)
+    assert "init_value" in str(exc.value) and "barrier" not in str(exc.value)

@@ -2,6 +2,7 @@
 to the simulator, so unchanged code runs its kernels; both put MLX's own
 back afterwards."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -126,3 +127,44 @@ def test_simulate_leaves_compile_disabled_when_the_user_had_disabled_it():
     with fast.simulate():
         assert not patching.compile_enabled()
     assert patching.compile_enabled()
+
+
+def test_the_plugin_routes_kernels_a_conftest_makes_on_import(tmp_path):
+    (tmp_path / "kpkg.py").write_text(
+        textwrap.dedent(
+            """
+            import mlx.core as mx
+            NEG = mx.fast.metal_kernel(
+                name="neg", input_names=["x"], output_names=["y"],
+                source="uint i = thread_position_in_grid.x; y[i] = -x[i];",
+            )
+            """
+        )
+    )
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text("import kpkg  # noqa: F401\n")
+    (tests / "test_neg.py").write_text(
+        textwrap.dedent(
+            """
+            import mlx.core as mx
+            import kpkg
+
+            def test_neg():
+                (y,) = kpkg.NEG(inputs=[mx.array([1.0, -2.0])], grid=(2, 1, 1),
+                                threadgroup=(2, 1, 1), output_shapes=[(2,)],
+                                output_dtypes=[mx.float32])
+                assert y.tolist() == [-1.0, 2.0]
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        + ["-p", "mlxsci.fast.pytest_plugin", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

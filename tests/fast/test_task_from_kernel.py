@@ -54,6 +54,10 @@ def reference(inputs, size):
     return {"y": (np.maximum(inputs["x"], 0) * inputs["scale"]).astype(np.float32)}
 
 
+def make_inputs_float64(size, seed):
+    return dict(make_inputs(size, seed), x=np.zeros(size["N"]))  # NumPy's default: float64
+
+
 def wrong_reference(inputs, size):
     return {"z": inputs["x"]}
 
@@ -201,6 +205,13 @@ def test_a_reference_no_other_process_can_import_is_refused(given, said):
         ({"name": "saxpy"}, ValueError, "built-in task's name"),
         ({"chain": {"scale": "y"}}, ValueError, "a chained output must be"),
         ({"bound": "compute"}, ValueError, "give flops"),
+        ({"tolerance": float("nan")}, ValueError, "tolerance must be finite"),
+        ({"tolerance": (-1.0, 0.0)}, ValueError, "must not be negative"),
+        ({"init_value": float("inf")}, ValueError, "init_value must be finite"),
+        ({"output_dtypes": [mx.float64]}, ValueError, "Metal has no float64"),
+        ({"make_inputs": make_inputs_float64}, ValueError, "x as float64"),
+        ({"template_choices": {"T": 5}}, TypeError, "must be a list of values"),
+        ({"description": 5}, TypeError, "description must be a str"),
     ],
 )
 def test_arguments_it_cannot_take_say_what_to_change(overrides, error, said):
