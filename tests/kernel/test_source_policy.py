@@ -10,6 +10,9 @@ probe passes, and so does what kernels legitimately write.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -53,10 +56,16 @@ def line_of(text: str, snippet: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def secret_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("host") / "secret.h"
+def secret_file():
+    # Not under pytest's tmp_path: with pytest-xdist that lies below
+    # `popen-gw0/`, and `popen` in an #include's path is refused as a host
+    # name, a message of its own. Every word of this path is plain.
+    folder = Path(tempfile.gettempdir()) / f"mlxsci-secret-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    path = folder / "secret.h"
     path.write_text(f'"{SECRET}"\n')
-    return path
+    yield path
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def hostname() -> str:
