@@ -16,6 +16,7 @@ in MLX (it is compiled C++ here: it can do whatever this process can);
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import mlx.core as mx
 
@@ -143,8 +144,6 @@ class FastKernel:
 
 def _with_inputs(call: arguments.Call, arrays: tuple) -> arguments.Call:
     """`call` with the arrays the custom function hands its forward."""
-    from dataclasses import replace
-
     return replace(call, inputs=tuple(arrays))
 
 

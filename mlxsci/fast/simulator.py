@@ -235,11 +235,10 @@ class SimRunner:
         table = dialects.get(self.definition.dialect)
         if table.has_float64:
             return
-        names = list(zip(self.definition.input_names, call.inputs)) + [
-            (n, mx.zeros((0,), d)) for n, d in zip(self.definition.output_names, call.output_dtypes)
-        ]
-        for name, a in names:
-            if a.dtype == mx.float64:
+        d = self.definition
+        dtypes = [a.dtype for a in call.inputs] + list(call.output_dtypes)
+        for name, dtype in zip(d.input_names + d.output_names, dtypes):
+            if dtype == mx.float64:
                 raise errors.CompileError(
                     self.definition.name,
                     f"'{name}' is float64, and {table.language} has no double: MLX's "
@@ -392,28 +391,28 @@ class SimRunner:
             {"buffer": name, "element": flat, "index": idx},
         )
 
-    def _stored(self, call: Call, name: str, flat: int) -> bool:
-        """Whether any thread stores to element `flat` of output `name` (the
-        profiled variant's watch; False where the host has none)."""
-        if not profile_supported():
-            return False
+    def _watched(self, call: Call, name: str, flat: int) -> tuple[list[dict], int]:
+        """The stores to element `flat` of output `name` with the threads in
+        order, as the profiled variant's watch records them: (the first
+        stores' group and thread, how many there were)."""
         backend = self._sim_kernel().backend
         self._launch(call, Run(watch=(name, flat)))
-        return backend.watched_write_count > 0
+        return [dict(w) for w in backend.watched_writes], backend.watched_write_count
+
+    def _stored(self, call: Call, name: str, flat: int) -> bool:
+        """Whether any thread stores to element `flat` of output `name`
+        (False where the host has no profiled variant to watch with)."""
+        return profile_supported() and self._watched(call, name, flat)[1] > 0
 
     def _writers(self, call: Call, name: str, flat: int) -> tuple[list, str]:
-        """Who stores to element `flat` of output `name` with the threads in
-        order (the profiled variant's watch), and a sentence on what that
-        says about the race."""
+        """Who stores to element `flat` of output `name` (_watched), and a
+        sentence on what that says about the race."""
         if not profile_supported():
             return [], "which threads wrote it is not known on this host"
-        backend = self._sim_kernel().backend
         try:
-            self._launch(call, Run(watch=(name, flat)))
+            writers, total = self._watched(call, name, flat)
         except errors.KernelError:
             return [], "which threads wrote it could not be found"
-        writers = [dict(w) for w in backend.watched_writes]
-        total = backend.watched_write_count
         word = self._sim_kernel().dialect.group_word
         if not writers:
             return [], "no store to it was seen (written through memcpy or a wide store?)"
@@ -452,12 +451,3 @@ class SimRunner:
                     "and the reads?)",
                     {"buffer": name, "element": flat, "index": idx},
                 )
-
-
-def _rounding_only(a: mx.array, b: mx.array) -> bool:
-    """Whether two float outputs differ by rounding alone."""
-    if not mx.issubdtype(a.dtype, mx.floating):
-        return False
-    x = np.asarray(a.astype(mx.float32) if a.dtype == mx.bfloat16 else a).astype(np.float64)
-    y = np.asarray(b.astype(mx.float32) if b.dtype == mx.bfloat16 else b).astype(np.float64)
-    return bool(np.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True))
