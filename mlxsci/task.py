@@ -38,7 +38,8 @@ class KernelContract:
     arithmetic over the size's integer parameters and the candidate's params);
     a candidate may override both. `init_value` is for kernels whose outputs
     must start at a known value (atomic scatter); such outputs cannot be
-    poisoned by the evaluator.
+    poisoned by the evaluator. `in_place` lists the outputs a candidate may
+    have start as a copy of an input.
     """
 
     name: str
@@ -48,6 +49,10 @@ class KernelContract:
     threadgroup: str
     atomic_outputs: bool = False
     init_value: float | None = None
+    # (output, input) pairs a candidate may bind with `//! inplace OUT = IN`:
+    # the output starts as a copy of the input (Metal-Sci's read-write
+    # buffers; mlxsci/kernel/in_place.py).
+    in_place: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

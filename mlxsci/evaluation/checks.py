@@ -475,7 +475,9 @@ def misfit(candidate, task: Task, where: str) -> str | None:
     rule the evaluation, the API (mlxsci.api.kernel_function) and the search's
     --start use."""
     size_names = set(task.defaults) | {k for s in task.size_set("all") for k in s.params}
-    failures = validate(candidate, task.kernel_names, size_names)
+    failures = validate(
+        candidate, task.kernel_names, size_names, {k.name: k.in_place for k in task.kernels}
+    )
     if not failures:
         return None
     return "; ".join(f"{where}{f.line}: {f.message}" if f.line else f.message for f in failures)

@@ -52,7 +52,7 @@ import os
 import re
 from pathlib import Path
 
-from mlxsci.kernel import dialects, launch_expr
+from mlxsci.kernel import dialects, in_place, launch_expr
 from mlxsci.kernel.extract import extract_from_response
 from mlxsci.kernel.model import (
     DIALECTS,
@@ -94,6 +94,8 @@ _INT = r"[+-]?\d+"
 _PARAM = re.compile(r"(?P<name>\S+?)\s*=\s*(?P<default>\S+?)\s*(?:\{(?P<choices>[^{}]*)\})?\s*\Z")
 _DIRECTIVE = re.compile(r"[ \t]*//!(.*)\Z", re.S)
 _KEYWORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(.*)\Z", re.S)
+_DIRECTIVE_NAMES = "param, header, kernel, grid, threadgroup or inplace"
+_IN_PLACE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z_][A-Za-z0-9_]*)\Z")
 
 
 # --- parsing ----------------------------------------------------------------
@@ -214,13 +216,12 @@ class _Reader:
         if not rest or km is None:
             raise self.err(
                 f"bad directive {content.strip()!r} "
-                "(expected param, header, kernel, grid or threadgroup)"
+                f"(expected {_DIRECTIVE_NAMES})"
             )
         key, arg = km.group(1), km.group(2)
         if arg and not arg[0].isspace() and not (key in LAUNCH_KEYS and arg.startswith("=")):
             raise self.err(
-                f"unknown directive `//! {rest.split()[0]}` (expected param, header, "
-                "kernel, grid or threadgroup)"
+                f"unknown directive `//! {rest.split()[0]}` (expected {_DIRECTIVE_NAMES})"
             )
         arg = arg.strip()
         if key == "param":
@@ -231,10 +232,12 @@ class _Reader:
             self.kernel(idx, arg)
         elif key in LAUNCH_KEYS:
             self.launch(idx, key, arg)
+        elif key == "inplace":
+            self.in_place(idx, arg)
         else:
             raise self.err(
-                f"unknown directive `//! {key}` (expected param, header, kernel, grid "
-                "or threadgroup; use `//` for ordinary comments)"
+                f"unknown directive `//! {key}` (expected {_DIRECTIVE_NAMES}; "
+                "use `//` for ordinary comments)"
             )
 
     def text_line(self, content: str) -> None:
@@ -297,6 +300,8 @@ class _Reader:
             threadgroup=None,
             grid_line=None,
             threadgroup_line=None,
+            in_place=[],
+            in_place_line=None,
             launch_zone=True,
         )
         self.kernels.append(self.kernels_by_name[name])
@@ -326,6 +331,29 @@ class _Reader:
         k[key + "_line"] = self.lineno
         k["body_start"] = idx + 1
 
+    def in_place(self, idx: int, arg: str) -> None:
+        """`//! inplace OUT = IN` of the current kernel: its output OUT starts
+        as a copy of its input IN (mlxsci/kernel/in_place.py)."""
+        if not self.kernels:
+            raise self.err("`//! inplace` outside a kernel (it must follow `//! kernel NAME`)")
+        k = self.kernels[-1]
+        m = _IN_PLACE.match(arg)
+        if m is None:
+            raise self.err("bad `//! inplace`: expected `//! inplace OUTPUT = INPUT`")
+        if not k["launch_zone"]:
+            raise self.err(
+                f"`//! inplace` must come directly after `//! kernel {k['name']}` "
+                f"(line {k['line']}), before the body"
+            )
+        out, inp = m.group(1), m.group(2)
+        for o, i in k["in_place"]:
+            if o == out or i == inp:
+                raise self.err(f"kernel {k['name']!r}: `//! inplace` names {o} or {i} twice")
+        k["in_place"].append((out, inp))
+        if k["in_place_line"] is None:
+            k["in_place_line"] = self.lineno
+        k["body_start"] = idx + 1
+
     def candidate(self, lines: list[str], dialect: str) -> Candidate:
         """The Candidate the lines read make, once the last is read."""
         n = len(lines)
@@ -346,6 +374,8 @@ class _Reader:
                 body_line=k["body_start"] + 1,
                 grid_line=k["grid_line"],
                 threadgroup_line=k["threadgroup_line"],
+                in_place=tuple(k["in_place"]),
+                in_place_line=k["in_place_line"],
             )
             for k in self.kernels
         ]
@@ -438,6 +468,7 @@ def render(c: Candidate) -> str:
             out.append(f"//! grid = {k.grid.strip()}\n")
         if k.threadgroup is not None:
             out.append(f"//! threadgroup = {k.threadgroup.strip()}\n")
+        out.extend(f"//! inplace {o} = {i}\n" for o, i in k.in_place)
         out.append(ensure_newline(k.body))
     return "".join(out)
 
@@ -453,9 +484,10 @@ def to_kernel_spec(
     atomic_outputs: bool = False,
     filename: str | None = None,
 ) -> KernelSpec:
-    """The KernelSpec of one kernel of `c` (body, shared header, line mapping)."""
+    """The KernelSpec of one kernel of `c` (body, shared header, line mapping),
+    its `//! inplace` outputs bound to their hidden inputs (mlxsci/kernel/in_place.py)."""
     k = c.kernel(kernel_name)
-    return KernelSpec(
+    spec = KernelSpec(
         name=k.name,
         input_names=tuple(input_names),
         output_names=tuple(output_names),
@@ -467,6 +499,7 @@ def to_kernel_spec(
         header_line=c.header_line if c.header else 1,
         body_line=k.body_line or 1,
     )
+    return in_place.bind(spec, k.in_place)
 
 
 def template_args(c: Candidate, overrides: dict[str, int] | None = None) -> list[tuple[str, int]]:

@@ -137,6 +137,12 @@ class Dialect:
     group_memory: str  # what prose calls memory shared by a group ("threadgroup", "shared")
     has_compile_options: bool  # the constructor takes compile_options (math_mode)
     has_float64: bool  # its GPU compiler has a 64-bit float type (Metal has no double)
+    # In-place outputs (mlxsci/kernel/in_place.py): the statement that binds
+    # an output's name writable to its hidden const input (format fields:
+    # type, name, source), and the copy dispatch's body (src -> dst, one
+    # thread per element of the flattened array).
+    writable_binding: str = ""
+    copy_body: str = ""
 
     def file_name(self, stem: str) -> str:
         return stem + self.extension
@@ -164,6 +170,9 @@ METAL = Dialect(
     group_memory="threadgroup",
     has_compile_options=True,
     has_float64=False,
+    writable_binding="device {type}* {name} = (device {type}*){source};",
+    # Metal runs exactly the grid's threads.
+    copy_body="uint i = thread_position_in_grid.x;\ndst[i] = src[i];\n",
 )
 
 CUDA = Dialect(
@@ -188,6 +197,12 @@ CUDA = Dialect(
     group_memory="shared",
     has_compile_options=False,
     has_float64=True,
+    writable_binding="{type}* {name} = const_cast<{type}*>({source});",
+    # CUDA rounds the grid up to whole blocks: guard.
+    copy_body=(
+        "size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;\n"
+        "if (i < size_t(src_shape[0])) dst[i] = src[i];\n"
+    ),
 )
 
 DIALECTS = {d.name: d for d in (METAL, CUDA)}

@@ -57,9 +57,16 @@ class KernelBlock:
     body_line: int = field(default=0, compare=False)  # first line of the body text
     grid_line: int | None = field(default=None, compare=False)
     threadgroup_line: int | None = field(default=None, compare=False)
+    # `//! inplace OUT = IN` lines: (output, input) pairs whose output starts
+    # as a copy of the input, so that the body reads and writes one buffer as
+    # a Metal-Sci kernel does (mlxsci/kernel/in_place.py); the task's
+    # contract lists the pairs it allows.
+    in_place: tuple[tuple[str, str], ...] = ()
+    in_place_line: int | None = field(default=None, compare=False)
 
     def __post_init__(self):
         self.body = ensure_newline(self.body)
+        self.in_place = tuple((str(o), str(i)) for o, i in self.in_place)
 
 
 @dataclass

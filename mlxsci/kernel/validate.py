@@ -33,8 +33,9 @@ class CandidateFailure:
     """A structured reason a parsed candidate does not fit its task.
 
     kind: "missing_kernel", "unknown_kernel", "bad_expression",
-    "unknown_name", "name_conflict", "empty_kernel" or "refused" (the source
-    policy: something no kernel language allows).
+    "unknown_name", "name_conflict", "empty_kernel", "in_place" (a pair the
+    task does not allow) or "refused" (the source policy: something no
+    kernel language allows).
     """
 
     kind: str
@@ -46,11 +47,16 @@ class CandidateFailure:
         return f"{where}{self.kind}: {self.message}"
 
 
-def validate(c: Candidate, kernel_names, allowed_launch_names) -> list[CandidateFailure]:
+def validate(
+    c: Candidate, kernel_names, allowed_launch_names, in_place: dict | None = None
+) -> list[CandidateFailure]:
     """Structured reasons `c` does not fit a task with kernels `kernel_names`
     whose launch expressions may use `allowed_launch_names` (size scalars) and
-    the candidate's params. An empty list means it fits."""
+    the candidate's params, and whose kernels allow the `//! inplace` pairs
+    `in_place` lists (kernel name -> (output, input) pairs; none where
+    absent). An empty list means it fits."""
     failures: list[CandidateFailure] = []
+    failures += _in_place_failures(c, in_place or {})
     wanted = list(kernel_names)
     have = {k.name for k in c.kernels}
     allowed = set(allowed_launch_names)
@@ -111,4 +117,23 @@ def validate(c: Candidate, kernel_names, allowed_launch_names) -> list[Candidate
     refused = source_policy.check_candidate(c)
     if refused is not None:
         failures.append(CandidateFailure("refused", refused.message, refused.line))
+    return failures
+
+
+def _in_place_failures(c: Candidate, allowed: dict) -> list[CandidateFailure]:
+    """A `//! inplace` pair the task's kernel does not list."""
+    failures = []
+    for k in c.kernels:
+        ok = set(allowed.get(k.name, ()))
+        for pair in k.in_place:
+            if pair not in ok:
+                listed = ", ".join(f"{o} = {i}" for o, i in sorted(ok)) or "none"
+                failures.append(
+                    CandidateFailure(
+                        "in_place",
+                        f"kernel {k.name!r}: `//! inplace {pair[0]} = {pair[1]}` is not one "
+                        f"the task allows (its kernel's: {listed})",
+                        k.in_place_line or k.line,
+                    )
+                )
     return failures

@@ -42,9 +42,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mlxsci.backends import BACKENDS
+from mlxsci.kernel import in_place
 from mlxsci.timing.noise import relative_spread
 
 TIMER_NAMES = ("cupti", "sim", "wall")
+
+
+IN_PLACE_COPIES = {
+    True: f"left out of the time ({in_place.COPY_KERNEL}, listed apart per kernel)",
+    False: f"in the time ({in_place.COPY_KERNEL}: the wall clock cannot leave them out)",
+}
 
 
 class TimerError(RuntimeError):
@@ -95,13 +102,21 @@ class Timer:
     # Whether runs past the size's timed ones steady its time (the job's
     # extra_runs): not for a modelled clock, which the host does not move.
     more_runs_help = True
+    # Whether the time leaves out the copy dispatches that start `//! inplace`
+    # outputs (mlxsci/kernel/in_place.py: no part of the candidate); the
+    # breakdown per kernel lists them either way.
+    leaves_out_copies = True
 
     def time(self, work: Work) -> Timing:
         raise NotImplementedError
 
     def info(self) -> dict:
         """What a result should record about how it was timed."""
-        return {"timer": self.name, "statistic": self.statistic}
+        return {
+            "timer": self.name,
+            "statistic": self.statistic,
+            "in_place_copies": IN_PLACE_COPIES[self.leaves_out_copies],
+        }
 
     def close(self) -> None:
         """Release what the timer holds (CUPTI activity collection)."""
@@ -222,7 +237,7 @@ class SimTimer(Timer):
             self.backend.activity = None
             self.backend.launch_models = None
             self.backend.model_parts = None
-        seconds = sum(r[1] for r in records)
+        seconds = sum(r[1] for r in records if not in_place.is_copy(r[0]))
         host = sum(r[2] for r in records)
         if self.fastest is None or seconds < self.fastest[0]:
             self.fastest = (seconds, host)
@@ -240,6 +255,21 @@ class SimTimer(Timer):
         if self.fastest is not None:
             out["host_seconds"] = self.fastest[1]
         return out
+
+
+def _span_without_copies(labelled) -> int:
+    """First kernel start to last kernel end of the candidate's own kernels,
+    less the in-place copies that ran in between (ns); [(label, record)]."""
+    own = [r for label, r in labelled if not in_place.is_copy(label)]
+    if not own:
+        return 0
+    start, end = min(r.start for r in own), max(r.end for r in own)
+    inside = sum(
+        min(r.end, end) - max(r.start, start)
+        for label, r in labelled
+        if in_place.is_copy(label) and r.end > start and r.start < end
+    )
+    return end - start - inside
 
 
 # ------------------------------------------------------------------ cupti
@@ -332,13 +362,11 @@ class CuptiTimer(Timer):
                 "CUPTI recorded no kernel for this run (is another profiler "
                 "attached?); use --timer wall"
             )
-        start = min(r.start for r in records)
-        end = max(r.end for r in records)
+        labelled = [(kernel_label(r.name, self.kernel_names), r) for r in records]
         kernels = by_kernel(
-            (kernel_label(r.name, self.kernel_names), (r.end - r.start) * 1e-9)
-            for r in sorted(records, key=lambda r: r.start)
+            (label, (r.end - r.start) * 1e-9) for label, r in sorted(labelled, key=lambda x: x[1].start)
         )
-        return Timing((end - start) * 1e-9, kernels, results)
+        return Timing(_span_without_copies(labelled) * 1e-9, kernels, results)
 
     def close(self) -> None:
         close = getattr(self.source, "close", None)
@@ -355,6 +383,7 @@ class WallTimer(Timer):
 
     name = "wall"
     exact = False
+    leaves_out_copies = False
 
     def __init__(
         self,
@@ -412,12 +441,7 @@ class WallTimer(Timer):
         return Timing(elapsed / repeats, {}, first)
 
     def info(self) -> dict:
-        return {
-            "timer": self.name,
-            "statistic": self.statistic,
-            "repeats": self.repeats,
-            "floor_seconds": self.floor_seconds,
-        }
+        return dict(super().info(), repeats=self.repeats, floor_seconds=self.floor_seconds)
 
 
 # ------------------------------------------------------------------ choice

@@ -15,6 +15,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlxsci.backends.base import Backend
+from mlxsci.kernel import in_place
 from mlxsci.kernel.candidate import Candidate, template_args, to_kernel_spec
 from mlxsci.kernel.launch_expr import launch_dims
 from mlxsci.kernel.launch_limits import check_launch
@@ -59,6 +60,9 @@ class Launcher:
         self.counters: dict = {}  # value -> 0-d uint32 device array (see counter)
         self.template = template_args(candidate, param_overrides) or None
         self.kernels, self.grid, self.threadgroup = {}, {}, {}
+        # kernel name -> its `//! inplace` (output, input) pairs
+        self.in_place = {k.name: k.in_place for k in candidate.kernels if k.in_place}
+        self.copy = backend.kernel(in_place.copy_spec(backend.dialect)) if self.in_place else None
         # Launch shapes are fixed per size, so evaluate and check them once, up
         # front: a bad expression or a launch over a limit fails before any kernel runs.
         shapes = launch_shapes(task, candidate, params, param_overrides)
@@ -79,6 +83,9 @@ class Launcher:
     def __call__(self, name: str, inputs: dict, outputs: dict) -> dict:
         contract = self.task.kernel(name)
         init = contract.init_value if contract.init_value is not None else self.init_value
+        pairs = self.in_place.get(name, ())
+        if pairs:
+            return self._call_in_place(name, contract, inputs, outputs, pairs, init)
         results = self.kernels[name](
             inputs=[inputs[n] for n in contract.inputs],
             output_shapes=[tuple(outputs[n][0]) for n in contract.outputs],
@@ -89,6 +96,55 @@ class Launcher:
             init_value=init,
         )
         return dict(zip(contract.outputs, results))
+
+    def _call_in_place(self, name, contract, inputs, outputs, pairs, init) -> dict:
+        """A kernel with `//! inplace` outputs (mlxsci/kernel/in_place.py):
+        each bound output starts as a copy of its input, made by the copy
+        dispatch and handed to the kernel as a hidden input it writes."""
+        bound = {out for out, _ in pairs}
+        copies, template = [], list(self.template or [])
+        for out, source in pairs:
+            shape, dtype = tuple(outputs[out][0]), mx_dtype(outputs[out][1])
+            copies.append(self._copied(inputs[source], shape, dtype, f"{name}: {out} = {source}"))
+            template.append((in_place.type_param(out), dtype))
+        kept = [n for n in contract.outputs if n not in bound]
+        shapes = [tuple(outputs[n][0]) for n in kept] or [(1,)]
+        dtypes = [mx_dtype(outputs[n][1]) for n in kept] or [mx.uint32]
+        results = self.kernels[name](
+            inputs=[inputs[n] for n in contract.inputs] + copies,
+            output_shapes=shapes,
+            output_dtypes=dtypes,
+            grid=self.grid[name],
+            threadgroup=self.threadgroup[name],
+            template=template,
+            init_value=init,
+        )
+        # The copies hold the kernel's writes once it ran: nothing may read
+        # them before (on a GPU the kernel is lazy work the copies know nothing of).
+        written = mx.depends(copies, list(results))
+        out = dict(zip(kept, results))
+        out.update((o, a) for (o, _), a in zip(pairs, written))
+        return out
+
+    def _copied(self, array, shape: tuple, dtype, what: str):
+        """A fresh array holding `array`'s values in `shape`, made by the copy
+        dispatch: the buffer a bound output starts as."""
+        if array.dtype != dtype or int(np.prod(shape)) != array.size:
+            raise ValueError(
+                f"//! inplace {what}: the output is {dtype} of shape {shape} and the input "
+                f"{array.dtype} of shape {tuple(array.shape)}; they must hold the same elements"
+            )
+        n = int(array.size)
+        if n == 0:
+            return mx.zeros(shape, dtype=dtype)
+        flat = self.copy(
+            inputs=[mx.reshape(array, (n,))],
+            output_shapes=[(n,)],
+            output_dtypes=[dtype],
+            grid=(n, 1, 1),
+            threadgroup=(min(in_place.COPY_GROUP, n), 1, 1),
+        )[0]
+        return mx.reshape(flat, shape)
 
     def counter(self, value: int):
         """A per-step counter input (ising's step_idx, hmc's hmc_step_idx) as a

@@ -184,6 +184,7 @@ TASK = Task(
             outputs=("q_out", "accept_cnt_out"),
             grid="(ceil_div(K, 64) * 64, 1, 1)",
             threadgroup="(64, 1, 1)",
+            in_place=(("accept_cnt_out", "accept_cnt"),),
         ),
     ),
     sizes={

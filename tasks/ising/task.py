@@ -150,6 +150,7 @@ TASK = Task(
             outputs=("spins_out",),
             grid="(ceil_div(NX, 16) * 16, ceil_div(NY, 16) * 16, 1)",
             threadgroup="(16, 16, 1)",
+            in_place=(("spins_out", "spins"),),
         ),
     ),
     sizes={

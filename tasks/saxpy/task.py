@@ -83,6 +83,7 @@ TASK = Task(
             outputs=("y_out",),
             grid="(ceil_div(N, 256) * 256, 1, 1)",
             threadgroup="(256, 1, 1)",
+            in_place=(("y_out", "y"),),
         ),
     ),
     sizes={

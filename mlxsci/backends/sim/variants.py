@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxsci.backends.sim import build, coverage, language_rules, profile, toolchain
-from mlxsci.kernel.signature import METAL_TYPES, ArgInfo
+from mlxsci.kernel.signature import METAL_TYPES, ArgInfo, dtype_name
 from mlxsci.kernel.spec import CompileError, KernelSpec
 from mlxsci.storage.faults import fault_of
 
@@ -113,12 +113,36 @@ def request(
         ),
         "inputs": [[i.dtype, list(i.shape)] for i in infos],
         "out_dtypes": list(out_dtypes),
-        # A candidate's template arguments are its params: (name, int) pairs.
-        "template": [[n, v] for n, v in (template or ())],
+        # A candidate's template arguments are its params, (name, int) pairs,
+        # and an in-place output's element type, (name, dtype name).
+        "template": [[n, _template_entry(v)] for n, v in (template or ())],
         "extra_defines": list(extra_defines),
         "counted": counted,
         "profiled": profiled,
     }
+
+
+def _template_entry(value):
+    """A template argument as a build request carries it: an int or bool as it
+    is, a dtype by its name."""
+    return value if isinstance(value, (bool, int)) else dtype_name(value)
+
+
+def _template_matches(asked: list, expected: list) -> bool:
+    """Whether a request's template arguments are the parent's: the same names
+    in order, the same ints, and a dtype name where the parent's has a slot
+    (None: an in-place output's element type, known only at the call)."""
+    if len(asked) != len(expected):
+        return False
+    for (name, value), (want_name, want) in zip(asked, expected):
+        if name != want_name:
+            return False
+        if want is None:
+            if not isinstance(value, str) or value not in METAL_TYPES:
+                return False
+        elif type(value) is not type(want) or value != want:
+            return False
+    return True
 
 
 class BadRequest(ValueError):
@@ -133,7 +157,11 @@ def _need(cond: bool, what: str) -> None:
 def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
     """Every (kernel spec, template) the candidates of `job` (the job the
     parent handed over: one candidate, or a comparison's two) can ask for,
-    derived by the parent from their text as the worker's Launcher does."""
+    derived by the parent from their text as the worker's Launcher does. A
+    template entry None is an in-place output's element type, and the copy
+    dispatch of in-place outputs is among them where a kernel has one
+    (mlxsci/kernel/in_place.py)."""
+    from mlxsci.kernel import in_place
     from mlxsci.kernel.candidate import parse, template_args, to_kernel_spec
     from mlxsci.task import load_task
 
@@ -149,7 +177,10 @@ def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
             spec = to_kernel_spec(
                 c, k.name, k.inputs, k.outputs, atomic_outputs=k.atomic_outputs, filename=filename
             )
-            kernels.append((spec, template))
+            bound = c.kernel(k.name).in_place
+            kernels.append((spec, template + [(in_place.type_param(o), None) for o, _ in bound]))
+        if any(block.in_place for block in c.kernels):
+            kernels.append((in_place.copy_spec(dialect), []))
     return kernels
 
 
@@ -177,9 +208,9 @@ def kernel_of_request(
     _need(all(isinstance(e, list) and len(e) == 2 for e in entries), "template")
     asked_template = [(name, value) for name, value in entries]
     found = [
-        (spec, template)
+        (spec, asked_template)
         for spec, template in job_kernels(job)
-        if spec.__dict__ == asked and template == asked_template
+        if spec.__dict__ == asked and _template_matches(asked_template, template)
     ]
     if not found:
         raise BadRequest("the build request names no kernel of the candidate handed over")
