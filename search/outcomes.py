@@ -25,6 +25,9 @@ OUTCOMES = {
     "failed, held no code, or the cost cap stopped the run)",
     "saturated": "no higher S than the seed's, and the seed already scores S >= 0.8",
     "flat": "no higher S than the seed's (the best is the seed), and the seed scores below 0.8",
+    "held_out_not_judged": "a higher S, but a limit of the machine (its time limit, a "
+    "memory limit) stopped the best's held-out evaluation before a verdict: no verdict "
+    "there, neither a failure nor a win",
     "held_out_failure": "a higher S, but the best fails at the held-out size where the "
     "seed does not (e.g. a kernel that special-cases the scored sizes)",
     "held_out_regression": "a higher S, but Phi regressed beyond the held-out noise band, "
@@ -39,6 +42,7 @@ OUTCOMES = {
     NO_CANDIDATES,
     SATURATED,
     FLAT,
+    HELD_OUT_NOT_JUDGED,
     HELD_OUT_FAILURE,
     HELD_OUT_REGRESSION,
     NOT_TRANSFERRED,
@@ -62,6 +66,8 @@ def classify(numbers: dict, *, no_candidates: bool = False) -> str:
     seed_score, best_score = numbers.get("seed_score"), numbers.get("best_score")
     if _no_gain(seed_score, best_score):
         return SATURATED if (seed_score or 0.0) >= SATURATED_SEED else FLAT
+    if numbers.get("held_out_best_not_judged"):
+        return HELD_OUT_NOT_JUDGED
     if numbers.get("held_out_best") is None and numbers.get("held_out_seed") is not None:
         return HELD_OUT_FAILURE
     verdicts = assess_summary(numbers)

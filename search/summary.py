@@ -131,6 +131,9 @@ def judged_scores(state: State, held_seed: dict, held_best: dict) -> dict:
         "held_out_best": phi_best,
         "held_out_ratio": phi_best / phi_seed if phi_seed and phi_best is not None else None,
         "held_out_best_fail_reason": held_best["candidate"]["fail_reason"],
+        # Why a limit of the machine stopped the best's held-out before a
+        # verdict (None: it was judged): never read as a held-out failure.
+        "held_out_best_not_judged": held_best["candidate"].get("not_judged"),
         **noises,
         "noise_floor": NOISE_FLOOR,
         "improvement_band": verdicts["improvement_band"],

@@ -229,7 +229,9 @@ def run_size(
             blame_machine_first(result, job, f"size {size.label} failed ({said[-300:]})")
         if result is None:
             flag = "timeout" if tail.startswith("timeout") else "crash"
-            return failed_size(size, task, f"runtime error at size {size.label}: {tail}", flag)
+            failed = failed_size(size, task, f"runtime error at size {size.label}: {tail}", flag)
+            failed.not_judged = machine_stop(flag, tail, plan.size_timeout())
+            return failed
         if "error" in result:
             return worker_error(result["error"], plan.filename, size, task)
         return check_size(
@@ -255,12 +257,29 @@ def worker_error(err: dict, filename: str, size: Size, task: Task) -> SizeResult
     if err["kind"] in ("compile", "format"):
         line = f"{filename}:{err['line']}: " if err.get("line") else ""
         return f"{err['kind']} error: {line}{err['message']}"
-    return failed_size(
+    failed = failed_size(
         size,
         task,
         f"runtime error at size {size.label}: {err['kind']}: {err['message']}",
         err["kind"],
     )
+    failed.not_judged = machine_stop(err["kind"], str(err.get("message", "")), None)
+    return failed
+
+
+def machine_stop(kind: str, said: str, limit: float | None) -> str | None:
+    """Why a size that ended without a verdict was stopped by a limit of the
+    machine that judges rather than by the kernel, or None when it was the
+    kernel's doing. A time limit (the size's, or the simulator's per launch)
+    and a worker killed from outside (SIGKILL: most often the system out of
+    memory) say nothing about the kernel: a GPU might have finished it, and
+    how long the simulator takes is not how long a GPU takes."""
+    if kind == "timeout":
+        limit_said = f" of {limit:g} s" if limit else ""
+        return f"the machine's time limit{limit_said} ran out before a verdict ({said[:200]})"
+    if "died of SIGKILL" in said:
+        return f"the worker was killed from outside, most often out of memory ({said[:200]})"
+    return None
 
 
 def score_sizes(ev: Evaluation, task: Task, sizes: list[Size]) -> None:
@@ -397,6 +416,8 @@ def evaluate(
     ev.correct = ev.fail_reason is None and bool(ev.sizes)
     ev.input_seed = secret if task.takes_seed else None
     score_sizes(ev, task, sizes)
+    if ev.not_judged:  # no verdict, so no score either
+        ev.score = None
     judge_plausibility(ev, keep_implausible)
     if sanitize:
         mark_sanitized(ev, sanitize)
@@ -418,6 +439,7 @@ def run_sizes(
             ev.sizes.append(res)
             if not res.correct:  # evaluation stops at the first failing size
                 ev.fail_reason = res.fail_reason
+                ev.not_judged = res.not_judged
                 break
     return True
 

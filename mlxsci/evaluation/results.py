@@ -51,6 +51,10 @@ class SizeResult:
     # Why the time is below what the machine allows (mlxsci.evaluation.checks.implausibility):
     # a correct size whose fraction is not counted.
     implausible: str | None = None
+    # Why the machine stopped this size before a verdict (its time limit, a
+    # memory limit, the worker killed from outside): no verdict about the
+    # kernel, and correct stays False only because nothing was judged.
+    not_judged: str | None = None
 
 
 @dataclass
@@ -86,6 +90,10 @@ class Evaluation:
     # The GPU the simulator's clock modelled (mlxsci/backends/sim/gpus/: the
     # file's name, e.g. apple-m1-pro); None on a GPU, whose own clock timed it.
     sim_gpu: str | None = None
+    # Why the machine stopped the evaluation before a verdict (SizeResult.not_judged
+    # of the size it stopped at): then correct is False and score None, and
+    # nothing may read it as incorrect.
+    not_judged: str | None = None
 
     def to_json(self) -> dict:
         data = {
@@ -104,6 +112,7 @@ class Evaluation:
                 "fail_reason": self.fail_reason,
                 "implausible": self.implausible,
                 "implausible_kept": self.implausible_kept,
+                "not_judged": self.not_judged,
             },
             "input_seed": self.input_seed,
             "roofline": dict(self.roofline),
@@ -241,6 +250,8 @@ def provenance_notes(ev: Evaluation) -> list[str]:
         )
     if ev.fail_reason:
         lines.append(f"fail_reason: {ev.fail_reason}")
+    if ev.not_judged:
+        lines.append(f"verdict: not judged, a limit of the machine stopped it: {ev.not_judged}")
     if ev.implausible:
         lines.append(
             f"verdict: {ev.implausible}; "

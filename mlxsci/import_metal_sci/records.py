@@ -38,6 +38,11 @@ INCORRECT = "incorrect"
 COMPILE_ERROR = "compile_error"
 RUNTIME_ERROR = "runtime_error"
 VERDICTS = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR)
+# mlxsci's word for an evaluation a limit of the machine stopped (its time
+# limit, a memory limit): nothing was judged, so it is none of the verdicts
+# above, never "incorrect" (Evaluation.not_judged says why).
+NOT_JUDGED = "not_judged"
+MLXSCI_VERDICTS = (*VERDICTS, NOT_JUDGED)
 
 IMPORT_FILE = "import.json"
 RESCORE_FILE = "rescore.json"
@@ -61,14 +66,15 @@ IMPORT_VERSION = 1
 #
 # rescore.json: [RescoreRecord, ...], each:
 # {"run": str (the imported run's folder name), "iteration": int,
-#  "recorded": one of VERDICTS | None, "mlxsci": one of VERDICTS | None (None: not evaluated,
-#  the reason says why), "reason": str (why they differ, or what mlxsci found),
+#  "recorded": one of VERDICTS | None, "mlxsci": one of MLXSCI_VERDICTS | None (None: not
+#  evaluated, the reason says why; "not_judged": a limit of the machine stopped it), "reason": str (why they differ, or what mlxsci found),
 #  "recorded_score": float | None, "mlxsci_score": float | None,
 #  "backend": str, "sizes": str (the size set evaluated: smoke, in-dist, ...),
 #  "sim_gpu": str | None (the GPU the simulator modelled; None on a GPU, and in
 #             records from before the simulator modelled one),
 #  "recorded_best": bool (this is the run's recorded best, the seed when nothing beat it),
-#  "held_out": None | {"label": str, "mode": str, "mlxsci": verdict, "phi": float | None,
+#  "held_out": None | {"label": str, "mode": str, "mlxsci": one of MLXSCI_VERDICTS,
+#                      "phi": float | None,
 #                      "reason": str | None},
 #  "transfer": None | {"grade": str, "reason": str},
 #  "candidate_sha256": str | None (the converted candidate the verdict is of),
@@ -145,9 +151,13 @@ def recorded_verdict(result: dict | None) -> str | None:
     return INCORRECT
 
 
-def mlxsci_verdict(compile_ok: bool, correct: bool, fail_reason: str | None) -> str:
+def mlxsci_verdict(
+    compile_ok: bool, correct: bool, fail_reason: str | None, not_judged: str | None = None
+) -> str:
     """The verdict of an mlxsci evaluation (its candidate's compile_ok, correct,
-    fail_reason)."""
+    fail_reason, not_judged): NOT_JUDGED where a limit of the machine stopped it."""
+    if not_judged:
+        return NOT_JUDGED
     reason = fail_reason or ""
     if reason.startswith("pipeline error") or reason.startswith("runtime error"):
         return RUNTIME_ERROR

@@ -226,8 +226,9 @@ def _done(rec: dict, item: Item) -> bool:
 
 
 def _verdict(ev) -> tuple[str, float | None, str | None]:
-    verdict = records.mlxsci_verdict(ev.compile_ok, ev.correct, ev.fail_reason)
-    reason = (ev.fail_reason or "")[:REASON_CHARS] or None
+    verdict = records.mlxsci_verdict(ev.compile_ok, ev.correct, ev.fail_reason, ev.not_judged)
+    reason = f"not judged: {ev.not_judged}" if ev.not_judged else ev.fail_reason
+    reason = (reason or "")[:REASON_CHARS] or None
     return verdict, (ev.score if verdict == records.CORRECT else None), reason
 
 

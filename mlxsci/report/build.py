@@ -86,7 +86,7 @@ table gains a `<model> unverified` count, and the transfer table counts it as
 unverified instead of by its grade. Once any run carries a `transfer` or
 `held_out` record the report adds the transfer table (mlxsci.report.tables.
 transfer_table: per model, a row per task and an `all tasks` row; columns
-model, task, runs, ungraded, [unverified], [tampered], no win, wins,
+model, task, runs, ungraded, [unverified], [tampered], no win, not judged, wins,
 transferred, A, B, C, D, transfer rate), after the main table in Markdown and
 LaTeX, as `transfer` in the JSON document (which is then {"main": ...,
 "transfer": ...[, "details": ...]}), and for CSV in FILE_transfer.csv beside

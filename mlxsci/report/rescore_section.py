@@ -21,7 +21,10 @@ on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend
 (with the GPU the simulator modelled) and size set mlxsci evaluated at:
 
     counts          records, agree (both verdicts the same), disagree (both
-                    given, different), not evaluated (mlxsci: none),
+                    given, different), not judged (a limit of the machine
+                    stopped mlxsci's evaluation: its time limit, a memory
+                    limit; never counted as a disagreement), not evaluated
+                    (mlxsci: none),
                     not recorded (no recorded verdict, mlxsci's given)
     matrix          one row per recorded verdict, one column per mlxsci
                     verdict plus `mlxsci not evaluated`, and the total
@@ -51,6 +54,8 @@ from mlxsci.import_metal_sci.metal_run import UnreadableFile, parse_json, read_t
 from mlxsci.import_metal_sci.records import (
     FORGED,
     MAX_RESCORE_BYTES,
+    MLXSCI_VERDICTS,
+    NOT_JUDGED,
     RESCORE_FILE,
     SIGNED_ELSEWHERE,
     VERDICTS,
@@ -61,14 +66,28 @@ from mlxsci.report.tables import latex_escape, render
 
 NOT_EVALUATED = "not evaluated"
 NOT_RECORDED = "not recorded"
+NOT_JUDGED_WORDS = "not judged"  # mlxsci's NOT_JUDGED: a limit of the machine stopped it
 # A reason in a table cell; rescore.json holds the whole text.
 REASON_CHARS = 120
 PROBLEMS_SHOWN = 3
 
 GROUP = ("recorded on", "backend", "sizes")
 COLUMNS = {
-    "counts": (*GROUP, "records", "agree", "disagree", NOT_EVALUATED, NOT_RECORDED),
-    "matrix": (*GROUP, "recorded", *(f"mlxsci {v}" for v in (*VERDICTS, NOT_EVALUATED)), "total"),
+    "counts": (
+        *GROUP,
+        "records",
+        "agree",
+        "disagree",
+        NOT_JUDGED_WORDS,
+        NOT_EVALUATED,
+        NOT_RECORDED,
+    ),
+    "matrix": (
+        *GROUP,
+        "recorded",
+        *(f"mlxsci {v}" for v in (*MLXSCI_VERDICTS, NOT_EVALUATED)),
+        "total",
+    ),
     "disagreements": ("run", "iteration", "recorded", "mlxsci", "reason", "backend", "sizes"),
     "not_evaluated": ("run", "iteration", "recorded", "reason", "backend", "sizes"),
     "best": (
@@ -102,7 +121,9 @@ RESCORE_NOTE = (
     "named under `recorded on`; mlxsci: mlxsci's evaluation of the converted "
     "candidate on the backend and size set named (not evaluated: mlxsci did not "
     "evaluate it, e.g. it could not be converted; the reason says why). agree + "
-    "disagree + not evaluated + not recorded = records. From rescore.json beside "
+    "disagree + not judged + not evaluated + not recorded = records; not judged: a "
+    "limit of the machine (its time limit, a memory limit) stopped mlxsci's evaluation "
+    "before a verdict. From rescore.json beside "
     "the imported runs, each record signed by the re-score that made it"
 )
 NO_DISAGREEMENTS = "No disagreements."
@@ -115,6 +136,10 @@ NO_BEST = "No run's recorded best is among the re-scored candidates."
 
 def _verdict(value) -> bool:
     return value is None or value in VERDICTS
+
+
+def _mlxsci_verdict(value) -> bool:
+    return value is None or value in MLXSCI_VERDICTS
 
 
 def _text_or_none(value) -> bool:
@@ -143,9 +168,12 @@ def _problem(rec) -> str | None:
     it = rec["iteration"]
     if isinstance(it, bool) or not isinstance(it, int) or it < 0:
         return "'iteration' is not a count"
-    for key in ("recorded", "mlxsci"):
-        if not _verdict(rec[key]):
-            return f"{key!r} is {shorten(repr(rec[key]), 30)}, not one of {', '.join(VERDICTS)}"
+    for key, ok, allowed in (
+        ("recorded", _verdict, VERDICTS),
+        ("mlxsci", _mlxsci_verdict, MLXSCI_VERDICTS),
+    ):
+        if not ok(rec[key]):
+            return f"{key!r} is {shorten(repr(rec[key]), 30)}, not one of {', '.join(allowed)}"
     if not _text_or_none(rec["reason"]):
         return "'reason' is not text"
     if not (isinstance(rec["backend"], str) and isinstance(rec["sizes"], str)):
@@ -161,7 +189,7 @@ def _problem(rec) -> str | None:
     if held is not None and not (
         isinstance(held, dict)
         and _text_or_none(held.get("label"))
-        and _verdict(held.get("mlxsci"))
+        and _mlxsci_verdict(held.get("mlxsci"))
         and _number_or_none(held.get("phi"))
         and _text_or_none(held.get("reason"))
         and _text_or_none(held.get("mode"))
@@ -274,9 +302,12 @@ def _group(rec: dict) -> tuple[str, str, str]:
 
 
 def _kind(rec: dict) -> str:
-    """How a record's two verdicts compare: agree, disagree, not evaluated, not recorded."""
+    """How a record's two verdicts compare: agree, disagree, not judged (a
+    limit of the machine stopped mlxsci's evaluation), not evaluated, not recorded."""
     if rec["mlxsci"] is None:
         return NOT_EVALUATED
+    if rec["mlxsci"] == NOT_JUDGED:
+        return NOT_JUDGED_WORDS
     if rec["recorded"] is None:
         return NOT_RECORDED
     return "agree" if rec["recorded"] == rec["mlxsci"] else "disagree"
@@ -295,7 +326,8 @@ def counts_table(records: list[dict]) -> list[dict]:
         kinds = [_kind(r) for r in group]
         row: dict = dict(zip(GROUP, key))
         row["records"] = len(group)
-        row.update({k: kinds.count(k) for k in ("agree", "disagree", NOT_EVALUATED, NOT_RECORDED)})
+        kinds_shown = ("agree", "disagree", NOT_JUDGED_WORDS, NOT_EVALUATED, NOT_RECORDED)
+        row.update({k: kinds.count(k) for k in kinds_shown})
         rows.append(row)
     return rows
 
@@ -310,7 +342,7 @@ def matrix_table(records: list[dict]) -> list[dict]:
             mine = [r for r in group if r["recorded"] == recorded]
             row: dict = dict(zip(GROUP, key))
             row["recorded"] = recorded or NOT_RECORDED
-            for v in (*VERDICTS, None):
+            for v in (*MLXSCI_VERDICTS, None):
                 row[f"mlxsci {v or NOT_EVALUATED}"] = sum(1 for r in mine if r["mlxsci"] == v)
             row["total"] = len(mine)
             rows.append(row)

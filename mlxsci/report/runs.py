@@ -354,8 +354,9 @@ def cell_runs(runs: list[dict], task: str, model: str) -> list[dict]:
 
 TRANSFERS = "transfers"
 NO_WIN = "no-win"
+NOT_JUDGED = "not-judged"  # a limit of the machine stopped an evaluation the grade needed
 FAILURE_GRADES = ("A", "B", "C", "D")
-GRADES = (TRANSFERS, *FAILURE_GRADES, NO_WIN)
+GRADES = (TRANSFERS, *FAILURE_GRADES, NO_WIN, NOT_JUDGED)
 # A table cell holds one line of evidence; the rest is in summary.json.
 EVIDENCE_CHARS = 80
 WHERE_CHARS = 24

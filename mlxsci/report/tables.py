@@ -26,6 +26,7 @@ from mlxsci.evaluation.verdicts import assess_summary
 from mlxsci.report.runs import (
     FAILURE_GRADES,
     NO_WIN,
+    NOT_JUDGED,
     TRANSFERS,
     cell_runs,
     converted,
@@ -74,7 +75,9 @@ TRANSFER_NOTE = (
     "fallback, or a shape tuned for them); "
     "B: a wrong arm never run in-distribution; C: a disclosed held-out enumerated; "
     "D: overfit to the in-distribution data. runs = ungraded + unverified + no win "
-    "+ wins; ungraded: no grade (written before grading, or not gradable); "
+    "+ not judged + wins; ungraded: no grade (written before grading, or not gradable); "
+    "not judged: a limit of the machine (its time limit, a memory limit) stopped an "
+    "evaluation the grade needed, never counted as a failure; "
     "wins = transferred + A + B + C + D; transfer rate = transferred / wins"
 )
 
@@ -346,13 +349,14 @@ def _transfer_row(
     `tampered` (None: no column) counts the runs left out as tampered."""
     unverified = [r for r in cell if held_out_unverified(r)]
     grades = [transfer_grade(r) for r in cell if not held_out_unverified(r)]
-    wins = sum(1 for g in grades if g not in (None, NO_WIN))
+    wins = sum(1 for g in grades if g not in (None, NO_WIN, NOT_JUDGED))
     row: dict = {"model": model, "task": task, "runs": len(cell), "ungraded": grades.count(None)}
     if show_unverified:
         row["unverified"] = len(unverified)
     if tampered is not None:
         row["tampered"] = tampered
     row["no win"] = grades.count(NO_WIN)
+    row["not judged"] = grades.count(NOT_JUDGED)
     row["wins"] = wins
     row["transferred"] = grades.count(TRANSFERS)
     row.update({g: grades.count(g) for g in FAILURE_GRADES})
@@ -363,7 +367,7 @@ def _transfer_row(
 def transfer_table(runs: list[dict], include_tampered: bool = False) -> list[dict]:
     """The sequel's transfer table: per model, one row per task it ran and,
     with several tasks, an `all tasks` row over them; columns model, task,
-    runs, ungraded, [unverified], [tampered], no win, wins, transferred, A,
+    runs, ungraded, [unverified], [tampered], no win, not judged, wins, transferred, A,
     B, C, D, transfer rate (TRANSFER_NOTE). A row counts the runs the main
     table's cell counts (one per proposer seed, mlxsci.report.runs.cell_runs;
     tampered runs left out unless include_tampered); `unverified` appears

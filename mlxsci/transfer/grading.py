@@ -22,6 +22,11 @@ ways. The grades, by the first rule that applies:
   A          the held-out speedup (candidate Phi / baseline Phi) does not
              transfer: a branch tuned for the measured case beside a slow
              fallback.
+  not-judged a limit of the machine that judges (its time limit, a memory
+             limit) stopped the candidate's evaluation before a verdict at
+             the search sizes, or, where no rule above applies, at another
+             place: nothing was judged there, so neither a failure (never
+             B) nor a transfer.
   transfers  otherwise.
 
 A speedup r measured elsewhere "does not transfer" when its verdict against
@@ -47,8 +52,8 @@ from mlxsci.evaluation.verdicts import IMPROVED, judge
 # held-out size is less starved than the scored ones. A quarter separates
 # the two: a 4x win must still be 1.41x elsewhere, a 2x win 1.19x.
 TRANSFER_FRACTION = 0.25
-TRANSFERS, NO_WIN = "transfers", "no-win"
-GRADES = (TRANSFERS, "A", "B", "C", "D", NO_WIN)
+TRANSFERS, NO_WIN, NOT_JUDGED = "transfers", "no-win", "not-judged"
+GRADES = (TRANSFERS, "A", "B", "C", "D", NO_WIN, NOT_JUDGED)
 # How many never-run branch arms the evidence of a grade B names (a kernel
 # may have hundreds of arms; the first few point a reader at the bug).
 MAX_COLD_ARMS = 10
@@ -63,6 +68,8 @@ class Figure:
     value: float | None
     noise: float | None = None
     fail_reason: str | None = None
+    # Why a limit of the machine stopped it before a verdict (Evaluation.not_judged).
+    not_judged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,13 +150,22 @@ def speedup(place: Place, r_in: float | None = None) -> dict:
 
 
 def fails_where_baseline_passes(place: Place | None) -> bool:
-    return place is not None and not place.candidate.correct and place.baseline.correct
+    """The candidate was judged incorrect at `place` (not merely stopped by
+    the machine) where the baseline is correct."""
+    return (
+        place is not None
+        and not place.candidate.correct
+        and not place.candidate.not_judged
+        and place.baseline.correct
+    )
 
 
 def speedup_evidence(place: Place, numbers: dict) -> dict:
     """An evidence item for the speedup at `place` (numbers: speedup())."""
     r, kept = numbers["ratio"], numbers.get("kept_fraction")
-    if not place.candidate.correct:
+    if place.candidate.not_judged:
+        what = f"{place.name}: the candidate was not judged: {place.candidate.not_judged}"
+    elif not place.candidate.correct:
         failed = place.candidate.fail_reason or "incorrect"
         both = " (the baseline fails there too)" if not place.baseline.correct else ""
         what = f"{place.name}: the candidate fails{both}: {failed}"
@@ -203,6 +219,8 @@ def decide(m: Measurements, in_dist: dict, held: dict | None, second: dict | Non
     """(grade, reason, the keys of the place items that decide it), by the
     module's rules in their order."""
     c = m.in_dist.candidate
+    if c.not_judged:
+        return NOT_JUDGED, f"not judged at the search sizes: {c.not_judged}", ["in-dist"]
     if not c.correct:
         return (
             NO_WIN,
@@ -238,6 +256,11 @@ def decide(m: Measurements, in_dist: dict, held: dict | None, second: dict | Non
             ),
             [],
         )
+    stopped = [(k, p) for k, p in (("held-out", m.held_out), ("second", m.second)) if p]
+    stopped = [(k, p) for k, p in stopped if p.candidate.not_judged]
+    if stopped:
+        k, p = stopped[0]
+        return NOT_JUDGED, f"not judged at the {p.name}: {p.candidate.not_judged}", [k]
     if m.second and second and second["transfers"] is False:
         return "D", not_kept(m.second.name, r_in, second), ["second", "in-dist"]
     if m.held_out and held and held["transfers"] is False:

@@ -68,15 +68,19 @@ def figure_of(evaluation, held_out: bool = False) -> Figure:
     correct = record.get("correct") is True
     reason = record.get("fail_reason")
     reason = reason[:MAX_REASON_CHARS] if isinstance(reason, str) else None
+    stopped = record.get("not_judged")
+    stopped = stopped[:MAX_REASON_CHARS] if isinstance(stopped, str) and not correct else None
     if not held_out:
-        return Figure(correct, finite(record.get("score")), finite(record.get("noise")), reason)
+        score, noise = finite(record.get("score")), finite(record.get("noise"))
+        return Figure(correct, score, noise, reason, stopped)
     sizes = evaluation.get("sizes")
     noises = [
         finite(s.get("noise"))
         for s in (sizes if isinstance(sizes, list) else [])
         if isinstance(s, dict) and s.get("held_out") is True and s.get("correct") is True
     ]
-    return Figure(correct, finite(record.get("phi")), noises[0] if noises else None, reason)
+    noise = noises[0] if noises else None
+    return Figure(correct, finite(record.get("phi")), noise, reason, stopped)
 
 
 def second_sizes(task: Task, search_sizes: list[Size], held_out: list[Size]) -> tuple:

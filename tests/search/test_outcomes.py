@@ -24,6 +24,11 @@ BASE = dict(
 CASES = {
     "flat": dict(best_score=0.30, held_out_best=0.50),
     "saturated": dict(seed_score=SATURATED_SEED, best_score=SATURATED_SEED, held_out_best=0.5),
+    "held_out_not_judged": dict(
+        best_score=0.60,
+        held_out_best=None,
+        held_out_best_not_judged="the machine's time limit of 900 s ran out before a verdict",
+    ),
     "held_out_failure": dict(best_score=0.60, held_out_best=None),
     "held_out_regression": dict(best_score=0.60, held_out_best=0.40),
     "not_transferred": dict(best_score=0.60, held_out_best=0.50),
@@ -37,6 +42,7 @@ def test_the_vocabulary_is_the_summary_names_in_rule_order():
         "no_candidates",
         "saturated",
         "flat",
+        "held_out_not_judged",
         "held_out_failure",
         "held_out_regression",
         "not_transferred",

@@ -240,3 +240,44 @@ def test_an_interleaved_timing_decides_the_speedup_over_the_figures_ratio():
         )["grade"]
         == "transfers"
     )
+
+
+STOPPED = "the machine's time limit of 900 s ran out before a verdict"
+
+
+def stopped():
+    """A figure the machine stopped before a verdict (Evaluation.not_judged)."""
+    return Figure(False, None, None, f"runtime error at size 256: timeout: {STOPPED}", STOPPED)
+
+
+@pytest.mark.parametrize("where", ["held_out", "second"])
+def test_a_place_the_machine_stopped_is_not_judged_never_a_wrong_arm(where):
+    """The false accusation of issue 38: fft3d's best ran out of the
+    simulator's time limit at the published held-out and was graded B. The
+    same measurements with the figure judged incorrect are B; stopped by the
+    machine they are not-judged, and the reason says why."""
+    name = "held-out" if where == "held_out" else "second input distribution"
+    wrong = grade(measured(**{where: place(name, failing())}))
+    assert wrong["grade"] == "B"
+    judged = grade(measured(**{where: place(name, stopped())}))
+    assert judged["grade"] == "not-judged"
+    assert STOPPED in judged["reason"] and name in judged["reason"]
+    assert any("was not judged" in e["what"] for e in judged["evidence"] if isinstance(e, dict))
+
+
+def test_stopped_at_the_search_sizes_is_not_judged_not_no_win():
+    judged = grade(measured(in_dist=place("in-distribution", stopped())))
+    assert judged["grade"] == "not-judged"
+    assert judged["reason"].startswith("not judged at the search sizes")
+
+
+def test_a_wrong_arm_elsewhere_still_wins_over_a_stopped_place():
+    """B at the second distribution is a verdict about the kernel; a held-out
+    the machine could not finish does not hide it."""
+    judged = grade(
+        measured(
+            held_out=place("held-out", stopped()),
+            second=place("second input distribution", failing()),
+        )
+    )
+    assert judged["grade"] == "B"
