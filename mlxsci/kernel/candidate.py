@@ -214,10 +214,7 @@ class _Reader:
         rest = m.group(1).strip()
         km = _KEYWORD.match(rest)
         if not rest or km is None:
-            raise self.err(
-                f"bad directive {content.strip()!r} "
-                f"(expected {_DIRECTIVE_NAMES})"
-            )
+            raise self.err(f"bad directive {content.strip()!r} (expected {_DIRECTIVE_NAMES})")
         key, arg = km.group(1), km.group(2)
         if arg and not arg[0].isspace() and not (key in LAUNCH_KEYS and arg.startswith("=")):
             raise self.err(

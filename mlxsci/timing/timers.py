@@ -364,7 +364,8 @@ class CuptiTimer(Timer):
             )
         labelled = [(kernel_label(r.name, self.kernel_names), r) for r in records]
         kernels = by_kernel(
-            (label, (r.end - r.start) * 1e-9) for label, r in sorted(labelled, key=lambda x: x[1].start)
+            (label, (r.end - r.start) * 1e-9)
+            for label, r in sorted(labelled, key=lambda x: x[1].start)
         )
         return Timing(_span_without_copies(labelled) * 1e-9, kernels, results)
 

@@ -37,7 +37,9 @@ def ising_kept_row() -> str:
     and reused for the neighbours and the write."""
     seed = (SEEDS / "ising" / "seed.metal").read_text()
     seed = replace_once(
-        seed, "//! threadgroup = (16, 16, 1)\n", "//! threadgroup = (16, 16, 1)\n//! inplace spins_out = spins\n"
+        seed,
+        "//! threadgroup = (16, 16, 1)\n",
+        "//! threadgroup = (16, 16, 1)\n//! inplace spins_out = spins\n",
     )
     seed = replace_once(
         seed,
@@ -51,7 +53,9 @@ def ising_kept_row() -> str:
         "int h = row[im] + row[ip] + spins_out[jm * NX + i] + spins_out[jp * NX + i];",
     )
     return replace_once(
-        seed, "spins_out[idx] = (u < pa) ? (char)(-s) : (char)s;", "row[i] = (u < pa) ? (char)(-s) : (char)s;"
+        seed,
+        "spins_out[idx] = (u < pa) ? (char)(-s) : (char)s;",
+        "row[i] = (u < pa) ? (char)(-s) : (char)s;",
     )
 
 
