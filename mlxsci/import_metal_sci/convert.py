@@ -43,40 +43,16 @@ How (design: the lead's issue; details decided here):
      inside the signature MLX writes after the header), everywhere.
    - macros of the header that name a renamed parameter are renamed alike
      (when every kernel renames it the same way).
-3. In-place buffers (saxpy y, ising spins, hmc accept_cnt): reads keep
-   reading mlxsci's input X, writes go to the output X_out:
-   `X[e] = v` -> `X_out[e] = v`; `X[e] op= v` -> `(X_out[e] = X[e] op (v))`;
-   `X[e]++`, `++X[e]` alike; X read through a pointer to const (`(device
-   const char*)X`, `device const char* row = X + k;`) reads the input, and
-   so does X passed whole to a helper of the header whose every declaration
-   takes a pointer to const there (`neighbour_sum(spins, i, j)`: the input
-   is a pointer to const, so no overload that writes could be chosen
-   anyway; a helper a macro names or declares, or one a namespace could
-   overload, is not taken to read).
-   A writable pointer declared in the body from X (a cast of X, `X +
-   offset`, `&X[offset]`: `device float4* y4 = (device float4*)y;`, the
-   usual vectorised saxpy) becomes a pair without a data-flow analysis:
-   the declared name points into X_out (its initializer with X_out for X)
-   and a fresh name, declared after it on the same line, points at the same
-   place in X (the initializer with X's input, its casts written const);
-   its subscripts are rewritten as X's are (`y4[i] = v` writes, `y4[i] +=
-   v` is `(y4[i] = ms_y4_in[i] + (v))`, reads read `ms_y4_in`). That needs
-   the pointer never reassigned and never escaping: used only by subscript
-   (or read through a pointer to const) in its block, its name not used
-   before it nor after its block nor in a macro, one declarator, and an
-   initializer that can run twice (no side effect, no call but casts). A
-   pointer to const from X (`device const char* row = &spins[k];`) reads
-   the input. Any other use of X (a pointer to it reassigned, copied,
-   offset or passed on, `&X[...]` elsewhere, a writable reference to X or
-   an element, passing X to a function that may write it, a write to part
-   of an element, a written index with side effects, X in a macro) is not
-   converted. The task's
-   carry (interfaces.py) then copies, per thread, the element of the
-   thread's own grid position from X to X_out before the body runs, so
-   elements the dispatch leaves alone keep their values.
-4. `[[max_total_threads_per_threadgroup(N)]]` is dropped (MLX writes the
-   signature) and the launch shape shrunk by the Metal-Sci host's rule
-   instead; every kernel gets `//! grid` and `//! threadgroup` lines with
+3. In-place buffers (saxpy y, ising spins, hmc accept_cnt) are bound to
+   mlxsci's output X_out like any output, and the kernel gets `//! inplace
+   X_out = X`: X_out starts as a copy of input X (mlxsci/kernel/in_place.py),
+   so the body reads and writes one buffer as it did in Metal and every
+   form of access converts unchanged (pointer walks, a row pointer kept and
+   reused, writable references, helpers and macros that write through it,
+   atomics), and elements the dispatch leaves alone keep their values.
+4. `[[max_total_threads_per_threadgroup(N)]]` (or GNU's `__attribute__`
+   spelling) is dropped (MLX writes the signature) and the launch shape
+   shrunk by the Metal-Sci host's rule instead; every kernel gets `//! grid` and `//! threadgroup` lines with
    the Metal-Sci host's shapes (fft3d: grid (N, N*N, 1), not mlxsci's default
    (N, N, N)).
 5. What the conversion moves must not change what the kept kernels compile
@@ -92,8 +68,10 @@ How (design: the lead's issue; details decided here):
    kept kernel declares a name that kernel uses (a macro, a constant, an
    overload that would win once declared first), or holds `using`,
    `namespace` or `operator`; nor when a macro could declare, hide or rename
-   a kernel (`_check_macros`). Text a compiler could cut otherwise than the
-   scanner is refused by metal_source.py.
+   a kernel (`_check_macros`). `#undef` lines that end the source change
+   nothing and are dropped first (`_without_trailing_undefs`). Text a
+   compiler could cut otherwise than the scanner is refused by
+   metal_source.py.
 6. The result parses (mlxsci.kernel.candidate.parse, metal dialect) and
    fits the task (mlxsci.kernel.validate). A candidate mlxsci's source policy
    refuses (an include of a file, printf, ...) is still returned, with a
@@ -101,25 +79,10 @@ How (design: the lead's issue; details decided here):
    failure.
 
 Limits (what the converted kernel cannot reproduce, or what is not converted):
-- A writable pointer into an in-place buffer that is reassigned, offset,
-  copied, dereferenced (`*p`), passed to a function that may write through
-  it, or declared otherwise than as point 3 says, is not converted: which of
-  its uses read and which write is not known without a data flow analysis.
-  So are a writable reference to an in-place element (`device uint& c =
-  accept_cnt[i];`) and a subscripted cast (`((device float4*)y)[i] = v;`).
 - A read-only array MLX binds in the constant address space (fewer than 8
   elements: ising's p_accept, gradshaf_step's psi_axis) is renamed, not cast
   (Metal casts no pointer between address spaces): a helper function that
   takes it as a `device` pointer does not compile.
-- Reads of an in-place buffer see the values before the dispatch: a kernel
-  that writes an element and reads it back in the same dispatch (its own
-  write or another thread's) reads the old value, where Metal-Sci's buffer
-  gave the new one (undefined across threads on a GPU anyway).
-- The carry copies the element of each thread's own grid position: a kernel
-  whose threads write other positions' elements (hmc with several chains per
-  thread, an ising kernel that packs the active sites onto fewer threads)
-  races with another thread's copy; the simulator's schedule check reports
-  such a race.
 - An alias cast is written in the address space MLX uses at the task's
   first smoke size; an array that MLX binds as `constant` at one size and
   `device` at another (fewer than 8 elements) would need another cast.
@@ -152,7 +115,6 @@ from mlxsci.import_metal_sci.metal_source import (
     match_brackets,
     parse_metal_source,
     scan,
-    split_params,
 )
 from mlxsci.kernel import signature
 from mlxsci.kernel.model import CandidateError
@@ -464,666 +426,6 @@ def _evaluate_count(expr: str, header_tokens: list[Token]) -> int:
     return value
 
 
-# ---------------------------------------------------------------- the body
-
-
-_ASSIGN = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="})
-_COMPOUND = _ASSIGN - {"="}
-
-
-@dataclass
-class _InPlace:
-    read: str  # what reads of X become
-    write: str  # what writes to X go to
-    view_of: str | None = None  # a pointer into this in-place buffer (a view), or None
-
-
-def _no_fresh_names(base: str) -> str:
-    raise _Refused(f"no fresh name for {base!r}")
-
-
-@dataclass
-class _Rewriter:
-    """A body rewritten token by token: renames, and the in-place rewrites."""
-
-    body: str
-    rename: dict[str, str]
-    inplace: dict[str, _InPlace]
-    kernel: str
-    line_of: object  # offset in the body -> line in the source
-    # the header's functions: name -> each declaration's parameters (tokens)
-    functions: dict[str, list[list[list[Token]]]] = field(default_factory=dict)
-    # names the header's macros hold (a view named in one cannot be split)
-    macro_ids: set[str] = field(default_factory=set)
-    fresh: object = _no_fresh_names  # base -> a fresh name (_Names.fresh)
-    tokens: list[Token] = field(init=False)
-    match: dict[int, int] = field(init=False)
-    # the pointers into in-place buffers (`_find_views`): name -> (the split,
-    # the first and last token index where it is that view)
-    views: dict[str, tuple[_InPlace, int, int]] = field(init=False)
-    replace: dict[int, str] = field(init=False)  # token index -> its text
-    const_at: set[int] = field(init=False)  # `(` or `<` of a cast written `const`
-    after: dict[int, str] = field(init=False)  # token index -> text after it
-
-    def __post_init__(self):
-        self.tokens = scan(self.body)
-        self.match = match_brackets(self.tokens)
-        self.views, self.replace, self.const_at, self.after = {}, {}, set(), {}
-        self._find_views()
-
-    def split(self, name: str) -> _InPlace:
-        """The in-place buffer or view `name`'s read and write names."""
-        return self.inplace[name] if name in self.inplace else self.views[name][0]
-
-    def what(self, name: str) -> str:
-        split = self.split(name)
-        if split.view_of is None:
-            return f"in-place buffer {name!r}"
-        return f"pointer {name!r} into in-place buffer {split.view_of!r}"
-
-    def refuse(self, k: int, message: str) -> _Refused:
-        line = self.line_of(self.tokens[k].start)  # type: ignore[operator]
-        return _Refused(f"kernel {self.kernel!r}, line {line}: {message}")
-
-    def text(self) -> str:
-        toks = self.tokens
-        if not toks:
-            return self.body
-        return self.body[: toks[0].start] + self.render(0, len(toks)) + self.body[toks[-1].end :]
-
-    def render(self, lo: int, hi: int) -> str:
-        toks = self.tokens
-        out: list[str] = []
-        k = lo
-        while k < hi:
-            if k > lo:
-                out.append(self.body[toks[k - 1].end : toks[k].start])
-            piece, nxt = self.token(k, hi)
-            out.append(piece)
-            out.extend(self.after[j] for j in range(k, nxt) if j in self.after)
-            k = nxt
-        return "".join(out)
-
-    # ------------------------------------------- pointers into an in-place buffer
-
-    def _find_views(self) -> None:
-        """The declarations whose initializer points into an in-place buffer X
-        (`device float4* y4 = (device float4*)y;`, `device char* row = spins
-        + j * NX;`, `device char* row = &spins[j * NX];`): a pointer to const
-        reads the input (its casts written const); a writable one becomes a
-        pair, the declared name pointing into X_out (its writes) and a fresh
-        name, declared after it, at the same place in X (its reads), and its
-        subscripts are rewritten as X's are (`in_place`). Such a pointer may
-        be used only by subscript (or read through a pointer to const) in
-        its block, and never reassigned, offset, copied or passed to what may
-        write through it; any other form is left to `in_place`, which
-        refuses it. A writable reference bound to X or an element of it is
-        refused."""
-        toks = self.tokens
-        for k, t in enumerate(toks):
-            if t.kind != "id" or t.pp or t.text not in self.inplace or _is_member(toks, k):
-                continue
-            if k in self.replace:
-                continue
-            subscripted = k + 1 < len(toks) and toks[k + 1].text == "["
-            decl = self._declaration_of(k)
-            if decl is None:
-                continue
-            s, eq, e = decl
-            if subscripted and not (k > 0 and toks[k - 1].text == "&"):
-                # an element's value (`in_place` reads it), unless a writable
-                # reference is bound to it: `device uint& c = accept_cnt[i];`
-                if eq + 1 == k and self.match.get(k + 1) == e - 1:
-                    self._reference_check(k, s, eq)
-                continue
-            self._view(k, s, eq, e)
-
-    def _declaration_of(self, k: int) -> tuple[int, int, int] | None:
-        """(the first token, the `=`, the `;`) of the declaration `TYPE NAME =
-        INIT;` whose INIT holds tokens[k], when that is what holds it."""
-        toks = self.tokens
-        s = k - 1
-        while s >= 0 and not (toks[s].kind == "punct" and toks[s].text in (";", "{", "}")):
-            s -= 1
-        s += 1
-        # the `=` outside brackets (one inside them, as in a for-init, is not
-        # a declaration's)
-        eq, depth = None, 0
-        for i in range(s, k):
-            if toks[i].kind == "punct" and toks[i].text in ("(", "["):
-                depth += 1
-            elif toks[i].kind == "punct" and toks[i].text in (")", "]"):
-                depth -= 1
-            elif toks[i].text == "=" and depth == 0:
-                eq = i
-                break
-        if eq is None or eq - s < 2 or toks[eq - 1].kind != "id":
-            return None
-        e = eq + 1
-        while e < len(toks) and toks[e].text != ";":
-            if toks[e].kind == "punct" and toks[e].text in ("(", "[", "{") and e in self.match:
-                e = self.match[e] + 1
-                continue
-            if toks[e].kind == "punct" and toks[e].text in (")", "]", "}"):
-                return None
-            e += 1
-        if e >= len(toks) or e < k:
-            return None
-        if not all(
-            t.kind == "id" or t.text in ("*", "&", "::", "<", ">", ",") for t in toks[s : eq - 1]
-        ):
-            return None
-        typ = toks[s : eq - 1]
-        if toks[s].kind != "id" or toks[s].text in _KEYWORDS:
-            return None  # `*p = X[i];` stores through p
-        if not any(t.text in ("*", "&", "auto") for t in typ):
-            return None
-        return s, eq, e
-
-    def _view(self, k: int, s: int, eq: int, e: int) -> None:
-        toks = self.tokens
-        x = toks[k].text
-        split = self.inplace[x]
-        name = toks[eq - 1].text
-        typ = toks[s : eq - 1]
-        stars = [i for i, t in enumerate(typ) if t.text == "*"]
-        const = any(t.text == "const" for t in typ[: (stars[0] if stars else len(typ))])
-        auto = any(t.text == "auto" for t in typ)
-        if any(t.text == "&" for t in typ):
-            self._reference_check(k, s, eq)
-            return  # a reference to const: it is read (`in_place`)
-        init = range(eq + 1, e)
-        if len(stars) != (0 if auto and not stars else 1) or self._top_level_comma(s, e):
-            raise self.refuse(
-                k, f"in-place buffer {x!r} initialises a declaration the converter cannot split"
-            )
-        casts = self._pointer_casts(k, init)
-        if auto and any(written_const for _, written_const in casts):
-            const = True  # `auto p = (device const float4*)y;`
-        if const:  # a pointer to const: it reads the input (its initializer runs once)
-            if any(toks[i].text in _ASSIGN or toks[i].text in ("++", "--") for i in init):
-                raise self.refuse(
-                    k,
-                    f"{name!r} points into in-place buffer {x!r} from an initializer with a "
-                    "side effect",
-                )
-            self.replace[k] = split.read
-            self.const_at |= {c for c, written_const in casts if not written_const}
-            return
-        problem = self._view_init_problem(k, init)
-        if problem:
-            raise self.refuse(k, f"{name!r} points into in-place buffer {x!r}, but {problem}")
-        if name in self.views or any(t.kind == "id" and t.text == name for t in toks[:s]):
-            raise self.refuse(
-                k,
-                f"{name!r} points into in-place buffer {x!r} and is declared more than once "
-                "or used before: its reads and writes cannot be split",
-            )
-        if name in self.macro_ids:
-            raise self.refuse(
-                k, f"{name!r} points into in-place buffer {x!r} and a macro of the header names it"
-            )
-        end = len(toks)
-        for o in range(s - 1, -1, -1):  # the block that holds the declaration
-            if toks[o].text == "{" and toks[o].kind == "punct" and self.match.get(o, -1) > e:
-                end = self.match[o]
-                break
-        later = [i for i in range(end, len(toks)) if toks[i].kind == "id" and toks[i].text == name]
-        if later:
-            raise self.refuse(
-                later[0],
-                f"{name!r} points into in-place buffer {x!r} in an inner block and the name "
-                "is used again after it",
-            )
-        read = self.fresh(f"{name}_in")  # type: ignore[operator]
-        write = self.rename.get(name, name)
-        self.replace[k] = split.write
-        read_type = self.plain(s, eq - 1, {}, set())
-        if not auto:
-            read_type = "const " + read_type  # `auto` takes the const of the read init
-        read_init = self.plain(
-            eq + 1, e, {k: split.read}, {c for c, written_const in casts if not written_const}
-        )
-        self.after[e] = f" {read_type} {read} = {read_init};"
-        self.views[name] = (_InPlace(read, write, view_of=x), e + 1, end)
-
-    def _reference_check(self, k: int, s: int, eq: int) -> None:
-        """Refuse a writable reference (`device uint& c = accept_cnt[i];`)
-        that the declaration tokens[s:eq] binds to in-place buffer tokens[k]
-        or its element: its reads and writes go through one name."""
-        toks = self.tokens
-        typ = toks[s : eq - 1]
-        if not any(t.text == "&" for t in typ):
-            return
-        amp = next(i for i, t in enumerate(typ) if t.text == "&")
-        if any(t.text == "const" for t in typ[:amp]):
-            return
-        raise self.refuse(
-            k,
-            f"a writable reference {toks[eq - 1].text!r} is bound to in-place buffer "
-            f"{toks[k].text!r}: its reads and writes cannot be told apart",
-        )
-
-    def _top_level_comma(self, lo: int, hi: int) -> bool:
-        """Does tokens[lo:hi] hold a `,` outside brackets (several declarators)?"""
-        toks = self.tokens
-        i = lo
-        while i < hi:
-            if toks[i].kind == "punct" and toks[i].text in ("(", "[", "{") and i in self.match:
-                i = self.match[i] + 1
-                continue
-            if toks[i].text == ",":
-                return True
-            i += 1
-        return False
-
-    def _view_init_problem(self, k: int, init: range) -> str | None:
-        """Why the initializer `init` (holding in-place buffer tokens[k]) of
-        a pointer cannot be evaluated twice, once per view, or None."""
-        toks = self.tokens
-        for i in init:
-            t = toks[i]
-            if t.pp:
-                return "its initializer holds a preprocessor line"
-            if t.text in _ASSIGN or t.text in ("++", "--"):
-                return "its initializer has a side effect"
-            if t.kind == "id" and i != k and (t.text in self.inplace or t.text in self.views):
-                return f"its initializer also names {t.text!r}"
-            if (
-                t.kind == "id"
-                and i + 1 in init
-                and toks[i + 1].text == "("
-                and not t.text.endswith("_cast")
-                and not _BUILTIN_TYPE.fullmatch(t.text)
-            ):
-                return f"its initializer calls {t.text!r} (it would run once per view)"
-        return None
-
-    def _pointer_casts(self, k: int, init: range) -> list[tuple[int, bool]]:
-        """The casts to a pointer type in `init` whose operand holds
-        tokens[k] (the in-place buffer): (the index of the `(` of a C-style
-        cast or the `<` of a `*_cast`, whether it is written const)."""
-        toks = self.tokens
-        found = []
-        for i in init:
-            t = toks[i]
-            if t.text == "(" and t.kind == "punct" and i in self.match:
-                close = self.match[i]
-                group = toks[i + 1 : close]
-                operand = close + 1  # the next token, or the bracket group it opens
-            elif t.text == "<" and i > 0 and toks[i - 1].text.endswith("_cast"):
-                found_close = next((j for j in init if j > i and toks[j].text == ">"), None)
-                if found_close is None:
-                    continue
-                close = found_close
-                group = toks[i + 1 : close]
-                operand = close + 1
-            else:
-                continue
-            if not _pointer_type(group) or operand not in init:
-                continue
-            if toks[operand].text == "&":  # `(device T*)&X[i]`
-                operand += 1
-            end = self.match.get(operand, operand)
-            if toks[operand].text in ("(", "[") and toks[operand].kind == "punct":
-                holds = operand < k < end
-            else:  # a name, possibly subscripted: `(device T*)X`, `(device T*)&X[i]`
-                holds = operand == k
-            if holds:
-                found.append((i, any(g.text == "const" for g in group)))
-        return found
-
-    def plain(self, lo: int, hi: int, subst: dict[int, str], const_at: set[int]) -> str:
-        """tokens[lo:hi] as written, renamed, with `subst` for some tokens and
-        `const ` after each token of `const_at` (no in-place rewriting)."""
-        toks = self.tokens
-        out: list[str] = []
-        for i in range(lo, hi):
-            if i > lo:
-                out.append(self.body[toks[i - 1].end : toks[i].start])
-            t = toks[i]
-            if i in subst:
-                out.append(subst[i])
-            elif t.kind == "id" and not _is_member(toks, i):
-                out.append(self.rename.get(t.text, t.text))
-            else:
-                out.append(t.text)
-            if i in const_at:
-                out.append("const ")
-        return "".join(out)
-
-    def token(self, k: int, hi: int) -> tuple[str, int]:
-        t = self.tokens[k]
-        if k in self.replace:
-            return self.replace[k], k + 1
-        if k in self.const_at:
-            return t.text + "const ", k + 1
-        if t.kind == "id" and not _is_member(self.tokens, k):
-            if t.text in self.inplace or self._in_view(t.text, k):
-                return self.in_place(k, hi)
-            return self.rename.get(t.text, t.text), k + 1
-        if (
-            t.kind == "punct"
-            and t.text in ("++", "--")
-            and k + 1 < hi
-            and self.tokens[k + 1].kind == "id"
-            and (
-                self.tokens[k + 1].text in self.inplace
-                or self._in_view(self.tokens[k + 1].text, k + 1)
-            )
-        ):
-            return self.prefix(k, hi)
-        return t.text, k + 1
-
-    def _in_view(self, name: str, k: int) -> bool:
-        """Is tokens[k] (named `name`) a use of a view, in its block?"""
-        view = self.views.get(name)
-        return view is not None and view[1] <= k < view[2]
-
-    def _element(self, k: int, hi: int, name: str) -> int:
-        """tokens[k] is in-place buffer (or view) `name`; returns the index of
-        its `]`."""
-        toks = self.tokens
-        if toks[k].pp:
-            raise self.refuse(k, f"{self.what(name)} is used in a preprocessor line")
-        if k + 1 >= hi or toks[k + 1].text != "[" or toks[k + 1].kind != "punct":
-            if self.split(name).view_of is not None:
-                raise self.refuse(
-                    k,
-                    f"{self.what(name)} is used other than by a subscript (reassigned, offset, "
-                    "copied or passed to a function that may write through it): its reads "
-                    "and writes cannot be told apart",
-                )
-            raise self.refuse(
-                k,
-                f"in-place buffer {name!r} is used other than by a subscript (pointer "
-                "arithmetic, a pointer copy, passed to a function or an atomic): its writes "
-                "cannot be redirected to mlxsci's output",
-            )
-        return self.match[k + 1]
-
-    def _check_index(self, lo: int, hi: int, name: str) -> None:
-        for j in range(lo, hi):
-            if self.tokens[j].text in _ASSIGN or self.tokens[j].text in ("++", "--"):
-                raise self.refuse(j, f"the index of a write to {self.what(name)} has a side effect")
-
-    def _chain_end(self, a: int, hi: int) -> int:
-        toks = self.tokens
-        j = a
-        while j < hi:
-            if toks[j].text in (".", "->") and j + 1 < hi and toks[j + 1].kind == "id":
-                j += 2
-            elif toks[j].text == "[" and j in self.match:
-                j = self.match[j] + 1
-            else:
-                break
-        return j
-
-    def _const_view(self, k: int) -> bool:
-        """Is tokens[k] (an in-place buffer not subscripted) only read through
-        a pointer to const: a cast `(device const T*)X`, `(const device
-        T*)(X + i)`, `reinterpret_cast<device const T*>(X)`, or the initializer
-        of a declaration `device const T* p = X + i;`?"""
-        toks = self.tokens
-        j = k - 1
-        while j >= 0 and toks[j].text == "(" and toks[j].kind == "punct":
-            j -= 1
-        if j >= 0 and toks[j].text == ")" and j in self.match:
-            group = toks[self.match[j] + 1 : j]
-            if _const_pointer_type(group):
-                return True
-        if j >= 0 and toks[j].text == ">":
-            depth, o = 0, j
-            while o >= 0:
-                if toks[o].text == ">":
-                    depth += 1
-                elif toks[o].text == "<":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                o -= 1
-            if (
-                o > 0
-                and toks[o - 1].text.endswith("_cast")
-                and _const_pointer_type(toks[o + 1 : j])
-            ):
-                return True
-        # the initializer of a declaration of a pointer to const
-        s = k - 1
-        while s >= 0 and not (toks[s].kind == "punct" and toks[s].text in (";", "{", "}")):
-            s -= 1
-        statement = toks[s + 1 : k]
-        eq = next((i for i, t in enumerate(statement) if t.text == "="), None)
-        if eq is None or eq < 3:
-            return False
-        before = statement[:eq]
-        return (
-            before[-1].kind == "id"
-            and before[-2].text == "*"
-            and _const_pointer_type(before[:-1])
-            and not any(t.text in _ASSIGN or t.text in ("++", "--") for t in statement[eq + 1 :])
-        )
-
-    def _const_argument(self, k: int) -> bool:
-        """Is tokens[k] (an in-place buffer not subscripted) a whole argument
-        of a call to a helper of the header whose every declaration takes a
-        pointer to const there (`neighbour_sum(spins, i, j)` with `int
-        neighbour_sum(device const char* s, uint i, uint j)`)? Then the
-        helper only reads it. Overloads all must; a function-like macro, a
-        member or qualified call, a template call and a callee the header
-        does not declare are not known to read only."""
-        toks = self.tokens
-        if k == 0 or k + 1 >= len(toks):
-            return False
-        if toks[k - 1].text not in ("(", ",") or toks[k + 1].text not in (",", ")"):
-            return False
-        j, index = k - 1, 0
-        while j >= 0:  # the call's `(`, counting the arguments before X
-            t = toks[j]
-            if t.kind == "punct" and t.text in (")", "]", "}") and j in self.match:
-                j = self.match[j] - 1
-                continue
-            if t.kind == "punct" and t.text in ("(", "[", "{"):
-                break
-            if t.kind == "punct" and t.text == ",":
-                index += 1
-            j -= 1
-        if j < 1 or toks[j].text != "(" or toks[j].pp:
-            return False
-        callee = toks[j - 1]
-        if callee.kind != "id" or callee.text in _CALL_KEYWORDS or _is_member(toks, j - 1):
-            return False
-        declarations = [d for d in self.functions.get(callee.text, []) if len(d) > index]
-        return bool(declarations) and all(_const_pointer_param(d[index]) for d in declarations)
-
-    def in_place(self, k: int, hi: int) -> tuple[str, int]:
-        toks = self.tokens
-        name = toks[k].text
-        target = self.split(name)
-        if (
-            not toks[k].pp
-            and (k + 1 >= hi or toks[k + 1].text != "[")
-            and (self._const_view(k) or self._const_argument(k))
-        ):
-            return target.read, k + 1
-        close = self._element(k, hi, name)
-        if k > 0 and toks[k - 1].text == "&" and not self._operand_end(k - 2):
-            raise self.refuse(k, f"the address of an element of {self.what(name)} is taken")
-        a = close + 1
-        if a < hi and toks[a].text in (".", "->", "["):
-            j = self._chain_end(a, hi)
-            if j < hi and (toks[j].text in _ASSIGN or toks[j].text in ("++", "--")):
-                raise self.refuse(k, f"a write to part of an element of {self.what(name)}")
-            return target.read, k + 1
-        if a >= hi:
-            return target.read, k + 1
-        op = toks[a].text
-        if op == "=":
-            return target.write, k + 1
-        if op in _COMPOUND:
-            self._check_index(k + 2, close, name)
-            index = self.render(k + 2, close)
-            end = self._expression_end(a + 1, hi)
-            if end == a + 1:
-                raise self.refuse(k, f"a compound assignment to {name!r} without a value")
-            value = self.render(a + 1, end)
-            return (
-                f"({target.write}[{index}] = {target.read}[{index}] {op[:-1]} ({value}))",
-                end,
-            )
-        if op in ("++", "--"):
-            self._check_index(k + 2, close, name)
-            index = self.render(k + 2, close)
-            sign = op[0]
-            update = f"{target.write}[{index}] = {target.read}[{index}] {sign} 1"
-            # a statement of its own (`X[e]++;`): its value is not used
-            statement = k == 0 or toks[k - 1].text in (";", "{", "}", ")", "else", "do")
-            if statement and a + 1 < hi and toks[a + 1].text == ";":
-                return f"({update})", a + 1
-            return f"({update}, {target.read}[{index}])", a + 1
-        return target.read, k + 1
-
-    def prefix(self, k: int, hi: int) -> tuple[str, int]:
-        toks = self.tokens
-        name = toks[k + 1].text
-        target = self.split(name)
-        close = self._element(k + 1, hi, name)
-        j = self._chain_end(close + 1, hi)
-        if j != close + 1:
-            raise self.refuse(k, f"a write to part of an element of {self.what(name)}")
-        self._check_index(k + 3, close, name)
-        index = self.render(k + 3, close)
-        sign = toks[k].text[0]
-        return f"({target.write}[{index}] = {target.read}[{index}] {sign} 1)", close + 1
-
-    def _operand_end(self, k: int) -> bool:
-        """Does tokens[k] end an operand (so that a `&` after it is binary)?"""
-        if k < 0:
-            return False
-        t = self.tokens[k]
-        if t.kind in ("num", "str", "chr"):
-            return True
-        if t.kind == "id":
-            return t.text not in _KEYWORDS
-        return t.text in (")", "]")
-
-    def _expression_end(self, j: int, hi: int) -> int:
-        """The end of an assignment's right-hand side starting at tokens[j]."""
-        toks = self.tokens
-        pending = 0
-        while j < hi:
-            t = toks[j]
-            if t.kind == "punct":
-                if t.text in ("(", "[", "{") and j in self.match:
-                    j = self.match[j] + 1
-                    continue
-                if t.text in (")", "]", "}", ";", ","):
-                    break
-                if t.text == "?":
-                    pending += 1
-                elif t.text == ":":
-                    if pending == 0:
-                        break
-                    pending -= 1
-            j += 1
-        return j
-
-
-_CALL_KEYWORDS = frozenset(
-    "if while for switch return sizeof alignof decltype static_cast reinterpret_cast "
-    "const_cast dynamic_cast typeid noexcept".split()
-)
-
-
-def _const_pointer_param(tokens: list[Token]) -> bool:
-    """Is the parameter declared by `tokens` (`device const char* s`, with
-    or without a name, attributes or a default) a pointer to const?"""
-    decl: list[Token] = []
-    k = 0
-    while k < len(tokens):
-        if tokens[k].text == "[" and k + 1 < len(tokens) and tokens[k + 1].text == "[":
-            depth = 0
-            while k < len(tokens):  # skip the [[...]] group
-                depth += {"[": 1, "]": -1}.get(tokens[k].text, 0)
-                k += 1
-                if depth == 0:
-                    break
-            continue
-        if tokens[k].text == "=":
-            break
-        decl.append(tokens[k])
-        k += 1
-    if len(decl) >= 2 and decl[-1].kind == "id" and decl[-2].text == "*":
-        decl = decl[:-1]  # the parameter's name
-    return _const_pointer_type(decl)
-
-
-def _header_functions(
-    tokens: list[Token], macros: dict[str, set[str]]
-) -> dict[str, list[list[list[Token]]]]:
-    """The helpers the header declares at file scope whose every declaration
-    this module sees: name -> the parameters of each declaration (or
-    definition), as token lists. A variable initialised with parentheses
-    (`constant uint3 M(1, 2, 3);`) is listed too; its "parameters" are no
-    pointers to const. Left out, so that no call to them counts as a read
-    (`_Rewriter._const_argument`): a name a macro's replacement list holds or
-    that appears inside parentheses at file scope (a macro's argument, such
-    as `DECLARE(f)`, can declare an overload this scan never sees), and
-    every name when the header defines a namespace (its functions, brought
-    in by `using`, are overloads this scan does not list)."""
-    code = [t for t in tokens if not t.pp]
-    if any(
-        t.text == "namespace" and (k == 0 or code[k - 1].text != "using")
-        for k, t in enumerate(code)
-    ):
-        return {}  # a namespace defined (`using namespace metal;` defines none)
-    match = match_brackets(code)
-    found: dict[str, list[list[list[Token]]]] = {}
-    hidden: set[str] = set().union(*macros.values()) if macros else set()
-    hidden |= set(macros)
-    k = 0
-    while k < len(code):
-        t = code[k]
-        if t.kind == "punct" and t.text in ("{", "[") and k in match:
-            k = match[k] + 1  # bodies (a struct's members too) and attributes
-            continue
-        if t.kind == "punct" and t.text == "(" and k in match:
-            close = match[k]
-            hidden |= {x.text for x in code[k + 1 : close] if x.kind == "id"}
-            prev = code[k - 1] if k > 0 else None
-            if prev is not None and prev.kind == "id" and not _is_member(code, k - 1):
-                params = [code[a:b] for a, b in split_params(code, k + 1, close)]
-                if len(params) == 1 and [x.text for x in params[0]] == ["void"]:
-                    params = []
-                found.setdefault(prev.text, []).append(params)
-            k = close + 1
-            continue
-        k += 1
-    return {name: decls for name, decls in found.items() if name not in hidden}
-
-
-def _pointer_type(tokens: list[Token]) -> bool:
-    """Are `tokens` a pointer type in an address space (`device float4*`,
-    `const device char *`)?"""
-    if not tokens or tokens[-1].text != "*":
-        return False
-    return all(t.kind == "id" or t.text in ("::", "<", ">", ",") for t in tokens[:-1]) and any(
-        t.text in ("device", "constant", "threadgroup", "thread") for t in tokens[:-1]
-    )
-
-
-def _const_pointer_type(tokens: list[Token]) -> bool:
-    """Are `tokens` a pointer type to const (`device const float4*`,
-    `const device char *`)?"""
-    if not tokens or tokens[-1].text != "*":
-        return False
-    if not any(t.text == "const" for t in tokens[:-1]):
-        return False
-    return all(t.kind == "id" or t.text in ("::", "<", ">", ",") for t in tokens[:-1]) and any(
-        t.text in ("device", "constant") for t in tokens[:-1]
-    )
-
-
 # ---------------------------------------------------------- one kernel
 
 
@@ -1134,6 +436,7 @@ class _Kernel:
     threadgroup: str
     body: str
     header_renames: dict[str, str]
+    in_place: list[tuple[str, str]] = field(default_factory=list)
 
 
 _DIRECTIVE_LINE = re.compile(r"^([ \t]*)//!", re.M)
@@ -1152,7 +455,6 @@ class _Source:
     macros: dict[str, set[str]]
     all_ids: set[str]
     global_renames: dict[str, str]
-    functions: dict[str, list[list[list[Token]]]] = field(default_factory=dict)
 
 
 def _reserved(mlx: dict[str, MlxParam]) -> set[str]:
@@ -1165,6 +467,19 @@ def _reserved(mlx: dict[str, MlxParam]) -> set[str]:
     return reserved
 
 
+@dataclass
+class _Binding:
+    """How one kernel's parameters reach MLX's: renames of body names, the
+    prologue's declarations (aliases, attribute locals, scalar values), and
+    the `//! inplace` pairs of its read-write buffers."""
+
+    rename: dict[str, str]
+    prologue: list[str] = field(default_factory=list)
+    in_place: list[tuple[str, str]] = field(default_factory=list)
+    renamed: list[str] = field(default_factory=list)  # "old -> new", for the notes
+    missing: list[str] = field(default_factory=list)  # Metal-Sci's buffers not declared
+
+
 def _convert_kernel(
     kf: KernelFunction,
     ki: ifaces.KernelInterface,
@@ -1173,20 +488,29 @@ def _convert_kernel(
     contract,
     notes: list[str],
 ) -> _Kernel:
-    kname = kf.name
-    lines = _line_counter(src.parsed.text)
-    header_tokens = src.header_tokens
-
-    def line_of(offset: int) -> int:
-        return lines(kf.body_start + offset)
-
     reserved = _reserved(mlx)
     names = _Names(src.all_ids | reserved | set(src.global_renames.values()))
+    binding = _bind_parameters(kf, ki, mlx, src, reserved, names)
+    _note_binding(kf.name, binding, notes)
+    _rename_collisions(kf, reserved, binding.rename, names, notes)
+    tokens = scan(kf.body)
+    body = _rename_tokens(kf.body, tokens, {k: v for k, v in binding.rename.items() if k != v})
+    grid, tg = _launch(kf, ki, contract, src.header_tokens, notes)
+    header_renames = {
+        p.name: binding.rename[p.name]
+        for p in kf.params
+        if p.name in binding.rename and binding.rename[p.name] != p.name
+    }
+    return _Kernel(
+        kf.name, grid, tg, _with_prologue(body, binding.prologue), header_renames, binding.in_place
+    )
 
-    rename: dict[str, str] = dict(src.global_renames)
-    inplace: dict[str, _InPlace] = {}
-    prologue: list[str] = []
-    renamed_params: list[str] = []
+
+def _bind_parameters(kf, ki, mlx, src: _Source, reserved: set[str], names) -> _Binding:
+    """Each parameter of `kf` bound to MLX's: a buffer by its index, a thread
+    attribute to a local from MLX's attribute; anything else is refused."""
+    kname = kf.name
+    binding = _Binding(rename=dict(src.global_renames))
     seen_index: dict[int, str] = {}
     seen_params: set[str] = set()
 
@@ -1201,85 +525,103 @@ def _convert_kernel(
         if p.name in seen_params:
             raise _Refused(f"kernel {kname!r}: two parameters named {p.name!r}")
         seen_params.add(p.name)
-        rename.pop(p.name, None)  # a parameter named like a header name wins in its body
-        idx = p.buffer_index
+        binding.rename.pop(p.name, None)  # a parameter named like a header name wins in its body
         if p.attribute.startswith("buffer"):
-            if idx is None:
-                raise _Refused(
-                    f"kernel {kname!r}: parameter {p.name!r} has the attribute "
-                    f"[[{p.attribute}]], not a buffer index"
-                )
-            buf = ki.buffer(idx)
-            if buf is None:
-                have = ", ".join(f"{b.index} {b.name}" for b in ki.buffers)
-                raise _Refused(
-                    f"kernel {kname!r}: buffer({idx}) ({p.name!r}) is not in Metal-Sci's "
-                    f"interface of {kname} (buffers {have}): the host binds nothing there"
-                )
-            if idx in seen_index:
-                raise _Refused(
-                    f"kernel {kname!r}: buffer({idx}) is declared twice "
-                    f"({seen_index[idx]!r} and {p.name!r})"
-                )
-            seen_index[idx] = p.name
-            _convert_buffer(p, buf, mlx, kname, rename, inplace, prologue, alias_name, names)
-            if buf.kind != "inout":
-                target = rename.get(p.name, p.name)
-                if target != p.name and not target.startswith("ms_"):
-                    renamed_params.append(f"{p.name} -> {target}")
-            continue
-        if p.attribute in _ATTRIBUTE_TYPES:
-            mlx_type = _ATTRIBUTE_TYPES[p.attribute]
-            cand_dims = _dims(p.base)
-            mlx_dims = 3 if mlx_type.endswith("3") else 1
-            if p.declarator or p.address_space:
-                raise _Refused(
-                    f"kernel {kname!r}: thread attribute {p.name!r} declared as "
-                    f"`{p.type_text}`, not a value"
-                )
-            if cand_dims > mlx_dims:
-                raise _Refused(
-                    f"kernel {kname!r}: {p.name!r} [[{p.attribute}]] has {cand_dims} "
-                    f"components, MLX's has {mlx_dims}"
-                )
-            swizzle = "" if cand_dims == mlx_dims else {1: ".x", 2: ".xy"}[cand_dims]
-            target = alias_name(p)
-            rename[p.name] = target
-            qual = "const " if p.const else ""
-            prologue.append(f"{qual}{p.base} {target} = {p.base}({p.attribute}{swizzle});")
-            continue
-        if not p.attribute:
+            buf = _buffer_of(p, ki, kname, seen_index)
+            _convert_buffer(p, buf, mlx, kname, binding, alias_name)
+            target = binding.rename.get(p.name, p.name)
+            if buf.kind != "inout" and target != p.name and not target.startswith("ms_"):
+                binding.renamed.append(f"{p.name} -> {target}")
+        elif p.attribute in _ATTRIBUTE_TYPES:
+            _bind_attribute(p, kname, binding, alias_name)
+        elif not p.attribute:
             raise _Refused(
                 f"kernel {kname!r}: parameter {p.name!r} has no attribute (no buffer index "
                 "nor thread attribute)"
             )
+        else:
+            raise _Refused(
+                f"kernel {kname!r}: parameter {p.name!r} [[{p.attribute}]] has no mlxsci "
+                "equivalent (Metal-Sci's host binds only buffers)"
+            )
+    binding.missing = [f"{b.index} {b.name}" for b in ki.buffers if b.index not in seen_index]
+    return binding
+
+
+def _buffer_of(p: Param, ki, kname: str, seen_index: dict[int, str]) -> ifaces.Buffer:
+    """The Metal-Sci buffer a `[[buffer(i)]]` parameter is bound to."""
+    idx = p.buffer_index
+    if idx is None:
         raise _Refused(
-            f"kernel {kname!r}: parameter {p.name!r} [[{p.attribute}]] has no mlxsci "
-            "equivalent (Metal-Sci's host binds only buffers)"
+            f"kernel {kname!r}: parameter {p.name!r} has the attribute "
+            f"[[{p.attribute}]], not a buffer index"
         )
-    missing = [f"{b.index} {b.name}" for b in ki.buffers if b.index not in seen_index]
-    if missing:
+    buf = ki.buffer(idx)
+    if buf is None:
+        have = ", ".join(f"{b.index} {b.name}" for b in ki.buffers)
+        raise _Refused(
+            f"kernel {kname!r}: buffer({idx}) ({p.name!r}) is not in Metal-Sci's "
+            f"interface of {kname} (buffers {have}): the host binds nothing there"
+        )
+    if idx in seen_index:
+        raise _Refused(
+            f"kernel {kname!r}: buffer({idx}) is declared twice "
+            f"({seen_index[idx]!r} and {p.name!r})"
+        )
+    seen_index[idx] = p.name
+    return buf
+
+
+def _bind_attribute(p: Param, kname: str, binding: _Binding, alias_name) -> None:
+    """A thread-attribute parameter as a local of its declared type, from
+    MLX's attribute (`uint2 gid = uint2(thread_position_in_grid.xy);`)."""
+    mlx_type = _ATTRIBUTE_TYPES[p.attribute]
+    cand_dims = _dims(p.base)
+    mlx_dims = 3 if mlx_type.endswith("3") else 1
+    if p.declarator or p.address_space:
+        raise _Refused(
+            f"kernel {kname!r}: thread attribute {p.name!r} declared as "
+            f"`{p.type_text}`, not a value"
+        )
+    if cand_dims > mlx_dims:
+        raise _Refused(
+            f"kernel {kname!r}: {p.name!r} [[{p.attribute}]] has {cand_dims} "
+            f"components, MLX's has {mlx_dims}"
+        )
+    swizzle = "" if cand_dims == mlx_dims else {1: ".x", 2: ".xy"}[cand_dims]
+    target = alias_name(p)
+    binding.rename[p.name] = target
+    qual = "const " if p.const else ""
+    binding.prologue.append(f"{qual}{p.base} {target} = {p.base}({p.attribute}{swizzle});")
+
+
+def _note_binding(kname: str, binding: _Binding, notes: list[str]) -> None:
+    """What the binding changed, as notes."""
+    if binding.missing:
         notes.append(
-            f"kernel {kname}: buffer(s) {', '.join(missing)} not declared by the candidate "
+            f"kernel {kname}: buffer(s) {', '.join(binding.missing)} not declared by the candidate "
             "(unused; Metal-Sci's host bound them regardless)"
         )
-    if renamed_params:
+    if binding.renamed:
         notes.append(
-            f"kernel {kname}: parameters renamed to mlxsci's names: {', '.join(renamed_params)}"
+            f"kernel {kname}: parameters renamed to mlxsci's names: {', '.join(binding.renamed)}"
         )
-    aliased = [line for line in prologue if any(f in line for f in ("= (", "= &", "= *("))]
+    aliased = [line for line in binding.prologue if any(f in line for f in ("= (", "= &", "= *("))]
     if aliased:
         notes.append(
-            f"kernel {kname}: buffers of another element type than mlxsci's read through "
-            f"aliases: {' '.join(aliased)}"
+            f"kernel {kname}: buffers declared otherwise than mlxsci's parameters (another "
+            f"element type, or a reference) used through aliases: {' '.join(aliased)}"
         )
-    for name, split in inplace.items():
+    for out, inp in binding.in_place:
         notes.append(
-            f"kernel {kname}: in-place buffer {name!r} split: reads from {split.read!r}, "
-            f"writes to {split.write!r}"
+            f"kernel {kname}: in-place buffer {inp!r} is mlxsci's output {out!r}, which starts "
+            f"as a copy of {inp!r} (`//! inplace {out} = {inp}`: the copy is not timed)"
         )
 
-    # body identifiers that would collide with a parameter MLX declares
+
+def _rename_collisions(kf, reserved: set[str], rename: dict[str, str], names, notes) -> None:
+    """Body identifiers that would collide with a parameter MLX declares get
+    fresh names."""
     body_tokens = scan(kf.body)
     params = {p.name for p in kf.params}
     collisions = []
@@ -1292,24 +634,15 @@ def _convert_kernel(
         collisions.append(f"{t.text} -> {rename[t.text]}")
     if collisions:
         notes.append(
-            f"kernel {kname}: names that MLX declares as kernel parameters renamed: "
+            f"kernel {kf.name}: names that MLX declares as kernel parameters renamed: "
             f"{', '.join(collisions)}"
         )
 
-    macro_ids = set(src.macros).union(*src.macros.values()) if src.macros else set()
-    rewriter = _Rewriter(
-        kf.body,
-        {k: v for k, v in rename.items() if k != v},
-        inplace,
-        kname,
-        line_of,
-        src.functions,
-        macro_ids,
-        names.fresh,
-    )
-    body = rewriter.text()
 
-    # the launch
+def _launch(kf, ki, contract, header_tokens, notes: list[str]) -> tuple[str, str]:
+    """The Metal-Sci host's grid and threadgroup of `kf`, shrunk by a
+    `max_total_threads_per_threadgroup` attribute as the host's rule does."""
+    kname = kf.name
     cap = None
     for attr in kf.attributes:
         m = re.fullmatch(r"max_total_threads_per_threadgroup\((.*)\)", attr, re.S)
@@ -1328,7 +661,7 @@ def _convert_kernel(
             else "the launch is the host's default"
         )
         notes.append(
-            f"kernel {kname}: [[max_total_threads_per_threadgroup({cap})]] dropped (MLX writes "
+            f"kernel {kname}: max_total_threads_per_threadgroup({cap}) dropped (MLX writes "
             f"the signature); {what}"
         )
         if ki.launch.rule == "fixed" and ki.launch.min_threads == "N":
@@ -1341,80 +674,43 @@ def _convert_kernel(
             f"kernel {kname}: launch set from Metal-Sci's host: grid {grid}, threadgroup {tg} "
             f"(mlxsci's default: grid {contract.grid}, threadgroup {contract.threadgroup})"
         )
+    return grid, tg
 
-    # the carry of in-place buffers
-    carry = ki.carry if inplace or any(b.kind == "inout" for b in ki.buffers) else ""
-    if carry:
-        notes.append(
-            f"kernel {kname}: a carry copies each thread's own element of the in-place "
-            "buffer to mlxsci's output before the body (elements the dispatch leaves alone "
-            "keep their values)"
-        )
 
-    # layout: the prologue at the body's indentation
+def _with_prologue(body: str, prologue: list[str]) -> str:
+    """`body` after the prologue's declarations, at the body's indentation."""
     body = re.sub(r"\A[ \t]*\r?\n", "", body)
     indent = re.match(r"[ \t]*", body).group() if body.strip() else "    "  # type: ignore[union-attr]
     pro = ""
     if prologue:
         pro += f"{indent}// the Metal-Sci kernel's parameters, from MLX's (converted)\n"
         pro += "".join(f"{indent}{line}\n" for line in prologue)
-    if carry:
-        pro += f"{indent}// carry: elements of the in-place buffer this dispatch leaves keep their values\n"
-        pro += indent_text(carry, indent)
     body = pro + body
-    if not body.endswith("\n"):
-        body += "\n"
-    header_renames = {
-        p.name: rename[p.name] for p in kf.params if p.name in rename and rename[p.name] != p.name
-    }
-    for name in inplace:
-        header_renames[name] = ""  # an in-place buffer in a macro: refused
-    return _Kernel(kname, grid, tg, body, header_renames)
+    return body if body.endswith("\n") else body + "\n"
 
 
-def indent_text(text: str, indent: str) -> str:
-    """`text` with `indent` before each non-empty line (a carry as the
-    converter places it in a body)."""
-    return "".join(f"{indent}{line}\n" if line.strip() else "\n" for line in text.splitlines())
-
-
-def _line_counter(text: str):
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    from bisect import bisect_right
-
-    return lambda offset: bisect_right(starts, offset)
-
-
-def _convert_buffer(p, buf, mlx, kname, rename, inplace, prologue, alias_name, names) -> None:
+def _convert_buffer(p: Param, buf, mlx, kname: str, binding: _Binding, alias_name) -> None:
+    """A `[[buffer(i)]]` parameter bound to mlxsci's parameter of buffer `buf`:
+    renamed where the element types agree, else an alias cast from MLX's. A
+    read-write buffer X is mlxsci's output X_out, which starts as a copy of
+    input X (`//! inplace X_out = X`), so every access works as in Metal."""
     mine = normal_type(p.base)
+    rename, prologue = binding.rename, binding.prologue
     if buf.kind == "scalar":
-        m = mlx.get(buf.name)
-        if m is None:
-            raise _Refused(f"kernel {kname!r}: mlxsci has no parameter {buf.name!r}")
-        same = mine == normal_type(m.elem)
-        if p.declarator == "*":
-            target = alias_name(p)
-            rename[p.name] = target
-            cast = "" if same else f"(const constant {p.base}*)"
-            prologue.append(f"const constant {p.base}* {target} = {cast}&{m.name};")
-            return
-        if same:
-            rename[p.name] = m.name
-            return
-        target = alias_name(p)
-        rename[p.name] = target
-        prologue.append(f"const {p.base} {target} = {p.base}({m.name});")
+        _convert_scalar(p, buf, mlx, kname, binding, alias_name)
         return
-    if p.declarator == "&" and buf.kind in ("in", "out"):
+    if buf.kind == "inout":
+        binding.in_place.append((buf.write_name, buf.read_name))
+    m = mlx.get(buf.write_name if buf.kind == "inout" else buf.name)
+    if m is None:
+        raise _Refused(f"kernel {kname!r}: mlxsci has no parameter for {buf.name!r}")
+    qual = "const " if m.const else ""
+    if p.declarator == "&":
         # An array buffer bound to a reference (`constant float& psi_axis`, one
-        # float; `device float& psi_axis` written by the reduction): Metal binds
-        # the reference to the buffer's first element, and so does the alias.
-        m = mlx.get(buf.name)
-        if m is None:
-            raise _Refused(f"kernel {kname!r}: mlxsci has no parameter {buf.name!r}")
+        # float; `device uint& c` of an in-place counter): Metal binds the
+        # reference to the buffer's first element, and so does the alias.
         target = alias_name(p)
         rename[p.name] = target
-        qual = "const " if m.const else ""
         prologue.append(
             f"{qual}{m.space} {p.base}& {target} = *({qual}{m.space} {p.base}*){m.name};"
         )
@@ -1424,28 +720,40 @@ def _convert_buffer(p, buf, mlx, kname, rename, inplace, prologue, alias_name, n
             f"kernel {kname!r}: buffer({buf.index}) is Metal-Sci's array {buf.name!r}, "
             f"declared as `{p.type_text} {p.name}`, not a pointer"
         )
-    if buf.kind == "inout":
-        r, w = mlx.get(buf.read_name), mlx.get(buf.write_name)
-        if r is None or w is None:
-            raise _Refused(f"kernel {kname!r}: mlxsci has no parameters for {buf.name!r}")
-        if mine == normal_type(r.pointee) and mine == normal_type(w.pointee):
-            inplace[p.name] = _InPlace(r.name, w.name)
-            return
-        ra, wa = names.fresh(r.name), names.fresh(w.name)
-        prologue.append(f"const {r.space} {p.base}* {ra} = (const {r.space} {p.base}*){r.name};")
-        prologue.append(f"{w.space} {p.base}* {wa} = ({w.space} {p.base}*){w.name};")
-        inplace[p.name] = _InPlace(ra, wa)
-        return
-    m = mlx.get(buf.name)
-    if m is None:
-        raise _Refused(f"kernel {kname!r}: mlxsci has no parameter {buf.name!r}")
     if mine == normal_type(m.pointee):
         rename[p.name] = m.name
         return
     target = alias_name(p)
     rename[p.name] = target
-    qual = "const " if m.const else ""
     prologue.append(f"{qual}{m.space} {p.base}* {target} = ({qual}{m.space} {p.base}*){m.name};")
+
+
+def _convert_scalar(p: Param, buf, mlx, kname: str, binding: _Binding, alias_name) -> None:
+    """A scalar buffer: renamed to MLX's constant of the same type, a value of
+    the candidate's type, or a pointer at MLX's constant."""
+    m = mlx.get(buf.name)
+    if m is None:
+        raise _Refused(f"kernel {kname!r}: mlxsci has no parameter {buf.name!r}")
+    same = normal_type(p.base) == normal_type(m.elem)
+    if p.declarator == "*":
+        target = alias_name(p)
+        binding.rename[p.name] = target
+        cast = "" if same else f"(const constant {p.base}*)"
+        binding.prologue.append(f"const constant {p.base}* {target} = {cast}&{m.name};")
+        return
+    if same:
+        binding.rename[p.name] = m.name
+        return
+    target = alias_name(p)
+    binding.rename[p.name] = target
+    binding.prologue.append(f"const {p.base} {target} = {p.base}({m.name});")
+
+
+def _line_counter(text: str):
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    from bisect import bisect_right
+
+    return lambda offset: bisect_right(starts, offset)
 
 
 # ------------------------------------------------- what the conversion moves
@@ -1679,6 +987,7 @@ def _convert(task_arg, source, notes: list[str]) -> str:
         raise _Refused("the source is not text")
     if not source.strip():
         raise _Refused("the source is empty")
+    source = _without_trailing_undefs(source, notes)
     parsed = parse_metal_source(source)
     if not parsed.kernels:
         raise _Refused("the source defines no kernel function")
@@ -1733,7 +1042,6 @@ def _convert(task_arg, source, notes: list[str]) -> str:
         macros,
         all_ids,
         global_renames,
-        _header_functions(header_tokens, macros),
     )
     converted: list[_Kernel] = []
     for ki in runnable:
@@ -1750,6 +1058,30 @@ def _convert(task_arg, source, notes: list[str]) -> str:
     text = _assemble(header, converted, notes)
     _check(task, text, notes)
     return text
+
+
+# A line of the source's tail that changes nothing the compiler has read:
+# blank, a `//` comment, or `#undef NAME` (a backslash would continue it).
+_INERT_TAIL_LINE = re.compile(r"[ \t]*(?:#[ \t]*undef[ \t]+[A-Za-z_]\w*[ \t]*)?(?://[^\n\\]*)?")
+
+
+def _without_trailing_undefs(source: str, notes: list[str]) -> str:
+    """`source` less the `#undef` lines that end it (after its last closing
+    brace, nothing but them, blank lines and `//` comments): at the end of a
+    translation unit they undefine nothing anything reads, while mlxsci's
+    format would put them in the header, before the kernels that use the
+    macros."""
+    last = source.rfind("}")
+    tail = source[last + 1 :]
+    lines = tail.split("\n")
+    if last < 0 or "#" not in tail or not all(_INERT_TAIL_LINE.fullmatch(x) for x in lines):
+        return source
+    undone = re.findall(r"#[ \t]*undef[ \t]+([A-Za-z_]\w*)", tail)
+    notes.append(
+        f"the #undef lines that end the source ({', '.join(undone)}) dropped: at the end of "
+        "the translation unit they change nothing"
+    )
+    return source[: last + 1] + "\n"
 
 
 def _rename_tokens(text: str, tokens: list[Token], mapping: dict[str, str]) -> str:
@@ -1779,11 +1111,6 @@ def _rename_in_macros(header, header_tokens, macros, converted, notes) -> str:
     if not wanted:
         return header
     for old, news in wanted.items():
-        if "" in news:
-            raise _Refused(
-                f"a macro of the header names in-place buffer {old!r}: its writes cannot be "
-                "redirected to mlxsci's output"
-            )
         if len(news) > 1:
             raise _Refused(
                 f"a macro of the header names parameter {old!r}, which the kernels bind "
@@ -1814,8 +1141,10 @@ def _assemble(header: str, kernels: list[_Kernel], notes: list[str]) -> str:
     if header.strip():
         parts.append("//! header\n" + _defuse(header, notes))
     for k in kernels:
+        in_place = "".join(f"//! inplace {o} = {i}\n" for o, i in k.in_place)
         parts.append(
             f"//! kernel {k.name}\n//! grid = {k.grid}\n//! threadgroup = {k.threadgroup}\n"
+            + in_place
             + _defuse(k.body, notes)
         )
     return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
@@ -1829,7 +1158,8 @@ def _check(task, text: str, notes: list[str]) -> None:
     except CandidateError as exc:
         raise _Refused(f"the converted candidate does not parse: {exc}") from None
     names = set(task.launch_names(task.size_set("smoke")[0].params))
-    for failure in cand.validate(parsed, task.kernel_names, names):
+    allowed = {k.name: k.in_place for k in task.kernels}
+    for failure in cand.validate(parsed, task.kernel_names, names, allowed):
         if failure.kind == "refused":
             notes.append(f"mlxsci's source policy refuses the candidate: {failure}")
             continue

@@ -9,12 +9,9 @@ not run (`runs=False`: lj_clear_cells; mlxsci zeroes cell_count with the
 contract's init_value) is still listed: a Metal-Sci source must define it.
 
 mlxsci's names for a buffer: an `in` or `scalar` buffer X is mlxsci's input X,
-an `out` buffer X its output X, an `inout` buffer X the input X (reads) plus
-the output X_out (writes). A `carry` is Metal text that each thread runs for
-its own grid position before the candidate's body, so that the elements of
-an in-place buffer the dispatch does not change reach X_out (mlxsci's
-outputs are fresh arrays, where Metal-Sci's buffer kept them):
-mlxsci/import_metal_sci/convert.py explains its limits.
+an `out` buffer X its output X, an `inout` buffer X the output X_out that
+starts as a copy of the input X (`//! inplace X_out = X`: the kernel reads
+and writes it as Metal-Sci's kernel did its buffer).
 
 Launch rules (spec section 0.4): the host picks the threadgroup; only a
 pipeline whose maxTotalThreadsPerThreadgroup is smaller (a
@@ -90,7 +87,6 @@ class KernelInterface:
     launch: Launch
     runs: bool = True
     why_not_run: str = ""
-    carry: str = ""
 
     def buffer(self, index: int) -> Buffer | None:
         for b in self.buffers:
@@ -124,28 +120,6 @@ _U32 = "constant uint&"
 _F32 = "constant float&"
 _IN = "device const float*"
 _OUT = "device float*"
-
-# ising: the sites of the other colour are not the dispatch's; the active
-# colour's site is copied too, so that a kernel that stores only the spins it
-# flips (the seed) leaves the rest as they were. Each thread copies only the
-# site of its own grid position (Metal-Sci's host launches one per site).
-_ISING_CARRY = (
-    "{\n"
-    "    uint ms_ci = thread_position_in_grid.x;\n"
-    "    uint ms_cj = thread_position_in_grid.y;\n"
-    "    if (ms_ci < NX && ms_cj < NY) {\n"
-    "        spins_out[ms_cj * NX + ms_ci] = spins[ms_cj * NX + ms_ci];\n"
-    "    }\n"
-    "}\n"
-)
-_HMC_CARRY = (
-    "{\n"
-    "    uint ms_chain = thread_position_in_grid.x;\n"
-    "    if (ms_chain < K) {\n"
-    "        accept_cnt_out[ms_chain] = accept_cnt[ms_chain];\n"
-    "    }\n"
-    "}\n"
-)
 
 _ADI_BUFFERS = (
     _b(0, "u_in", "in", _IN),
@@ -261,7 +235,6 @@ INTERFACES: dict[str, TaskInterface] = {
                         _b(9, "seed", "scalar", _U32),
                     ),
                     _line("K", 64),
-                    carry=_HMC_CARRY,
                 ),
             ),
         ),
@@ -295,7 +268,6 @@ INTERFACES: dict[str, TaskInterface] = {
                         _b(5, "seed", "scalar", _U32),
                     ),
                     _PLANE_XY,
-                    carry=_ISING_CARRY,
                 ),
             ),
         ),

@@ -8,7 +8,9 @@ splits it into
 - the header: every character outside the kernel functions, verbatim and in
   order (what `mx.fast.metal_kernel` takes as its header);
 - each kernel: its name, its attributes (`[[max_total_threads_per_threadgroup(N)]]`
-  before or after `kernel` / `[[kernel]]`, or after the parameter list), its
+  or GNU's `__attribute__((...))` before or after `kernel` / `[[kernel]]`
+  or the parameter list; Metal's compiler refuses a `[[...]]` after the
+  parameter list, and so does this module), its
   parameters (declared type, name, attribute: `buffer(i)`,
   `thread_position_in_grid`, ...) and its body text (brace-matched).
 
@@ -230,12 +232,23 @@ class MetalSource:
 
 
 def _attribute_groups(tokens: list[Token], k: int, match: dict[int, int]):
-    """Starting at tokens[k] == `[` followed by `[`: (the attribute texts,
-    the index after the closing `]]`), or None when it is no attribute."""
-    if k + 1 >= len(tokens) or tokens[k].text != "[" or tokens[k + 1].text != "[":
+    """Starting at tokens[k] == `[` followed by `[` (or `__attribute__((`):
+    (the attribute texts, the index after the closing `]]` or `))`), or None
+    when it is no attribute."""
+    if k + 1 >= len(tokens) or tokens[k + 1].text != "(" and tokens[k + 1].text != "[":
         return None
+    opener = tokens[k].text
+    if (opener, tokens[k + 1].text) not in (("[", "["), ("__attribute__", "(")):
+        return None
+    if opener == "__attribute__":
+        # GNU's spelling, `__attribute__((max_total_threads_per_threadgroup(N)))`,
+        # which Metal's compiler takes where `[[...]]` goes.
+        k += 1
+        if k + 1 >= len(tokens) or tokens[k + 1].text != "(":
+            return None
     close = match.get(k + 1)
-    if close is None or close + 1 >= len(tokens) or tokens[close + 1].text != "]":
+    closer = ")" if opener == "__attribute__" else "]"
+    if close is None or close + 1 >= len(tokens) or tokens[close + 1].text != closer:
         return None
     if match.get(k) != close + 1:
         return None
@@ -545,8 +558,9 @@ def _check_lexing(text: str) -> None:
 
 def _more_attributes(tokens: list[Token], k: int, match: dict[int, int], attrs: list[str]) -> int:
     """Attribute groups from tokens[k] on (after `void`, after the parameter
-    list) added to `attrs`, `kernel` left out; the index after them."""
-    while k < len(tokens) and tokens[k].text == "[":
+    list), `[[...]]` or `__attribute__((...))`, added to `attrs`, `kernel`
+    left out; the index after them."""
+    while k < len(tokens) and tokens[k].text in ("[", "__attribute__"):
         got = _attribute_groups(tokens, k, match)
         if got is None:
             break
@@ -573,10 +587,10 @@ def _read_kernel(text, tokens, match, decl_start, lines):
         t = tokens[k]
         if t.pp:
             raise fail("a preprocessor directive inside a kernel's declaration")
-        if t.text == "[":
+        if t.text in ("[", "__attribute__"):
             got = _attribute_groups(tokens, k, match)
             if got is None:
-                raise fail("unexpected `[` before a kernel's name")
+                raise fail(f"unexpected `{t.text}` before a kernel's name")
             for a in got[0]:
                 if a == "kernel":
                     saw_kernel = True
@@ -619,7 +633,18 @@ def _read_kernel(text, tokens, match, decl_start, lines):
         if hi - lo == 1 and tokens[lo].text == "void":
             continue
         params.append(_parse_param(tokens, lo, hi, match, lines(tokens[lo].start)))
-    k = _more_attributes(tokens, close + 1, match, attrs)
+    k = close + 1
+    if k < n and tokens[k].text == "[" and _attribute_groups(tokens, k, match) is not None:
+        # Metal's compiler takes a `[[...]]` there as an attribute of the
+        # function's type and refuses it ("cannot be applied to types");
+        # GNU's `__attribute__((...))` it takes.
+        after = _attribute_groups(tokens, k, match)[0]
+        raise fail(
+            f"kernel {name!r}: [[{', '.join(after)}]] after the parameter list, where Metal's "
+            'compiler refuses it ("cannot be applied to types"); it belongs before `kernel` '
+            "or the kernel's name"
+        )
+    k = _more_attributes(tokens, k, match, attrs)
     if k < n and tokens[k].text == ";":
         raise fail(f"kernel {name!r} is declared without a body")
     if k >= n or tokens[k].text != "{":

@@ -8,8 +8,8 @@ out of the time."""
 from pathlib import Path
 
 import pytest
-
 from helpers import replace_once, smoke_eval
+
 from mlxsci.evaluation.checks import misfit
 from mlxsci.kernel import in_place
 from mlxsci.kernel.candidate import CandidateError, parse, render, to_kernel_spec

@@ -6,12 +6,12 @@ using namespace metal;
 // and the compound assignment.
 #define SAXPY_TG 256
 
+[[max_total_threads_per_threadgroup(SAXPY_TG)]]
 [[kernel]] void saxpy(const device float* __restrict x [[ buffer(0) ]],
                       device float* __restrict y       [[ buffer(1) ]],
                       constant float &a                [[ buffer(2) ]],
                       constant uint  &N                [[ buffer(3) ]],
                       uint gid [[ thread_position_in_grid ]])
-    [[max_total_threads_per_threadgroup(SAXPY_TG)]]
 {
     if (gid < N) {
         y[gid] += a * x[gid];

@@ -4,7 +4,9 @@ using namespace metal;
 // wave3d with a 3-D threadgroup tile: the (8, 8, 4) block of u_curr plus a
 // one-cell halo on every side (10 x 10 x 6 floats = 2.4 KB) is loaded
 // cooperatively with a strided loop over the flattened tile, one barrier,
-// then each cell reads its six neighbours from threadgroup memory.
+// then each cell reads its six neighbours from threadgroup memory. The
+// pipeline cap uses GNU's attribute spelling, which Metal's compiler takes
+// after the parameter list.
 #define TX 8
 #define TY 8
 #define TZ 4
@@ -25,7 +27,7 @@ kernel void wave_step(device const float* u_prev [[buffer(0)]],
                       ushort tidx  [[thread_index_in_threadgroup]],
                       uint3  lid   [[thread_position_in_threadgroup]],
                       uint3  tpg   [[threads_per_threadgroup]])
-    [[max_total_threads_per_threadgroup(256)]]
+    __attribute__((max_total_threads_per_threadgroup(256)))
 {
     threadgroup float tile[HZ][HY][HX];
     const int ox = int(tgpos.x * tpg.x) - 1;
