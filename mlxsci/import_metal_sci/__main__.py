@@ -15,16 +15,18 @@ stopped. Bad input exits 2 with one line; a fault of the machine exits 3.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from mlxsci.backends import SIM_GPU_HELP, backend_options, modelled_gpu
+from mlxsci.backends import SIM_GPU_HELP, backend_class, backend_options, modelled_gpu
 from mlxsci.backends.sim import gpus
 from mlxsci.evaluation.arguments import check_backend, check_sim_gpu
 from mlxsci.import_metal_sci.importer import import_run
 from mlxsci.import_metal_sci.metal_run import NotAMetalSciRun, find_runs
+from mlxsci.import_metal_sci.records import NOT_JUDGED
 from mlxsci.import_metal_sci.rescore import (
     HELD_OUT_MODES,
     Settings,
@@ -64,22 +66,41 @@ def import_all(run_dirs: tuple[Path, ...], out: Path, force: bool) -> None:
         raise click.UsageError(f"{refused} of {len(runs)} run(s) not imported (see above)")
 
 
+def jobs_for(backend: str, jobs: int | None) -> int:
+    """How many candidates a re-score on `backend` evaluates at once: `jobs`,
+    by default one per CPU where the backend's clock is modelled (the
+    simulator's: a neighbour does not move it), else 1. A GPU's clock is
+    moved by whatever else runs on it, so more than one there is refused."""
+    modelled = backend_class(backend).profile == "sim"
+    if jobs is None:
+        return max(1, os.cpu_count() or 1) if modelled else 1
+    if jobs > 1 and not modelled:
+        raise click.BadParameter(
+            f"the {backend} backend times on one GPU: candidates evaluated at once would be "
+            "timed against each other; leave --jobs at 1 there",
+            param_hint="--jobs",
+        )
+    return jobs
+
+
 def rescore_all(
     out: Path, backend: str, sim_gpu: str | None, sizes: str | None, mode: str, transfer: bool,
-    timeout,
+    timeout, jobs: int | None,
 ):  # fmt: skip
     name = check_backend(backend)
+    jobs = jobs_for(name, jobs)
     try:
         backend_options(name, "metal")
     except ValueError as exc:  # Metal sources: the metal backend or the simulator
         raise click.BadParameter(f"imported candidates are Metal sources: {exc}",
                                  param_hint="--backend") from None  # fmt: skip
     gpu = modelled_gpu(name, "metal", sim_gpu)
-    settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout, gpu)
+    settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout, gpu, jobs)
     say(
         f"re-scoring on {name}{f' (modelled {gpu})' if gpu else ''} at the "
         f"{settings.size_set} sizes"
         + ("" if mode == "none" else f"; recorded bests also at the held-out ({mode})")
+        + (f"; {jobs} candidates at a time" if jobs > 1 else "")
     )
     try:
         found = rescore(out, settings, say)
@@ -92,9 +113,11 @@ def rescore_all(
     mine = [r for r in found if (r["backend"], r["sizes"], r.get("sim_gpu")) == settings.key]
     agree = sum(1 for r in mine if r["mlxsci"] is not None and r["recorded"] == r["mlxsci"])
     evaluated = sum(1 for r in mine if r["mlxsci"] is not None)
+    stopped = sum(1 for r in mine if r["mlxsci"] == NOT_JUDGED)
     click.echo(
         f"re-scored {len(mine)} candidate(s): {evaluated} evaluated, {agree} agree with the "
-        f"recorded verdict, {evaluated - agree} differ; {out / 'rescore.json'}"
+        f"recorded verdict, {evaluated - agree - stopped} differ, {stopped} not judged (a "
+        f"limit of the machine stopped them); {out / 'rescore.json'}"
     )
 
 
@@ -148,7 +171,15 @@ def rescore_all(
     help="Grade whether each recorded best's win transfers (mlxsci.transfer).",
 )
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds allowed per size.")
-def main(run_dirs, out, force, do_rescore, backend, sim_gpu, sizes, mode, transfer, timeout):
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Candidates --rescore evaluates at once. Default: one per CPU on the simulator "
+    "(whose modelled clock no neighbour moves), 1 on a GPU, where more would time "
+    "candidates against each other.",
+)
+def main(run_dirs, out, force, do_rescore, backend, sim_gpu, sizes, mode, transfer, timeout, jobs):
     """Import Metal-Sci run directories (RUN_DIR: a run, or a folder of runs)
     into --out as mlxsci run directories, and with --rescore re-evaluate
     every imported candidate under mlxsci's harness (--out's rescore.json).
@@ -164,7 +195,7 @@ def main(run_dirs, out, force, do_rescore, backend, sim_gpu, sizes, mode, transf
         if run_dirs:
             import_all(run_dirs, out, force)
         if do_rescore:
-            rescore_all(out, backend, sim_gpu, sizes, mode, transfer, timeout)
+            rescore_all(out, backend, sim_gpu, sizes, mode, transfer, timeout, jobs)
     except EnvironmentFault as exc:
         click.echo(f"error: the machine stopped the work: {exc}", err=True)
         sys.exit(EXIT_CODE)

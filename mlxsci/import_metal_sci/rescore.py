@@ -20,8 +20,10 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +59,8 @@ class Settings:
     timeout: float | None = None
     # The GPU the simulator models (--sim-gpu, else Metal's default); None on a GPU.
     sim_gpu: str | None = None
+    # Candidates evaluated at once (--jobs); records do not depend on it.
+    jobs: int = 1
 
     @property
     def key(self) -> tuple:
@@ -247,10 +251,29 @@ def _explain(recorded: str | None, mlxsci: str | None, mlx_reason: str | None, e
 
 
 class Rescorer:
-    """Evaluates items with one backend's settings."""
+    """Evaluates items with one backend's settings. Safe to share between
+    threads: each evaluation runs in a worker process of its own."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
+        # A run's seed is evaluated for its transfer grade (at the search
+        # sizes, the held-out, the second distribution); runs of one task
+        # share the seed's text, so each evaluation of one text at one set
+        # of sizes is made once: (sha256, sizes) -> Evaluation.to_json().
+        self._seed_results: dict[tuple, dict] = {}
+        self._seed_locks: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def seed_evaluation(self, source: str, sizes: list[Size], make: Callable[[], dict]) -> dict:
+        """`make()`'s result for the seed text `source` at `sizes`, made once
+        however many runs ask (the others wait for it)."""
+        key = (_digest(source), tuple((s.label, repr(sorted(s.params.items()))) for s in sizes))
+        with self._lock:
+            lock = self._seed_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._seed_results:
+                self._seed_results[key] = make()
+            return self._seed_results[key]
 
     def evaluate(
         self, task: Task, source: str, filename: str, sizes: list[Size] | None = None,
@@ -313,7 +336,12 @@ class Rescorer:
         s = self.settings
 
         def run(src: str, filename: str, at: list[Size], coverage: bool = False) -> dict:
-            return self.evaluate(task, src, filename, at, coverage).to_json()
+            def make() -> dict:
+                return self.evaluate(task, src, filename, at, coverage).to_json()
+
+            if src == seed and not coverage:
+                return self.seed_evaluation(src, at, make)
+            return make()
 
         def timed(baseline: str, candidate: str, at: list[Size]) -> dict:
             return compare(
@@ -381,12 +409,40 @@ def rescore(out: Path, settings: Settings, say: Callable[[str], None] | None = N
         if len(todo) < len(items):
             say(f"re-score: resuming, {len(items) - len(todo)} of {len(items)} already re-scored")
         scorer = Rescorer(settings)
-        for k, item in enumerate(todo, len(items) - len(todo) + 1):
+        order = {(i.run, i.entry.get("iteration")): n for n, i in enumerate(items)}
+        written = threading.Lock()
+        made = [len(items) - len(todo)]
+
+        def one(item: Item) -> None:
             rec = records.sign_record(scorer.record(item))
-            kept.append(rec)
-            atomic_write_json(path, kept)
-            say(progress_line(k, len(items), rec))
+            with written:  # each record saved as soon as it is made, in import order
+                kept.append(rec)
+                kept.sort(key=lambda r: order.get((r.get("run"), r.get("iteration")), -1))
+                atomic_write_json(path, kept)
+                made[0] += 1
+                say(progress_line(made[0], len(items), rec))
+
+        run_items(one, todo, settings.jobs)
     return kept
+
+
+def run_items(work: Callable[[Item], None], todo: list[Item], jobs: int) -> None:
+    """`work` on every item, `jobs` at a time (each evaluation is a worker
+    process of its own, so threads are enough to keep `jobs` CPUs busy); the
+    first exception stops the rest and is raised."""
+    if jobs <= 1:
+        for item in todo:
+            work(item)
+        return
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(work, item) for item in todo]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def default_size_set(backend: str) -> str:

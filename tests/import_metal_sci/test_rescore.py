@@ -18,7 +18,7 @@ from mlxsci.import_metal_sci import records
 from mlxsci.import_metal_sci import rescore as rescore_module
 from mlxsci.import_metal_sci.__main__ import main
 
-QUICK = ("--backend", "sim", "--held-out", "none", "--no-transfer")
+QUICK = ("--backend", "sim", "--held-out", "none", "--no-transfer", "--jobs", "1")
 
 
 @pytest.fixture
@@ -73,7 +73,33 @@ def test_each_candidate_gets_both_verdicts_and_the_cheat_is_named(tmp_path, quic
     assert recs[6]["recorded_best"] is True and recs[6]["recorded_score"] == 0.8
     assert recs[1]["mlxsci_score"] is not None and recs[6]["mlxsci_score"] is None
     assert "[6/6]" in shown.output and "DIFFER" in shown.output
-    assert "5 evaluated, 4 agree with the recorded verdict, 1 differ" in shown.output
+    assert "5 evaluated, 4 agree with the recorded verdict, 1 differ, 0 not judged" in shown.output
+
+
+def test_candidates_evaluated_at_once_give_the_same_records_in_import_order(
+    tmp_path, quick_evaluations
+):
+    src = heat2d_run(tmp_path / "results", edge_cheat=True)
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    invoke(src, "--out", serial, "--rescore", *QUICK)
+    shown = invoke(src, "--out", parallel, "--rescore", *QUICK[:-1], "3")
+    assert "3 candidates at a time" in shown.output
+    one = json.loads((serial / "rescore.json").read_text())
+    three = json.loads((parallel / "rescore.json").read_text())
+    assert [r["iteration"] for r in three] == [r["iteration"] for r in one] == [0, 1, 3, 4, 5, 6]
+    assert [(r["recorded"], r["mlxsci"]) for r in three] == [
+        (r["recorded"], r["mlxsci"]) for r in one
+    ]
+    assert all(records.record_trust(r) == records.SIGNED for r in three)
+
+
+def test_more_than_one_at_once_on_a_gpu_is_refused(tmp_path):
+    from mlxsci.import_metal_sci.__main__ import jobs_for
+
+    assert jobs_for("sim", None) >= 1 and jobs_for("sim", 3) == 3
+    assert jobs_for("metal", None) == 1
+    with pytest.raises(Exception, match="timed against each other"):
+        jobs_for("metal", 2)
 
 
 def test_a_killed_rescore_continues_where_it_stopped(tmp_path, quick_evaluations, monkeypatch):

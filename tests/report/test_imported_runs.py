@@ -502,6 +502,7 @@ def test_rescore_section_in_markdown_and_latex(out):
         "7",
         "4",
         "2",
+        "0",
         "1",
         "0",
     ]

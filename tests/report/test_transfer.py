@@ -42,6 +42,7 @@ EVIDENCE = {
     "C": ("the disclosed held-out N = 16777216 appears as a constant", "line 7"),
     "D": ("Phi fell 0.6x on the second input distribution (hot-spot)", None),
     "no-win": ("S did not improve beyond its band", None),
+    "not-judged": ("held-out: the candidate was not judged: the time limit ran out", None),
 }
 
 
@@ -247,6 +248,7 @@ COLUMNS = [
     "runs",
     "ungraded",
     "no win",
+    "not judged",
     "wins",
     "transferred",
     "A",
@@ -261,18 +263,27 @@ def test_the_table_counts_a_mix_of_grades(mixed):
     rows = transfer_table(mixed)
     assert [list(r) for r in rows] == [COLUMNS] * len(rows)
     counts = {(r["model"], r["task"]): [r[c] for c in COLUMNS[2:]] for r in rows}
-    #                              runs ungr nowin wins trans A  B  C  D  rate
+    #                              runs ungr nowin nj wins trans A  B  C  D  rate
     assert counts == {
-        ("m1", "heat2d"): [5, 2, 0, 3, 0, 0, 1, 1, 1, 0.0],
-        ("m1", "saxpy"): [4, 0, 1, 3, 2, 1, 0, 0, 0, pytest.approx(2 / 3)],
-        ("m1", "all tasks"): [9, 2, 1, 6, 2, 1, 1, 1, 1, pytest.approx(1 / 3)],
-        ("m2", "saxpy"): [1, 1, 0, 0, 0, 0, 0, 0, 0, None],  # one task: no total row
+        ("m1", "heat2d"): [5, 2, 0, 0, 3, 0, 0, 1, 1, 1, 0.0],
+        ("m1", "saxpy"): [4, 0, 1, 0, 3, 2, 1, 0, 0, 0, pytest.approx(2 / 3)],
+        ("m1", "all tasks"): [9, 2, 1, 0, 6, 2, 1, 1, 1, 1, pytest.approx(1 / 3)],
+        ("m2", "saxpy"): [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, None],  # one task: no total row
     }
     assert [(r["model"], r["task"]) for r in rows][:3] == [
         ("m1", "heat2d"),
         ("m1", "saxpy"),
         ("m1", "all tasks"),
     ]
+
+
+def test_a_run_the_machine_stopped_is_not_judged_and_no_win_nor_failure(tmp_path):
+    """A held-out the machine could not finish is counted apart: not a
+    win, not a B, not ungraded."""
+    for seed, grade in enumerate(["not-judged", "B"]):
+        new_run(tmp_path, f"saxpy_m1_r{seed}", grade, model="m1", seed=seed)
+    (row,) = transfer_table(load_runs([tmp_path]))
+    assert (row["not judged"], row["wins"], row["B"], row["ungraded"]) == (1, 1, 1, 0)
 
 
 def test_every_format_holds_the_table(mixed, tmp_path):
