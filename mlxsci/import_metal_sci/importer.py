@@ -42,6 +42,7 @@ from mlxsci.import_metal_sci.metal_run import (
     read_text,
     shown,
 )
+from mlxsci.import_metal_sci.recorded_errors import signature_error
 from mlxsci.search import manifest
 from mlxsci.storage.cache import atomic_write_bytes, atomic_write_json
 from mlxsci.task import load_task
@@ -127,12 +128,22 @@ def recorded_block(it: RecordedIteration) -> dict:
     its result (or history record) holds, type-checked."""
     result = it.result if isinstance(it.result, dict) else None
     source = result or it.history or {}
+    verdict = records.recorded_verdict(result) if result else None
+    reason = source.get("fail_reason")
+    in_signature = (
+        signature_error(it.source, reason)
+        if verdict == records.COMPILE_ERROR and isinstance(reason, str)
+        else None
+    )
     return {
-        "verdict": records.recorded_verdict(result) if result else None,
+        "verdict": verdict,
         "score": records.finite_number(source.get("score")),
-        "fail_reason": one_line(source.get("fail_reason")),
+        "fail_reason": one_line(reason),
         "is_new_best": (it.history or {}).get("is_new_best") is True,
         "sizes": recorded_sizes(result),
+        # Metal's only errors lie in the kernel's signature, which MLX writes
+        # (mlxsci/import_metal_sci/recorded_errors.py): the first, or None.
+        "signature_error": one_line(in_signature),
     }
 
 

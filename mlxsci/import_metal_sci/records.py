@@ -62,7 +62,8 @@ IMPORT_VERSION = 1
 #     "problems": [str, ...]    (files of this iteration present but not read: a link, too large),
 #     "recorded": {"verdict": one of VERDICTS | None, "score": float | None,
 #                  "fail_reason": str | None, "is_new_best": bool,
-#                  "sizes": [{"label", "correct", "gpu_seconds", "fraction_of_ceiling"}, ...]}}]}
+#                  "sizes": [{"label", "correct", "gpu_seconds", "fraction_of_ceiling"}, ...],
+#                  "signature_error": str | None (recorded_errors.signature_error)}}]}
 #
 # rescore.json: [RescoreRecord, ...], each:
 # {"run": str (the imported run's folder name), "iteration": int,
@@ -77,6 +78,9 @@ IMPORT_VERSION = 1
 #                      "phi": float | None,
 #                      "reason": str | None},
 #  "transfer": None | {"grade": str, "reason": str},
+#  "recorded_signature_error": str | None (Metal's first error, where every error of the
+#             recorded compile failure lies in the kernel's signature, which MLX writes:
+#             mlxsci/import_metal_sci/recorded_errors.py),
 #  "candidate_sha256": str | None (the converted candidate the verdict is of),
 #  "signature": {"key_id": str, "mac": str}}
 #

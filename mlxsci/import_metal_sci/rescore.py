@@ -300,6 +300,9 @@ class Rescorer:
             "recorded_best": item.recorded_best,
             "held_out": None, "transfer": None,
         }  # fmt: skip
+        in_signature = entry.get("recorded", {}).get("signature_error")
+        # Metal's error lies in the kernel's signature, which MLX writes: apart in the audit.
+        rec["recorded_signature_error"] = in_signature if isinstance(in_signature, str) else None
         source = _source(item, entry.get("candidate"))
         rec["candidate_sha256"] = _digest(source)
         if source is None:
