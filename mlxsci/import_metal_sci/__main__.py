@@ -85,7 +85,7 @@ def jobs_for(backend: str, jobs: int | None) -> int:
 
 def rescore_all(
     out: Path, backend: str, sim_gpu: str | None, sizes: str | None, mode: str, transfer: bool,
-    timeout, jobs: int | None,
+    timeout, jobs: int | None, in_dist: bool = True,
 ):  # fmt: skip
     name = check_backend(backend)
     jobs = jobs_for(name, jobs)
@@ -95,7 +95,9 @@ def rescore_all(
         raise click.BadParameter(f"imported candidates are Metal sources: {exc}",
                                  param_hint="--backend") from None  # fmt: skip
     gpu = modelled_gpu(name, "metal", sim_gpu)
-    settings = Settings(name, sizes or default_size_set(name), mode, transfer, timeout, gpu, jobs)
+    settings = Settings(
+        name, sizes or default_size_set(name), mode, transfer, timeout, gpu, jobs, in_dist
+    )
     say(
         f"re-scoring on {name}{f' (modelled {gpu})' if gpu else ''} at the "
         f"{settings.size_set} sizes"
@@ -179,7 +181,17 @@ def rescore_all(
     "(whose modelled clock no neighbour moves), 1 on a GPU, where more would time "
     "candidates against each other.",
 )
-def main(run_dirs, out, force, do_rescore, backend, sim_gpu, sizes, mode, transfer, timeout, jobs):
+@click.option(
+    "--in-dist/--no-in-dist",
+    default=True,
+    show_default=True,
+    help="Evaluate each run's recorded best and its seed at the task's in-distribution "
+    "sizes too, where Metal-Sci recorded its speedup (the report sets the two side by side).",
+)
+def main(
+    run_dirs, out, force, do_rescore, backend, sim_gpu, sizes, mode, transfer, timeout, jobs,
+    in_dist,
+):  # fmt: skip
     """Import Metal-Sci run directories (RUN_DIR: a run, or a folder of runs)
     into --out as mlxsci run directories, and with --rescore re-evaluate
     every imported candidate under mlxsci's harness (--out's rescore.json).
@@ -195,7 +207,7 @@ def main(run_dirs, out, force, do_rescore, backend, sim_gpu, sizes, mode, transf
         if run_dirs:
             import_all(run_dirs, out, force)
         if do_rescore:
-            rescore_all(out, backend, sim_gpu, sizes, mode, transfer, timeout, jobs)
+            rescore_all(out, backend, sim_gpu, sizes, mode, transfer, timeout, jobs, in_dist)
     except EnvironmentFault as exc:
         click.echo(f"error: the machine stopped the work: {exc}", err=True)
         sys.exit(EXIT_CODE)

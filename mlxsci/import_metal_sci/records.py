@@ -74,8 +74,12 @@ IMPORT_VERSION = 1
 #  "sim_gpu": str | None (the GPU the simulator modelled; None on a GPU, and in
 #             records from before the simulator modelled one),
 #  "recorded_best": bool (this is the run's recorded best, the seed when nothing beat it),
+#  "in_dist": None | {"mlxsci": one of MLXSCI_VERDICTS, "score": float | None,
+#                     "seed_score": float | None, "speedup": float | None, "reason": str | None}
+#             (the recorded best and its run's seed at the task's in-distribution sizes,
+#             where Metal-Sci recorded its speedup; recorded bests only),
 #  "held_out": None | {"label": str, "mode": str, "mlxsci": one of MLXSCI_VERDICTS,
-#                      "phi": float | None,
+#                      "phi": float | None, "seed_phi": float | None, "speedup": float | None,
 #                      "reason": str | None},
 #  "transfer": None | {"grade": str, "reason": str},
 #  "recorded_signature_error": str | None (Metal's first error, where every error of the

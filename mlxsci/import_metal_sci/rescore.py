@@ -61,6 +61,9 @@ class Settings:
     sim_gpu: str | None = None
     # Candidates evaluated at once (--jobs); records do not depend on it.
     jobs: int = 1
+    # Each recorded best and its seed also at the task's in-distribution
+    # sizes, where Metal-Sci recorded its speedup (--in-dist).
+    in_dist: bool = True
 
     @property
     def key(self) -> tuple:
@@ -317,25 +320,51 @@ class Rescorer:
         return rec
 
     def best_extras(self, rec: dict, task: Task, item: Item, source: str, ev) -> None:
-        """The recorded best's held-out verdict and transfer grade."""
+        """The recorded best beside its run's seed where Metal-Sci recorded
+        their figures: at the task's in-distribution sizes (its speedup over
+        the seed, `in_dist`, unless the settings leave it out) and at the
+        held-out (`held_out`, with the seed's Phi); then its transfer grade
+        at the settings' sizes. The seed's evaluations are made once per
+        seed text (seed_evaluation)."""
         if self.settings.held_out == "none":
             return
-        draw = held_out.begin(task, held_out.effective_mode(task, self.settings.held_out))
-        sizes = held_out.held_out_sizes(task, draw)
-        cand_file = str(item.folder / item.entry["candidate"])
-        held = self.evaluate(task, source, cand_file, sizes)
-        verdict, _, reason = _verdict(held)
-        draw = held_out.reveal(task, draw)
-        label = sizes[0].label if draw.mode == "metal-sci" else held_out.describe(draw.params)
-        rec["held_out"] = {"label": label, "mode": draw.mode, "mlxsci": verdict,
-                           "phi": held.phi, "reason": reason}  # fmt: skip
-        if not (self.settings.transfer and ev.correct and item.entry.get("iteration")):
-            return  # (a seed that stayed the best has no win over itself to grade)
         seed = _source(item, item.seed_file) or task.seed("metal")
         seed_file = str(item.folder / item.seed_file) if item.seed_file else "seed.metal"
-        rec["transfer"] = self.transfer(task, source, cand_file, seed, seed_file, ev, held, sizes)
+        cand_file = str(item.folder / item.entry["candidate"])
+        if self.settings.in_dist:
+            in_dist = list(task.size_set("in-dist"))
+            best_in = (
+                ev.to_json()
+                if self.settings.size_set == "in-dist"
+                else self.evaluate(task, source, cand_file, in_dist).to_json()
+            )
+            rec["in_dist"] = _beside_seed(
+                best_in, self.seed_run(task, seed, seed_file, in_dist), "score"
+            )
+        draw = held_out.begin(task, held_out.effective_mode(task, self.settings.held_out))
+        sizes = held_out.held_out_sizes(task, draw)
+        held = self.evaluate(task, source, cand_file, sizes).to_json()
+        seed_held = self.seed_run(task, seed, seed_file, sizes)
+        draw = held_out.reveal(task, draw)
+        label = sizes[0].label if draw.mode == "metal-sci" else held_out.describe(draw.params)
+        rec["held_out"] = {
+            "label": label,
+            "mode": draw.mode,
+            **_beside_seed(held, seed_held, "phi"),
+        }
+        if not (self.settings.transfer and ev.correct and item.entry.get("iteration")):
+            return  # (a seed that stayed the best has no win over itself to grade)
+        known = {"candidate_in_dist": ev.to_json(), "candidate_held_out": held,
+                 "baseline_held_out": seed_held}  # fmt: skip
+        rec["transfer"] = self.transfer(task, source, cand_file, seed, seed_file, known, sizes)
 
-    def transfer(self, task, source, cand_file, seed, seed_file, ev, held, sizes) -> dict:
+    def seed_run(self, task: Task, seed: str, seed_file: str, sizes: list[Size]) -> dict:
+        """The seed's evaluation at `sizes` (Evaluation.to_json()), made once per text."""
+        return self.seed_evaluation(
+            seed, sizes, lambda: self.evaluate(task, seed, seed_file, sizes).to_json()
+        )
+
+    def transfer(self, task, source, cand_file, seed, seed_file, known, sizes) -> dict:
         s = self.settings
 
         def run(src: str, filename: str, at: list[Size], coverage: bool = False) -> dict:
@@ -356,11 +385,32 @@ class Rescorer:
         search_sizes = list(task.size_set(s.size_set))
         judged = judge_transfer(
             task, source, seed, dialect="metal", search_sizes=search_sizes, held_out=sizes,
-            evaluate=run, known={"candidate_in_dist": ev.to_json(),
-                                 "candidate_held_out": held.to_json()},
-            candidate_filename=cand_file, baseline_filename=seed_file, compare=timed,
+            evaluate=run, known=known, candidate_filename=cand_file,
+            baseline_filename=seed_file,
+            # A modelled clock no neighbour moves needs no interleaving: the
+            # ratio of the two evaluations' figures is the speedup.
+            compare=None if backend_class(s.backend).profile == "sim" else timed,
         )  # fmt: skip
         return {"grade": judged["grade"], "reason": str(judged["reason"])[:REASON_CHARS]}
+
+
+def _beside_seed(best: dict, seed: dict, figure: str) -> dict:
+    """A record's block for the recorded best beside its run's seed at one
+    place, from their Evaluation.to_json(): the best's verdict and `figure`
+    (score: S; phi: Phi), the seed's, and their ratio (the speedup)."""
+    b, s = best["candidate"], seed["candidate"]
+    verdict = records.mlxsci_verdict(b["compile_ok"], b["correct"], b["fail_reason"],
+                                     b.get("not_judged"))  # fmt: skip
+    reason = f"not judged: {b['not_judged']}" if b.get("not_judged") else b["fail_reason"]
+    mine = b[figure] if b["correct"] else None
+    theirs = s[figure] if s["correct"] else None
+    return {
+        "mlxsci": verdict,
+        figure: mine,
+        f"seed_{figure}": theirs,
+        "speedup": mine / theirs if mine is not None and theirs else None,
+        "reason": (reason or "")[:REASON_CHARS] or None,
+    }
 
 
 def _number(entry: dict, key: str) -> float | None:
@@ -404,7 +454,11 @@ def rescore(out: Path, settings: Settings, say: Callable[[str], None] | None = N
 
         def finished(i: Item) -> bool:
             rec = done.get((i.run, i.entry.get("iteration"), *key))
-            return rec is not None and _done(rec, i)
+            if rec is None or not _done(rec, i):
+                return False
+            # a recorded best made before bests were taken to in-dist is made again
+            wanted = i.recorded_best and settings.held_out != "none" and settings.in_dist
+            return not wanted or "in_dist" in rec
 
         todo = [i for i in items if not finished(i)]
         stale = {(i.run, i.entry.get("iteration"), *key) for i in todo}

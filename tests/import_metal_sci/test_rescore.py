@@ -177,11 +177,39 @@ def test_the_recorded_best_is_taken_to_the_held_out_and_graded(tmp_path, quick_e
     renamed = seed.replace("kernel void saxpy", "kernel void saxpy")  # same kernel, own copy
     src = write_run(tmp_path / "results", "saxpy", seed, [Iteration(renamed, result(score=0.9))])
     out = tmp_path / "imported"
-    invoke(src, "--out", out, "--rescore", "--backend", "sim", "--held-out", "metal-sci")
+    invoke(src, "--out", out, "--rescore", "--backend", "sim", "--held-out", "metal-sci",
+           "--no-in-dist")  # fmt: skip
     best = by_iteration(out)[1]
     assert best["recorded_best"] is True and best["mlxsci"] == "correct"
     assert best["held_out"]["mlxsci"] == "correct" and best["held_out"]["label"]
+    assert_beside_seed(best["held_out"], "phi")
+    assert "in_dist" not in best
     assert best["transfer"]["grade"] == "no-win"  # the seed against itself wins nothing
+
+
+def assert_beside_seed(block: dict, figure: str) -> None:
+    """The recorded best's block beside its seed's: the same kernel, so
+    about no speedup."""
+    assert block["mlxsci"] == "correct" and block[figure] > 0 and block[f"seed_{figure}"] > 0
+    assert block["speedup"] == pytest.approx(block[figure] / block[f"seed_{figure}"])
+    assert 0.8 < block["speedup"] < 1.25
+
+
+def test_the_recorded_best_and_its_seed_at_the_in_distribution_sizes(tmp_path, quick_evaluations):
+    """Where Metal-Sci recorded its speedup: the best and the seed at the
+    task's in-distribution sizes (gradshaf: seconds on the simulator); the
+    seed's evaluations are made once however many places ask."""
+    seed = metal_sci_source("gradshaf")
+    src = write_run(tmp_path / "results", "gradshaf", seed, [Iteration(seed, result(score=0.9))])
+    out = tmp_path / "imported"
+    invoke(src, "--out", out, "--rescore", "--backend", "sim", "--held-out", "metal-sci",
+           "--no-transfer")  # fmt: skip
+    best = by_iteration(out)[1]
+    assert_beside_seed(best["in_dist"], "score")
+    assert_beside_seed(best["held_out"], "phi")
+    seed_file = str(out / src.name / "00_seed.metal")
+    # the seed: smoke (its own record), in-dist and held-out once each
+    assert quick_evaluations.count(seed_file) == 3
 
 
 def test_a_folder_without_imports_is_a_usage_error(tmp_path):
