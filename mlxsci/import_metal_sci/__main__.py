@@ -26,6 +26,7 @@ from mlxsci.backends.sim import gpus
 from mlxsci.evaluation.arguments import check_backend, check_sim_gpu
 from mlxsci.import_metal_sci.importer import import_run
 from mlxsci.import_metal_sci.metal_run import NotAMetalSciRun, find_runs
+from mlxsci.import_metal_sci.recorded_held_out import recorded_held_out
 from mlxsci.import_metal_sci.records import NOT_JUDGED
 from mlxsci.import_metal_sci.rescore import (
     HELD_OUT_MODES,
@@ -50,13 +51,18 @@ def import_all(run_dirs: tuple[Path, ...], out: Path, force: bool) -> None:
         runs, notes = find_runs(run_dirs)
     except NotAMetalSciRun as exc:
         raise click.BadParameter(str(exc), param_hint="RUN_DIR") from None
+    held_out: dict[str, dict] = {}
+    for folder in {run.parent for run in runs}:
+        found, passed_over = recorded_held_out(folder)
+        held_out.update(found)
+        notes += passed_over
     for note in notes:
         say(note)
     out.mkdir(parents=True, exist_ok=True)
     refused = 0
     for k, run in enumerate(runs, 1):
         try:
-            done = import_run(run, out, force=force)
+            done = import_run(run, out, force=force, held_out=held_out.get(run.name))
         except NotAMetalSciRun as exc:
             say(f"[{k}/{len(runs)}] {exc}: not imported")
             refused += 1

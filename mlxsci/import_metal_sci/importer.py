@@ -213,7 +213,7 @@ def import_iteration(task, it: RecordedIteration, folder: Path) -> dict:
     return entry
 
 
-def recorded_summary(run: MetalSciRun) -> dict:
+def recorded_summary(run: MetalSciRun, held_out: dict | None = None) -> dict:
     s = run.summary
     return {
         "chip": run.chip,
@@ -222,10 +222,12 @@ def recorded_summary(run: MetalSciRun) -> dict:
         "improvement": records.finite_number(s.get("improvement")),
         "best_iteration": run.best_iteration,
         "n_iterations": records.finite_number(s.get("n_iterations")),
+        # the best at the held-out, as the results folder's logs recorded it
+        "held_out": held_out,
     }
 
 
-def write_run(run: MetalSciRun, folder: Path) -> tuple[int, int, int]:
+def write_run(run: MetalSciRun, folder: Path, held_out: dict | None = None) -> tuple[int, int, int]:
     """Every file of the imported run into `folder`; (sources, converted, not)."""
     task = load_task(run.task)
     entries = [import_iteration(task, it, folder) for it in run.iterations]
@@ -255,7 +257,7 @@ def write_run(run: MetalSciRun, folder: Path) -> tuple[int, int, int]:
         "iterations": sum(1 for it in run.iterations if it.iteration > 0),
         "imported": {"format": records.SOURCE_FORMAT, "source": str(run.path.resolve()),
                      "chip": run.chip, **counts},
-        "recorded": recorded_summary(run),
+        "recorded": recorded_summary(run, held_out),
         "seed_score": None, "best_score": None, "best_iteration": None,
         "history": history,
     }  # fmt: skip
@@ -291,8 +293,12 @@ def destination(out: Path, run: MetalSciRun) -> tuple[Path, bool]:
     raise ValueError(f"{shown(out)} already holds 999 runs named {name}")
 
 
-def import_run(path: Path, out: Path, force: bool = False) -> Imported:
-    """Import the Metal-Sci run at `path` into `out` (NotAMetalSciRun when it is none)."""
+def import_run(
+    path: Path, out: Path, force: bool = False, held_out: dict | None = None
+) -> Imported:
+    """Import the Metal-Sci run at `path` into `out` (NotAMetalSciRun when it
+    is none); `held_out`: the figures its results folder recorded for its best
+    at the held-out (mlxsci/import_metal_sci/recorded_held_out.py), if any."""
     run = read_run(path)
     folder, done = destination(out, run)
     if done and not force:
@@ -300,7 +306,7 @@ def import_run(path: Path, out: Path, force: bool = False) -> Imported:
     staging = out / f".{folder.name}.importing-{time.time_ns()}"
     staging.mkdir(parents=True)
     try:
-        sources, converted, failed = write_run(run, staging)
+        sources, converted, failed = write_run(run, staging, held_out)
         if folder.exists():
             shutil.rmtree(folder)  # a re-import (--force) of this same source
         staging.rename(folder)
