@@ -7,8 +7,8 @@ import json
 
 from metal_sci_runs import heat2d_run
 
-from mlxsci.import_metal_sci.recorded_held_out import recorded_held_out
 from mlxsci.import_metal_sci.importer import import_run
+from mlxsci.import_metal_sci.recorded_held_out import recorded_held_out
 
 
 def published(run_dir: str, frac=0.5, seed_frac=0.25, fail=None) -> list:
