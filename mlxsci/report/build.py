@@ -110,13 +110,18 @@ it has no held-out draw to verify.
 
 Re-score (mlxsci.report.rescore_section): with a rescore.json in a folder
 given or beside the reported run directories, the report adds the re-score
-section (counts of agreements and disagreements, the recorded x mlxsci
-verdict matrix, the disagreements, and each run's recorded best re-scored):
-after the other tables in Markdown and LaTeX, as `rescore` in the JSON
-document, and for CSV in FILE_rescore.csv, FILE_rescore_matrix.csv,
-FILE_rescore_disagreements.csv and FILE_rescore_best.csv beside `--out
-FILE.csv`. A malformed rescore.json, or malformed records, give one line on
-stderr and are left out.
+section (counts of agreements and disagreements; pass/fail agreement per
+task with signature-only Metal errors apart; Metal-Sci's table of each run's
+best over its seed, recorded and modelled, side by side; the recorded x
+mlxsci verdict matrix; the disagreements, each with its cause; and each
+run's recorded best re-scored: mlxsci/report/audit.py): after the other
+tables in Markdown and LaTeX, as `rescore` in the JSON document, and for CSV
+in FILE_rescore.csv, FILE_rescore_agreement.csv, FILE_rescore_metal_sci.csv,
+FILE_rescore_matrix.csv, FILE_rescore_disagreements.csv and
+FILE_rescore_best.csv beside `--out FILE.csv`; with `--plots DIR`, also
+audit_speedups.* (recorded against modelled speedup of each run's best). A
+malformed rescore.json, or malformed records, give one line on stderr and
+are left out.
 
 Library (re-exported here; defined in mlxsci.report.runs: load_runs,
 outcome_label, cell_runs; mlxsci.report.tables: main_table, details_table,
@@ -136,6 +141,7 @@ from pathlib import Path
 
 import click
 
+from mlxsci.report.audit import write_audit_plot
 from mlxsci.report.plots import write_plots
 from mlxsci.report.rescore_section import (
     csv_suffix,
@@ -329,6 +335,17 @@ def main(runs, fmt, out, plots, details, include_tampered):
                 "FILE.csv (they go to FILE_rescore*.csv) or use --format json"
             )
     plotted = loaded if include_tampered else trusted(loaded)
+    audited = rescore_tables(rescore, include_tampered) if plots else None
+    if audited and audited["metal_sci"]:
+        try:
+            for path in write_audit_plot(audited["metal_sci"], Path(plots)):
+                click.echo(f"wrote {path}", err=True)
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot write plots to {plots}: {exc.strerror or exc}", param_hint="--plots"
+            ) from None
+        if len(imported_runs(plotted)) == len(plotted):
+            return  # the audit's plot is all an imported corpus has to draw
     if plots and not plotted:
         click.echo("no plots: every run is tampered (--include-tampered draws them)", err=True)
     elif plots and len(imported_runs(plotted)) == len(plotted):

@@ -16,9 +16,12 @@ since, is left out with a warning; one signed by another machine's key is
 shown with a warning that it cannot be checked here. The records of a
 tampered run are left out unless --include-tampered.
 
-Five tables, each grouped by where the verdicts were recorded (`recorded
-on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend
-(with the GPU the simulator modelled) and size set mlxsci evaluated at:
+Seven tables. `agreement` (pass/fail agreement per task, signature-only
+Metal errors apart) and `metal_sci` (Metal-Sci's table of each run's best
+beside mlxsci's modelled one) are mlxsci/report/audit.py's. The other five
+are grouped by where the verdicts were recorded (`recorded on`: the chip and
+harness, mlxsci.report.runs.recorded_on) and the backend (with the GPU the
+simulator modelled) and size set mlxsci evaluated at:
 
     counts          records, agree (both verdicts the same), disagree (both
                     given, different), not judged (a limit of the machine
@@ -29,7 +32,8 @@ on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend
     matrix          one row per recorded verdict, one column per mlxsci
                     verdict plus `mlxsci not evaluated`, and the total
     disagreements   one row per disagreeing record: run, iteration, recorded,
-                    mlxsci, reason, backend, sizes
+                    mlxsci, cause (audit.cause: why they differ, in one line),
+                    reason, backend, sizes
     not_evaluated   one row per record mlxsci could not evaluate (not
                     converted, file missing): run, iteration, recorded, reason
     best            per run, its recorded best (the record with
@@ -39,7 +43,7 @@ on`: the chip and harness, mlxsci.report.runs.recorded_on) and the backend
                     Phi there, the transfer grade
 
 Markdown and LaTeX print them after the report's other tables under a title
-and a note (rescore_text); JSON holds them as {"rescore": {"counts",
+and a note (rescore_text); JSON holds them as {"rescore": {"counts", "agreement", "metal_sci",
 "matrix", "disagreements", "not_evaluated", "best"}}; CSV writes each to its own file beside
 --out FILE.csv (FILE_rescore.csv, FILE_rescore_matrix.csv, ...).
 """
@@ -60,6 +64,14 @@ from mlxsci.import_metal_sci.records import (
     SIGNED_ELSEWHERE,
     VERDICTS,
     record_trust,
+)
+from mlxsci.report.audit import (
+    AGREEMENT_COLUMNS,
+    METAL_SCI_COLUMNS,
+    MODEL_FACTOR,
+    agreement_table,
+    cause,
+    metal_sci_table,
 )
 from mlxsci.report.runs import is_tampered, number, recorded_on, shorten, warn
 from mlxsci.report.tables import latex_escape, render
@@ -88,7 +100,18 @@ COLUMNS = {
         *(f"mlxsci {v}" for v in (*MLXSCI_VERDICTS, NOT_EVALUATED)),
         "total",
     ),
-    "disagreements": ("run", "iteration", "recorded", "mlxsci", "reason", "backend", "sizes"),
+    "agreement": AGREEMENT_COLUMNS,
+    "metal_sci": METAL_SCI_COLUMNS,
+    "disagreements": (
+        "run",
+        "iteration",
+        "recorded",
+        "mlxsci",
+        "cause",
+        "reason",
+        "backend",
+        "sizes",
+    ),
     "not_evaluated": ("run", "iteration", "recorded", "reason", "backend", "sizes"),
     "best": (
         "run",
@@ -112,7 +135,9 @@ COLUMNS = {
 TITLES = {
     "counts": "Re-score of imported candidates: recorded verdicts against mlxsci's",
     "matrix": "Recorded verdict (rows) x mlxsci verdict (columns)",
-    "disagreements": "Disagreements: recorded and mlxsci verdicts differ",
+    "agreement": "Pass/fail agreement with the recorded verdicts (signature-only Metal errors apart)",
+    "metal_sci": "Metal-Sci's table beside mlxsci's: each run's best over its seed, recorded and modelled",
+    "disagreements": "Disagreements: recorded and mlxsci verdicts differ, and why",
     "not_evaluated": "Not evaluated by mlxsci, and why (not converted, no file)",
     "best": "Each run's recorded best, re-scored",
 }
@@ -126,6 +151,26 @@ RESCORE_NOTE = (
     "before a verdict. From rescore.json beside "
     "the imported runs, each record signed by the re-score that made it"
 )
+AUDIT_NOTE = (
+    "agreement: of the candidates both harnesses judged (mlxsci's not judged and not "
+    "evaluated left out), those whose only Metal error lies in the kernel's signature, "
+    "which MLX writes, are counted apart; compared = judged by both - apart; agree: both "
+    "correct, or both a failure of any kind"
+)
+TABLE_NOTE = (
+    f"x: the best's figure over its run's seed's. recorded: Metal-Sci's, on its chip (the "
+    f"in-distribution speedup from its summary, the held-out ratio from its results "
+    f"folder's logs, FAIL where its best failed there); modelled: mlxsci's re-score of the "
+    f"same two kernels on the modelled GPU; the note names where the two differ by more "
+    f"than the modelled clock's stated uncertainty ({MODEL_FACTOR:g}x) or mlxsci judged "
+    f"the best other than correct"
+)
+NO_AGREEMENT = "No candidate was judged by both harnesses."
+NO_METAL_SCI = (
+    "No run's recorded best was re-scored at the in-distribution sizes (--rescore --in-dist "
+    "with a held-out)."
+)
+NOTES = {"counts": RESCORE_NOTE, "agreement": AUDIT_NOTE, "metal_sci": TABLE_NOTE}
 NO_DISAGREEMENTS = "No disagreements."
 NO_UNEVALUATED = "Every candidate was evaluated."
 NO_BEST = "No run's recorded best is among the re-scored candidates."
@@ -364,6 +409,7 @@ def _listed(records: list[dict], kind: str, columns: tuple[str, ...]) -> list[di
             "iteration": rec["iteration"],
             "recorded": rec["recorded"],
             "mlxsci": rec["mlxsci"],
+            "cause": cause(rec) if kind == "disagree" else None,
             "reason": shorten(rec["reason"], REASON_CHARS) if rec["reason"] else None,
             "backend": _backend(rec),
             "sizes": shorten(rec["sizes"], 30),
@@ -414,7 +460,8 @@ def best_table(records: list[dict]) -> list[dict]:
 
 
 def rescore_tables(records: list[dict], include_tampered: bool = False) -> dict | None:
-    """{"counts", "matrix", "disagreements", "not_evaluated", "best"}: the section's tables,
+    """{"counts", "agreement", "metal_sci", "matrix", "disagreements",
+    "not_evaluated", "best"}: the section's tables,
     or None when no record is left to show (the records of tampered runs
     are left out unless include_tampered)."""
     shown = [r for r in records if include_tampered or not is_tampered(r["_run"])]
@@ -422,6 +469,8 @@ def rescore_tables(records: list[dict], include_tampered: bool = False) -> dict 
         return None
     return {
         "counts": counts_table(shown),
+        "agreement": agreement_table(shown),
+        "metal_sci": metal_sci_table(shown),
         "matrix": matrix_table(shown),
         "disagreements": disagreements_table(shown),
         "not_evaluated": not_evaluated_table(shown),
@@ -437,7 +486,13 @@ def rescore_text(tables: dict, fmt: str) -> str:
     under the counts; an empty disagreements, not-evaluated or best table is one line."""
     if fmt not in ("md", "latex"):
         raise ValueError(f"rescore_text renders md or latex, not {fmt!r}")
-    empty = {"disagreements": NO_DISAGREEMENTS, "not_evaluated": NO_UNEVALUATED, "best": NO_BEST}
+    empty = {
+        "agreement": NO_AGREEMENT,
+        "metal_sci": NO_METAL_SCI,
+        "disagreements": NO_DISAGREEMENTS,
+        "not_evaluated": NO_UNEVALUATED,
+        "best": NO_BEST,
+    }
     parts = []
     for name, rows in tables.items():
         title = TITLES[name]
@@ -446,8 +501,8 @@ def rescore_text(tables: dict, fmt: str) -> str:
             parts.append(f"**{title}**\n\n{body}")
         else:
             parts.append(rf"\par\textbf{{{latex_escape(title)}}}" + "\n\n" + body)
-        if name == "counts":
-            note = f"{RESCORE_NOTE[0].upper()}{RESCORE_NOTE[1:]}."
+        if name in NOTES:
+            note = f"{NOTES[name][0].upper()}{NOTES[name][1:]}."
             parts.append(
                 f"{note}\n" if fmt == "md" else rf"\par\footnotesize {latex_escape(note)}" + "\n"
             )

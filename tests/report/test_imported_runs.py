@@ -527,7 +527,7 @@ def test_rescore_section_in_markdown_and_latex(out):
     tex = invoke(out, "--format", "latex").stdout
     assert r"\textbf{Re-score of imported candidates" in tex
     assert r"heat2d\_claude-opus-4-7\_20260501\_101010 & 1 & correct & incorrect" in tex
-    assert r"compile\_error" in tex and tex.count(r"\begin{tabular}") == 6
+    assert r"compile\_error" in tex and tex.count(r"\begin{tabular}") == 7
     unevaluated = _md_row(md, "heat2d_claude-opus-4-7_20260501_101010", "3")
     assert unevaluated[:4] == [
         "heat2d_claude-opus-4-7_20260501_101010",
@@ -540,7 +540,23 @@ def test_rescore_section_in_markdown_and_latex(out):
 def test_rescore_section_in_json_and_csv(out, tmp_path):
     doc = json.loads(invoke(out, "--format", "json").stdout)
     assert set(doc) == {"main", "rescore"}
-    assert set(doc["rescore"]) == {"counts", "matrix", "disagreements", "not_evaluated", "best"}
+    assert set(doc["rescore"]) == {
+        "counts",
+        "agreement",
+        "metal_sci",
+        "matrix",
+        "disagreements",
+        "not_evaluated",
+        "best",
+    }
+    # pass/fail agreement per task and over all; each disagreement with a cause
+    agreement = {r["task"]: r for r in doc["rescore"]["agreement"]}
+    assert set(agreement) == {"heat2d", "saxpy", "all tasks"}
+    total = agreement["all tasks"]
+    assert (total["judged by both"], total["compared"], total["agree"]) == (6, 6, 4)
+    assert total["agreement"] == pytest.approx(4 / 6)
+    causes = [d["cause"] for d in doc["rescore"]["disagreements"]]
+    assert all(c.startswith("fails mlxsci's checks, at mlxsci's smoke sizes") for c in causes)
     assert [r["iteration"] for r in doc["rescore"]["not_evaluated"]] == [3]
     assert doc["rescore"]["counts"][0]["disagree"] == 2
     assert len(doc["rescore"]["disagreements"]) == 2
@@ -550,6 +566,8 @@ def test_rescore_section_in_json_and_csv(out, tmp_path):
     assert set(files) == {
         "table.csv",
         "table_rescore.csv",
+        "table_rescore_agreement.csv",
+        "table_rescore_metal_sci.csv",
         "table_rescore_matrix.csv",
         "table_rescore_disagreements.csv",
         "table_rescore_not_evaluated.csv",
