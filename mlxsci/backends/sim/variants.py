@@ -123,22 +123,32 @@ def request(
 
 
 def _template_entry(value):
-    """A template argument as a build request carries it: an int or bool as it
-    is, a dtype by its name."""
-    return value if isinstance(value, (bool, int)) else dtype_name(value)
+    """A template argument as a build request carries it (JSON): an int or
+    bool as it is, a dtype as {"dtype": name} (as mlxsci.fast's launches
+    carry it; one already in that form stays)."""
+    if isinstance(value, (bool, int, dict)):
+        return value
+    return {"dtype": dtype_name(value)}
+
+
+def _dtype_slot(value) -> str | None:
+    """The dtype name of a request's {"dtype": name} template argument, or None."""
+    if isinstance(value, dict) and set(value) == {"dtype"} and value["dtype"] in METAL_TYPES:
+        return value["dtype"]
+    return None
 
 
 def _template_matches(asked: list, expected: list) -> bool:
     """Whether a request's template arguments are the parent's: the same names
-    in order, the same ints, and a dtype name where the parent's has a slot
-    (None: an in-place output's element type, known only at the call)."""
+    in order, the same ints, and a dtype where the parent's has a slot (None:
+    an in-place output's element type, known only at the call)."""
     if len(asked) != len(expected):
         return False
     for (name, value), (want_name, want) in zip(asked, expected):
         if name != want_name:
             return False
         if want is None:
-            if not isinstance(value, str) or value not in METAL_TYPES:
+            if _dtype_slot(value) is None:
                 return False
         elif type(value) is not type(want) or value != want:
             return False
@@ -208,7 +218,7 @@ def kernel_of_request(
     _need(all(isinstance(e, list) and len(e) == 2 for e in entries), "template")
     asked_template = [(name, value) for name, value in entries]
     found = [
-        (spec, asked_template)
+        (spec, [(n, _dtype_slot(v) or v) for n, v in asked_template])
         for spec, template in job_kernels(job)
         if spec.__dict__ == asked and _template_matches(asked_template, template)
     ]
