@@ -466,7 +466,9 @@ def rescore(out: Path, settings: Settings, say: Callable[[str], None] | None = N
         if len(todo) < len(items):
             say(f"re-score: resuming, {len(items) - len(todo)} of {len(items)} already re-scored")
         scorer = Rescorer(settings)
-        order = {(i.run, i.entry.get("iteration")): n for n, i in enumerate(items)}
+        order: dict[tuple, int] = {
+            (i.run, i.entry.get("iteration")): n for n, i in enumerate(items)
+        }
         written = threading.Lock()
         made = [len(items) - len(todo)]
 
