@@ -492,8 +492,8 @@ def _convert_kernel(
     names = _Names(src.all_ids | reserved | set(src.global_renames.values()))
     binding = _bind_parameters(kf, ki, mlx, src, reserved, names)
     _note_binding(kf.name, binding, notes)
-    _rename_collisions(kf, reserved, binding.rename, names, notes)
     tokens = scan(kf.body)
+    _rename_collisions(kf, tokens, reserved, binding.rename, names, notes)
     body = _rename_tokens(kf.body, tokens, {k: v for k, v in binding.rename.items() if k != v})
     grid, tg = _launch(kf, ki, contract, src.header_tokens, notes)
     header_renames = {
@@ -619,10 +619,11 @@ def _note_binding(kname: str, binding: _Binding, notes: list[str]) -> None:
         )
 
 
-def _rename_collisions(kf, reserved: set[str], rename: dict[str, str], names, notes) -> None:
-    """Body identifiers that would collide with a parameter MLX declares get
-    fresh names."""
-    body_tokens = scan(kf.body)
+def _rename_collisions(
+    kf, body_tokens: list[Token], reserved: set[str], rename: dict[str, str], names, notes
+) -> None:
+    """Body identifiers (`body_tokens`, kf's body scanned) that would collide
+    with a parameter MLX declares get fresh names."""
     params = {p.name for p in kf.params}
     collisions = []
     for k, t in enumerate(body_tokens):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlxsci.import_metal_sci.importer import one_line
 from mlxsci.import_metal_sci.metal_run import (
     MAX_JSON_BYTES,
     UnreadableFile,
@@ -39,7 +40,7 @@ TEXT_CHARS = 200
 
 
 def _text(value) -> str | None:
-    return shown(value)[:TEXT_CHARS] if isinstance(value, str) and value else None
+    return one_line(value, TEXT_CHARS) or None
 
 
 def _entries(data, source: str) -> dict[str, dict]:

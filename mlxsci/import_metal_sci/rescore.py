@@ -232,10 +232,22 @@ def _done(rec: dict, item: Item) -> bool:
     return rec.get("candidate_sha256") == _digest(_source(item, item.entry.get("candidate")))
 
 
+def _verdict_and_reason(candidate: dict) -> tuple[str, str | None]:
+    """mlxsci's verdict on an evaluation's candidate record
+    (Evaluation.to_json()["candidate"]) and its reason, cut for a record."""
+    stopped = candidate.get("not_judged")
+    verdict = records.mlxsci_verdict(
+        candidate["compile_ok"], candidate["correct"], candidate["fail_reason"], stopped
+    )
+    reason = f"not judged: {stopped}" if stopped else candidate["fail_reason"]
+    return verdict, (reason or "")[:REASON_CHARS] or None
+
+
 def _verdict(ev) -> tuple[str, float | None, str | None]:
-    verdict = records.mlxsci_verdict(ev.compile_ok, ev.correct, ev.fail_reason, ev.not_judged)
-    reason = f"not judged: {ev.not_judged}" if ev.not_judged else ev.fail_reason
-    reason = (reason or "")[:REASON_CHARS] or None
+    verdict, reason = _verdict_and_reason(
+        {"compile_ok": ev.compile_ok, "correct": ev.correct, "fail_reason": ev.fail_reason,
+         "not_judged": ev.not_judged}
+    )  # fmt: skip
     return verdict, (ev.score if verdict == records.CORRECT else None), reason
 
 
@@ -368,12 +380,9 @@ class Rescorer:
         s = self.settings
 
         def run(src: str, filename: str, at: list[Size], coverage: bool = False) -> dict:
-            def make() -> dict:
-                return self.evaluate(task, src, filename, at, coverage).to_json()
-
             if src == seed and not coverage:
-                return self.seed_evaluation(src, at, make)
-            return make()
+                return self.seed_run(task, src, filename, at)
+            return self.evaluate(task, src, filename, at, coverage).to_json()
 
         def timed(baseline: str, candidate: str, at: list[Size]) -> dict:
             return compare(
@@ -399,9 +408,7 @@ def _beside_seed(best: dict, seed: dict, figure: str) -> dict:
     place, from their Evaluation.to_json(): the best's verdict and `figure`
     (score: S; phi: Phi), the seed's, and their ratio (the speedup)."""
     b, s = best["candidate"], seed["candidate"]
-    verdict = records.mlxsci_verdict(b["compile_ok"], b["correct"], b["fail_reason"],
-                                     b.get("not_judged"))  # fmt: skip
-    reason = f"not judged: {b['not_judged']}" if b.get("not_judged") else b["fail_reason"]
+    verdict, reason = _verdict_and_reason(b)
     mine = b[figure] if b["correct"] else None
     theirs = s[figure] if s["correct"] else None
     return {
@@ -409,7 +416,7 @@ def _beside_seed(best: dict, seed: dict, figure: str) -> dict:
         figure: mine,
         f"seed_{figure}": theirs,
         "speedup": mine / theirs if mine is not None and theirs else None,
-        "reason": (reason or "")[:REASON_CHARS] or None,
+        "reason": reason,
     }
 
 

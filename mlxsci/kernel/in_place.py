@@ -20,12 +20,15 @@ How, on every backend alike (MLX has no in-place custom kernels):
    outputs (mx.depends), so nothing reads it before the kernel ran. A kernel
    whose every output is bound this way gets one more output of one element,
    `mlxsci_inplace_done`, since MLX wants at least one.
-The copy is no part of the candidate: timers leave `mlxsci_inplace_copy` out
-of a run's time and report it apart (mlxsci.timing.timers.UNTIMED_KERNELS).
+The copy is no part of the candidate: the cupti and sim timers leave
+`mlxsci_inplace_copy` out of a run's time (`is_copy`) and list it apart per
+kernel; the wall timer cannot, and says so (mlxsci.timing.timers.IN_PLACE_COPIES).
 The task's input IN itself is never written.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from mlxsci.kernel import dialects
 from mlxsci.kernel.spec import KernelSpec
@@ -65,20 +68,12 @@ def bind(spec: KernelSpec, pairs) -> KernelSpec:
         return spec
     bound = {out for out, _ in pairs}
     outputs = tuple(n for n in spec.output_names if n not in bound) or (DONE_OUTPUT,)
-    return KernelSpec(
-        name=spec.name,
+    return replace(
+        spec,
         input_names=spec.input_names + tuple(hidden_input(out) for out, _ in pairs),
         output_names=outputs,
         source=binding_line(spec.dialect, pairs) + spec.source,
-        header=spec.header,
-        atomic_outputs=spec.atomic_outputs,
-        dialect=spec.dialect,
-        source_file=spec.source_file,
-        header_line=spec.header_line,
         body_line=max(1, spec.body_line - 1),
-        shared_memory=spec.shared_memory,
-        math_mode=spec.math_mode,
-        ensure_row_contiguous=spec.ensure_row_contiguous,
     )
 
 
