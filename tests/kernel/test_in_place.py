@@ -135,3 +135,17 @@ def test_a_body_that_writes_nothing_leaves_the_input_values_and_fails_the_refere
     result = smoke_eval("saxpy", lazy)
     assert not result.correct
     assert result.fail_reason.startswith("correctness failed at size")
+
+
+def test_the_tasks_own_input_stays_untouched_and_a_write_to_it_is_caught():
+    """The output is bound to a copy: the candidate's writes never reach the
+    task's input y. A kernel that casts the const away and writes y itself
+    (the cheat the copy must not make legal) is caught by the input checks."""
+    honest = smoke_eval("saxpy", SAXPY_POINTER_WALK)
+    assert honest.correct and "input_mutated" not in honest.sizes[0].flags
+    cheat = replace_once(
+        SAXPY_POINTER_WALK, "*p += a * x[i];", "*p += a * x[i];\n((device float*)y)[i] = 0.0f;"
+    )
+    result = smoke_eval("saxpy", cheat)
+    assert not result.correct
+    assert "input_mutated" in result.sizes[0].flags and "input mutated: y" in result.fail_reason

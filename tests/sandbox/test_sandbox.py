@@ -511,6 +511,63 @@ def test_the_parent_builds_only_the_candidate_it_handed_over():
     assert bomb["error"]["kind"] == "compile"
 
 
+def test_in_place_builds_are_only_those_of_an_in_place_candidate():
+    """A `//! inplace` kernel's element type is a template slot the worker
+    fills: only a dtype goes there, and the copy dispatch is built only for a
+    candidate that has an in-place output. Each refusal builds nothing."""
+    import dataclasses
+
+    import mlx.core as mx
+
+    from mlxsci.backends.sim import variants
+    from mlxsci.kernel import in_place
+    from mlxsci.kernel.candidate import parse, to_kernel_spec
+    from mlxsci.kernel.signature import ArgInfo
+    from mlxsci.task import load_task
+
+    source = (
+        load_task("saxpy")
+        .seed("metal")
+        .replace(
+            "//! threadgroup = (256, 1, 1)\n",
+            "//! threadgroup = (256, 1, 1)\n//! inplace y_out = y\n",
+        )
+    )
+    job = dict(build_job(), source=source, filename="in_place.metal")
+    k = load_task("saxpy").kernel("saxpy")
+    spec = to_kernel_spec(parse(source, dialect="metal"), "saxpy", k.inputs, k.outputs,
+                          filename="in_place.metal")  # fmt: skip
+    infos = [ArgInfo("float32", (8,)), ArgInfo("float32", (8,)), ArgInfo("float32", ()),
+             ArgInfo("uint32", ()), ArgInfo("float32", (8,))]  # fmt: skip
+
+    def ask(template, the_spec=spec, the_infos=infos) -> dict:
+        body = variants.request("metal", the_spec, the_infos, ["uint32"], template, ())
+        return variants.serve_request(json.dumps(body).encode(), job)
+
+    slot = in_place.type_param("y_out")
+    honest = ask([(slot, mx.float32)])
+    assert Path(honest["library"]).is_file()
+    for forged in ([(slot, 7)], [(slot, {"dtype": "not a type"})], [], [("other", mx.float32)]):
+        assert "names no kernel of the candidate" in ask(forged)["error"]["message"]
+    # the slot's text cannot carry code into the kernel either
+    injected = [(slot, {"dtype": "float32; } int x; void f() {"})]
+    assert "names no kernel of the candidate" in ask(injected)["error"]["message"]
+    copy = in_place.copy_spec("metal")
+    copy_infos = [ArgInfo("float32", (8,))]
+    built = variants.serve_request(
+        json.dumps(variants.request("metal", copy, copy_infos, ["float32"], [], ())).encode(), job
+    )
+    assert Path(built["library"]).is_file()
+    no_copy = variants.serve_request(
+        json.dumps(variants.request("metal", copy, copy_infos, ["float32"], [], ())).encode(),
+        build_job(),  # the seed: no in-place output, so no copy to build
+    )
+    assert "names no kernel of the candidate" in no_copy["error"]["message"]
+    tampered = dataclasses.replace(copy, source="dst[0] = src[1];\n")
+    refused = ask([], the_spec=tampered, the_infos=copy_infos)
+    assert "names no kernel of the candidate" in refused["error"]["message"]
+
+
 def test_the_worker_cannot_make_folders_nor_set_its_process_attributes(tmp_path):
     attack = textwrap.dedent(f"""
         import ctypes
