@@ -30,6 +30,7 @@ from mlxsci.import_metal_sci.recorded_held_out import recorded_held_out
 from mlxsci.import_metal_sci.records import NOT_JUDGED
 from mlxsci.import_metal_sci.rescore import (
     HELD_OUT_MODES,
+    METAL_SCI_SIZES,
     Settings,
     default_size_set,
     rescore,
@@ -38,7 +39,7 @@ from mlxsci.sandbox import SandboxUnavailable
 from mlxsci.storage.faults import EXIT_CODE, EnvironmentFault
 from mlxsci.storage.locks import LockHeld
 
-SIZE_SETS = ("smoke", "in-dist", "held-out", "all")
+SIZE_SETS = (METAL_SCI_SIZES, "smoke", "in-dist", "held-out", "all")
 
 
 def say(line: str) -> None:
@@ -160,8 +161,9 @@ def rescore_all(
     "--sizes",
     type=click.Choice(SIZE_SETS),
     default=None,
-    help="The sizes --rescore evaluates every candidate at. Default: the backend's "
-    "(in-dist on a GPU, smoke on the simulator).",
+    help="The sizes --rescore evaluates every candidate at. Default: in-dist on a GPU; on "
+    "the simulator metal-sci: each task's first in-dist size, and for a recorded failure "
+    "the in-dist size Metal-Sci says it failed at.",
 )
 @click.option(
     "--held-out",

@@ -12,7 +12,8 @@ reason quotes it (`program_source:LINE:COL: error: MESSAGE`, lines of the
 source as recorded) and answers the first error when every error is either
 on a line of a kernel's declaration (from `kernel` to the body's `{`) or
 the use of an undeclared name that such a declaration's parameter list
-declares (what a broken parameter list leaves the body with); else None.
+declares (what a broken parameter list leaves the body with), or another
+error on a line with such a use; else None.
 The source is hostile text: it is only searched, with bounded patterns.
 """
 
@@ -68,10 +69,20 @@ def signature_error(source: str | None, fail_reason: str | None) -> str | None:
     if not in_signature:
         return None
     declared = set().union(*(names for _, _, names in in_signature))
+    # Lines where a parameter the broken list lost is used: any other error
+    # there follows from it (Metal takes `f_in` for `fmin`, then refuses the
+    # subscript of a function).
+    lost_on = {
+        line
+        for line, message in errors
+        if (m := _UNDECLARED.search(message)) is not None and m.group(1) in declared
+    }
     for line, message in errors:
         if any(first <= line <= last for first, last, _ in declarations):
             continue
         undeclared = _UNDECLARED.search(message)
-        if undeclared is None or undeclared.group(1) not in declared:
-            return None
+        if undeclared is not None and undeclared.group(1) in declared:
+            continue
+        if line not in lost_on or undeclared is not None:
+            return None  # an error of the body's own (a name nothing declares)
     return in_signature[0][1][:MESSAGE_CHARS]

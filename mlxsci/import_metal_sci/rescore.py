@@ -48,12 +48,19 @@ from mlxsci.transfer.measurement import judge_transfer
 
 REASON_CHARS = 500  # of a fail reason kept in a record (the harness bounds it already)
 HELD_OUT_MODES = (*held_out.MODES, "none")
+# The sizes Metal-Sci judged at, as far as a re-score on the simulator can
+# afford them: each task's first in-distribution size (every candidate
+# Metal-Sci recorded ran there first), and for a recorded failure the
+# in-distribution size its fail reason names (verdict_sizes).
+METAL_SCI_SIZES = "metal-sci"
+# Metal-Sci's size in a recorded fail reason: "... at size 64cube: ...".
+_RECORDED_SIZE = re.compile(r"at size ([\w.]{1,60})")
 
 
 @dataclass(frozen=True)
 class Settings:
     backend: str
-    size_set: str  # the sizes every candidate is evaluated at
+    size_set: str  # the sizes every candidate is evaluated at (or METAL_SCI_SIZES)
     held_out: str  # metal-sci | secret | none: the recorded best's held-out
     transfer: bool  # grade the recorded best's transfer
     timeout: float | None = None
@@ -81,6 +88,32 @@ class Item:
     entry: dict  # its import.json record
     recorded_best: bool
     seed_file: str | None  # the run's converted seed, for the held-out and transfer
+
+
+def verdict_sizes(task: Task, size_set: str, recorded_reason: str | None = None) -> list[Size]:
+    """The sizes a candidate is judged at: the task's `size_set`, or with
+    METAL_SCI_SIZES its first in-distribution size and the in-distribution
+    size Metal-Sci's `recorded_reason` says it failed at, if another."""
+    if size_set != METAL_SCI_SIZES:
+        return list(task.size_set(size_set))
+    in_dist = list(task.size_set("in-dist"))
+    failed = recorded_size(in_dist, recorded_reason)
+    return [s for k, s in enumerate(in_dist) if k == 0 or s is failed]
+
+
+def recorded_size(sizes: list[Size], recorded_reason: str | None) -> Size | None:
+    """The one size of `sizes` whose parameters hold every number of the size
+    a recorded fail reason names (Metal-Sci labels its sizes otherwise:
+    "64cube", "d32_K1024", "N1728_M5_steps20"); None where none or several do."""
+    m = _RECORDED_SIZE.search((recorded_reason or "")[:4096])
+    if m is None:
+        return None
+    numbers = {int(n) for n in re.findall(r"\d{1,9}", m.group(1))}
+    fits = [
+        s for s in sizes
+        if numbers <= {v for v in s.params.values() if isinstance(v, int)}
+    ]  # fmt: skip
+    return fits[0] if numbers and len(fits) == 1 else None
 
 
 def imported_runs(out: Path, say: Callable[[str], None] | None = None) -> list[Path]:
@@ -291,15 +324,13 @@ class Rescorer:
             return self._seed_results[key]
 
     def evaluate(
-        self, task: Task, source: str, filename: str, sizes: list[Size] | None = None,
-        coverage: bool = False,
-    ):  # fmt: skip
-        """`source` at `sizes` (default: the settings' size set)."""
+        self, task: Task, source: str, filename: str, sizes: list[Size], coverage: bool = False
+    ):
+        """`source` at `sizes`."""
         s = self.settings
         return evaluate(
-            task.name, source, backend=s.backend, size_set=s.size_set, sizes=sizes,
-            filename=filename, dialect="metal", timeout=s.timeout, coverage=coverage,
-            sim_gpu=s.sim_gpu,
+            task.name, source, backend=s.backend, sizes=sizes, filename=filename,
+            dialect="metal", timeout=s.timeout, coverage=coverage, sim_gpu=s.sim_gpu,
         )  # fmt: skip
 
     def record(self, item: Item) -> dict:
@@ -323,20 +354,23 @@ class Rescorer:
         if source is None:
             rec["reason"] = _explain(recorded, None, None, entry)
             return rec
-        ev = self.evaluate(task, source, str(item.folder / entry["candidate"]))
+        sizes = verdict_sizes(task, self.settings.size_set, _recorded_reason(entry))
+        ev = self.evaluate(task, source, str(item.folder / entry["candidate"]), sizes)
         verdict, rec["mlxsci_score"], mlx_reason = _verdict(ev)
         rec["mlxsci"] = verdict
         rec["reason"] = _explain(recorded, verdict, mlx_reason, entry)
         if item.recorded_best:
-            self.best_extras(rec, task, item, source, ev)
+            self.best_extras(rec, task, item, source, ev, sizes)
         return rec
 
-    def best_extras(self, rec: dict, task: Task, item: Item, source: str, ev) -> None:
+    def best_extras(
+        self, rec: dict, task: Task, item: Item, source: str, ev, judged_at: list[Size]
+    ) -> None:
         """The recorded best beside its run's seed where Metal-Sci recorded
         their figures: at the task's in-distribution sizes (its speedup over
         the seed, `in_dist`, unless the settings leave it out) and at the
         held-out (`held_out`, with the seed's Phi); then its transfer grade
-        at the settings' sizes. The seed's evaluations are made once per
+        at the sizes it was judged at. The seed's evaluations are made once per
         seed text (seed_evaluation)."""
         if self.settings.held_out == "none":
             return
@@ -368,7 +402,9 @@ class Rescorer:
             return  # (a seed that stayed the best has no win over itself to grade)
         known = {"candidate_in_dist": ev.to_json(), "candidate_held_out": held,
                  "baseline_held_out": seed_held}  # fmt: skip
-        rec["transfer"] = self.transfer(task, source, cand_file, seed, seed_file, known, sizes)
+        rec["transfer"] = self.transfer(
+            task, source, cand_file, seed, seed_file, known, sizes, judged_at
+        )
 
     def seed_run(self, task: Task, seed: str, seed_file: str, sizes: list[Size]) -> dict:
         """The seed's evaluation at `sizes` (Evaluation.to_json()), made once per text."""
@@ -376,7 +412,7 @@ class Rescorer:
             seed, sizes, lambda: self.evaluate(task, seed, seed_file, sizes).to_json()
         )
 
-    def transfer(self, task, source, cand_file, seed, seed_file, known, sizes) -> dict:
+    def transfer(self, task, source, cand_file, seed, seed_file, known, sizes, search_sizes):
         s = self.settings
 
         def run(src: str, filename: str, at: list[Size], coverage: bool = False) -> dict:
@@ -391,7 +427,6 @@ class Rescorer:
                 held_out=True, sim_gpu=s.sim_gpu,
             )  # fmt: skip
 
-        search_sizes = list(task.size_set(s.size_set))
         judged = judge_transfer(
             task, source, seed, dialect="metal", search_sizes=search_sizes, held_out=sizes,
             evaluate=run, known=known, candidate_filename=cand_file,
@@ -418,6 +453,11 @@ def _beside_seed(best: dict, seed: dict, figure: str) -> dict:
         "speedup": mine / theirs if mine is not None and theirs else None,
         "reason": reason,
     }
+
+
+def _recorded_reason(entry: dict) -> str | None:
+    reason = entry.get("recorded", {}).get("fail_reason")
+    return reason if isinstance(reason, str) else None
 
 
 def _number(entry: dict, key: str) -> float | None:
@@ -512,4 +552,7 @@ def run_items(work: Callable[[Item], None], todo: list[Item], jobs: int) -> None
 
 
 def default_size_set(backend: str) -> str:
-    return backend_class(backend).default_size_set
+    """A GPU judges at all of Metal-Sci's in-distribution sizes; the simulator,
+    slower by far at those, at METAL_SCI_SIZES."""
+    name = backend_class(backend).default_size_set
+    return METAL_SCI_SIZES if name == "smoke" else name

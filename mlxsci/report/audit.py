@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 
 from mlxsci.import_metal_sci.records import CORRECT, MLXSCI_VERDICTS, NOT_JUDGED
+from mlxsci.import_metal_sci.rescore import recorded_size, verdict_sizes
 from mlxsci.report.runs import number, shorten
 from mlxsci.task import load_task
 
@@ -114,11 +115,13 @@ def _size_of(reason: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def _labels(task: str, size_set: str) -> set[str]:
+def _labels(task: str, size_set: str, recorded_reason: str | None = None) -> list[str]:
+    """The labels of the sizes a record's size set judged its candidate at
+    (with METAL_SCI_SIZES, the first in-dist one and the recorded failure's)."""
     try:
-        return {s.label for s in load_task(task).size_set(size_set)}
+        return [s.label for s in verdict_sizes(load_task(task), size_set, recorded_reason)]
     except (ValueError, KeyError):
-        return set()
+        return []
 
 
 def cause(rec: dict) -> str:
@@ -135,20 +138,45 @@ def cause(rec: dict) -> str:
     if recorded == "compile_error":
         m = _METAL_ERROR.search(reason)
         said = m.group(1) if m else "its compiler's error"
+        if "mismatching address spaces" in said:
+            # MLX binds an input of fewer than 8 elements as `constant`, where
+            # Metal-Sci's signature said `device`: the same cast is valid here.
+            return shorten(
+                "the address space of a buffer, which MLX's signature sets (an input of "
+                f"fewer than 8 elements is constant), made Metal refuse a cast: {said}",
+                CAUSE_CHARS,
+            )
         return shorten(f"Metal's compiler refused what mlxsci's accepts: {said}", CAUSE_CHARS)
     if _passes(recorded) and not _passes(mine):
         return _mlxsci_failure_cause(task, rec["sizes"], reason)
     if not _passes(recorded) and _passes(mine):
-        size = _size_of(reason.split("recorded:", 1)[-1])
-        ran = ", ".join(sorted(_labels(task, rec["sizes"]))) or rec["sizes"]
-        if size and size not in _labels(task, rec["sizes"]):
-            return shorten(
-                f"Metal-Sci failed at its size {size}; mlxsci ran its {rec['sizes']} sizes "
-                f"({ran}), where the kernel is correct",
-                CAUSE_CHARS,
-            )
-        return shorten(f"a recorded failure mlxsci does not reproduce: {reason}", CAUSE_CHARS)
+        return _unreproduced_cause(task, rec["sizes"], reason)
     return shorten(f"both fail, differently: {reason}", CAUSE_CHARS)
+
+
+def _unreproduced_cause(task: str, size_set: str, reason: str) -> str:
+    """Why a kernel Metal-Sci recorded failing is correct here: mlxsci did
+    not run the size it failed at, or ran it and found it correct."""
+    theirs = reason.split("recorded:", 1)[-1]
+    size = _size_of(theirs)
+    ran = _labels(task, size_set, theirs)
+    try:
+        same = recorded_size(list(load_task(task).size_set("in-dist")), theirs)
+    except (ValueError, KeyError):
+        same = None
+    if size and (same is None or same.label not in ran):
+        return shorten(
+            f"Metal-Sci failed at its size {size}; mlxsci ran its {size_set} sizes "
+            f"({', '.join(ran) or size_set}), where the kernel is correct",
+            CAUSE_CHARS,
+        )
+    if size and same is not None:
+        return shorten(
+            f"mlxsci ran Metal-Sci's failing size {size} ({same.label}) and found the kernel "
+            f"correct: {reason}",
+            CAUSE_CHARS,
+        )
+    return shorten(f"a recorded failure mlxsci does not reproduce: {reason}", CAUSE_CHARS)
 
 
 def _mlxsci_failure_cause(task: str, size_set: str, reason: str) -> str:
@@ -163,8 +191,8 @@ def _mlxsci_failure_cause(task: str, size_set: str, reason: str) -> str:
         where = f"at mlxsci's {size_set} size {size}, which Metal-Sci never ran"
     if "unwritten output" in reason:
         what = (
-            "leaves output elements unwritten; mlxsci's outputs start poisoned, where "
-            "Metal-Sci's reused buffers held the right values"
+            "leaves output elements unwritten (Metal-Sci's host buffers held them; "
+            "mlxsci's start poisoned)"
         )
     elif "misaligned" in reason:
         what = "a misaligned vector access (Metal-Sci's sizes are multiples of the vector width)"

@@ -63,3 +63,29 @@ def test_nothing_to_read():
     assert signature_error(SOURCE, "compile error: the pipeline could not be built") is None
     # a hostile, huge log is read only so far, and a line number past the source is no signature
     assert signature_error(SOURCE, log((999999, 1, "expected ')'")) * 1000) is None
+
+
+def test_an_error_that_follows_from_a_lost_parameter_on_its_line():
+    # Metal reads the lost `x` as another name (`exp`?) and then refuses what
+    # the line does with it: a consequence of the signature, not the body's.
+    reason = log(
+        (4, 49, "expected ')'"),
+        (10, 14, "use of undeclared identifier 'x'; did you mean 'exp'?"),
+        (10, 14, "subscript of pointer to function type 'half (half)'"),
+        (10, 5, "use of undeclared identifier 'y'"),
+    )
+    assert signature_error(SOURCE, reason) == "expected ')'"
+    # the same error on a line where no lost parameter is used is the body's
+    elsewhere = log(
+        (4, 49, "expected ')'"),
+        (10, 5, "use of undeclared identifier 'y'"),
+        (9, 14, "subscript of pointer to function type 'half (half)'"),
+    )
+    assert signature_error(SOURCE, elsewhere) is None
+    # and a name nothing declares stays the body's fault on such a line too
+    typo = log(
+        (4, 49, "expected ')'"),
+        (10, 14, "use of undeclared identifier 'x'"),
+        (10, 20, "use of undeclared identifier 'alpha'"),
+    )
+    assert signature_error(SOURCE, typo) is None

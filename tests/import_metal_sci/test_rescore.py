@@ -56,7 +56,7 @@ def test_each_candidate_gets_both_verdicts_and_the_cheat_is_named(tmp_path, quic
     assert sorted(recs) == [0, 1, 3, 4, 5, 6]  # iteration 2 was skipped: no candidate
     for rec in recs.values():
         assert set(rec) >= {"run", "iteration", "recorded", "mlxsci", "reason"}
-        assert rec["run"] == src.name and rec["backend"] == "sim" and rec["sizes"] == "smoke"
+        assert rec["run"] == src.name and rec["backend"] == "sim" and rec["sizes"] == "metal-sci"
         assert rec["recorded"] in records.VERDICTS
         assert rec["mlxsci"] in (*records.VERDICTS, None)
     pairs = {it: (r["recorded"], r["mlxsci"]) for it, r in recs.items()}
@@ -227,3 +227,26 @@ def test_a_backend_that_runs_no_metal_is_a_usage_error(tmp_path, monkeypatch):
         main, ["--out", tmp_path / "imported", "--rescore", "--backend", "cuda"], "Metal sources"
     )
     assert not (tmp_path / "imported" / "rescore.json").exists()
+
+
+def test_metal_sci_sizes_are_the_first_in_dist_and_a_recorded_failures_own():
+    from mlxsci.import_metal_sci.rescore import METAL_SCI_SIZES, recorded_size, verdict_sizes
+    from mlxsci.task import load_task
+
+    fft3d, hmc, lj = load_task("fft3d"), load_task("hmc"), load_task("lj")
+    first = [s.label for s in verdict_sizes(fft3d, METAL_SCI_SIZES)]
+    assert first == [fft3d.size_set("in-dist")[0].label]
+    # Metal-Sci's labels name its sizes by their numbers, in its own words
+    failed = "correctness failed at size 64cube: max_abs=nan"
+    assert [s.params["N"] for s in verdict_sizes(fft3d, METAL_SCI_SIZES, failed)] == [32, 64]
+    at_last = verdict_sizes(hmc, METAL_SCI_SIZES, "correctness failed at size d32_K1024: x")
+    assert [(s.params["d"], s.params["K"]) for s in at_last] == [(8, 16384), (32, 1024)]
+    lj_first = verdict_sizes(lj, METAL_SCI_SIZES, "failed at size N1728_M5_steps20: y")
+    assert len(lj_first) == 1  # the first size already
+    # a size no in-dist size fits, or one several fit, names none
+    in_dist = list(fft3d.size_set("in-dist"))
+    assert recorded_size(in_dist, "failed at size 48cube: z") is None
+    assert recorded_size(in_dist, "failed at size big: z") is None
+    assert recorded_size(in_dist, None) is None
+    # other size sets are the task's own
+    assert verdict_sizes(fft3d, "smoke", failed) == list(fft3d.size_set("smoke"))

@@ -47,7 +47,7 @@ def test_agreement_is_pass_or_fail_with_signature_errors_apart():
         (
             rec("correct", "incorrect", task="adi3d",
                 reason="correctness failed at size 21x13x10x3: unwritten output: 676 element(s)"),
-            "leaves output elements unwritten; mlxsci's outputs start poisoned",
+            "leaves output elements unwritten (Metal-Sci's host buffers held them",
         ),
         (
             rec("correct", "runtime_error", task="adi3d",
@@ -63,6 +63,24 @@ def test_agreement_is_pass_or_fail_with_signature_errors_apart():
             rec("incorrect", "correct", task="fft3d",
                 reason="mlxsci: correct; recorded: correctness failed at size 64cube: nan"),
             "Metal-Sci failed at its size 64cube; mlxsci ran its smoke sizes",
+        ),
+        (
+            rec("incorrect", "correct", task="fft3d", sizes="metal-sci",
+                reason="mlxsci: correct; recorded: correctness failed at size 64cube: nan"),
+            "mlxsci ran Metal-Sci's failing size 64cube (64) and found the kernel correct",
+        ),
+        (
+            rec("correct", "incorrect", task="adi3d", sizes="metal-sci",
+                reason="correctness failed at size 64x64x64x20: unwritten output: 676 element(s)"),
+            "unwritten (Metal-Sci's host buffers held them; mlxsci's start poisoned), at "
+            "64x64x64x20, one of Metal-Sci's sizes",
+        ),
+        (
+            rec("compile_error", "correct", task="ising",
+                reason="recorded: compile error: program_source:63:29: error: C-style cast from "
+                "'const device float *' to 'const constant float *' converts between mismatching "
+                "address spaces"),
+            "MLX's signature sets (an input of fewer than 8 elements is constant)",
         ),
         (
             rec("compile_error", "correct",
