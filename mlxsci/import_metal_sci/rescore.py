@@ -71,6 +71,12 @@ class Settings:
     # Each recorded best and its seed also at the task's in-distribution
     # sizes, where Metal-Sci recorded its speedup (--in-dist).
     in_dist: bool = True
+    # Timed runs per size where a recorded best and its seed are evaluated
+    # beyond the sizes of the verdict (in-dist, held-out, the transfer's
+    # second distribution); None: the backend's protocol. On the simulator
+    # one is enough: its modelled clock gives the same inputs the same time,
+    # and the checks (poisoned outputs, thread orders, the reference) all run.
+    extra_timed_runs: int | None = None
 
     @property
     def key(self) -> tuple:
@@ -312,10 +318,14 @@ class Rescorer:
         self._seed_locks: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def seed_evaluation(self, source: str, sizes: list[Size], make: Callable[[], dict]) -> dict:
-        """`make()`'s result for the seed text `source` at `sizes`, made once
-        however many runs ask (the others wait for it)."""
-        key = (_digest(source), tuple((s.label, repr(sorted(s.params.items()))) for s in sizes))
+    def seed_evaluation(
+        self, source: str, sizes: list[Size], make: Callable[[], dict], extra: bool = False
+    ) -> dict:
+        """`make()`'s result for the seed text `source` at `sizes` (`extra`:
+        with the extras' protocol), made once however many runs ask (the
+        others wait for it)."""
+        at = tuple((s.label, repr(sorted(s.params.items()))) for s in sizes)
+        key = (_digest(source), at, extra)
         with self._lock:
             lock = self._seed_locks.setdefault(key, threading.Lock())
         with lock:
@@ -324,13 +334,16 @@ class Rescorer:
             return self._seed_results[key]
 
     def evaluate(
-        self, task: Task, source: str, filename: str, sizes: list[Size], coverage: bool = False
-    ):
-        """`source` at `sizes`."""
+        self, task: Task, source: str, filename: str, sizes: list[Size], coverage: bool = False,
+        extra: bool = False,
+    ):  # fmt: skip
+        """`source` at `sizes`; `extra`: beyond the verdict's sizes, with the
+        settings' extra_timed_runs."""
         s = self.settings
         return evaluate(
             task.name, source, backend=s.backend, sizes=sizes, filename=filename,
             dialect="metal", timeout=s.timeout, coverage=coverage, sim_gpu=s.sim_gpu,
+            n_measure=s.extra_timed_runs if extra else None,
         )  # fmt: skip
 
     def record(self, item: Item) -> dict:
@@ -345,6 +358,7 @@ class Rescorer:
             "sizes": self.settings.size_set, "sim_gpu": self.settings.sim_gpu,
             "recorded_best": item.recorded_best,
             "held_out": None, "transfer": None,
+            "extra_timed_runs": self.settings.extra_timed_runs,
         }  # fmt: skip
         in_signature = entry.get("recorded", {}).get("signature_error")
         # Metal's error lies in the kernel's signature, which MLX writes: apart in the audit.
@@ -379,18 +393,18 @@ class Rescorer:
         cand_file = str(item.folder / item.entry["candidate"])
         if self.settings.in_dist:
             in_dist = list(task.size_set("in-dist"))
+            judged_in_dist = self.settings.size_set == "in-dist"  # the verdict's sizes already
             best_in = (
                 ev.to_json()
-                if self.settings.size_set == "in-dist"
-                else self.evaluate(task, source, cand_file, in_dist).to_json()
+                if judged_in_dist
+                else self.evaluate(task, source, cand_file, in_dist, extra=True).to_json()
             )
-            rec["in_dist"] = _beside_seed(
-                best_in, self.seed_run(task, seed, seed_file, in_dist), "score"
-            )
+            seed_in = self.seed_run(task, seed, seed_file, in_dist, extra=not judged_in_dist)
+            rec["in_dist"] = _beside_seed(best_in, seed_in, "score")
         draw = held_out.begin(task, held_out.effective_mode(task, self.settings.held_out))
         sizes = held_out.held_out_sizes(task, draw)
-        held = self.evaluate(task, source, cand_file, sizes).to_json()
-        seed_held = self.seed_run(task, seed, seed_file, sizes)
+        held = self.evaluate(task, source, cand_file, sizes, extra=True).to_json()
+        seed_held = self.seed_run(task, seed, seed_file, sizes, extra=True)
         draw = held_out.reveal(task, draw)
         label = sizes[0].label if draw.mode == "metal-sci" else held_out.describe(draw.params)
         rec["held_out"] = {
@@ -406,19 +420,23 @@ class Rescorer:
             task, source, cand_file, seed, seed_file, known, sizes, judged_at
         )
 
-    def seed_run(self, task: Task, seed: str, seed_file: str, sizes: list[Size]) -> dict:
+    def seed_run(
+        self, task: Task, seed: str, seed_file: str, sizes: list[Size], extra: bool = False
+    ) -> dict:
         """The seed's evaluation at `sizes` (Evaluation.to_json()), made once per text."""
         return self.seed_evaluation(
-            seed, sizes, lambda: self.evaluate(task, seed, seed_file, sizes).to_json()
-        )
+            seed, sizes, lambda: self.evaluate(task, seed, seed_file, sizes, extra=extra).to_json(),
+            extra,
+        )  # fmt: skip
 
     def transfer(self, task, source, cand_file, seed, seed_file, known, sizes, search_sizes):
         s = self.settings
 
         def run(src: str, filename: str, at: list[Size], coverage: bool = False) -> dict:
+            extra = at != search_sizes  # the verdict's own sizes keep the full protocol
             if src == seed and not coverage:
-                return self.seed_run(task, src, filename, at)
-            return self.evaluate(task, src, filename, at, coverage).to_json()
+                return self.seed_run(task, src, filename, at, extra)
+            return self.evaluate(task, src, filename, at, coverage, extra).to_json()
 
         def timed(baseline: str, candidate: str, at: list[Size]) -> dict:
             return compare(
@@ -556,3 +574,9 @@ def default_size_set(backend: str) -> str:
     slower by far at those, at METAL_SCI_SIZES."""
     name = backend_class(backend).default_size_set
     return METAL_SCI_SIZES if name == "smoke" else name
+
+
+def default_extra_timed_runs(backend: str) -> int | None:
+    """One timed run per size beyond the verdict's on the simulator (its
+    modelled clock repeats itself); a GPU's own protocol elsewhere."""
+    return 1 if backend_class(backend).profile == "sim" else None

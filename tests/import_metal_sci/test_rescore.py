@@ -250,3 +250,47 @@ def test_metal_sci_sizes_are_the_first_in_dist_and_a_recorded_failures_own():
     assert recorded_size(in_dist, None) is None
     # other size sets are the task's own
     assert verdict_sizes(fft3d, "smoke", failed) == list(fft3d.size_set("smoke"))
+
+
+def test_a_bests_extras_take_one_timed_run_and_its_verdict_the_full_protocol(
+    tmp_path, monkeypatch
+):
+    """On the simulator a recorded best and its seed beyond the verdict's sizes
+    (in-dist, held-out) are timed once (--extra-timed-runs, default 1 there);
+    the verdict's own evaluation keeps the backend's protocol."""
+    from mlxsci.import_metal_sci.rescore import (
+        Rescorer,
+        Settings,
+        default_extra_timed_runs,
+        plan,
+    )
+
+    src = heat2d_run(tmp_path / "results")
+    out = tmp_path / "imported"
+    invoke(src, "--out", out)
+    calls = []
+
+    class Judged:
+        correct = compile_ok = True
+        score, fail_reason, not_judged = 0.5, None, None
+
+        def to_json(self):
+            return {"candidate": {"compile_ok": True, "correct": True, "fail_reason": None,
+                                  "not_judged": None, "score": 0.5, "phi": 0.5}}  # fmt: skip
+
+    def fake(task, source, **kw):
+        calls.append(([s.label for s in kw["sizes"]], kw["n_measure"]))
+        return Judged()
+
+    monkeypatch.setattr(rescore_module, "evaluate", fake)
+    assert default_extra_timed_runs("sim") == 1
+    settings = Settings("sim", "metal-sci", "metal-sci", False, sim_gpu="apple-m1-pro",
+                        extra_timed_runs=default_extra_timed_runs("sim"))  # fmt: skip
+    best = next(i for i in plan(out) if i.recorded_best)
+    rec = Rescorer(settings).record(best)
+    assert rec["in_dist"]["speedup"] == 1.0 and rec["extra_timed_runs"] == 1
+    first, *extras = calls
+    assert first == (["256x256x50"], None)  # the verdict, at Metal-Sci's first size
+    in_dist = ["256x256x50", "512x512x100", "1024x1024x50"]
+    assert (in_dist, 1) in extras and (["768x768x75"], 1) in extras
+    assert all(n == 1 for _, n in extras) and len(extras) == 4  # best and seed, two places
