@@ -252,9 +252,7 @@ def test_metal_sci_sizes_are_the_first_in_dist_and_a_recorded_failures_own():
     assert verdict_sizes(fft3d, "smoke", failed) == list(fft3d.size_set("smoke"))
 
 
-def test_a_bests_extras_take_one_timed_run_and_its_verdict_the_full_protocol(
-    tmp_path, monkeypatch
-):
+def test_a_bests_extras_take_one_timed_run_and_its_verdict_the_full_protocol(tmp_path, monkeypatch):
     """On the simulator a recorded best and its seed beyond the verdict's sizes
     (in-dist, held-out) are timed once (--extra-timed-runs, default 1 there);
     the verdict's own evaluation keeps the backend's protocol."""
