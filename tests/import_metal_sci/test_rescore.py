@@ -292,3 +292,10 @@ def test_a_bests_extras_take_one_timed_run_and_its_verdict_the_full_protocol(tmp
     in_dist = ["256x256x50", "512x512x100", "1024x1024x50"]
     assert (in_dist, 1) in extras and (["768x768x75"], 1) in extras
     assert all(n == 1 for _, n in extras) and len(extras) == 4  # best and seed, two places
+
+
+def test_recorded_bests_start_first_when_candidates_run_at_once():
+    from mlxsci.import_metal_sci.rescore import Item, longest_first
+
+    items = [Item("r", Path("."), "heat2d", {"iteration": k}, k in (2, 5), None) for k in range(7)]
+    assert [i.entry["iteration"] for i in longest_first(items)] == [2, 5, 0, 1, 3, 4, 6]
