@@ -198,6 +198,8 @@ def _mlxsci_failure_cause(task: str, size_set: str, reason: str) -> str:
         what = "a misaligned vector access (Metal-Sci's sizes are multiples of the vector width)"
     elif "out_of_bounds" in reason or "out-of-bounds" in reason:
         what = "an access out of bounds, which a GPU reads or writes silently"
+    elif "leaves undefined" in reason:
+        what = "reads what Metal leaves undefined (the M1 happened to give a usable value)"
     elif "race" in reason or "order" in reason:
         what = "a result that depends on the threads' order (a race)"
     else:
