@@ -69,20 +69,18 @@ def signature_error(source: str | None, fail_reason: str | None) -> str | None:
     if not in_signature:
         return None
     declared = set().union(*(names for _, _, names in in_signature))
+    # Each error's line and the undeclared name it reports (None: another error).
+    named = [
+        (line, m.group(1) if (m := _UNDECLARED.search(message)) else None)
+        for line, message in errors
+    ]
     # Lines where a parameter the broken list lost is used: any other error
     # there follows from it (Metal takes `f_in` for `fmin`, then refuses the
     # subscript of a function).
-    lost_on = {
-        line
-        for line, message in errors
-        if (m := _UNDECLARED.search(message)) is not None and m.group(1) in declared
-    }
-    for line, message in errors:
-        if any(first <= line <= last for first, last, _ in declarations):
+    lost_on = {line for line, name in named if name in declared}
+    for line, name in named:
+        if name in declared or any(first <= line <= last for first, last, _ in declarations):
             continue
-        undeclared = _UNDECLARED.search(message)
-        if undeclared is not None and undeclared.group(1) in declared:
-            continue
-        if line not in lost_on or undeclared is not None:
+        if name is not None or line not in lost_on:
             return None  # an error of the body's own (a name nothing declares)
     return in_signature[0][1][:MESSAGE_CHARS]

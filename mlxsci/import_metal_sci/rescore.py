@@ -580,8 +580,8 @@ def run_items(work: Callable[[Item], None], todo: list[Item], jobs: int) -> None
 def default_size_set(backend: str) -> str:
     """A GPU judges at all of Metal-Sci's in-distribution sizes; the simulator,
     slower by far at those, at METAL_SCI_SIZES."""
-    name = backend_class(backend).default_size_set
-    return METAL_SCI_SIZES if name == "smoke" else name
+    kind = backend_class(backend)
+    return METAL_SCI_SIZES if kind.profile == "sim" else kind.default_size_set
 
 
 def default_extra_timed_runs(backend: str) -> int | None:
