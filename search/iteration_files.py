@@ -14,7 +14,21 @@ from pathlib import Path
 
 from mlxsci.search.proposers import Proposal
 from mlxsci.search.rundir import RunDir
-from mlxsci.search.strategies import Entry, State
+from mlxsci.search.strategies import Context, Entry, Outcome, Request, State, Strategy
+
+
+def generations(records: list[dict]) -> list[list[dict]]:
+    """Records grouped by generation, in order (a record from before
+    generations is one of its own)."""
+    groups: list[list[dict]] = []
+    last = object()
+    for rec in records:
+        key = rec.get("generation", ("iteration", rec["iteration"]))
+        if not groups or key != last:
+            groups.append([])
+            last = key
+        groups[-1].append(rec)
+    return groups
 
 
 class IterationFiles:
@@ -52,23 +66,36 @@ class IterationFiles:
                 "run it again"
             ) from None
 
-    def rebuild(self, seed: Entry, history: list[dict]) -> State:
-        """The state between iterations, as the recorded iterations left it."""
+    def rebuild(
+        self, seed: Entry, history: list[dict], strategy: Strategy
+    ) -> tuple[State, list[Entry]]:
+        """The state between generations, as the recorded ones left it (each
+        generation told to the strategy again, its recorded decisions kept),
+        and every evaluated entry, the seed first."""
         state = State(seed=seed, best=seed, history=history)
-        for rec in history[1:]:
-            if rec["role"] == "skipped":
-                state.previous_skipped = True
-                continue
-            it = rec["iteration"]
-            entry = Entry(
-                self.artefact(self.rd.iter_file(it, "candidate"), it),
-                self.artefact(self.rd.iter_file(it, "result.json"), it, True),
-                it,
-            )
-            state.previous, state.previous_skipped = entry, False
-            if rec.get("is_new_best"):
-                state.best = entry
-        return state
+        strategy.start(state)
+        entries = [seed]
+        for records in generations(history[1:]):
+            outcomes = []
+            for rec in records:
+                entry = None
+                if rec["role"] != "skipped":
+                    it = rec["iteration"]
+                    entry = Entry(
+                        self.artefact(self.rd.iter_file(it, "candidate"), it),
+                        self.artefact(self.rd.iter_file(it, "result.json"), it, True),
+                        it,
+                        rec.get("parent"),
+                        tuple(rec.get("inspirations") or ()),
+                    )
+                    entries.append(entry)
+                    if rec.get("is_new_best"):
+                        state.best = entry
+                lane = rec.get("lane", 0)
+                request = Request(rec.get("slot", 0), lane, Context(None, None, [], seed))
+                outcomes.append(Outcome(request, entry, rec))
+            strategy.tell(state, outcomes)
+        return state, entries
 
     def tried_sources(self, seed: Entry, history: list[dict]) -> list[str]:
         """Every candidate proposed so far, the seed first."""

@@ -31,6 +31,7 @@ holds) and its console lines worded in search/progress.py.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -62,11 +63,21 @@ from mlxsci.search.progress import (
     iteration_line,
     stops_say_how_to_resume,
 )
-from mlxsci.search.prompts import stagnating, system_prompt, user_prompt
+from mlxsci.search.features import cell_of
+from mlxsci.search.generation import Generation, Hooks, Slot, idle_seconds, normalised_hash
+from mlxsci.search.prompts import archive_prompt, stagnating, system_prompt, user_prompt
 from mlxsci.search.proposers import PromptContext, Proposal
 from mlxsci.search.rundir import RunDir
-from mlxsci.search.strategies import Context, Entry, State, make_strategy, noise_aware_decision
-from mlxsci.search.summary import entry_score, reopen_record, summarize, write_record
+from mlxsci.search.strategies import (
+    Context,
+    Entry,
+    Outcome,
+    Request,
+    State,
+    make_strategy,
+    noise_aware_decision,
+)
+from mlxsci.search.summary import entry_score, reopen_record, summarize, write_search_record
 from mlxsci.storage.faults import fault_of
 from mlxsci.task import Size, load_task
 from mlxsci.transfer import judge_transfer
@@ -89,7 +100,16 @@ class Search:
         self.task = load_task(opts.task)
         self.backend = opts.backend
         self.dialect = search_dialect(opts)
-        self.strategy = make_strategy(opts.strategy)
+        self.strategy = make_strategy(
+            opts.strategy,
+            seed=opts.seed,
+            islands=opts.islands,
+            migration_interval=opts.migration_interval,
+            kernels=tuple(self.task.kernel_names),
+        )
+        # normalised text -> (iteration, result) of every candidate evaluated so far
+        self.evaluated: dict[str, tuple[int, dict]] = {}
+        self.cut_by_cost = False  # the last generation was cut short by max_cost
         self.draw = held_out_record(opts, self.task)
         self.held_out_sizes = held_out.held_out_sizes(self.task, self.draw)
 
@@ -249,12 +269,14 @@ class Search:
         self.files.save_transfer(state.best, self.draw_key, judged)
         return judged
 
-    # -- one iteration ----------------------------------------------------------
-    def check_cost(self, ctx: PromptContext, spent: float) -> None:
-        """Raise CostCapReached when the call for `ctx` could take the run past max_cost."""
+    # -- proposing ----------------------------------------------------------------
+    def check_cost(self, ctx: PromptContext, spent: float) -> float:
+        """The most the call for `ctx` can cost (0 when unknown or uncapped);
+        CostCapReached when that could take the run past max_cost, `spent`
+        (USD spent and planned) counted."""
         max_cost = self.opts.max_cost
         if max_cost is None:
-            return
+            return 0.0
         bound_of = getattr(self.proposer, "worst_case_cost", None)
         bound = bound_of(ctx) if bound_of is not None else None
         left = max_cost - spent
@@ -264,6 +286,7 @@ class Search:
                 f"every output token it may use), more than the ${max(left, 0.0):.4f} left "
                 f"of ${max_cost:.4f}"
             )
+        return bound or 0.0
 
     def ask(self, ctx: PromptContext) -> Proposal:
         """The proposer's answer. A proposer that raises gives a failed call, not the
@@ -280,13 +303,23 @@ class Search:
 
     def user_prompt(self, it: int, state: State, ctx: Context) -> str:
         """The user prompt of iteration `it`: what the strategy's context shows."""
+        if ctx.kind is not None:  # a parent drawn from an archive, with inspirations
+            return archive_prompt(
+                self.task,
+                self.dialect,
+                seed_result=state.seed.result,
+                parent=(ctx.base.source, ctx.base.result, ctx.kind),
+                inspirations=[(e.source, e.result, kind) for e, kind in ctx.inspirations],
+                history=ctx.history,
+                accept=self.opts.accept,
+            )
         previous = (ctx.previous.source, ctx.previous.result) if ctx.previous else None
         incumbent = None
         if ctx.incumbent is not None and (
             ctx.previous is None or ctx.incumbent.source != ctx.previous.source
         ):
             incumbent = (ctx.incumbent.source, ctx.incumbent.result)
-        shows_history = previous is not None or state.previous_skipped
+        shows_history = not ctx.first
         return user_prompt(
             self.task,
             self.dialect,
@@ -300,37 +333,133 @@ class Search:
             accept=self.opts.accept,
         )
 
-    def propose(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> Proposal:
-        """The proposal for iteration `it`: reused from disk if a killed run saved it.
-        Raises CostCapReached (before any call or file) when the call could break the cap."""
-        saved = self.files.saved_proposal(it)
-        if saved is not None:
-            return saved
-        ctx = self.strategy.context(state)
+    def prompt_for(self, it: int, request: Request, state: State, tried: list[str]) -> PromptContext:
+        """The prompts of iteration `it` (the system prompt saved once)."""
         system = system_prompt(self.task, self.dialect)
         if not self.rd.file("system_prompt.md").exists():
             self.rd.write_text(self.rd.file("system_prompt.md"), system)
-        user = self.user_prompt(it, state, ctx)
-        prompt = PromptContext(
+        return PromptContext(
             task=self.task.name,
             dialect=self.dialect,
             iteration=it,
             system=system,
-            user=user,
-            incumbent_source=ctx.base.source,
-            tried_sources=self.files.tried_sources(state.seed, history),
+            user=self.user_prompt(it, state, request.context),
+            incumbent_source=request.context.base.source,
+            tried_sources=tried,
+            slot=request.slot,
         )
-        self.check_cost(prompt, spent)
-        self.rd.write_text(self.rd.iter_file(it, "prompt.md"), user)
-        proposal = self.ask(prompt)
-        self.files.save_proposal(it, proposal)
-        return proposal
 
-    def iterate(self, it: int, state: State, history: list[dict], spent: float = 0.0) -> dict:
-        t0 = time.perf_counter()
-        proposal = self.propose(it, state, history, spent)
+    # -- one generation -------------------------------------------------------------
+    def slots(self, first: int, n: int, state: State, history: list[dict], spent: float) -> list[Slot]:
+        """The generation's slots from iteration `first`: as many of the
+        strategy's `n` requests as the cost cap allows, each with its prompt
+        written unless its proposal was saved. Raises CostCapReached (before
+        any call or file) when not even the first fits."""
+        requests = self.strategy.ask(state, n)
+        tried = self.files.tried_sources(state.seed, history)
+        slots, planned = [], spent
+        for request in requests:
+            it = first + request.slot
+            slot = Slot(request, it)
+            if self.files.saved_proposal(it) is None:
+                slot.prompt = self.prompt_for(it, request, state, tried)
+                try:
+                    planned += self.check_cost(slot.prompt, planned)
+                except CostCapReached:
+                    if not slots:
+                        raise
+                    self.cut_by_cost = True
+                    break
+                self.rd.write_text(self.rd.iter_file(it, "prompt.md"), slot.prompt.user)
+            slots.append(slot)
+        return slots
+
+    def generation(self, slots: list[Slot]) -> Generation:
+        """The generation's run: proposals and evaluations, as they arrive."""
+        hooks = Hooks(
+            saved_proposal=self.files.saved_proposal,
+            call=self.ask,
+            took_proposal=self.took_proposal,
+            saved_result=self.saved_result,
+            evaluate=lambda slot: self.evaluate(
+                slot.source, str(self.rd.iter_file(slot.iteration, "candidate")), self.opts.sizes
+            ),
+            took_result=lambda slot: self.rd.write_json(
+                self.rd.iter_file(slot.iteration, "result.json"), slot.result
+            ),
+        )
+        return Generation(slots, hooks, self.evaluation_workers(len(slots)), dict(self.evaluated))
+
+    def evaluation_workers(self, n: int) -> int:
+        """Evaluations at once: one per core on the simulator (its clock is
+        modelled, so runs side by side do not disturb each other's times);
+        one on a GPU, where two candidates timed at once would share it."""
+        if self.backend != "sim":
+            return 1
+        return max(1, min(n, os.cpu_count() or 1))
+
+    def took_proposal(self, slot: Slot) -> str | None:
+        """Save `slot`'s answer (unless saved already) and its candidate file:
+        the candidate's text, or None when it holds none."""
+        proposal = slot.proposal
+        assert proposal is not None
+        if slot.prompt is not None:
+            self.files.save_proposal(slot.iteration, proposal)
+        source = extract_from_response(proposal.text, self.dialect) if proposal.text else None
+        if source is not None:
+            self.rd.write_text(self.rd.iter_file(slot.iteration, "candidate"), source)
+        return source
+
+    def saved_result(self, slot: Slot) -> dict | None:
+        """The result a stopped run saved for this very candidate, else None."""
+        path = self.rd.iter_file(slot.iteration, "result.json")
+        # Asked anew: nothing of it can have been evaluated. A saved proposal's
+        # candidate is the same text, and its result is written only once evaluated.
+        if slot.prompt is not None or not path.exists():
+            return None
+        try:
+            saved = self.rd.read_json(path)
+        except (OSError, ValueError):
+            return None  # damaged: evaluated again
+        return saved if isinstance(saved, dict) and "candidate" in saved else None
+
+    def run_generation(
+        self, first: int, n: int, state: State, history: list[dict], spent: float
+    ) -> list[dict]:
+        """Generation `state.generation + 1` from iteration `first` (up to `n`
+        proposals): proposed and evaluated, decided in slot order, recorded.
+        Returns its history records (appended to `history`)."""
+        started = time.perf_counter()
+        slots = self.slots(first, n, state, history, spent)
+        gen = self.generation(slots)
+        gen.run()
+        outcomes = [self.decide(slot, state, len(slots), gen.busy) for slot in slots]
+        self.strategy.tell(state, outcomes)
+        ended = time.perf_counter()
+        wall, idle = ended - started, idle_seconds(started, ended, gen.busy)
+        records = [o.record for o in outcomes]
+        for record in records:
+            record.update(
+                elapsed_s=wall / len(records),
+                generation_wall_s=wall,
+                generation_idle_s=idle,
+            )
+        self.rd.append_records(records)
+        history.extend(records)
+        self.rd.write_json(self.rd.file("strategy_state.json"), self.strategy.state_json(state))
+        for slot in slots:
+            if slot.source is not None and slot.result is not None:
+                self.evaluated.setdefault(normalised_hash(slot.source), (slot.iteration, slot.result))
+        return records
+
+    def decide(self, slot: Slot, state: State, slots: int, busy: list) -> Outcome:
+        """`slot`'s history record, and whether its candidate becomes the
+        run's best (the strategy's rule and the acceptance rule), in slot order."""
+        proposal, request = slot.proposal, slot.request
+        assert proposal is not None
+        ctx = request.context
         record = {
-            "iteration": it,
+            "iteration": slot.iteration,
             "exhausted": proposal.exhausted,
             "input_tokens": proposal.input_tokens,
             "output_tokens": proposal.output_tokens,
@@ -338,27 +467,21 @@ class Search:
             "is_new_best": False,
             "source_path": None,
             "score": None,
+            "generation": state.generation + 1,
+            "slot": request.slot,
+            "slots": slots,
+            "lane": request.lane,
+            "parent": None if ctx.first else ctx.base.iteration,
+            "inspirations": [e.iteration for e, _ in ctx.inspirations],
+            "model_wait_s": slot.model_wait_s,
+            "evaluate_s": slot.evaluate_s,
         }
-        source = extract_from_response(proposal.text, self.dialect) if proposal.text else None
-        if source is None:
+        if slot.source is None or slot.result is None:
             reason = proposal.error or "no fenced code block in the response"
             record.update(role="skipped", compile_ok=False, correct=False, fail_reason=reason)
-            state.previous_skipped = True
-        else:
-            self.judge_candidate(it, source, state, record)
-        record["elapsed_s"] = time.perf_counter() - t0
-        self.rd.append_history(record)
-        history.append(record)
-        return record
-
-    def judge_candidate(self, it: int, source: str, state: State, record: dict) -> None:
-        """Evaluate iteration `it`'s candidate, keep it as the best when the
-        strategy and the acceptance rule take it, and fill its `record` in."""
-        path = self.rd.iter_file(it, "candidate")
-        self.rd.write_text(path, source)
-        result = self.evaluate(source, str(path), self.opts.sizes)
-        self.rd.write_json(self.rd.iter_file(it, "result.json"), result)
-        entry = Entry(source, result, it)
+            return Outcome(request, None, record)
+        result = slot.result
+        entry = Entry(slot.source, result, slot.iteration, record["parent"], tuple(record["inspirations"]))
         cand = result["candidate"]
         record.update(
             role="candidate",
@@ -366,19 +489,26 @@ class Search:
             correct=cand["correct"],
             score=entry_score(result),
             fail_reason=cand["fail_reason"],
-            source_path=path.name,
+            source_path=self.rd.iter_file(slot.iteration, "candidate").name,
             implausible=cand.get("implausible"),
         )
-        accepted = self.strategy.accept(state, entry)
+        if slot.duplicate_of is not None:
+            record["duplicate_of"] = slot.duplicate_of
+        if cand["correct"]:  # the kind of kernel it is (search/features.py), for the map
+            record["cell"] = cell_of(entry.source, result, tuple(self.task.kernel_names))
+        # A duplicate had its chance as its original: never taken on its own.
+        accepted = slot.duplicate_of is None and self.strategy.accept(state, entry)
         if accepted and self.opts.accept == "noise-aware":
-            self.say(f"iter {it}: S above the incumbent's; re-timing both")
+            self.say(f"iter {slot.iteration}: S above the incumbent's; re-timing both")
+            t0 = time.perf_counter()
             record["comparison"] = self.confirm(state.best, entry)
+            busy.append((t0, time.perf_counter()))
             accepted = record["comparison"]["accepted"]
         if accepted:
             state.best = entry
             record["is_new_best"] = True
             self.files.write_best(entry)
-        state.previous, state.previous_skipped = entry, False
+        return Outcome(request, entry, record)
 
 
 def run(
@@ -497,14 +627,20 @@ def draw_again_if_revealed(
 
 
 def run_search(opts: SearchOptions, rd: RunDir, proposer, say, history: list[dict]) -> dict:
-    """The iterations a run has left, then the held-out gate: the summary."""
+    """The generations a run has left, then the held-out gate: the summary."""
     search = Search(opts, rd, proposer, say)
     proposer.say = say  # retries and waits on the console
     if search.draw.mode == "secret":  # the digest only: the draw is told at the end
         say(f"held-out: a secret draw, committed to as {search.draw.commitment}")
+    # A generation counts once all its records are in: a kill between two of
+    # them leaves some, dropped here and made again (saved answers and results reused).
+    history[:] = finished_generations(history)
     rd.repair_history(history)  # drop a torn last line or damaged lines, if any
     seed_entry = search.seed_entry(history)
-    state = search.files.rebuild(seed_entry, history)
+    state, entries = search.files.rebuild(seed_entry, history, search.strategy)
+    search.evaluated = {
+        normalised_hash(e.source): (e.iteration, e.result) for e in reversed(entries)
+    }
     # The history is the truth: a run killed between writing best.* and
     # appending its record must not keep a best from an unfinished iteration.
     search.files.write_best(state.best)
@@ -534,39 +670,69 @@ def run_search(opts: SearchOptions, rd: RunDir, proposer, say, history: list[dic
         held_out=revealed.to_json(),
         held_out_verified=held_out.verify(search.task, revealed),
     )
-    write_record(rd, summary)  # summary.json, then the manifest of the run's files
+    write_search_record(rd, summary, search.strategy.state_json(state))
     say(done_line(summary))
     return summary
+
+
+def finished_generations(history: list[dict]) -> list[dict]:
+    """The history without the records of a generation not all of whose
+    records are in (the last one, cut by a kill between two appends)."""
+    if not history or "generation" not in history[-1]:
+        return history
+    last = history[-1]["generation"]
+    members = [r for r in history if r.get("generation") == last]
+    if len(members) >= members[0].get("slots", 1):
+        return history
+    return [r for r in history if r.get("generation") != last]
+
+
+def last_generation(history: list[dict]) -> list[dict]:
+    """The records of the history's last generation (the last record alone
+    in a run from before generations)."""
+    last = history[-1].get("generation")
+    if last is None:
+        return history[-1:]
+    return [r for r in history if r.get("generation") == last]
 
 
 def iterate_to_the_end(
     search: Search, state: State, history: list[dict]
 ) -> tuple[float, str | None]:
-    """The iterations the run has left, until its last, its cost cap or its
-    proposer's end: the USD spent in all (every session) and why it stopped
-    early (None: it ran its iterations)."""
+    """The generations the run has left, until its last iteration, its cost
+    cap or its proposer's end: the USD spent in all (every session) and why
+    it stopped early (None: it ran its iterations)."""
     opts, say = search.opts, search.say
     cost = sum(r.get("cost_usd", 0.0) for r in history)
     stopped = None
     done = max(r["iteration"] for r in history)
-    if history[-1].get("exhausted"):
+    ran_dry = [r for r in last_generation(history) if r.get("exhausted")]
+    if ran_dry:
         done = opts.iterations  # a resumed run whose proposer already ran dry
-        stopped = f"the proposer has nothing left to propose ({history[-1]['fail_reason']})"
-    for it in range(done + 1, opts.iterations + 1):
+        stopped = f"the proposer has nothing left to propose ({ran_dry[0]['fail_reason']})"
+    while done < opts.iterations:
         if opts.max_cost is not None and cost >= opts.max_cost:
             stopped = f"max_cost reached (${cost:.4f} >= ${opts.max_cost:.4f})"
             say(f"stopping: {stopped}")
             break
+        n = min(opts.population, opts.iterations - done)
         try:
-            rec = search.iterate(it, state, history, spent=cost)
+            records = search.run_generation(done + 1, n, state, history, spent=cost)
         except CostCapReached as exc:
             stopped = str(exc)
-            say(f"stopping before iteration {it}: {stopped}")
+            say(f"stopping before iteration {done + 1}: {stopped}")
             break
-        cost += rec["cost_usd"]
-        if rec["exhausted"]:
-            stopped = f"the proposer has nothing left to propose ({rec['fail_reason']})"
-        say(iteration_line(it, opts.iterations, rec, state.best.score, cost))
+        for rec in records:
+            cost += rec["cost_usd"]
+            say(iteration_line(rec["iteration"], opts.iterations, rec, state.best.score, cost))
+        if opts.population > 1:
+            say(generation_line(records, state.best.score))
+        done = records[-1]["iteration"]
+        exhausted = [r for r in records if r["exhausted"]]
+        if exhausted:
+            stopped = f"the proposer has nothing left to propose ({exhausted[0]['fail_reason']})"
+        elif search.cut_by_cost:
+            stopped = "max_cost: the generation's other calls could cost more than what is left"
         if stopped:
             say(f"stopping: {stopped}")
             break

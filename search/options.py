@@ -51,7 +51,13 @@ from mlxsci.search.proposers import (
     make_proposer,
 )
 from mlxsci.search.rundir import RunDir
-from mlxsci.search.strategies import check_accept_rule, make_strategy
+from mlxsci.search.strategies import (
+    DEFAULT_ISLANDS,
+    DEFAULT_MIGRATION_INTERVAL,
+    STRATEGIES,
+    check_accept_rule,
+    make_strategy,
+)
 from mlxsci.storage import locks
 from mlxsci.storage.names import safe_name
 from mlxsci.task import Task, check_task, load_task
@@ -94,7 +100,37 @@ class SearchOptions:
     strategy: str = option(
         default="one-plus-one",
         show_default=True,
-        type=click.Choice(["one-plus-one", "best-of-n"]),
+        type=click.Choice(list(STRATEGIES)),
+        help="one-plus-one: Metal-Sci's (1+1), each proposal improves the best so far. "
+        "best-of-n: each from the seed. islands: sub-populations, each its own (1+1), "
+        "their bests migrating in a ring. map-elites: an archive of the best kernel of "
+        "each kind; parents and inspirations drawn from it (docs/search.md).",
+    )
+    # Proposals asked for at once (a generation); fixed by the run, as its
+    # iterations are numbered by generation and slot.
+    population: int = option(
+        old_runs=1,
+        type=click.IntRange(min=1, max=64),
+        default=1,
+        show_default=True,
+        metavar="K",
+        help="Proposals per generation, requested from the model at once and evaluated "
+        "as they arrive (on the simulator up to one per core; on a GPU one at a time).",
+    )
+    islands: int = option(
+        old_runs=DEFAULT_ISLANDS,
+        type=click.IntRange(min=1, max=64),
+        default=DEFAULT_ISLANDS,
+        show_default=True,
+        help="The islands strategy's number of islands.",
+    )
+    migration_interval: int = option(
+        old_runs=DEFAULT_MIGRATION_INTERVAL,
+        type=click.IntRange(min=1),
+        default=DEFAULT_MIGRATION_INTERVAL,
+        show_default=True,
+        metavar="M",
+        help="The islands strategy: each island's best moves to the next every M generations.",
     )
     backend: str = option(
         default="auto",

@@ -58,6 +58,24 @@ def iteration_line(it: int, iterations: int, rec: dict, best_score: float, cost:
     )
 
 
+def generation_line(records: list[dict], best_score: float) -> str:
+    """The line after a generation of several proposals: how many gave a
+    correct candidate, the best so far, and where its time went (waiting on
+    the model, evaluating, and idle: waiting on the model alone)."""
+    first = records[0]
+    correct = sum(1 for r in records if r["role"] == "candidate" and r.get("correct"))
+    twins = sum(1 for r in records if r.get("duplicate_of") is not None)
+    wall, idle = first.get("generation_wall_s", 0.0), first.get("generation_idle_s", 0.0)
+    waits = [r.get("model_wait_s", 0.0) for r in records]
+    evaluating = sum(r.get("evaluate_s", 0.0) for r in records)
+    return (
+        f"gen {first.get('generation')}: {len(records)} proposals, {correct} correct"
+        + (f", {twins} duplicate(s) not evaluated again" if twins else "")
+        + f"  best={best_score:.4f}  {wall:.1f}s (longest model wait {max(waits):.1f}s, "
+        f"evaluating {evaluating:.1f}s, idle {idle / wall if wall else 0.0:.0%})"
+    )
+
+
 def done_line(summary: dict) -> str:
     """The final line of a run: S and Phi of seed and best, verdicts, outcome."""
     return (

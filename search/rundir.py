@@ -7,12 +7,18 @@ Layout (Metal-Sci's, plus what resuming needs):
     NN_proposal.json         tokens, cost, model, error of the proposer's call
     NN_response.md           the raw response; NN_reasoning.md when returned
     NN_candidate.<ext>       the extracted candidate; NN_result.json its evaluation
-    history.jsonl            one record per finished iteration, appended last
+    history.jsonl            one record per finished iteration (its generation and
+                             slot among its fields), a generation's appended together, last
+    strategy_state.json      the strategy's state after the last generation (parents,
+                             islands, the archive's cells), by iteration number
     best.<ext>, best_result.json, summary.json
 
-An iteration counts as done only once its history record is appended, so a
-run killed at any point resumes at the first iteration without a record. A
-proposal already saved for that iteration is reused, not asked for again.
+NN is the iteration: the proposal's number in the run. A generation of K
+proposals holds K consecutive iterations, one per slot (history.jsonl says
+which generation and slot each is). An iteration counts as done only once its
+generation's records are appended, so a run killed at any point resumes at
+the first generation without all its records. A proposal already saved for
+an iteration is reused, not asked for again, and so is a result saved for it.
 
 A line of history.jsonl that is not a record (cut short by a kill, or
 damaged) is skipped and reported with its line number; the records after it
@@ -93,9 +99,15 @@ class RunDir:
 
     def append_history(self, record: dict) -> None:
         """Append one line and fsync: the record is the commit point of an iteration."""
-        line = json.dumps(redact_json(record), sort_keys=True) + "\n"
+        self.append_records([record])
+
+    def append_records(self, records: list[dict]) -> None:
+        """Append a generation's records in one write, and fsync: together
+        they are its commit point (a kill between two lines leaves a
+        generation the loop drops and makes again)."""
+        text = "".join(json.dumps(redact_json(r), sort_keys=True) + "\n" for r in records)
         with open(self.file("history.jsonl"), "a") as f:
-            f.write(line)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
 

@@ -16,6 +16,8 @@ from mlxsci.evaluation.verdicts import NOISE_FLOOR, assess
 from mlxsci.search import manifest as run_manifest
 from mlxsci.search.options import SearchOptions
 from mlxsci.search.outcomes import classify
+from mlxsci.search.archive_map import archive_rows, draw_archive
+from mlxsci.search.iteration_files import generations
 from mlxsci.search.strategies import State
 
 
@@ -104,8 +106,82 @@ def summarize(
         "stopped": stopped,
         "wall_s": sum(r.get("elapsed_s", 0.0) for r in history)
         + (time.perf_counter() - held_started),
+        "population": opts.population,
+        "generations": generation_progress(history),
+        "time": time_spent(history),
+        "duplicates": sum(1 for r in history if r.get("duplicate_of") is not None),
+        "lineage": lineage(history, state.best.iteration),
         "history": history,
     }
+
+
+def generation_progress(history: list[dict]) -> list[dict]:
+    """Per generation: its iterations, how many gave a correct candidate, the
+    best S after it, whether it found a new best, and its seconds (wall,
+    longest model wait, evaluating, idle: waiting on models alone)."""
+    out, best = [], entry_score_of(history[0]) if history else None
+    for records in generations(history[1:]):
+        scores = [r["score"] for r in records if r.get("is_new_best") and r.get("score")]
+        best = scores[-1] if scores else best
+        first = records[0]
+        out.append(
+            {
+                "generation": first.get("generation", first["iteration"]),
+                "iterations": [r["iteration"] for r in records],
+                "correct": sum(1 for r in records if r.get("correct") and r["role"] == "candidate"),
+                "best_score": best,
+                "new_best": bool(scores),
+                "wall_s": first.get("generation_wall_s", first.get("elapsed_s", 0.0)),
+                "model_wait_s": max(r.get("model_wait_s", 0.0) for r in records),
+                "evaluate_s": sum(r.get("evaluate_s", 0.0) for r in records),
+                "idle_s": first.get("generation_idle_s"),
+            }
+        )
+    return out
+
+
+def entry_score_of(record: dict) -> float | None:
+    return record.get("score") if record.get("correct") else None
+
+
+def time_spent(history: list[dict]) -> dict:
+    """Where the generations' seconds went: wall, the calls' own seconds
+    (summed: several overlap in a generation), evaluating (summed likewise),
+    and idle (no evaluation running: the harness waiting on models alone),
+    with its share of the wall."""
+    progress = generation_progress(history)
+    wall = sum(g["wall_s"] for g in progress)
+    idle = sum(g["idle_s"] for g in progress if g["idle_s"] is not None)
+    return {
+        "generations_wall_s": wall,
+        "model_calls_s": sum(r.get("model_wait_s", 0.0) for r in history[1:]),
+        "evaluate_s": sum(r.get("evaluate_s", 0.0) for r in history[1:]),
+        "idle_s": idle,
+        "idle_share": idle / wall if wall else None,
+    }
+
+
+def lineage(history: list[dict], best_iteration: int) -> list[dict]:
+    """How the best came about: from the best back to the seed, each step's
+    iteration, S, the parent its prompt asked to improve and the inspirations
+    shown beside it."""
+    by_iteration = {r["iteration"]: r for r in history}
+    chain, it, seen = [], best_iteration, set()
+    while it is not None and it in by_iteration and it not in seen:
+        seen.add(it)
+        rec = by_iteration[it]
+        chain.append(
+            {
+                "iteration": it,
+                "score": rec.get("score"),
+                "parent": rec.get("parent") if it else None,
+                "inspirations": rec.get("inspirations") or [],
+                "cell": rec.get("cell"),
+            }
+        )
+        # A run from before lineages: its best came from the incumbent of its time.
+        it = rec.get("parent") if it else None
+    return chain
 
 
 def judged_scores(state: State, held_seed: dict, held_best: dict) -> dict:
@@ -147,6 +223,18 @@ def write_record(rd, summary: dict) -> None:
     """A finished run's record: summary.json, then, last, its manifest."""
     rd.write_json(rd.file("summary.json"), summary)
     run_manifest.write(rd.path)
+
+
+def write_search_record(rd, summary: dict, strategy_state: dict) -> None:
+    """A finished search's record: the strategy's last state in the summary
+    (and strategy_state.json), a map-elites archive as a table in the
+    summary and a picture (archive.png), then summary.json and the manifest."""
+    summary["strategy_state"] = strategy_state
+    rd.write_json(rd.file("strategy_state.json"), strategy_state)
+    if strategy_state.get("archive"):
+        summary["archive"] = archive_rows(strategy_state["archive"], summary["history"])
+        draw_archive(summary["archive"], rd.file("archive.png"), summary.get("task", ""))
+    write_record(rd, summary)
 
 
 def reopen_record(rd) -> None:

@@ -8,6 +8,7 @@ evaluation and a history record as a prompt shows them.
 """
 
 from mlxsci.search.prompts.compose import (
+    archive_prompt,
     format_history_line,
     format_result,
     stagnating,
@@ -15,4 +16,7 @@ from mlxsci.search.prompts.compose import (
     user_prompt,
 )
 
-__all__ = ["system_prompt", "user_prompt", "stagnating", "format_result", "format_history_line"]
+__all__ = [
+    "system_prompt",
+    "user_prompt",
+    "archive_prompt", "stagnating", "format_result", "format_history_line"]

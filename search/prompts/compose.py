@@ -49,6 +49,7 @@ from mlxsci.task import Task
 __all__ = [
     "system_prompt",
     "user_prompt",
+    "archive_prompt",
     "format_result",
     "format_history_line",
     "stagnating",
@@ -324,6 +325,59 @@ def user_prompt(
     if best_res and best_res.get("candidate", {}).get("correct"):
         best_score = best_res["candidate"].get("score")
     parts += _instructions(task, fence, previous_failed, best_score, accept)
+    return "\n".join(parts).rstrip() + "\n"
+
+
+@_redacted
+def archive_prompt(
+    task: Task,
+    dialect: str = "metal",
+    *,
+    seed_result: dict,
+    parent: tuple[str, dict, str],
+    inspirations: list[tuple[str, dict, str]],
+    history: list[dict],
+    accept: str = "strict",
+) -> str:
+    """The user prompt of a proposal drawn from an archive (the map-elites
+    strategy): the brief, the parent (source, result, the kind of kernel it
+    is), a few of the best kernels of other kinds as inspirations, the last
+    entries of the history, and the instructions to beat the parent."""
+    fence = dialects.get(dialect).fence
+    source, result, kind = parent
+    parts = [
+        _brief(task, seed_result, result),
+        f"## Parent: the best kernel of its kind so far ({kind})",
+        _block(source, dialect),
+        "Result:",
+        format_result(result),
+        "",
+    ]
+    if inspirations:
+        parts += [
+            "## Inspirations: the best kernels of other kinds",
+            "Each takes another approach (threadgroup memory, vector width, launch "
+            "shape); borrow what helps the parent.",
+            "",
+        ]
+        for other_source, other_result, other_kind in inspirations:
+            parts += [
+                f"### {other_kind}",
+                _block(other_source, dialect),
+                "Result:",
+                format_result(other_result),
+                "",
+            ]
+    if history:
+        recent = sorted(history, key=lambda r: r.get("iteration", 0))[-HISTORY_LINES:]
+        parts += [
+            "## History (iteration 0 is the seed)",
+            *[format_history_line(r) for r in recent],
+            "",
+        ]
+    cand = result.get("candidate", {})
+    score = cand.get("score") if cand.get("correct") else None
+    parts += _instructions(task, fence, False, score, accept)
     return "\n".join(parts).rstrip() + "\n"
 
 

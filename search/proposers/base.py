@@ -29,6 +29,9 @@ class PromptContext:
     user: str  # user prompt
     incumbent_source: str  # the incumbent candidate file
     tried_sources: list = field(default_factory=list)  # every candidate proposed so far
+    # Its place among the generation's concurrent requests (0 when one at a time):
+    # an offline proposer answers each slot with a different candidate.
+    slot: int = 0
 
 
 @dataclass

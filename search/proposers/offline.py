@@ -154,12 +154,19 @@ class AutotuneProposer(Proposer):
             )
         seen = {_canonical(s, ctx.dialect) for s in ctx.tried_sources}
         seen.add(_canonical(ctx.incumbent_source, ctx.dialect))
-        rng = random.Random(self.seed + ctx.iteration)
+        # The slots of one generation see the same tried sources: each takes
+        # the slot-th fresh text of the generation's one order.
+        rng = random.Random(self.seed + ctx.iteration - ctx.slot)
         axes = self.axes(cand, ctx.task)
+        passed = [0]
 
         def fresh(changes: dict) -> str | None:
             text = self._apply(cand, changes)
-            return None if text.strip() in seen else text
+            if text.strip() in seen:
+                return None
+            seen.add(text.strip())
+            passed[0] += 1
+            return text if passed[0] > ctx.slot else None
 
         # Single changes first, in a seeded order.
         singles = [{key: v} for key, values in axes for v in values]
@@ -204,7 +211,8 @@ _CANDIDATE_FILE = re.compile(r"(\d+)_candidate\.(metal|cu)\Z")
 
 class ReplayProposer(Proposer):
     """Proposes the candidates of a recorded run (`NN_candidate.metal` / `.cu`),
-    in iteration order, one per call; the recorded reasoning comes along."""
+    in iteration order: the n-th recorded candidate for iteration n; the
+    recorded reasoning comes along."""
 
     name = "replay"
 
@@ -222,15 +230,16 @@ class ReplayProposer(Proposer):
                 f"replay: {self.run_dir} holds no NN_candidate.metal or NN_candidate.cu files"
             )
         self.files = [path for _, _, path in sorted(found)]
-        self.calls = 0
 
     def propose(self, ctx: PromptContext) -> Proposal:
-        if self.calls >= len(self.files):
+        # Iteration n replays the n-th recorded candidate: the same whichever
+        # order concurrent calls come in, and after a resume.
+        index = ctx.iteration - 1
+        if not 0 <= index < len(self.files):
             return Proposal(
                 text=None, error="replay: no more candidates", model="replay", exhausted=True
             )
-        path = self.files[self.calls]
-        self.calls += 1
+        path = self.files[index]
         try:
             source = path.read_text()
         except OSError as exc:
