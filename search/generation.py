@@ -181,7 +181,9 @@ class Generation:
         for thread in evaluators:
             thread.start()
         for slot in self.slots:
-            threading.Thread(target=ask, args=(slot,), daemon=True, name=f"propose-{slot.iteration}").start()
+            threading.Thread(
+                target=ask, args=(slot,), daemon=True, name=f"propose-{slot.iteration}"
+            ).start()
         pending = len(self.slots)  # answers not yet in, and evaluations not yet done
         try:
             while pending:

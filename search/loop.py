@@ -41,6 +41,8 @@ from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.kernel.candidate import extract_from_response
 from mlxsci.search import run_lock
+from mlxsci.search.features import cell_of
+from mlxsci.search.generation import Generation, Hooks, Slot, idle_seconds, normalised_hash
 from mlxsci.search.iteration_files import IterationFiles
 from mlxsci.search.options import (
     GIVEN_ANEW,
@@ -60,11 +62,10 @@ from mlxsci.search.progress import (
     S_AND_PHI,
     done_line,
     fmt,
+    generation_line,
     iteration_line,
     stops_say_how_to_resume,
 )
-from mlxsci.search.features import cell_of
-from mlxsci.search.generation import Generation, Hooks, Slot, idle_seconds, normalised_hash
 from mlxsci.search.prompts import archive_prompt, stagnating, system_prompt, user_prompt
 from mlxsci.search.proposers import PromptContext, Proposal
 from mlxsci.search.rundir import RunDir
@@ -333,7 +334,9 @@ class Search:
             accept=self.opts.accept,
         )
 
-    def prompt_for(self, it: int, request: Request, state: State, tried: list[str]) -> PromptContext:
+    def prompt_for(
+        self, it: int, request: Request, state: State, tried: list[str]
+    ) -> PromptContext:
         """The prompts of iteration `it` (the system prompt saved once)."""
         system = system_prompt(self.task, self.dialect)
         if not self.rd.file("system_prompt.md").exists():
@@ -350,7 +353,9 @@ class Search:
         )
 
     # -- one generation -------------------------------------------------------------
-    def slots(self, first: int, n: int, state: State, history: list[dict], spent: float) -> list[Slot]:
+    def slots(
+        self, first: int, n: int, state: State, history: list[dict], spent: float
+    ) -> list[Slot]:
         """The generation's slots from iteration `first`: as many of the
         strategy's `n` requests as the cost cap allows, each with its prompt
         written unless its proposal was saved. Raises CostCapReached (before
@@ -449,7 +454,9 @@ class Search:
         self.rd.write_json(self.rd.file("strategy_state.json"), self.strategy.state_json(state))
         for slot in slots:
             if slot.source is not None and slot.result is not None:
-                self.evaluated.setdefault(normalised_hash(slot.source), (slot.iteration, slot.result))
+                self.evaluated.setdefault(
+                    normalised_hash(slot.source), (slot.iteration, slot.result)
+                )
         return records
 
     def decide(self, slot: Slot, state: State, slots: int, busy: list) -> Outcome:
@@ -481,7 +488,9 @@ class Search:
             record.update(role="skipped", compile_ok=False, correct=False, fail_reason=reason)
             return Outcome(request, None, record)
         result = slot.result
-        entry = Entry(slot.source, result, slot.iteration, record["parent"], tuple(record["inspirations"]))
+        entry = Entry(
+            slot.source, result, slot.iteration, record["parent"], tuple(record["inspirations"])
+        )
         cand = result["candidate"]
         record.update(
             role="candidate",

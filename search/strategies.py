@@ -257,7 +257,9 @@ class Islands(Strategy):
             target = state.lane((n + 1) % self.islands)
             if migrant.score > target.best.score:
                 target.best = migrant
-                state.migrations.append((state.generation, n, (n + 1) % self.islands, migrant.iteration))
+                state.migrations.append(
+                    (state.generation, n, (n + 1) % self.islands, migrant.iteration)
+                )
 
     def state_json(self, state: State) -> dict:
         out = super().state_json(state)
@@ -302,9 +304,7 @@ class MapElites(Strategy):
         key = a if state.archive[a].score >= state.archive[b].score else b
         others = [c for c in cells if c != key]
         rng.shuffle(others)
-        inspirations = [
-            (state.archive[c], describe_cell(c)) for c in others[:INSPIRATIONS]
-        ]
+        inspirations = [(state.archive[c], describe_cell(c)) for c in others[:INSPIRATIONS]]
         parent = state.archive[key]
         ctx = Context(
             None, parent, state.history, parent,
@@ -321,7 +321,8 @@ class MapElites(Strategy):
     def state_json(self, state: State) -> dict:
         out = super().state_json(state)
         out["archive"] = {
-            key: {"iteration": e.iteration, "score": e.score} for key, e in sorted(state.archive.items())
+            key: {"iteration": e.iteration, "score": e.score}
+            for key, e in sorted(state.archive.items())
         }
         return out
 

@@ -14,10 +14,10 @@ import time
 
 from mlxsci.evaluation.verdicts import NOISE_FLOOR, assess
 from mlxsci.search import manifest as run_manifest
-from mlxsci.search.options import SearchOptions
-from mlxsci.search.outcomes import classify
 from mlxsci.search.archive_map import archive_rows, draw_archive
 from mlxsci.search.iteration_files import generations
+from mlxsci.search.options import SearchOptions
+from mlxsci.search.outcomes import classify
 from mlxsci.search.strategies import State
 
 

@@ -19,4 +19,8 @@ from mlxsci.search.prompts.compose import (
 __all__ = [
     "system_prompt",
     "user_prompt",
-    "archive_prompt", "stagnating", "format_result", "format_history_line"]
+    "archive_prompt",
+    "stagnating",
+    "format_result",
+    "format_history_line",
+]

@@ -57,12 +57,14 @@ def golden_run(out: Path, accept: str, monkeypatch) -> dict:
     from mlxsci.search import loop, run
 
     monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
-    monkeypatch.setattr(loop, "compare", noise_aware_compare() if accept == "noise-aware"
-                        else crafted_compare(TABLE))
+    monkeypatch.setattr(
+        loop,
+        "compare",
+        noise_aware_compare() if accept == "noise-aware" else crafted_compare(TABLE),
+    )
     script = SCRIPTS[accept]
     proposer = Scripted(answers(script), cost=0.01)
-    run("saxpy", proposer=proposer, iterations=len(script), backend="sim", out=out,
-        accept=accept)
+    run("saxpy", proposer=proposer, iterations=len(script), backend="sim", out=out, accept=accept)
     prompts = {p.name: p.read_text() for p in sorted(out.glob("*prompt.md"))}
     decisions = [
         {k: v for k, v in r.items() if k in DECIDED}
@@ -72,8 +74,20 @@ def golden_run(out: Path, accept: str, monkeypatch) -> dict:
 
 
 # What a history record decides (its times and the generation fields added later left out).
-DECIDED = ("iteration", "role", "correct", "compile_ok", "score", "fail_reason", "is_new_best",
-           "comparison", "source_path", "cost_usd", "input_tokens", "output_tokens")
+DECIDED = (
+    "iteration",
+    "role",
+    "correct",
+    "compile_ok",
+    "score",
+    "fail_reason",
+    "is_new_best",
+    "comparison",
+    "source_path",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+)
 
 
 def noise_aware_compare():
@@ -86,8 +100,12 @@ def noise_aware_compare():
         if kw.get("held_out"):
             return held(task, incumbent, candidate, **kw)
         speedup = TABLE[crafted_name(candidate)][0] / TABLE[crafted_name(incumbent)][0]
-        return {"timer": "sim", "sizes": [{"label": SMOKE_LABEL, "speedup": speedup,
-                                           "noise": 0.02}], "speedup": speedup, "noise": 0.06}
+        return {
+            "timer": "sim",
+            "sizes": [{"label": SMOKE_LABEL, "speedup": speedup, "noise": 0.02}],
+            "speedup": speedup,
+            "noise": 0.06,
+        }
 
     return compare
 
@@ -102,5 +120,6 @@ if __name__ == "__main__":
             data = golden_run(Path(tmp) / "run", accept, mp)
         GOLDEN.mkdir(parents=True, exist_ok=True)
         (GOLDEN / f"one_plus_one_{accept}.json").write_text(
-            json.dumps(data, indent=1, sort_keys=True) + "\n")
+            json.dumps(data, indent=1, sort_keys=True) + "\n"
+        )
         print(accept, len(data["prompts"]), "prompts")
