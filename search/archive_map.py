@@ -78,8 +78,7 @@ def draw_archive(rows: list[dict], path: Path, title: str = "") -> None:
         labels[(y, x)] = f"{r['score']:.3f}\nit {r['iteration']}"
     fig, ax = plt.subplots(figsize=(1.3 * len(columns) + 2.5, 0.8 * len(lines) + 1.8))
     shown = np.ma.masked_invalid(grid)
-    cmap = matplotlib.colormaps["viridis"].copy()
-    cmap.set_bad("#eeeeee")
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
     image = ax.imshow(shown, cmap=cmap, aspect="auto")
     for (y, x), text in labels.items():
         ax.text(x, y, text, ha="center", va="center", fontsize=8, color="white")
