@@ -58,6 +58,7 @@ import click
 from mlxsci import held_out
 from mlxsci.backends import SIM_GPU_HELP, resolve_backend_name
 from mlxsci.backends.sim import gpus
+from mlxsci.search.strategies import DEFAULT_ISLANDS, DEFAULT_MIGRATION_INTERVAL, STRATEGIES
 from mlxsci.storage.faults import EXIT_CODE as ENVIRONMENT_EXIT
 from mlxsci.storage.faults import EnvironmentFault, parent_writes
 from mlxsci.sweep.arguments import (
@@ -243,7 +244,31 @@ def sweep(
     "--strategy",
     default="one-plus-one",
     show_default=True,
-    type=click.Choice(["one-plus-one", "best-of-n"]),
+    type=click.Choice(list(STRATEGIES)),
+    help="Each search's strategy (see mlxsci.search and docs/search.md).",
+)
+@click.option(
+    "--population",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1, max=64),
+    metavar="K",
+    help="Proposals per generation of each search, in flight at once.",
+)
+@click.option(
+    "--islands",
+    default=DEFAULT_ISLANDS,
+    show_default=True,
+    type=click.IntRange(min=1, max=64),
+    help="Islands of each search with --strategy islands.",
+)
+@click.option(
+    "--migration-interval",
+    default=DEFAULT_MIGRATION_INTERVAL,
+    show_default=True,
+    type=click.IntRange(min=1),
+    metavar="M",
+    help="Generations between two migrations with --strategy islands.",
 )
 @click.option("--base-url", default=None, help="OpenAI-compatible server for the models.")
 @click.option(
@@ -308,6 +333,9 @@ def main(
     address,
     ship_results,
     strategy,
+    population,
+    islands,
+    migration_interval,
     base_url,
     max_cost,
     max_cost_per_run,
@@ -327,6 +355,7 @@ def main(
     capped = max_cost is not None or max_cost_per_run is not None
     prices = check_prices(model_list, prices_file, capped)
     options = {"accept": accept, "timer": timer, "held_out": held_out_mode}
+    options.update(population=population, islands=islands, migration_interval=migration_interval)
     given = (
         ("sanitize", sanitize),
         ("base_url", base_url),
