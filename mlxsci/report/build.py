@@ -159,6 +159,7 @@ from mlxsci.report.runs import (
     trusted,
     warn,
 )
+from mlxsci.report.search_section import search_section
 from mlxsci.report.tables import FORMATS, details_table, main_table, render, transfer_table
 
 __all__ = [
@@ -233,6 +234,8 @@ def report_text(
     tables = [main] + ([transfer] if transfer is not None else [])
     tables += [details_table(runs)] if details else []
     text = "\n".join(render(t, fmt) for t in tables)
+    searches = search_section(runs) if details and fmt == "md" else None
+    text += "\n" + searches if searches else ""
     return text + ("\n" + rescore_text(section, fmt) if section is not None else "")
 
 

@@ -253,6 +253,13 @@ MLXSCI_DETAILS = (
     "cost usd",
     "wall s",
     "search outcome",
+    "strategy",
+    "K",
+    "generations",
+    "idle share",
+    "duplicates",
+    "lineage",
+    "archive cells",
     "transfer grade",
     "held-out mode",
     "held-out verified",
@@ -292,6 +299,21 @@ def _recorded_details(r: dict) -> dict:
     }
 
 
+def lineage_text(chain) -> str | None:
+    """A best's lineage, seed first: `0 > 3 > 7 (+5, 6)` (inspirations after +)."""
+    if not isinstance(chain, list) or not chain:
+        return None
+    steps = []
+    for step in reversed(chain):
+        if not isinstance(step, dict):
+            return None
+        shown = str(step.get("iteration"))
+        if step.get("inspirations"):
+            shown += " (+" + ", ".join(str(i) for i in step["inspirations"]) + ")"
+        steps.append(shown)
+    return " > ".join(steps)
+
+
 def details_table(runs: list[dict]) -> list[dict]:
     """One row per run. When any run is imported, the rows gain its recorded
     figures (_recorded_details, IMPORTED_NOTE), and an imported run's row
@@ -322,6 +344,15 @@ def details_table(runs: list[dict]) -> list[dict]:
             "cost usd": r.get("cost_usd", 0.0),
             "wall s": r.get("wall_s"),
             "search outcome": r.get("outcome"),
+            # the loop's shape (mlxsci.search: generations of K proposals), the
+            # share of its time spent waiting on models alone, the best's lineage
+            "strategy": r.get("strategy"),
+            "K": r.get("population", 1),
+            "generations": len(r.get("generations") or []) or None,
+            "idle share": (r.get("time") or {}).get("idle_share"),
+            "duplicates": r.get("duplicates"),
+            "lineage": lineage_text(r.get("lineage")),
+            "archive cells": len(r["archive"]) if r.get("archive") else None,
             # how the best fared at the held-out (summary.json's transfer):
             # its grade, how the held-out was chosen, whether the secret
             # draw verifies, and the strongest evidence for the grade
@@ -411,6 +442,8 @@ def _fmt_cell(key: str, value) -> str:
             return f"{value:.2f}x"
         if key.endswith("cost usd"):
             return f"{value:.4f}"
+        if key == "idle share":
+            return f"{value:.0%}"
         if key.endswith("wall s"):
             return f"{value:.1f}"
         if key.endswith(" rate"):

@@ -413,3 +413,53 @@ def test_kill_9_mid_generation_then_resume_loses_and_repeats_nothing(tmp_path):
     assert [(r["generation"], r["slot"]) for r in history[1:]] == [
         (g, s) for g in (1, 2) for s in range(4)
     ]
+
+
+# --- the report and the sweep -------------------------------------------------------
+
+
+def test_report_details_show_generations_lineage_and_archive(tmp_path, monkeypatch):
+    from mlxsci.report.build import report_text
+    from mlxsci.report.runs import load_runs
+
+    texts = {
+        i: fenced(shaped(n, body))
+        for i, (n, body) in enumerate(
+            [("a", "threadgroup float t[4];\n"), ("c", "float4 v;\n"), ("e", ""), ("b", "")], 1
+        )
+    }
+    scripted(
+        tmp_path,
+        monkeypatch,
+        [],
+        iterations=4,
+        population=2,
+        strategy="map-elites",
+        proposer=ByIteration(texts),
+    )
+    text = report_text(load_runs([tmp_path / "run"]), "md", details=True)
+    assert "## Searches in generations" in text and "### run: map-elites, K = 2" in text
+    assert "| generation | iterations |" in text and "| 2 | 3-4 |" in text
+    assert "Archive (3 cells; picture: run/archive.png)" in text
+    assert "| shared | scalar |" in text
+    assert " 0 > 3 " in text  # the lineage of the best (e, iteration 3, from the seed)
+
+
+def test_a_sweep_gives_each_search_its_population_and_strategy(tmp_path):
+    from mlxsci.sweep.runs import Job, run_spec
+
+    job = Job(task="saxpy", model="autotune")
+    spec = run_spec(
+        job,
+        tmp_path,
+        8,
+        quiet=True,
+        options={"strategy": "islands", "population": 4, "islands": 2, "migration_interval": 3},
+    )
+    search = spec["search"]
+    assert (
+        search["strategy"],
+        search["population"],
+        search["islands"],
+        search["migration_interval"],
+    ) == ("islands", 4, 2, 3)
