@@ -63,9 +63,9 @@ def draw_archive(rows: list[dict], path: Path, title: str = "") -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    hots = sorted({r.get("hot") for r in rows if r.get("hot")}) or [None]
-    columns = [(t, h) for h in hots for t in THREADS]
-    lines = [(m, v) for m in MEMORY for v in VECTOR]
+    hots: list[str | None] = [*sorted({str(r["hot"]) for r in rows if r.get("hot")})] or [None]
+    columns: list[tuple[str | None, str | None]] = [(t, h) for h in hots for t in THREADS]
+    lines: list[tuple[str | None, str | None]] = [(m, v) for m in MEMORY for v in VECTOR]
     grid = np.full((len(lines), len(columns)), np.nan)
     labels: dict[tuple[int, int], str] = {}
     for r in rows:
@@ -83,7 +83,7 @@ def draw_archive(rows: list[dict], path: Path, title: str = "") -> None:
     for (y, x), text in labels.items():
         ax.text(x, y, text, ha="center", va="center", fontsize=8, color="white")
     ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels([t if h is None else f"{t}\n{h}" for t, h in columns], fontsize=8)
+    ax.set_xticklabels([f"{t}" if h is None else f"{t}\n{h}" for t, h in columns], fontsize=8)
     ax.set_yticks(range(len(lines)))
     ax.set_yticklabels([f"{'tg mem' if m == 'shared' else 'no tg mem'}, {v}" for m, v in lines])
     ax.set_xlabel("threads per threadgroup" + (" / hot kernel" if hots != [None] else ""))

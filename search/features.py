@@ -3,7 +3,8 @@
 Read from the candidate's text and its evaluation, never by running anything:
 - memory: whether a kernel body declares threadgroup (Metal) or `__shared__`
   (CUDA) memory;
-- vector: the widest vector type the bodies use (scalar, x2, x4);
+- vector: the widest floating-point vector type the bodies use (scalar,
+  x2, x4; integer vectors are mostly thread positions and are not counted);
 - threads: the threadgroup size class of the largest literal threadgroup
   (up to 64, 65-256, above 256; `expr` when no kernel's is all literals);
 - hot: where a task has several kernels, the kernel that took the largest
@@ -25,9 +26,8 @@ from mlxsci.kernel.candidate import CandidateError, parse
 AXES = ("memory", "vector", "threads", "hot")
 _METAL_SHARED = re.compile(r"\bthreadgroup\s+[A-Za-z_]")
 _CUDA_SHARED = re.compile(r"__shared__")
-_VECTOR = re.compile(
-    r"\b(?:float|half|int|uint|short|ushort|char|uchar|bfloat|double|long|ulong|__half)([234])\b"
-)
+# Data vectors only: an index vector (uint2 of a thread position) says nothing of loads.
+_VECTOR = re.compile(r"\b(?:float|half|bfloat|double|__half|__nv_bfloat)([234])\b")
 THREAD_CLASSES = ((64, "<=64"), (256, "65-256"))  # above: ">256"
 
 

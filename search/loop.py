@@ -362,7 +362,8 @@ class Search:
         any call or file) when not even the first fits."""
         requests = self.strategy.ask(state, n)
         tried = self.files.tried_sources(state.seed, history)
-        slots, planned = [], spent
+        slots: list[Slot] = []
+        planned = spent
         for request in requests:
             it = first + request.slot
             slot = Slot(request, it)

@@ -166,7 +166,9 @@ def lineage(history: list[dict], best_iteration: int) -> list[dict]:
     iteration, S, the parent its prompt asked to improve and the inspirations
     shown beside it."""
     by_iteration = {r["iteration"]: r for r in history}
-    chain, it, seen = [], best_iteration, set()
+    chain: list[dict] = []
+    it: int | None = best_iteration
+    seen: set[int] = set()
     while it is not None and it in by_iteration and it not in seen:
         seen.add(it)
         rec = by_iteration[it]
