@@ -48,9 +48,14 @@ def archive_markdown(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        score = r.get("score")
+        shown = f"{score:.4f}" if isinstance(score, (int, float)) else "-"
+        words = [
+            str(r.get(k) or "-").replace("|", "/") for k in ("memory", "vector", "threads", "hot")
+        ]
         lines.append(
-            f"| {r.get('memory', '?')} | {r.get('vector', '?')} | {r.get('threads', '?')} | "
-            f"{r.get('hot') or '-'} | {r['score']:.4f} | {r['iteration']} | {r['candidates']} |"
+            f"| {' | '.join(words)} | {shown} | {r.get('iteration', '-')} | "
+            f"{r.get('candidates', '-')} |"
         )
     return "\n".join(lines) + "\n"
 

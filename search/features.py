@@ -63,7 +63,7 @@ def _literal_product(expr: str | None) -> int | None:
         return None
     try:
         node = ast.parse(expr.strip(), mode="eval").body
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # someone's text
         return None
     if not isinstance(node, ast.Tuple) or not node.elts:
         return None

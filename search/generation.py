@@ -37,10 +37,13 @@ from mlxsci.search.strategies import Request
 
 
 def normalised_hash(source: str) -> str:
-    """What two candidates share when they differ only in whitespace: the
-    digest of the text with each run of whitespace made one space."""
-    text = re.sub(r"\s+", " ", source).strip()
-    return hashlib.sha256(text.encode()).hexdigest()
+    """What two candidates share when they differ only in whitespace within
+    lines or in blank lines: the digest of their non-blank lines, each with
+    its runs of spaces and tabs made one space. Line breaks count (they end
+    a `//` comment, a `#define` and a `//!` directive)."""
+    lines = (re.sub(r"[ \t\f\v]+", " ", line).strip() for line in source.splitlines())
+    text = "\n".join(line for line in lines if line)
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
 @dataclass
@@ -49,6 +52,8 @@ class Slot:
 
     request: Request
     iteration: int
+    generation: int = 0
+    saved: Proposal | None = None  # its answer, saved by a stopped run
     prompt: PromptContext | None = None  # None: the proposal was saved before
     proposal: Proposal | None = None
     source: str | None = None  # the extracted candidate (None: no usable block)
@@ -63,7 +68,6 @@ class Slot:
 class Hooks:
     """What the generation needs from the search (search/loop.py Search)."""
 
-    saved_proposal: Callable[[int], Proposal | None]
     call: Callable[[PromptContext], Proposal]  # the proposer's answer; never raises
     took_proposal: Callable[[Slot], str | None]  # saves it, returns the candidate's text
     saved_result: Callable[[Slot], dict | None]  # a result saved for this very text
@@ -92,9 +96,8 @@ class Generation:
 
     # -- proposing ------------------------------------------------------------
     def propose(self, slot: Slot) -> Proposal:
-        saved = self.hooks.saved_proposal(slot.iteration)
-        if saved is not None:
-            return saved
+        if slot.saved is not None:
+            return slot.saved
         assert slot.prompt is not None, "a slot without a saved proposal has its prompt"
         t0 = time.perf_counter()
         proposal = self.hooks.call(slot.prompt)
@@ -110,11 +113,14 @@ class Generation:
         if slot.source is None:
             return None
         saved = self.hooks.saved_result(slot)
+        twin = self.known.get(normalised_hash(slot.source))
         if saved is not None:
             slot.result, slot.reused_result = saved, True
-            self.known.setdefault(normalised_hash(slot.source), (slot.iteration, saved))
+            if twin is not None and twin[0] != slot.iteration:
+                slot.duplicate_of = twin[0]  # as it was when first evaluated
+            else:
+                self.known[normalised_hash(slot.source)] = (slot.iteration, saved)
             return None
-        twin = self.known.get(normalised_hash(slot.source))
         if twin is not None:
             self.take_twin(slot, *twin)
             return None
@@ -189,6 +195,7 @@ class Generation:
             while pending:
                 kind, slot, payload = self.next_event(events)
                 if kind == "error":
+                    self.keep_arrived(events)
                     raise payload
                 if kind == "proposal":
                     ready = self.arrived(slot, payload)
@@ -217,6 +224,21 @@ class Generation:
             origin = earlier[0] if earlier else min(s.iteration for s in members)
             for slot in members:
                 slot.duplicate_of = None if slot.iteration == origin else origin
+
+    def keep_arrived(self, events: queue.Queue) -> None:
+        """Before a generation stops on an error: save the answers already
+        in (paid for), so that a resume does not ask for them again."""
+        while True:
+            try:
+                kind, slot, payload = events.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "proposal":
+                try:
+                    slot.proposal = payload
+                    self.hooks.took_proposal(slot)
+                except Exception:  # noqa: BLE001 - the first error is the one to raise
+                    return
 
     @staticmethod
     def next_event(events: queue.Queue):

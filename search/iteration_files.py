@@ -76,6 +76,8 @@ class IterationFiles:
         strategy.start(state)
         entries = [seed]
         for records in generations(history[1:]):
+            for rec in records:  # as the live run's ask made them, before any new best
+                state.lane(rec.get("lane", 0))
             outcomes = []
             for rec in records:
                 entry = None
@@ -106,11 +108,16 @@ class IterationFiles:
         ]
 
     # -- one iteration's proposal -------------------------------------------------
-    def saved_proposal(self, it: int) -> Proposal | None:
-        """The proposal of iteration `it` if a killed run saved it, else None."""
+    def saved_proposal(self, it: int, place: dict | None = None) -> Proposal | None:
+        """The proposal of iteration `it` if a killed run saved it, else None.
+        place: where the iteration now sits (generation, slot, lane); an
+        answer saved for another place (the run was resumed with other
+        --iterations, which moves generations' bounds) is not this one's."""
         saved = self.rd.iter_file(it, "proposal.json")
         if saved.exists():
             meta = self.rd.read_json(saved)
+            if place is not None and meta.get("place", place) != place:
+                return None
             response = self.rd.iter_file(it, "response.md")
             reasoning = self.rd.iter_file(it, "reasoning.md")
             return Proposal(
@@ -125,7 +132,13 @@ class IterationFiles:
             )
         return None
 
-    def save_proposal(self, it: int, proposal: Proposal) -> None:
+    def forget(self, it: int) -> None:
+        """Remove what a stopped run left of iteration `it` (its proposal
+        first, so that no half of it is taken for saved)."""
+        for kind in ("proposal.json", "response.md", "reasoning.md", "candidate", "result.json"):
+            self.rd.iter_file(it, kind).unlink(missing_ok=True)
+
+    def save_proposal(self, it: int, proposal: Proposal, place: dict | None = None) -> None:
         saved = self.rd.iter_file(it, "proposal.json")
         # Artefacts first, then proposal.json: its presence means the call is saved.
         if proposal.text is not None:
@@ -141,6 +154,7 @@ class IterationFiles:
                 "error": proposal.error,
                 "model": proposal.model,
                 "exhausted": proposal.exhausted,
+                **({"place": place} if place is not None else {}),
             },
         )
 

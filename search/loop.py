@@ -84,6 +84,18 @@ from mlxsci.task import Size, load_task
 from mlxsci.transfer import judge_transfer
 
 
+def well_formed(proposal: Proposal) -> Proposal:
+    """The answer with any text that cannot be written as UTF-8 (a lone
+    surrogate a JSON escape can carry) replaced: someone's bytes never stop a run."""
+
+    def clean(text: str | None) -> str | None:
+        return None if text is None else text.encode("utf-8", "replace").decode("utf-8")
+
+    return dataclasses.replace(
+        proposal, text=clean(proposal.text), reasoning=clean(proposal.reasoning)
+    )
+
+
 class CostCapReached(Exception):
     """The next call could cost more than what is left of max_cost: the run stops before it."""
 
@@ -271,10 +283,10 @@ class Search:
         return judged
 
     # -- proposing ----------------------------------------------------------------
-    def check_cost(self, ctx: PromptContext, spent: float) -> float:
-        """The most the call for `ctx` can cost (0 when unknown or uncapped);
-        CostCapReached when that could take the run past max_cost, `spent`
-        (USD spent and planned) counted."""
+    def check_cost(self, ctx: PromptContext, spent: float) -> float | None:
+        """The most the call for `ctx` can cost (0 uncapped, None when the
+        proposer cannot say); CostCapReached when that could take the run
+        past max_cost, `spent` (USD spent and planned) counted."""
         max_cost = self.opts.max_cost
         if max_cost is None:
             return 0.0
@@ -287,13 +299,13 @@ class Search:
                 f"every output token it may use), more than the ${max(left, 0.0):.4f} left "
                 f"of ${max_cost:.4f}"
             )
-        return bound or 0.0
+        return bound
 
     def ask(self, ctx: PromptContext) -> Proposal:
         """The proposer's answer. A proposer that raises gives a failed call, not the
         end of the run."""
         try:
-            return self.proposer.propose(ctx)
+            return well_formed(self.proposer.propose(ctx))
         except Exception as exc:  # noqa: BLE001 - LLM proposers catch their own; others may not
             message = " ".join(str(exc).split()) or repr(exc)
             return Proposal(
@@ -361,29 +373,43 @@ class Search:
         written unless its proposal was saved. Raises CostCapReached (before
         any call or file) when not even the first fits."""
         requests = self.strategy.ask(state, n)
+        for request in requests:  # each lane as it stands before the generation
+            state.lane(request.lane)
         tried = self.files.tried_sources(state.seed, history)
         slots: list[Slot] = []
         planned = spent
         for request in requests:
             it = first + request.slot
-            slot = Slot(request, it)
-            if self.files.saved_proposal(it) is None:
-                slot.prompt = self.prompt_for(it, request, state, tried)
-                try:
-                    planned += self.check_cost(slot.prompt, planned)
-                except CostCapReached:
-                    if not slots:
-                        raise
-                    self.cut_by_cost = True
-                    break
-                self.rd.write_text(self.rd.iter_file(it, "prompt.md"), slot.prompt.user)
+            slot = Slot(request, it, state.generation + 1)
+            slot.saved = self.files.saved_proposal(it, self.place(state, request))
+            if slot.saved is not None:
+                planned += slot.saved.cost_usd  # paid for before the stop
+                slots.append(slot)
+                continue
+            self.files.forget(it)  # an answer saved for another place, if any
+            slot.prompt = self.prompt_for(it, request, state, tried)
+            try:
+                bound = self.check_cost(slot.prompt, planned)
+            except CostCapReached:
+                if not slots:
+                    raise
+                self.cut_by_cost = True
+                break
+            if bound is None and slots:
+                break  # under a cap, a call of unknown cost goes out alone
+            planned += bound or 0.0
+            self.rd.write_text(self.rd.iter_file(it, "prompt.md"), slot.prompt.user)
             slots.append(slot)
         return slots
+
+    @staticmethod
+    def place(state: State, request: Request) -> dict:
+        """Where a request sits: what a saved answer must have been asked for."""
+        return {"generation": state.generation + 1, "slot": request.slot, "lane": request.lane}
 
     def generation(self, slots: list[Slot]) -> Generation:
         """The generation's run: proposals and evaluations, as they arrive."""
         hooks = Hooks(
-            saved_proposal=self.files.saved_proposal,
             call=self.ask,
             took_proposal=self.took_proposal,
             saved_result=self.saved_result,
@@ -410,7 +436,12 @@ class Search:
         proposal = slot.proposal
         assert proposal is not None
         if slot.prompt is not None:
-            self.files.save_proposal(slot.iteration, proposal)
+            place = {
+                "generation": slot.generation,
+                "slot": slot.request.slot,
+                "lane": slot.request.lane,
+            }
+            self.files.save_proposal(slot.iteration, proposal, place)
         source = extract_from_response(proposal.text, self.dialect) if proposal.text else None
         if source is not None:
             self.rd.write_text(self.rd.iter_file(slot.iteration, "candidate"), source)

@@ -227,10 +227,12 @@ class Islands(Strategy):
             state.lane(number)
 
     def ask(self, state: State, n: int) -> list[Request]:
-        first = state.generation * n
+        # The islands take the proposals in turn, counted over the whole run
+        # (not by generation: a resume with other --iterations may cut one short).
+        done = state.history[-1]["iteration"] if state.history else 0
         requests = []
         for slot in range(n):
-            number = (first + slot) % self.islands
+            number = (done + slot) % self.islands
             island = state.lane(number)
             if island.previous is None and not island.previous_skipped:
                 ctx = Context(None, None, [], island.best, first=True)

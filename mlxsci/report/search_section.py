@@ -15,8 +15,17 @@ from pathlib import Path
 from mlxsci.search.archive_map import archive_markdown
 
 
+def _number(value) -> float | None:
+    """A figure of summary.json, or None when it is not a number (a report
+    never trusts a file's types)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
 def _seconds(value) -> str:
-    return "-" if not isinstance(value, (int, float)) else f"{value:.1f}"
+    value = _number(value)
+    return "-" if value is None else f"{value:.1f}"
 
 
 def generations_markdown(generations: list[dict]) -> str:
@@ -26,9 +35,12 @@ def generations_markdown(generations: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for g in generations:
-        its = g.get("iterations") or []
+        if not isinstance(g, dict):
+            continue
+        listed = g.get("iterations")
+        its: list = listed if isinstance(listed, list) else []
         span = f"{its[0]}-{its[-1]}" if len(its) > 1 else str(its[0] if its else "-")
-        best = g.get("best_score")
+        best = _number(g.get("best_score"))
         lines.append(
             f"| {g.get('generation')} | {span} | {g.get('correct')} | "
             f"{'-' if best is None else f'{best:.4f}'} | {'yes' if g.get('new_best') else 'no'} | "
@@ -45,11 +57,15 @@ def search_section(runs: list[dict]) -> str | None:
     for r in runs:
         generations = r.get("generations") or []
         archive = r.get("archive") or []
-        if not (archive or (r.get("population") or 1) > 1) or not isinstance(generations, list):
+        population = _number(r.get("population")) or 1
+        if not (archive or population > 1) or not isinstance(generations, list):
             continue
-        name = Path(r.get("run_dir") or "?").name
-        spent = r.get("time") or {}
-        share = spent.get("idle_share")
+        if not isinstance(archive, list) or not all(isinstance(a, dict) for a in archive):
+            archive = []
+        name = Path(str(r.get("run_dir") or "?")).name
+        recorded = r.get("time")
+        spent: dict = recorded if isinstance(recorded, dict) else {}
+        share = _number(spent.get("idle_share"))
         parts.append(
             f"### {name}: {r.get('strategy')}, K = {r.get('population', 1)}\n\n"
             f"{len(generations)} generations, {_seconds(spent.get('generations_wall_s'))} s; "

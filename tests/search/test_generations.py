@@ -463,3 +463,171 @@ def test_a_sweep_gives_each_search_its_population_and_strategy(tmp_path):
         search["islands"],
         search["migration_interval"],
     ) == ("islands", 4, 2, 3)
+
+
+# --- attacks on resume, the cost cap and twins (each failed before its fix) -----------
+
+
+class StopAt(Crafted):
+    """Ctrl-C while evaluating the candidate crafted as `at`."""
+
+    def __init__(self, table, at):
+        super().__init__(table)
+        self.at = at
+
+    def __call__(self, task, source, **kw):
+        if f"// crafted: {self.at}\n" in source:
+            raise KeyboardInterrupt
+        return super().__call__(task, source, **kw)
+
+
+def stopped_then_resumed(tmp_path, monkeypatch, answers, at, name="run", resume_kw=None, **kw):
+    out = tmp_path / name
+    monkeypatch.setattr(loop, "evaluate", StopAt(TABLE, at))
+    monkeypatch.setattr(loop, "compare", crafted_compare(TABLE))
+    with pytest.raises(KeyboardInterrupt):
+        run("saxpy", proposer=ByIteration(answers), backend="sim", out=out, **kw)
+    monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
+    again = ByIteration(answers)
+    return run(None, proposer=again, resume=out, **(resume_kw or {})), again
+
+
+def test_a_resume_counts_what_saved_answers_cost(tmp_path, monkeypatch):
+    answers = answers_for(NAMES)
+    out = tmp_path / "run"
+    monkeypatch.setattr(loop, "evaluate", StopAt(TABLE, "a"))
+    paid = ByIteration(answers, cost=1.0, worst=1.0)
+    with pytest.raises(KeyboardInterrupt):
+        run(
+            "saxpy",
+            proposer=paid,
+            backend="sim",
+            out=out,
+            iterations=8,
+            population=4,
+            max_cost=2.5,
+            prices={"scripted": [0, 0]},
+        )
+    assert sorted(paid.seen) == [1, 2]  # the third call's worst case did not fit
+    monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
+    again = ByIteration(answers, cost=1.0, worst=1.0)
+    summary = run(None, proposer=again, resume=out, max_cost=2.5, prices={"scripted": [0, 0]})
+    # The $2 of the two saved answers count: no third call fits in the $2.50.
+    assert again.seen == {} and summary["cost_usd"] <= 2.5
+
+
+def test_a_duplicate_keeps_its_mark_across_a_resume(tmp_path, monkeypatch):
+    answers = answers_for(["c", "d", "c", "g"])  # iteration 3 repeats iteration 1
+    whole, _, _ = scripted(
+        tmp_path,
+        monkeypatch,
+        [],
+        name="whole",
+        iterations=4,
+        population=2,
+        proposer=ByIteration(answers),
+    )
+    resumed, _ = stopped_then_resumed(
+        tmp_path, monkeypatch, answers, "g", iterations=4, population=2
+    )
+    assert [r.get("duplicate_of") for r in resumed["history"]] == [None, None, None, 1, None]
+    assert decisions(resumed) == decisions(whole) and resumed["duplicates"] == 1
+
+
+def test_an_extended_resume_never_reuses_an_answer_asked_for_another_island(tmp_path, monkeypatch):
+    answers = answers_for(NAMES)
+    summary, again = stopped_then_resumed(
+        tmp_path,
+        monkeypatch,
+        answers,
+        "f",
+        iterations=6,
+        population=4,
+        strategy="islands",
+        islands=4,
+        resume_kw={"iterations": 8},
+    )
+    out = tmp_path / "run"
+    for rec in summary["history"][1:]:
+        prompt = out / f"{rec['iteration']:02d}_prompt.md"
+        if rec["parent"] and prompt.exists():  # each prompt showed the parent it is recorded with
+            assert variant(NAMES[rec["parent"] - 1]) in prompt.read_text(), rec["iteration"]
+        assert rec["lane"] == (rec["iteration"] - 1) % 4  # the islands take turns over the run
+    assert [r["iteration"] for r in summary["history"]] == list(range(9))
+
+
+def test_under_a_cap_a_call_of_unknown_cost_goes_out_alone(tmp_path, monkeypatch):
+    proposer = ByIteration(answers_for(NAMES), cost=1.0, worst=None)
+    summary, _, _ = scripted(
+        tmp_path,
+        monkeypatch,
+        NAMES,
+        proposer=proposer,
+        population=4,
+        max_cost=1.5,
+        prices={"scripted": [0, 0]},
+    )
+    # As with one at a time: the second call is made ($1 < $1.50), and then the run stops.
+    assert proposer.most_in_flight == 1 and summary["cost_usd"] == pytest.approx(2.0)
+
+
+def test_twins_differ_by_a_line_break_are_two_kernels():
+    from mlxsci.search.generation import normalised_hash
+
+    a = "// guard\nuint i = 0;\n"
+    assert normalised_hash(a) != normalised_hash("// guard uint i = 0;\n")
+    assert normalised_hash(a) == normalised_hash("//   guard  \n\n\tuint i =  0;")
+
+
+@pytest.mark.parametrize("strategy", ["one-plus-one", "best-of-n", "islands", "map-elites"])
+def test_the_strategy_state_after_a_resume_is_the_uninterrupted_one(
+    tmp_path, monkeypatch, strategy
+):
+    bodies = [
+        "threadgroup float t[4];\n",
+        "float4 v;\n",
+        "threadgroup float t[4];\n",
+        "float2 w;\n",
+        "float4 v = 1;\n",
+        "",
+        "float2 w = 1;\n",
+        "half4 q;\n",
+    ]
+    answers = {i: fenced(shaped(n, b)) for i, (n, b) in enumerate(zip(NAMES, bodies), 1)}
+    kw = dict(iterations=8, population=3, strategy=strategy, islands=2, migration_interval=1)
+    whole, _, _ = scripted(
+        tmp_path, monkeypatch, [], name="whole", proposer=ByIteration(answers), **kw
+    )
+    resumed, _ = stopped_then_resumed(tmp_path, monkeypatch, answers, "f", **kw)
+    state = [
+        json.loads((tmp_path / n / "strategy_state.json").read_text()) for n in ("whole", "run")
+    ]
+    assert state[0] == state[1]
+    assert decisions(resumed) == decisions(whole)
+
+
+def test_the_report_takes_odd_summary_values_without_a_traceback():
+    from mlxsci.report.search_section import search_section
+
+    odd = {
+        "run_dir": "r",
+        "strategy": "x",
+        "population": 2,
+        "time": "nope",
+        "generations": [{"best_score": "0.5", "iterations": 5}, "junk"],
+        "archive": [{"score": "high", "memory": "a|b"}],
+    }
+    text = search_section([odd])
+    assert text is not None and "| - |" in text and "a/b" in text
+
+
+def test_an_answer_with_a_lone_surrogate_is_kept_and_judged(tmp_path, monkeypatch):
+    text = fenced(variant("c")).replace("Here is", "Here \ud800 is")
+    summary, _, _ = scripted(
+        tmp_path, monkeypatch, [], iterations=1, proposer=ByIteration({1: text})
+    )
+    assert summary["history"][1]["role"] == "candidate" and summary["best_iteration"] == 1
+    assert (
+        "\ufffd" in (tmp_path / "run" / "01_response.md").read_text()
+        or "?" in (tmp_path / "run" / "01_response.md").read_text()
+    )
