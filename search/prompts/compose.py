@@ -311,13 +311,7 @@ def user_prompt(
             format_result(incumbent[1]),
             "",
         ]
-    if history:
-        recent = sorted(history, key=lambda r: r.get("iteration", 0))[-HISTORY_LINES:]
-        parts += [
-            "## History (iteration 0 is the seed)",
-            *[format_history_line(r) for r in recent],
-            "",
-        ]
+    parts += _history_section(history)
     if stagnation:
         parts.append(_stagnation_notice(task))
     best_res = inc_res if incumbent is not None else prev_res
@@ -368,17 +362,19 @@ def archive_prompt(
                 format_result(other_result),
                 "",
             ]
-    if history:
-        recent = sorted(history, key=lambda r: r.get("iteration", 0))[-HISTORY_LINES:]
-        parts += [
-            "## History (iteration 0 is the seed)",
-            *[format_history_line(r) for r in recent],
-            "",
-        ]
+    parts += _history_section(history)
     cand = result.get("candidate", {})
     score = cand.get("score") if cand.get("correct") else None
     parts += _instructions(task, fence, False, score, accept)
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _history_section(history: list[dict]) -> list[str]:
+    """The last HISTORY_LINES entries of the history, oldest first (none: no section)."""
+    if not history:
+        return []
+    recent = sorted(history, key=lambda r: r.get("iteration", 0))[-HISTORY_LINES:]
+    return ["## History (iteration 0 is the seed)", *[format_history_line(r) for r in recent], ""]
 
 
 def _kernel_names(task: Task) -> str:
