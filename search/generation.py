@@ -53,6 +53,7 @@ class Slot:
     request: Request
     iteration: int
     generation: int = 0
+    model: str | None = None  # the model asked, in a run of several
     saved: Proposal | None = None  # its answer, saved by a stopped run
     prompt: PromptContext | None = None  # None: the proposal was saved before
     proposal: Proposal | None = None
@@ -62,6 +63,16 @@ class Slot:
     reused_result: bool = False  # its result was saved before the run was stopped
     model_wait_s: float = 0.0
     evaluate_s: float = 0.0
+
+    @property
+    def place(self) -> dict:
+        """Where the request sits: what a saved answer must have been asked for."""
+        place = {
+            "generation": self.generation,
+            "slot": self.request.slot,
+            "lane": self.request.lane,
+        }
+        return place if self.model is None else {**place, "model": self.model}
 
 
 @dataclass

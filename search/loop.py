@@ -67,7 +67,7 @@ from mlxsci.search.progress import (
     stops_say_how_to_resume,
 )
 from mlxsci.search.prompts import archive_prompt, stagnating, system_prompt, user_prompt
-from mlxsci.search.proposers import PromptContext, Proposal
+from mlxsci.search.proposers import ModelMix, PromptContext, Proposal, choose_models
 from mlxsci.search.rundir import RunDir
 from mlxsci.search.strategies import (
     Context,
@@ -347,9 +347,9 @@ class Search:
         )
 
     def prompt_for(
-        self, it: int, request: Request, state: State, tried: list[str]
+        self, it: int, request: Request, state: State, tried: list[str], model: str | None = None
     ) -> PromptContext:
-        """The prompts of iteration `it` (the system prompt saved once)."""
+        """The prompts of iteration `it` (the system prompt saved once), for `model`."""
         system = system_prompt(self.task, self.dialect)
         if not self.rd.file("system_prompt.md").exists():
             self.rd.write_text(self.rd.file("system_prompt.md"), system)
@@ -362,6 +362,7 @@ class Search:
             incumbent_source=request.context.base.source,
             tried_sources=tried,
             slot=request.slot,
+            model=model,
         )
 
     # -- one generation -------------------------------------------------------------
@@ -375,19 +376,20 @@ class Search:
         requests = self.strategy.ask(state, n)
         for request in requests:  # each lane as it stands before the generation
             state.lane(request.lane)
+        models = self.models_for(history, len(requests))
         tried = self.files.tried_sources(state.seed, history)
         slots: list[Slot] = []
         planned = spent
-        for request in requests:
+        for request, model in zip(requests, models):
             it = first + request.slot
-            slot = Slot(request, it, state.generation + 1)
-            slot.saved = self.files.saved_proposal(it, self.place(state, request))
+            slot = Slot(request, it, state.generation + 1, model=model)
+            slot.saved = self.files.saved_proposal(it, slot.place)
             if slot.saved is not None:
                 planned += slot.saved.cost_usd  # paid for before the stop
                 slots.append(slot)
                 continue
             self.files.forget(it)  # an answer saved for another place, if any
-            slot.prompt = self.prompt_for(it, request, state, tried)
+            slot.prompt = self.prompt_for(it, request, state, tried, model)
             try:
                 bound = self.check_cost(slot.prompt, planned)
             except CostCapReached:
@@ -402,10 +404,12 @@ class Search:
             slots.append(slot)
         return slots
 
-    @staticmethod
-    def place(state: State, request: Request) -> dict:
-        """Where a request sits: what a saved answer must have been asked for."""
-        return {"generation": state.generation + 1, "slot": request.slot, "lane": request.lane}
+    def models_for(self, history: list[dict], n: int) -> list[str | None]:
+        """Which model answers each of `n` requests: the bandit's choice in a
+        run of several models (search/proposers/mix.py), else None."""
+        if not isinstance(self.proposer, ModelMix):
+            return [None] * n
+        return list(choose_models(history, self.proposer.models, n))
 
     def generation(self, slots: list[Slot]) -> Generation:
         """The generation's run: proposals and evaluations, as they arrive."""
@@ -436,12 +440,7 @@ class Search:
         proposal = slot.proposal
         assert proposal is not None
         if slot.prompt is not None:
-            place = {
-                "generation": slot.generation,
-                "slot": slot.request.slot,
-                "lane": slot.request.lane,
-            }
-            self.files.save_proposal(slot.iteration, proposal, place)
+            self.files.save_proposal(slot.iteration, proposal, slot.place)
         source = extract_from_response(proposal.text, self.dialect) if proposal.text else None
         if source is not None:
             self.rd.write_text(self.rd.iter_file(slot.iteration, "candidate"), source)
@@ -510,11 +509,13 @@ class Search:
             "slot": request.slot,
             "slots": slots,
             "lane": request.lane,
-            "parent": None if ctx.first else ctx.base.iteration,
+            "parent": ctx.base.iteration,  # the first prompt's base is the seed
             "inspirations": [e.iteration for e, _ in ctx.inspirations],
             "model_wait_s": slot.model_wait_s,
             "evaluate_s": slot.evaluate_s,
         }
+        if slot.model is not None:  # the bandit's choice (a run of several models)
+            record["model_choice"] = slot.model
         if slot.source is None or slot.result is None:
             reason = proposal.error or "no fenced code block in the response"
             record.update(role="skipped", compile_ok=False, correct=False, fail_reason=reason)

@@ -89,7 +89,8 @@ class SearchOptions:
         default="autotune",
         show_default=True,
         help="claude-*, gpt-*/o*, any model served at --base-url, autotune (offline), "
-        "or replay:RUN_DIR.",
+        "or replay:RUN_DIR; several separated by commas (a bandit chooses which "
+        "answers each request).",
     )
     iterations: int = option(
         anew=True,

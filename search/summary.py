@@ -18,6 +18,7 @@ from mlxsci.search.archive_map import archive_rows, draw_archive
 from mlxsci.search.iteration_files import generations
 from mlxsci.search.options import SearchOptions
 from mlxsci.search.outcomes import classify
+from mlxsci.search.proposers.mix import model_costs
 from mlxsci.search.strategies import State
 
 
@@ -111,8 +112,16 @@ def summarize(
         "time": time_spent(history),
         "duplicates": sum(1 for r in history if r.get("duplicate_of") is not None),
         "lineage": lineage(history, state.best.iteration),
+        **models_used(history),
         "history": history,
     }
+
+
+def models_used(history: list[dict]) -> dict:
+    """With several models in the run (the records name the one each asked):
+    each one's calls, successes, tokens and USD."""
+    names = list(dict.fromkeys(str(r["model_choice"]) for r in history if r.get("model_choice")))
+    return {"models": model_costs(history, names)} if names else {}
 
 
 def generation_progress(history: list[dict]) -> list[dict]:

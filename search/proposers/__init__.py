@@ -10,6 +10,7 @@ DEFAULT_LLM_RETRIES.
 """
 
 from mlxsci.search.proposers.base import PromptContext, Proposal, Proposer, ProposerError
+from mlxsci.search.proposers.mix import ModelMix, choose_models, model_costs
 from mlxsci.search.proposers.prices import load_prices, lookup_price
 from mlxsci.search.proposers.registry import (
     DEFAULT_LLM_RETRIES,
@@ -23,6 +24,9 @@ __all__ = [
     "Proposal",
     "PromptContext",
     "ProposerError",
+    "ModelMix",
+    "choose_models",
+    "model_costs",
     "load_prices",
     "lookup_price",
     "DEFAULT_LLM_TIMEOUT_S",

@@ -32,6 +32,8 @@ class PromptContext:
     # Its place among the generation's concurrent requests (0 when one at a time):
     # an offline proposer answers each slot with a different candidate.
     slot: int = 0
+    # The model that answers, where several share a run (search/proposers/mix.py).
+    model: str | None = None
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
     "autotune"          AutotuneProposer (offline; the no-key default)
     "replay:RUN_DIR"    ReplayProposer (re-proposes a recorded run's candidates)
+    "a,b,..."           ModelMix: several models, a bandit choosing which answers
+                        each request (search/proposers/mix.py)
     with --base-url     OpenAIChatProposer (any OpenAI-compatible Chat Completions
                         server: mlx_lm.server, Ollama, vLLM, llama.cpp, Gemini)
     "claude*"           AnthropicProposer (Messages API)
@@ -25,6 +27,7 @@ from mlxsci.search.proposers.llm import (
     OpenAIChatProposer,
     OpenAIProposer,
 )
+from mlxsci.search.proposers.mix import ModelMix, model_names
 from mlxsci.search.proposers.offline import AutotuneProposer, ReplayProposer
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "OpenAIChatProposer",
     "AutotuneProposer",
     "ReplayProposer",
+    "ModelMix",
     "APIS",
     "PLACEHOLDER_KEY",
     "DEFAULT_LLM_TIMEOUT_S",
@@ -67,6 +71,27 @@ def make_proposer(
     api = api or "auto"
     if api not in APIS:
         raise ProposerError(f"unknown api {api!r}; expected one of {', '.join(APIS)}")
+    names = model_names(model)
+    if len(names) > 1:  # several models in one run, a bandit choosing between them
+        if len(set(names)) != len(names):
+            raise ProposerError(f"--model names a model twice: {model}")
+        return ModelMix(
+            {
+                name: make_proposer(
+                    name,
+                    api=api,
+                    base_url=base_url,
+                    seed=seed,
+                    prices=prices,
+                    timeout_s=timeout_s,
+                    max_retries=max_retries,
+                    max_tokens=max_tokens,
+                    api_key_env=api_key_env,
+                    backoff_s=backoff_s,
+                )  # fmt: skip
+                for name in names
+            }
+        )
     if model == "autotune":
         return AutotuneProposer(seed=seed)
     if model.startswith("replay:"):

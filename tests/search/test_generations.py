@@ -257,7 +257,7 @@ def test_best_of_n_shows_every_slot_the_seed(tmp_path, monkeypatch):
     prompts = {ctx.user for calls in proposer.seen.values() for ctx in calls}
     assert len(prompts) == 1 and "## Baseline: the seed candidate" in prompts.pop()
     assert summary["best_iteration"] == 4
-    assert {r["parent"] for r in summary["history"][1:]} == {None}
+    assert {r["parent"] for r in summary["history"][1:]} == {0}  # the seed
 
 
 def test_islands_keep_their_own_parents_and_migrate(tmp_path, monkeypatch):
@@ -622,3 +622,59 @@ def test_an_answer_with_a_lone_surrogate_is_kept_and_judged(tmp_path, monkeypatc
         "\ufffd" in (tmp_path / "run" / "01_response.md").read_text()
         or "?" in (tmp_path / "run" / "01_response.md").read_text()
     )
+
+
+# --- several models, a bandit choosing --------------------------------------------------
+
+
+class Fixed(Proposer):
+    """A model that always answers with the candidates crafted as `names`, in turn."""
+
+    def __init__(self, name, names, cost):
+        self.name, self.names, self.cost, self.calls = name, names, cost, []
+        self.lock = threading.Lock()
+
+    def propose(self, ctx):
+        with self.lock:
+            self.calls.append(ctx.iteration)
+            pick = self.names[len(self.calls) % len(self.names)]
+        return Proposal(
+            text=fenced(SAXPY.seed() + f"// {self.name} {ctx.iteration}\n// crafted: {pick}\n"),
+            cost_usd=self.cost,
+            model=self.name,
+        )
+
+
+def test_a_bandit_over_models_favours_the_one_that_improves(tmp_path, monkeypatch):
+    from mlxsci.search.proposers import ModelMix
+
+    table = {**TABLE}
+    # "good" climbs one step above whatever it is shown; "bad" always fails to beat the seed.
+    ladder = [f"l{i}" for i in range(16)]
+    for i, name in enumerate(ladder):
+        table[name] = (0.31 + 0.01 * i, 0.01, 0.5, 0.02)
+    good, bad = Fixed("good", ladder, 0.02), Fixed("bad", ["d", "g"], 0.01)
+    mix = ModelMix({"bad": bad, "good": good})
+    summary, _, _ = scripted(
+        tmp_path, monkeypatch, [], iterations=12, population=2, proposer=mix, table=table
+    )
+    hist = summary["history"][1:]
+    assert [r["model_choice"] for r in hist[:2]] == ["bad", "good"]  # each tried once first
+    assert len(good.calls) >= 8 and len(bad.calls) <= 4
+    models = summary["models"]
+    assert models["good"]["calls"] == len(good.calls) and models["bad"]["calls"] == len(bad.calls)
+    assert models["good"]["cost_usd"] == pytest.approx(0.02 * len(good.calls))
+    assert models["bad"]["successes"] == 0 and models["good"]["successes"] >= 6
+    assert (
+        json.loads((tmp_path / "run" / "01_proposal.json").read_text())["place"]["model"] == "bad"
+    )
+
+
+def test_several_models_on_the_command_line_make_a_mix(tmp_path):
+    from mlxsci.search.proposers import ModelMix, make_proposer
+
+    (tmp_path / "01_candidate.metal").write_text(SAXPY.seed())
+    mix = make_proposer(f"autotune, replay:{tmp_path}")
+    assert isinstance(mix, ModelMix) and mix.models == ["autotune", f"replay:{tmp_path}"]
+    with pytest.raises(Exception, match="twice"):
+        make_proposer("autotune,autotune")
