@@ -85,8 +85,11 @@ def draw_archive(rows: list[dict], path: Path, title: str = "") -> None:
     shown = np.ma.masked_invalid(grid)
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
     image = ax.imshow(shown, cmap=cmap, aspect="auto")
+    low, high = (float(np.nanmin(grid)), float(np.nanmax(grid))) if labels else (0.0, 1.0)
     for (y, x), text in labels.items():
-        ax.text(x, y, text, ha="center", va="center", fontsize=8, color="white")
+        bright = high > low and (grid[y, x] - low) / (high - low) > 0.6  # viridis turns yellow
+        ax.text(x, y, text, ha="center", va="center", fontsize=8,
+                color="black" if bright else "white")  # fmt: skip
     ax.set_xticks(range(len(columns)))
     ax.set_xticklabels([f"{t}" if h is None else f"{t}\n{h}" for t, h in columns], fontsize=8)
     ax.set_yticks(range(len(lines)))
