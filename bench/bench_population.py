@@ -127,6 +127,8 @@ class ScriptedModel:
 
 
 def one_run(task: str, k: int, answers: list[str], args, where: Path) -> dict:
+    if args.cold:  # texts no earlier run compiled: the simulator's kernel cache holds none
+        answers = [f"{a.rstrip()} (run K={k}, {args.cold})\n" for a in answers]
     with ScriptedModel(answers, args.delay, args.jitter, args.seed) as model:
         t0 = time.perf_counter()
         summary = run(
@@ -201,6 +203,13 @@ def main() -> None:
     ap.add_argument("--jitter", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sizes", default="smoke", choices=["smoke", "in-dist"])
+    ap.add_argument(
+        "--cold",
+        default=None,
+        metavar="TAG",
+        help="mark every candidate with K and TAG, so that no run finds its kernels "
+        "compiled by another run (the simulator caches compiled kernels by their text)",
+    )
     ap.add_argument("--out", required=True, help="path prefix: writes PREFIX.json and PREFIX.md")
     ap.add_argument(
         "--runs", default=None, help="folder for the run directories (default PREFIX_runs)"
@@ -219,6 +228,7 @@ def main() -> None:
         "python": platform.python_version(),
         "sim": "apple-m1-pro modelled",
         "sizes": args.sizes,
+        "cold": args.cold,
     }
     rows = []
     for k in [int(x) for x in args.populations.split(",")]:
