@@ -1,8 +1,17 @@
-"""The search loop: propose, evaluate, keep the best, record everything.
+"""The search loop: generations of proposals, evaluated, decided, recorded.
 
 `run(...)` is what `python -m mlxsci.search` calls; it is also the library
 entry point. A run directory holds every artefact (search/rundir.py), so a
 killed run resumes with `resume=RUN_DIR` and repeats nothing it finished.
+
+Each generation: the strategy asks for up to `population` requests
+(search/strategies.py); their prompts are written and their calls planned
+under the cost cap (`Search.slots`); the calls go out together and each
+answer is evaluated as it arrives (search/generation.py); then, in slot
+order, each outcome is recorded and may become the run's best (`decide`),
+the strategy is told, and the generation's records are appended in one
+write (the commit point). One proposal a generation is Metal-Sci's loop,
+byte for byte.
 
 Held-out sizes never reach a proposer: candidates are scored on the search
 sizes (in-dist on a GPU, smoke on the simulator, or --sizes), and only after
@@ -19,8 +28,10 @@ A failed call never ends a run: it is a skipped iteration, recorded with its
 reason (history.jsonl, NN_proposal.json) and shown on the console. A run whose
 proposals gave no candidate at all ends with outcome "no_candidates". With
 max_cost, each call's worst-case cost (proposer.worst_case_cost) must fit in
-what is left of the cap before the call is made; a model without a price is
-refused under a cap, and warned about without one.
+what is left of the cap before the call is made, the generation's other
+calls and what saved answers cost counted; a call of unknown cost goes out
+alone; a model without a price is refused under a cap, and warned about
+without one.
 
 A run's options (one record, SearchOptions) are built and checked in
 search/options.py, its summary judged in search/summary.py, its files written
