@@ -21,19 +21,21 @@ from __future__ import annotations
 import ast
 import re
 
+from mlxsci.kernel import dialects
 from mlxsci.kernel.candidate import CandidateError, parse
 
 AXES = ("memory", "vector", "threads", "hot")
-_METAL_SHARED = re.compile(r"\bthreadgroup\s+[A-Za-z_]")
-_CUDA_SHARED = re.compile(r"__shared__")
 # Data vectors only: an index vector (uint2 of a thread position) says nothing of loads.
 _VECTOR = re.compile(r"\b(?:float|half|bfloat|double|__half|__nv_bfloat)([234])\b")
 THREAD_CLASSES = ((64, "<=64"), (256, "65-256"))  # above: ">256"
 
 
 def memory_of(bodies: str, dialect: str) -> str:
-    pattern = _CUDA_SHARED if dialect == "cuda" else _METAL_SHARED
-    return "shared" if pattern.search(bodies) else "none"
+    try:
+        declaration = dialects.get(dialect).group_memory_declaration
+    except ValueError:  # a result naming no dialect we know: read as Metal
+        declaration = dialects.get("metal").group_memory_declaration
+    return "shared" if re.search(declaration, bodies) else "none"
 
 
 def vector_of(bodies: str) -> str:

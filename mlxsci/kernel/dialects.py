@@ -135,6 +135,9 @@ class Dialect:
     template_tag: str  # how MLX's template error begins
     verbose_shows_kernel_name: bool  # verbose=True titles the generated name, not the given one
     group_memory: str  # what prose calls memory shared by a group ("threadgroup", "shared")
+    # A regex finding a declaration of such memory in a kernel body (the
+    # map-elites archive's memory feature, mlxsci/search/features.py)
+    group_memory_declaration: str
     has_compile_options: bool  # the constructor takes compile_options (math_mode)
     has_float64: bool  # its GPU compiler has a 64-bit float type (Metal has no double)
     # In-place outputs (mlxsci/kernel/in_place.py): the statement that binds
@@ -168,6 +171,7 @@ METAL = Dialect(
     template_tag="[metal_kernel]",
     verbose_shows_kernel_name=False,
     group_memory="threadgroup",
+    group_memory_declaration=r"\bthreadgroup\s+[A-Za-z_]",
     has_compile_options=True,
     has_float64=False,
     writable_binding="device {type}* {name} = (device {type}*){source};",
@@ -195,6 +199,7 @@ CUDA = Dialect(
     template_tag="[cuda_kernel]",
     verbose_shows_kernel_name=True,
     group_memory="shared",
+    group_memory_declaration=r"__shared__",
     has_compile_options=False,
     has_float64=True,
     writable_binding="{type}* {name} = const_cast<{type}*>({source});",
