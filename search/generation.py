@@ -63,6 +63,7 @@ class Slot:
     reused_result: bool = False  # its result was saved before the run was stopped
     model_wait_s: float = 0.0
     evaluate_s: float = 0.0
+    discarded_cost: float = 0.0  # what an answer saved for another place had cost
 
     @property
     def place(self) -> dict:

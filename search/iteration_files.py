@@ -132,11 +132,22 @@ class IterationFiles:
             )
         return None
 
-    def forget(self, it: int) -> None:
+    def forget(self, it: int) -> float:
         """Remove what a stopped run left of iteration `it` (its proposal
-        first, so that no half of it is taken for saved)."""
+        first, so that no half of it is taken for saved); what its saved call
+        had cost (0 when there was none)."""
+        cost = 0.0
+        path = self.rd.iter_file(it, "proposal.json")
+        if path.exists():
+            try:
+                value = self.rd.read_json(path).get("cost_usd")
+            except (OSError, ValueError, AttributeError):
+                value = None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+                cost = float(value)
         for kind in ("proposal.json", "response.md", "reasoning.md", "candidate", "result.json"):
             self.rd.iter_file(it, kind).unlink(missing_ok=True)
+        return cost
 
     def save_proposal(self, it: int, proposal: Proposal, place: dict | None = None) -> None:
         saved = self.rd.iter_file(it, "proposal.json")

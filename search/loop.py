@@ -42,6 +42,7 @@ holds) and its console lines worded in search/progress.py.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from contextlib import ExitStack
@@ -95,15 +96,49 @@ from mlxsci.task import Size, load_task
 from mlxsci.transfer import judge_transfer
 
 
-def well_formed(proposal: Proposal) -> Proposal:
-    """The answer with any text that cannot be written as UTF-8 (a lone
-    surrogate a JSON escape can carry) replaced: someone's bytes never stop a run."""
+def well_formed(proposal, model: str = "") -> Proposal:
+    """The proposer's answer as a run can record it: text that cannot be
+    written as UTF-8 (a lone surrogate a JSON escape can carry) replaced, and
+    an answer whose text is not text, or whose cost or token counts are not
+    counts (NaN, negative, not numbers: they would switch the cost cap off
+    or stop every resume), made a failed call saying so. Someone's answer
+    never stops a run."""
+    if not isinstance(proposal, Proposal):
+        return Proposal(
+            text=None, error=f"the proposer answered a {type(proposal).__name__}", model=model
+        )
 
-    def clean(text: str | None) -> str | None:
-        return None if text is None else text.encode("utf-8", "replace").decode("utf-8")
+    def clean(text) -> str | None:
+        if not isinstance(text, str):
+            return None
+        return text.encode("utf-8", "replace").decode("utf-8")
 
-    return dataclasses.replace(
-        proposal, text=clean(proposal.text), reasoning=clean(proposal.reasoning)
+    problems = []
+    counts = {}
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(proposal, name)
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        counts[name] = value if ok else 0
+        if not ok:
+            problems.append(f"{name} {value!r}")
+    cost = proposal.cost_usd
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or math.isnan(cost) or cost < 0:
+        problems.append(f"cost_usd {cost!r}")
+        cost = 0.0
+    if proposal.text is not None and not isinstance(proposal.text, str):
+        problems.append(f"its text is a {type(proposal.text).__name__}")
+    error = proposal.error if proposal.error is None else clean(str(proposal.error))
+    if problems:
+        error = "the proposer's answer cannot be recorded: " + "; ".join(problems)
+    return Proposal(
+        text=None if problems else clean(proposal.text),
+        reasoning=clean(proposal.reasoning),
+        input_tokens=counts["input_tokens"],
+        output_tokens=counts["output_tokens"],
+        cost_usd=float(cost),
+        error=error,
+        model=proposal.model if isinstance(proposal.model, str) else model,
+        exhausted=proposal.exhausted is True,
     )
 
 
@@ -316,7 +351,7 @@ class Search:
         """The proposer's answer. A proposer that raises gives a failed call, not the
         end of the run."""
         try:
-            return well_formed(self.proposer.propose(ctx))
+            return well_formed(self.proposer.propose(ctx), getattr(self.proposer, "name", ""))
         except Exception as exc:  # noqa: BLE001 - LLM proposers catch their own; others may not
             message = " ".join(str(exc).split()) or repr(exc)
             return Proposal(
@@ -399,7 +434,10 @@ class Search:
                 planned += slot.saved.cost_usd  # paid for before the stop
                 slots.append(slot)
                 continue
-            self.files.forget(it)  # an answer saved for another place, if any
+            # An answer saved for another place (a resume with other
+            # --iterations) is not this one's: forgotten, but what it cost counts.
+            slot.discarded_cost = self.files.forget(it)
+            planned += slot.discarded_cost
             slot.prompt = self.prompt_for(it, request, state, tried, model)
             try:
                 bound = self.check_cost(slot.prompt, planned)
@@ -413,6 +451,8 @@ class Search:
             planned += bound or 0.0
             self.rd.write_text(self.rd.iter_file(it, "prompt.md"), slot.prompt.user)
             slots.append(slot)
+            if bound is None:
+                break  # ... and alone means nothing after it either
         return slots
 
     def models_for(self, history: list[dict], n: int) -> list[str | None]:
@@ -525,6 +565,8 @@ class Search:
             "model_wait_s": slot.model_wait_s,
             "evaluate_s": slot.evaluate_s,
         }
+        if slot.discarded_cost:  # an answer of an earlier session, paid and not reused
+            record["discarded_cost_usd"] = slot.discarded_cost
         if slot.model is not None:  # the bandit's choice (a run of several models)
             record["model_choice"] = slot.model
         if slot.source is None or slot.result is None:
@@ -740,6 +782,17 @@ def finished_generations(history: list[dict]) -> list[dict]:
     return [r for r in history if r.get("generation") != last]
 
 
+def spent_usd(record: dict) -> float:
+    """What a record's call cost, with an earlier answer it replaced (a
+    number on disk that is none counts 0: a damaged line is no refund)."""
+    total = 0.0
+    for key in ("cost_usd", "discarded_cost_usd"):
+        value = record.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            total += float(value)
+    return total
+
+
 def last_generation(history: list[dict]) -> list[dict]:
     """The records of the history's last generation (the last record alone
     in a run from before generations)."""
@@ -756,7 +809,7 @@ def iterate_to_the_end(
     cap or its proposer's end: the USD spent in all (every session) and why
     it stopped early (None: it ran its iterations)."""
     opts, say = search.opts, search.say
-    cost = sum(r.get("cost_usd", 0.0) for r in history)
+    cost = sum(spent_usd(r) for r in history)
     stopped = None
     done = max(r["iteration"] for r in history)
     ran_dry = [r for r in last_generation(history) if r.get("exhausted")]
@@ -776,7 +829,7 @@ def iterate_to_the_end(
             say(f"stopping before iteration {done + 1}: {stopped}")
             break
         for rec in records:
-            cost += rec["cost_usd"]
+            cost += spent_usd(rec)
             say(iteration_line(rec["iteration"], opts.iterations, rec, state.best.score, cost))
         if opts.population > 1:
             say(generation_line(records, state.best.score))

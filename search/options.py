@@ -425,6 +425,10 @@ def new_options(given: dict, start: str | Path | None) -> tuple[SearchOptions, T
         }
     )
     make_strategy(opts.strategy)  # fails early on an unknown strategy
+    for name, low in (("population", 1), ("islands", 1), ("migration_interval", 1)):
+        value = getattr(opts, name)  # (the command line's ranges; run() is checked here)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
     # Fails early on a dialect the backend cannot run, or a GPU it cannot model.
     backend_options(backend, dialect, opts.sim_gpu)
     check_sanitize(opts.sanitize, backend)  # fails early where compute-sanitizer cannot run

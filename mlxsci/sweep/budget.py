@@ -55,8 +55,13 @@ def spent_by_run(run_dir: Path) -> float:
 
 
 def _cost(record) -> float:
-    value = record.get("cost_usd") if isinstance(record, dict) else None
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+    """A record's call, with an earlier answer it replaced (discarded_cost_usd)."""
+    total = 0.0
+    for key in ("cost_usd", "discarded_cost_usd"):
+        value = record.get(key) if isinstance(record, dict) else None
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            total += float(value)
+    return total
 
 
 class CostBudget:

@@ -220,6 +220,7 @@ class _LLMProposer(Proposer):
     ) -> Proposal:
         """The Proposal for an answer that arrived; an empty one is a failure,
         not retried: it was generated, and billed."""
+        n_in, n_out = max(0, n_in), max(0, n_out)  # a server's negative count is no refund
         cost = self._cost(model, n_in, n_out)
         if not text.strip():
             return Proposal(

@@ -18,6 +18,7 @@ model without a price makes the mix unpriced (refused under a cost cap).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from mlxsci.search.proposers.base import PromptContext, Proposal, Proposer
 
@@ -25,8 +26,16 @@ SEPARATOR = ","
 
 
 def model_names(model: str) -> list[str]:
-    """The models a --model names: one, or several separated by commas."""
-    return [m.strip() for m in model.split(SEPARATOR) if m.strip()]
+    """The models a --model names: one, or several separated by commas (a
+    replay of a folder whose name holds a comma is one). ValueError for an
+    empty name between commas."""
+    whole = model.strip()
+    if whole.startswith("replay:") and Path(whole[len("replay:") :].strip()).is_dir():
+        return [whole]
+    names = [m.strip() for m in model.split(SEPARATOR)]
+    if len(names) > 1 and not all(names):
+        raise ValueError(f"--model {model!r} has an empty name between its commas")
+    return [n for n in names if n] or [whole]
 
 
 class ModelMix(Proposer):

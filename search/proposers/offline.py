@@ -97,6 +97,9 @@ class AutotuneProposer(Proposer):
     def __init__(self, seed: int = 0):
         self.seed = int(seed)
 
+    def worst_case_cost(self, ctx: PromptContext) -> float:
+        return 0.0  # offline: no call costs anything
+
     def _default_launch(self, task: str, kernel: str) -> tuple[str | None, str | None]:
         try:
             contract = load_task(task).kernel(kernel)
@@ -230,6 +233,9 @@ class ReplayProposer(Proposer):
                 f"replay: {self.run_dir} holds no NN_candidate.metal or NN_candidate.cu files"
             )
         self.files = [path for _, _, path in sorted(found)]
+
+    def worst_case_cost(self, ctx: PromptContext) -> float:
+        return 0.0  # offline: no call costs anything
 
     def propose(self, ctx: PromptContext) -> Proposal:
         # Iteration n replays the n-th recorded candidate: the same whichever

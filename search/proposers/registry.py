@@ -71,7 +71,13 @@ def make_proposer(
     api = api or "auto"
     if api not in APIS:
         raise ProposerError(f"unknown api {api!r}; expected one of {', '.join(APIS)}")
-    names = model_names(model)
+    try:
+        names = model_names(model)
+    except ValueError as exc:
+        raise ProposerError(str(exc)) from None
+    model = names[0] if len(names) == 1 else model  # " autotune," is autotune
+    if not model:
+        raise ProposerError("no model given (use --model autotune for the offline autotuner)")
     if len(names) > 1:  # several models in one run, a bandit choosing between them
         if len(set(names)) != len(names):
             raise ProposerError(f"--model names a model twice: {model}")

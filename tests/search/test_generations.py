@@ -678,3 +678,90 @@ def test_several_models_on_the_command_line_make_a_mix(tmp_path):
     assert isinstance(mix, ModelMix) and mix.models == ["autotune", f"replay:{tmp_path}"]
     with pytest.raises(Exception, match="twice"):
         make_proposer("autotune,autotune")
+
+
+# --- a second attack: answers that are not counts, mixes under a cap, names ---------------
+
+
+class Billing(ByIteration):
+    """ByIteration whose first answer reports `first` as its cost."""
+
+    def __init__(self, answers, first, **kw):
+        super().__init__(answers, **kw)
+        self.first = first
+
+    def propose(self, ctx):
+        proposal = super().propose(ctx)
+        if ctx.iteration == 1:
+            proposal.cost_usd = self.first
+        return proposal
+
+
+@pytest.mark.parametrize("first", [float("nan"), -100.0, None, "0.5"])
+def test_a_cost_that_is_no_count_neither_stops_the_run_nor_lifts_the_cap(
+    tmp_path, monkeypatch, first
+):
+    proposer = Billing(answers_for(NAMES), first, cost=1.0, worst=1.0)
+    summary, _, _ = scripted(
+        tmp_path, monkeypatch, NAMES, proposer=proposer, max_cost=2.0, prices={"scripted": [0, 0]}
+    )
+    first_record = summary["history"][1]
+    assert first_record["role"] == "skipped" and "cost_usd" in first_record["fail_reason"]
+    assert sorted(proposer.seen) == [1, 2, 3]  # the cap still stops the run at $2
+    assert summary["cost_usd"] == pytest.approx(2.0) and "max_cost" in summary["stopped"]
+
+
+def test_an_offline_model_in_a_mix_under_a_cap_fills_the_generation(tmp_path, monkeypatch):
+    from mlxsci.search.proposers import ModelMix
+    from mlxsci.search.proposers.offline import AutotuneProposer
+
+    priced = ByIteration(answers_for(NAMES), cost=0.01, worst=0.02)
+    mix = ModelMix({"priced": priced, "autotune": AutotuneProposer()})
+    summary, _, _ = scripted(
+        tmp_path,
+        monkeypatch,
+        [],
+        iterations=4,
+        population=4,
+        proposer=mix,
+        max_cost=100.0,
+        prices={"scripted": [0, 0]},
+    )
+    assert [r["slots"] for r in summary["history"][1:]] == [4, 4, 4, 4]
+
+
+def test_model_names_on_the_command_line(tmp_path):
+    from mlxsci.search.proposers import ProposerError, make_proposer
+    from mlxsci.search.proposers.offline import AutotuneProposer, ReplayProposer
+
+    assert isinstance(make_proposer(" autotune "), AutotuneProposer)
+    with pytest.raises(ProposerError, match="empty name"):
+        make_proposer("autotune,,autotune")
+    folder = tmp_path / "re,play"
+    folder.mkdir()
+    (folder / "01_candidate.metal").write_text(SAXPY.seed())
+    assert isinstance(make_proposer(f"replay:{folder}"), ReplayProposer)  # a comma in a folder
+
+
+def test_an_answer_forgotten_by_a_resume_still_counts_in_the_cost(tmp_path, monkeypatch):
+    answers = answers_for(NAMES)
+    out = tmp_path / "run"
+    monkeypatch.setattr(loop, "evaluate", StopAt(TABLE, "f"))
+    first = ByIteration(answers, cost=1.0)
+    with pytest.raises(KeyboardInterrupt):
+        run("saxpy", proposer=first, backend="sim", out=out, iterations=8, population=4)
+    paid = sum(len(v) for v in first.seen.values())
+    monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
+    later = ByIteration(answers, cost=1.0)
+    run(None, proposer=later, resume=out, iterations=5)  # generation 2 is one slot now
+    last = ByIteration(answers, cost=1.0)
+    summary = run(None, proposer=last, resume=out, iterations=8)
+    paid += sum(len(v) for v in later.seen.values()) + sum(len(v) for v in last.seen.values())
+    assert summary["cost_usd"] == pytest.approx(paid)
+
+
+def test_run_checks_population_and_islands_before_making_anything(tmp_path):
+    for bad in ({"population": 0}, {"islands": 0}, {"migration_interval": 0}, {"population": True}):
+        with pytest.raises(ValueError, match="whole number"):
+            run("saxpy", "autotune", backend="sim", out=tmp_path / "r", iterations=1, **bad)
+        assert not (tmp_path / "r").exists()
