@@ -60,7 +60,6 @@ class Slot:
     source: str | None = None  # the extracted candidate (None: no usable block)
     result: dict | None = None
     duplicate_of: int | None = None  # the iteration whose evaluation this one took
-    reused_result: bool = False  # its result was saved before the run was stopped
     model_wait_s: float = 0.0
     evaluate_s: float = 0.0
     discarded_cost: float = 0.0  # what an answer saved for another place had cost
@@ -127,7 +126,7 @@ class Generation:
         saved = self.hooks.saved_result(slot)
         twin = self.known.get(normalised_hash(slot.source))
         if saved is not None:
-            slot.result, slot.reused_result = saved, True
+            slot.result = saved
             if twin is not None and twin[0] != slot.iteration:
                 slot.duplicate_of = twin[0]  # as it was when first evaluated
             else:

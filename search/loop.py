@@ -49,6 +49,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from mlxsci import held_out
+from mlxsci.backends import backend_class
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.kernel.candidate import extract_from_response
@@ -80,7 +81,7 @@ from mlxsci.search.progress import (
 )
 from mlxsci.search.prompts import archive_prompt, stagnating, system_prompt, user_prompt
 from mlxsci.search.proposers import ModelMix, PromptContext, Proposal, choose_models
-from mlxsci.search.rundir import RunDir
+from mlxsci.search.rundir import RunDir, spent_usd
 from mlxsci.search.strategies import (
     Context,
     Entry,
@@ -481,7 +482,7 @@ class Search:
         """Evaluations at once: one per core on the simulator (its clock is
         modelled, so runs side by side do not disturb each other's times);
         one on a GPU, where two candidates timed at once would share it."""
-        if self.backend != "sim":
+        if backend_class(self.backend).profile != "sim":
             return 1
         return max(1, min(n, os.cpu_count() or 1))
 
@@ -773,24 +774,10 @@ def run_search(opts: SearchOptions, rd: RunDir, proposer, say, history: list[dic
 def finished_generations(history: list[dict]) -> list[dict]:
     """The history without the records of a generation not all of whose
     records are in (the last one, cut by a kill between two appends)."""
-    if not history or "generation" not in history[-1]:
+    last = last_generation(history) if history else []
+    if not last or "generation" not in last[0] or len(last) >= last[0].get("slots", 1):
         return history
-    last = history[-1]["generation"]
-    members = [r for r in history if r.get("generation") == last]
-    if len(members) >= members[0].get("slots", 1):
-        return history
-    return [r for r in history if r.get("generation") != last]
-
-
-def spent_usd(record: dict) -> float:
-    """What a record's call cost, with an earlier answer it replaced (a
-    number on disk that is none counts 0: a damaged line is no refund)."""
-    total = 0.0
-    for key in ("cost_usd", "discarded_cost_usd"):
-        value = record.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-            total += float(value)
-    return total
+    return history[: -len(last)]
 
 
 def last_generation(history: list[dict]) -> list[dict]:

@@ -156,6 +156,23 @@ class RunDir:
         atomic_write_bytes(self.file("history.jsonl"), text.encode())
 
 
+def spent_usd(record: dict) -> float:
+    """What a history record's call cost, with an earlier answer it replaced
+    (discarded_cost_usd); a figure on disk that is no count (negative, not a
+    number) counts 0: a damaged line is no refund."""
+    total = 0.0
+    for key in ("cost_usd", "discarded_cost_usd"):
+        value = record.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            total += float(value)
+    return total
+
+
+def record_score(record: dict) -> float | None:
+    """A history record's S: None unless its candidate (or seed) was correct."""
+    return record.get("score") if record.get("correct") else None
+
+
 def parse_record(line: str) -> dict | None:
     """The history record a line holds, or None when it holds none: not JSON,
     or JSON without an integer iteration and a role (a line cut short by a

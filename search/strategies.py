@@ -80,15 +80,6 @@ class State:
             self.lanes[number] = Lane(best=self.best)
         return self.lanes[number]
 
-    # The single lane of a (1+1) search with one proposal per generation.
-    @property
-    def previous(self) -> Entry | None:
-        return self.lane(0).previous
-
-    @property
-    def previous_skipped(self) -> bool:
-        return self.lane(0).previous_skipped
-
 
 @dataclass
 class Context:
@@ -119,6 +110,14 @@ class Outcome:
     request: Request
     entry: Entry | None
     record: dict
+
+
+def lane_context(lane: Lane, incumbent: Entry, history: list) -> Context:
+    """A (1+1) chain's next prompt: the first prompt until the lane has made
+    an attempt, then its previous attempt beside `incumbent`, with `history`."""
+    if lane.previous is None and not lane.previous_skipped:
+        return Context(None, None, [], incumbent, first=True)
+    return Context(lane.previous, incumbent, history, incumbent)
 
 
 class Strategy:
@@ -196,9 +195,7 @@ class OnePlusOne(Strategy):
         return [Request(slot, slot, self.context(state, state.lane(slot))) for slot in range(n)]
 
     def context(self, state: State, lane: Lane) -> Context:
-        if lane.previous is None and not lane.previous_skipped:
-            return Context(None, None, [], state.best, first=True)
-        return Context(lane.previous, state.best, state.history, state.best)
+        return lane_context(lane, state.best, state.history)
 
 
 class BestOfN(Strategy):
@@ -234,12 +231,8 @@ class Islands(Strategy):
         for slot in range(n):
             number = (done + slot) % self.islands
             island = state.lane(number)
-            if island.previous is None and not island.previous_skipped:
-                ctx = Context(None, None, [], island.best, first=True)
-            else:
-                shown = [state.history[0], *island.records] if state.history else island.records
-                ctx = Context(island.previous, island.best, shown, island.best)
-            requests.append(Request(slot, number, ctx))
+            shown = [state.history[0], *island.records] if state.history else island.records
+            requests.append(Request(slot, number, lane_context(island, island.best, shown)))
         return requests
 
     def tell(self, state: State, outcomes: list[Outcome]) -> None:

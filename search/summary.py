@@ -19,6 +19,7 @@ from mlxsci.search.iteration_files import generations
 from mlxsci.search.options import SearchOptions
 from mlxsci.search.outcomes import classify
 from mlxsci.search.proposers.mix import model_costs
+from mlxsci.search.rundir import record_score
 from mlxsci.search.strategies import State
 
 
@@ -75,6 +76,7 @@ def summarize(
     scores = judged_scores(state, held_seed, held_best)
     why_none = _no_candidates_reason(history, opts.iterations, stopped)
     skipped = [r for r in history[1:] if r["role"] == "skipped"]
+    progress = generation_progress(history)
     return {
         # The task's name (run.json keeps the folder of a task of your own).
         "task": task_name,
@@ -108,8 +110,8 @@ def summarize(
         "wall_s": sum(r.get("elapsed_s", 0.0) for r in history)
         + (time.perf_counter() - held_started),
         "population": opts.population,
-        "generations": generation_progress(history),
-        "time": time_spent(history),
+        "generations": progress,
+        "time": time_spent(history, progress),
         "duplicates": sum(1 for r in history if r.get("duplicate_of") is not None),
         "lineage": lineage(history, state.best.iteration),
         **models_used(history),
@@ -128,7 +130,7 @@ def generation_progress(history: list[dict]) -> list[dict]:
     """Per generation: its iterations, how many gave a correct candidate, the
     best S after it, whether it found a new best, and its seconds (wall,
     longest model wait, evaluating, idle: waiting on models alone)."""
-    out, best = [], entry_score_of(history[0]) if history else None
+    out, best = [], record_score(history[0]) if history else None
     for records in generations(history[1:]):
         scores = [r["score"] for r in records if r.get("is_new_best") and r.get("score")]
         best = scores[-1] if scores else best
@@ -149,16 +151,11 @@ def generation_progress(history: list[dict]) -> list[dict]:
     return out
 
 
-def entry_score_of(record: dict) -> float | None:
-    return record.get("score") if record.get("correct") else None
-
-
-def time_spent(history: list[dict]) -> dict:
-    """Where the generations' seconds went: wall, the calls' own seconds
-    (summed: several overlap in a generation), evaluating (summed likewise),
-    and idle (no evaluation running: the harness waiting on models alone),
-    with its share of the wall."""
-    progress = generation_progress(history)
+def time_spent(history: list[dict], progress: list[dict]) -> dict:
+    """Where the generations' seconds went (`progress`: generation_progress's):
+    wall, the calls' own seconds (summed: several overlap in a generation),
+    evaluating (summed likewise), and idle (no evaluation running: the
+    harness waiting on models alone), with its share of the wall."""
     wall = sum(g["wall_s"] for g in progress)
     idle = sum(g["idle_s"] for g in progress if g["idle_s"] is not None)
     return {
@@ -190,7 +187,7 @@ def lineage(history: list[dict], best_iteration: int) -> list[dict]:
                 "cell": rec.get("cell"),
             }
         )
-        # A run from before lineages: its best came from the incumbent of its time.
+        # (a record from before lineages names no parent: the chain ends there)
         it = rec.get("parent") if it else None
     return chain
 

@@ -55,13 +55,13 @@ def spent_by_run(run_dir: Path) -> float:
 
 
 def _cost(record) -> float:
-    """A record's call, with an earlier answer it replaced (discarded_cost_usd)."""
-    total = 0.0
-    for key in ("cost_usd", "discarded_cost_usd"):
-        value = record.get(key) if isinstance(record, dict) else None
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            total += float(value)
-    return total
+    """A record's (or a saved proposal's) USD as the search counts it
+    (mlxsci.search.rundir.spent_usd), 0 when not finite: a sweep's total
+    stays a number."""
+    from mlxsci.search.rundir import spent_usd
+
+    spent = spent_usd(record) if isinstance(record, dict) else 0.0
+    return spent if math.isfinite(spent) else 0.0
 
 
 class CostBudget:

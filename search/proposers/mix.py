@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 
 from mlxsci.search.proposers.base import PromptContext, Proposal, Proposer
+from mlxsci.search.rundir import record_score
 
 SEPARATOR = ","
 
@@ -83,7 +84,7 @@ def success(record: dict, scores: dict[int, float | None]) -> bool:
 def choose_models(history: list[dict], models: list[str], n: int) -> list[str]:
     """The models of the next generation's `n` requests (UCB1 over the
     history's records, each choice counted as a pull for the next)."""
-    scores = {r["iteration"]: r.get("score") if r.get("correct") else None for r in history}
+    scores = {r["iteration"]: record_score(r) for r in history}
     pulls = dict.fromkeys(models, 0)
     wins = dict.fromkeys(models, 0)
     for rec in history:
@@ -109,7 +110,7 @@ def choose_models(history: list[dict], models: list[str], n: int) -> list[str]:
 
 def model_costs(history: list[dict], models: list[str]) -> dict[str, dict]:
     """Per model: calls, successes, tokens and USD, from the records."""
-    scores = {r["iteration"]: r.get("score") if r.get("correct") else None for r in history}
+    scores = {r["iteration"]: record_score(r) for r in history}
     out = {m: {"calls": 0, "successes": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
            for m in models}  # fmt: skip
     for rec in history:

@@ -18,6 +18,8 @@ This module is the face the loop and library users import them from.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mlxsci.search.proposers.base import Proposer, ProposerError
 from mlxsci.search.proposers.llm import (
     DEFAULT_LLM_RETRIES,
@@ -66,38 +68,30 @@ def make_proposer(
     backoff_s: the first wait between attempts when the server names none
     (doubled each time).
     Raises ProposerError when it cannot be used (missing key, bad replay dir)."""
+    try:
+        names = model_names(model or "")
+    except ValueError as exc:
+        raise ProposerError(str(exc)) from None
+    model = names[0] if len(names) == 1 else model  # " autotune" is autotune
     if not model:
         raise ProposerError("no model given (use --model autotune for the offline autotuner)")
     api = api or "auto"
     if api not in APIS:
         raise ProposerError(f"unknown api {api!r}; expected one of {', '.join(APIS)}")
-    try:
-        names = model_names(model)
-    except ValueError as exc:
-        raise ProposerError(str(exc)) from None
-    model = names[0] if len(names) == 1 else model  # " autotune," is autotune
-    if not model:
-        raise ProposerError("no model given (use --model autotune for the offline autotuner)")
+    # What every LLM proposer takes (a mix passes them on to each of its models).
+    kwargs: dict[str, Any] = dict(
+        base_url=base_url,
+        prices=prices,
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        api_key_env=api_key_env,
+        backoff_s=backoff_s,
+    )
     if len(names) > 1:  # several models in one run, a bandit choosing between them
         if len(set(names)) != len(names):
             raise ProposerError(f"--model names a model twice: {model}")
-        return ModelMix(
-            {
-                name: make_proposer(
-                    name,
-                    api=api,
-                    base_url=base_url,
-                    seed=seed,
-                    prices=prices,
-                    timeout_s=timeout_s,
-                    max_retries=max_retries,
-                    max_tokens=max_tokens,
-                    api_key_env=api_key_env,
-                    backoff_s=backoff_s,
-                )  # fmt: skip
-                for name in names
-            }
-        )
+        return ModelMix({name: make_proposer(name, api=api, seed=seed, **kwargs) for name in names})
     if model == "autotune":
         return AutotuneProposer(seed=seed)
     if model.startswith("replay:"):
@@ -111,15 +105,6 @@ def make_proposer(
         )
     if int(max_retries) != max_retries or max_retries < 0:
         raise ProposerError(f"the LLM retries must be a whole number >= 0, got {max_retries}")
-    kwargs = dict(
-        base_url=base_url,
-        prices=prices,
-        timeout_s=timeout_s,
-        max_retries=max_retries,
-        max_tokens=max_tokens,
-        api_key_env=api_key_env,
-        backoff_s=backoff_s,
-    )
     if api == "auto":
         if base_url:
             api = "openai-chat"
