@@ -10,6 +10,10 @@ from click.testing import CliRunner
 
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.evaluation.results import Evaluation
+from mlxsci.kernel.candidate import parse
+from mlxsci.kernel.plan import plan_candidate
+from mlxsci.protocol.jobs import SizeJob
+from mlxsci.task import load_task
 
 
 def smoke_eval(task: str, source: str | None = None, dialect: str | None = None) -> Evaluation:
@@ -20,6 +24,32 @@ def smoke_eval(task: str, source: str | None = None, dialect: str | None = None)
     return evaluate(
         task, source, backend="sim", dialect=dialect, size_set="smoke", n_warmup=1, n_measure=1
     )
+
+
+def size_job(
+    task: str = "saxpy",
+    source: str | None = None,
+    dialect: str = "metal",
+    filename: str = "seed.metal",
+    params: dict | None = None,
+    **fields,
+) -> SizeJob:
+    """A size job of `source` (None: the task's seed in `dialect`) as the
+    parent hands it over, on the simulator with one warm-up and one timed run;
+    `fields` set any other of SizeJob's fields."""
+    t = load_task(task)
+    text = source if source is not None else t.seed(dialect)
+    plan = plan_candidate(parse(text, dialect=dialect, filename=filename), t.kernels, filename)
+    settings = {
+        "task": t.ref,
+        "backend": "sim",
+        "backend_options": {"dialect": dialect},
+        "plan": plan,
+        "params": params or {},
+        "n_warmup": 1,
+        "n_measure": 1,
+    }
+    return SizeJob(**{**settings, **fields})
 
 
 def replace_once(source: str, old: str, new: str) -> str:

@@ -140,9 +140,9 @@ def test_eval_json_names_the_gpu_and_its_job_carries_it(fake_worker, given, dial
     record = json.loads(out.stdout)
     assert record["sim_gpu"] == expected and record["device"].endswith(f"modelling {expected}")
     (job,) = fake_worker  # the stand-in crashed the first size: the evaluation stopped there
-    assert job["backend_options"].get("sim_gpu") == (given[1] if given else None)
+    assert job.backend_options.get("sim_gpu") == (given[1] if given else None)
     # what the worker builds from its job (mlxsci/worker/serve.py run_job)
-    assert get_backend(job["backend"], **job["backend_options"]).gpu.name == expected
+    assert get_backend(job.backend, **job.backend_options).gpu.name == expected
 
 
 def test_the_text_result_names_the_gpu(fake_worker):

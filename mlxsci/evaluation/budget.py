@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlxsci.evaluation.results import Evaluation
+from mlxsci.protocol.jobs import RunCap, SizeJob
 
 # (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
 # simulator is deterministic and slow, so it needs fewer runs and more time.
@@ -21,11 +22,11 @@ DEFAULTS = {"sim": (1, 3, 900.0), "gpu": (3, 10, 300.0)}
 # Warm-up goes on past the minimum until timings settle (GPU clocks ramp up
 # under load), at most this many runs or seconds; the simulator has no clocks
 # to ramp.
-SETTLE = {"sim": {"max_runs": 0, "max_seconds": 0.0}, "gpu": {"max_runs": 50, "max_seconds": 10.0}}
+SETTLE = {"sim": RunCap(max_runs=0, max_seconds=0.0), "gpu": RunCap(max_runs=50, max_seconds=10.0)}
 # The simulator's time is the fastest of its timed runs (mlxsci.timing.timers.SimTimer),
 # and the fastest of more runs is steadier: runs that take little host time go
 # on past the minimum, up to this many runs or seconds of timed runs.
-EXTRA_RUNS = {"sim": {"max_runs": 15, "max_seconds": 0.5}, "gpu": None}
+EXTRA_RUNS: dict[str, RunCap | None] = {"sim": RunCap(max_runs=15, max_seconds=0.5), "gpu": None}
 
 
 # Input sets a size's warm-up and timed runs take in turn (mlxsci.worker.runs.Rotation):
@@ -62,17 +63,16 @@ def schedule_seeds(seed: int, size_index: int) -> list[int]:
 SANITIZER_SLOWDOWN = 4
 
 
-def sanitized_job(job: dict, n_warmup: int | None, n_measure: int | None) -> dict:
+def sanitized_job(job: SizeJob, n_warmup: int | None, n_measure: int | None) -> SizeJob:
     """A size's job for a run under compute-sanitizer: its timings mean
     nothing, so as few runs as the protocol allows (unless asked for more),
     timed by the wall clock, which needs no profiling interface beside the
     sanitizer's own (CUPTI under compute-sanitizer is untested here)."""
-    return dict(
-        job,
+    return job.but(
         timer="wall",
         n_warmup=n_warmup if n_warmup is not None else 1,
         n_measure=n_measure if n_measure is not None else 1,
-        settle={"max_runs": 0, "max_seconds": 0.0},
+        settle=RunCap(max_runs=0, max_seconds=0.0),
         extra_runs=None,
     )
 

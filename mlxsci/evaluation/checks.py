@@ -48,6 +48,7 @@ from mlxsci.evaluation.verdicts import NOISE_FLOOR
 from mlxsci.kernel.validate import validate
 from mlxsci.protocol import undefined_reads
 from mlxsci.protocol.exchange import MAX_SCHEDULES, schedule_file
+from mlxsci.protocol.jobs import SizeJob
 from mlxsci.protocol.outputs import outputs_digest, same_bits, unwritten_count
 from mlxsci.roofline.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.task import Size, Task
@@ -176,7 +177,7 @@ def check_size(
     device_name: str,
     ref: Reference | None = None,
     rotation_refs: list | None = None,
-    job: dict | None = None,
+    job: SizeJob | None = None,
 ) -> SizeResult:
     """Every integrity check of one size, against the trusted reference (loaded
     from the cache unless the caller already holds it), and the references of
@@ -214,19 +215,19 @@ def _check_size(
     device_name: str,
     ref: Reference | None,
     rotation_refs: list,
-    job: dict | None,
+    job: SizeJob | None,
 ) -> SizeResult:
     out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
     out.timings = result.get("timings", {})
     ref = ref or get_reference(task, size.params)
     out.tol = ref.tolerance
     verified = _load_npz(jobdir / "verified.npz")
-    if job and job.get("every_output"):
+    if job and job.every_output:
         result = own_findings(result, jobdir, verified, job)
     out.error, passed, kind = verdict(task.name, verified, ref, size.params)
     problems = _run_problems(task, size, result, jobdir, ref, out.flags)
     problems += _rotation_problems(task, size, result, jobdir, rotation_refs, out.flags)
-    if job and job.get("every_output"):
+    if job and job.every_output:
         problems += _unchecked_runs(result, jobdir, len(rotation_refs) + 1, out.flags)
     if not passed:
         problems.insert(0, f"{kind}={out.error:.4g} (tol={out.tol:.4g})")
@@ -257,10 +258,9 @@ def _check_size(
     return out
 
 
-def _dialect(job: dict | None) -> str:
+def _dialect(job: SizeJob | None) -> str:
     """The dialect the parent asked the backend for (its own job, not the worker's word)."""
-    options = (job or {}).get("backend_options")
-    return str(options.get("dialect", "metal")) if isinstance(options, dict) else "metal"
+    return job.dialect if job is not None else "metal"
 
 
 def _run_problems(
@@ -412,7 +412,7 @@ def implausibility(out: SizeResult) -> str | None:
     )
 
 
-def own_findings(result: dict, jobdir: Path, verified: dict, job: dict) -> dict:
+def own_findings(result: dict, jobdir: Path, verified: dict, job: SizeJob) -> dict:
     """The worker's result with what the parent can find out itself from the
     outputs the worker sent back (job "every_output", the simulator, where
     the worker's process runs the candidate's native code and so could
@@ -423,7 +423,7 @@ def own_findings(result: dict, jobdir: Path, verified: dict, job: dict) -> dict:
     second = _load_npz(jobdir / "second.npz")
     result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
     result["last_equals_verified"] = same_bits(_load_npz(jobdir / "last.npz"), verified)
-    planned = 1 + len(job.get("schedule_seeds") or ())
+    planned = 1 + len(job.schedule_seeds or ())
     told = result.get("schedules")
     told = told if isinstance(told, list) and len(told) == planned else [{}] * planned
     result["schedules"] = [

@@ -19,6 +19,9 @@ from mlxsci.backends import backend_class, backend_options, resolve_backend_name
 from mlxsci.evaluation.budget import DEFAULTS, input_seeds
 from mlxsci.evaluation.results import geometric_mean
 from mlxsci.evaluation.runner import candidate_worker
+from mlxsci.kernel.candidate import CandidateError, parse
+from mlxsci.kernel.plan import plan_candidate
+from mlxsci.protocol.jobs import CompareJob
 from mlxsci.storage.cache import cache_dir
 from mlxsci.storage.faults import check_after_failure, faults_raised
 from mlxsci.task import Size, load_task
@@ -66,24 +69,33 @@ def compare(
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     out: dict = {"timer": timer_name, "sizes": []}
     secret = secrets.randbits(62)
+    be = backend_class(backend_name)
+    dialect_name = options.get("dialect", be.dialect)
+    try:  # both passed their own evaluations, so this fails only when called otherwise
+        plans = tuple(
+            plan_candidate(parse(text, dialect=dialect_name, filename=name), task.kernels, name)
+            for text, name in zip((incumbent, candidate), filenames)
+        )
+    except (CandidateError, KeyError) as exc:
+        return {"timer": timer_name, "error": f"comparison failed: format error: {exc}"}
+    n_warmup = n_warmup if n_warmup is not None else warm
+    # interleaved pairs: at least 5 of each, to see the spread
+    n_measure = max(5, n_measure if n_measure is not None else measure)
     for size in sizes:
         if task.is_held_out(size) and not held_out:
             raise ValueError("a comparison never times held-out sizes")
-        job: dict = {
-            "compare": True,
-            "task": task.ref,
-            "sources": [incumbent, candidate],
-            "filenames": list(filenames),
-            "backend": backend_name,
-            "backend_options": options,
-            "params": size.params,
-            "timer": timer_name,
-            "n_warmup": n_warmup if n_warmup is not None else warm,
-            # interleaved pairs: at least 5 of each, to see the spread
-            "n_measure": max(5, n_measure if n_measure is not None else measure),
-        }
-        if task.takes_seed:
-            job["input_seeds"] = input_seeds(secret, job["n_warmup"], job["n_measure"])
+        seeds = input_seeds(secret, n_warmup, n_measure) if task.takes_seed else ()
+        job = CompareJob(
+            task=task.ref,
+            backend=backend_name,
+            backend_options=options,
+            plans=(plans[0], plans[1]),
+            params=size.params,
+            n_warmup=n_warmup,
+            n_measure=n_measure,
+            timer=timer_name,
+            input_seeds=tuple(seeds),
+        )
         with candidate_worker(task, backend_name, unsandboxed) as worker:
             result, jobdir, tail = worker.run(job, timeout or per_size)
         shutil.rmtree(jobdir, ignore_errors=True)

@@ -47,9 +47,11 @@ from mlxsci.evaluation.references import get_reference
 from mlxsci.evaluation.results import Evaluation, SizeResult, geometric_mean
 from mlxsci.evaluation.runner import candidate_worker
 from mlxsci.kernel import dialects
-from mlxsci.kernel.candidate import CandidateError, parse, to_kernel_spec
+from mlxsci.kernel.candidate import Candidate, CandidateError, parse
+from mlxsci.kernel.plan import CandidatePlan, plan_candidate
 from mlxsci.kernel.source import policy as source_policy
 from mlxsci.protocol.exchange import ARCHIVE_SLACK, OUTPUT_FILES, coverage_counts
+from mlxsci.protocol.jobs import SizeJob
 from mlxsci.roofline.ceilings import Roofline
 from mlxsci.roofline.store import load_or_measure
 from mlxsci.storage.cache import cache_dir
@@ -91,30 +93,35 @@ class Plan:
     param_overrides: dict | None
     # Set where evaluate(coverage=True) runs on a backend that measures it.
     coverage: CoverageTally | None = None
+    # The candidate parsed once (read_candidate): every size's job carries it.
+    candidate: CandidatePlan | None = None
+    # Why the candidate's param overrides cannot apply: the first size fails so.
+    override_error: str | None = None
 
-    def job(self, size: Size) -> dict:
+    def job(self, size: Size) -> SizeJob:
         """The size's job for the worker (mlxsci/worker/serve.py): the runs
         the protocol gives it on this backend unless asked for others; under
         compute-sanitizer as few as it allows (budget.sanitized_job)."""
+        assert self.candidate is not None  # read_candidate made it before any size
         warm, measure, _ = DEFAULTS[self.backend.profile]
-        job = {
-            "task": self.task.ref,
-            "source": self.source,
-            "filename": self.filename,
-            "backend": self.backend_name,
-            "backend_options": self.options,
-            "params": size.params,
-            "n_warmup": self.n_warmup if self.n_warmup is not None else warm,
-            "n_measure": self.n_measure if self.n_measure is not None else measure,
-            "param_overrides": self.param_overrides,
-            "timer": self.timer,
-            "settle": SETTLE[self.backend.profile],
-            "extra_runs": EXTRA_RUNS[self.backend.profile] if self.n_measure is None else None,
-        }
-        if self.coverage is not None:
+        extra = EXTRA_RUNS[self.backend.profile] if self.n_measure is None else None
+        job = SizeJob(
+            task=self.task.ref,
+            backend=self.backend_name,
+            backend_options=self.options,
+            plan=self.candidate,
+            params=size.params,
+            n_warmup=self.n_warmup if self.n_warmup is not None else warm,
+            n_measure=self.n_measure if self.n_measure is not None else measure,
+            timer=self.timer,
+            settle=SETTLE[self.backend.profile],
+            extra_runs=extra,
             # The counted run comes last; a size that used half its time
             # already skips it rather than risk its verdict on a timeout.
-            job["coverage"] = {"within_s": COVERAGE_TIME_SHARE * self.size_timeout()}
+            coverage_within_s=(
+                COVERAGE_TIME_SHARE * self.size_timeout() if self.coverage is not None else None
+            ),
+        )
         return sanitized_job(job, self.n_warmup, self.n_measure) if self.sanitize else job
 
     def size_timeout(self) -> float:
@@ -177,24 +184,44 @@ def candidate_refusal(task: Task, source: str, dialect: str, filename: str) -> s
     """Why the candidate cannot run at all, before any worker starts: a
     format error, the source policy's refusal (which ranks first), or a
     misfit with the task; None when it may run."""
+    return read_candidate(task, source, dialect, filename)[1]
+
+
+def read_candidate(
+    task: Task, source: str, dialect: str, filename: str
+) -> tuple[Candidate | None, str | None]:
+    """The candidate parsed, the one time an evaluation parses it, and why
+    it cannot run at all (candidate_refusal), None when it may."""
     try:
         cand = parse(source, dialect=dialect, filename=filename)
     except CandidateError as exc:
-        return f"format error: {exc}"
+        return None, f"format error: {exc}"
     why = misfit(cand, task, f"{filename}:")  # the source policy's refusal ranks first
-    return source_policy.refusal(cand, f"{filename}:") or (why and f"format error: {why}")
+    refusal = source_policy.refusal(cand, f"{filename}:") or (why and f"format error: {why}")
+    return cand, refusal
 
 
-def size_references(task, size: Size, job: dict, secret: int) -> tuple:
-    """The references a size's checks need, (first set's, [the other sets']),
-    and the job's input seeds set: one set per turn its runs reach
-    (mlxsci.evaluation.budget.input_seeds). A task whose make_inputs takes no seed has
-    its one fixed set (cached on disk)."""
+def plan_of(plan: Plan, cand: Candidate) -> None:
+    """The candidate's plan (mlxsci.kernel.plan) for `plan`'s sizes, or why
+    its param overrides cannot apply: as a worker reported it, a runtime
+    failure of the first size."""
+    try:
+        plan.candidate = plan_candidate(
+            cand, plan.task.kernels, plan.filename, plan.param_overrides
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        plan.override_error = f"runtime: {type(exc).__name__}: {exc}"
+
+
+def size_references(task, size: Size, job: SizeJob, secret: int) -> tuple:
+    """(the job with its input seeds, the first set's reference, [the other
+    sets']): one set per turn its runs reach (mlxsci.evaluation.budget.input_seeds).
+    A task whose make_inputs takes no seed has its one fixed set (cached on disk)."""
     if not task.takes_seed:
-        return get_reference(task, size.params), []
-    job["input_seeds"] = input_seeds(secret, job["n_warmup"], job["n_measure"])
-    refs = [get_reference(task, size.params, seed=s) for s in job["input_seeds"]]
-    return refs[0], refs[1:]
+        return job, get_reference(task, size.params), []
+    job = job.but(input_seeds=tuple(input_seeds(secret, job.n_warmup, job.n_measure)))
+    refs = [get_reference(task, size.params, seed=s) for s in job.input_seeds]
+    return job, refs[0], refs[1:]
 
 
 def run_size(
@@ -206,16 +233,19 @@ def run_size(
     Returns the size's result, or the compile or format error (a str) that
     ends the evaluation."""
     task, be = plan.task, plan.backend
-    job = plan.job(size)
+    if plan.override_error is not None:
+        message = f"runtime error at size {size.label}: {plan.override_error}"
+        return failed_size(size, task, message, "runtime")
     say(f"{task.name} {size.label}: reference")
-    ref, rotation_refs = size_references(task, size, job, secret)
-    if be.reorders_threads:  # the race check's other orders, drawn from the secret seed
-        job["schedule_seeds"] = schedule_seeds(secret, index)
-    if be.runs_candidate_natively:
+    job, ref, rotation_refs = size_references(task, size, plan.job(size), secret)
+    job = job.but(
+        # the race check's other orders, drawn from the secret seed
+        schedule_seeds=tuple(schedule_seeds(secret, index)) if be.reorders_threads else None,
         # The candidate's native code runs in the worker: the parent
         # finds out what it can from outputs (checks.own_findings).
-        job["every_output"] = True
-    job["output_bytes"] = ref.result_bytes(task)  # read no more than a run returns
+        every_output=be.runs_candidate_natively,
+        output_bytes=ref.result_bytes(task),  # read no more than a run returns
+    )
     under = f" under compute-sanitizer {plan.sanitize}" if plan.sanitize else ""
     say(f"{task.name} {size.label}: running on {plan.backend_name}{under}")
     result, jobdir, tail = worker.run(job, plan.size_timeout())
@@ -311,15 +341,15 @@ def judge_plausibility(ev: Evaluation, keep: bool) -> None:
         ev.score, ev.phi, ev.noise = 0.0, None, None
 
 
-def blame_machine_first(result: dict | None, job: dict, failure: str) -> None:
+def blame_machine_first(result: dict | None, job: SizeJob, failure: str) -> None:
     """A size that failed without a verdict of the parent's (the worker died,
     or reported an error) is the machine's fault, not the candidate's, when the
     machine cannot write what an evaluation writes: EnvironmentFault then
     (mlxsci/storage/faults.py). A run needs room in the temporary folder
     for every output file a worker may write at this size and the parent's
     copy of each."""
-    files = len(OUTPUT_FILES) + max(0, len(job.get("input_seeds") or ()) - 1)
-    need = 2 * files * (job["output_bytes"] + ARCHIVE_SLACK)
+    files = len(OUTPUT_FILES) + max(0, len(job.input_seeds) - 1)
+    need = 2 * files * (job.output_bytes + ARCHIVE_SLACK)
     check_after_failure(result, need, [cache_dir()], failure)
 
 
@@ -398,7 +428,9 @@ def evaluate(
     ev.sim_gpu = device.get("sim_gpu")  # the GPU the simulator modelled (None on a GPU)
     secret = input_seed if input_seed is not None else secrets.randbits(62)
     say = progress or (lambda msg: None)
-    why = candidate_refusal(task, plan.source, be.dialect, plan.filename)
+    cand, why = read_candidate(task, plan.source, be.dialect, plan.filename)
+    if cand is not None and not why:
+        plan_of(plan, cand)
     if coverage and be.measures_coverage:
         plan.coverage = CoverageTally.of(plan, refused=why)
     if why:  # it never reaches a worker
@@ -474,14 +506,9 @@ class CoverageTally:
         if refused:
             return cls(plan.filename, {}, f"the candidate never ran: {refused[:300]}")
         try:
-            cand = parse(plan.source, dialect=plan.backend.dialect, filename=plan.filename)
-            maps = {}
-            for k in plan.task.kernels:
-                spec = to_kernel_spec(
-                    cand, k.name, k.inputs, k.outputs,
-                    atomic_outputs=k.atomic_outputs, filename=plan.filename,
-                )  # fmt: skip
-                maps[k.name] = plan.backend.branch_map(spec)
+            if plan.candidate is None:  # its overrides did not apply: nothing runs
+                raise ValueError(plan.override_error)
+            maps = {k.name: plan.backend.branch_map(k.spec) for k in plan.candidate.kernels}
         except Exception as exc:  # noqa: BLE001 - coverage is evidence only
             return cls(plan.filename, {}, f"the kernels' arms could not be mapped: {exc}"[:300])
         if any(m is None for m in maps.values()):

@@ -34,19 +34,20 @@ from mlxsci.protocol.exchange import (
     open_folder,
     read_result,
 )
+from mlxsci.protocol.jobs import Job, SizeJob
 from mlxsci.sandbox.lifeline import open_lifeline
 
 
-def new_job_dir(job: dict, parent: Path | None = None) -> Path:
+def new_job_dir(job: Job, parent: Path | None = None) -> Path:
     """A fresh folder holding job.json, for a worker to run (in `parent`, else
     the system's temporary folder)."""
     jobdir = Path(tempfile.mkdtemp(prefix="mlxsci-job-", dir=parent))
-    (jobdir / "job.json").write_text(json.dumps(job))
+    (jobdir / "job.json").write_text(json.dumps(job.to_wire()))
     return jobdir
 
 
 def run_worker(
-    job: dict, timeout: float, sanitize: tuple[str, str] | None = None
+    job: SizeJob, timeout: float, sanitize: tuple[str, str] | None = None
 ) -> tuple[dict | None, Path, str]:
     """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
 
@@ -56,7 +57,7 @@ def run_worker(
     Interrupted (Ctrl-C, SIGTERM made an exception), it kills the worker and
     removes the job folder before the exception goes on."""
     jobdir = new_job_dir(job)
-    env = minimal_worker_env(job.get("backend", "cuda"))
+    env = minimal_worker_env(job.backend)
     argv = [sys.executable, "-m", "mlxsci.worker", str(jobdir)]
     passed: tuple[int, ...] = ()
     keep = None  # the lifeline's write end
@@ -108,7 +109,7 @@ def finish_worker(
     jobdir: Path,
     timeout: float,
     sanitize: tuple[str, str] | None,
-    job: dict,
+    job: SizeJob,
 ) -> tuple[dict | None, Path, str]:
     """run_worker's answer, once its process has ended or been killed for its
     time; `output` drains what it printed."""
@@ -159,7 +160,7 @@ class ProcessPerSize:
     def __exit__(self, *exc) -> None:
         pass
 
-    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+    def run(self, job: SizeJob, timeout: float) -> tuple[dict | None, Path, str]:
         return run_worker(job, timeout, self.sanitize)
 
     def end(self) -> None:

@@ -45,6 +45,7 @@ from mlxsci.protocol.exchange import (
     read_worker_file,
     remove_tree,
 )
+from mlxsci.protocol.jobs import CompareJob, Job, SizeJob
 from mlxsci.sandbox.lifeline import GOODBYE, open_lifeline
 from mlxsci.storage.faults import EnvironmentFault
 
@@ -142,7 +143,7 @@ class CandidateWorker:
         self.stderr = StderrTail(err_read)
         self.status = os.fdopen(read_end, "rb", buffering=0)
 
-    def run(self, job: dict, timeout: float) -> tuple[dict | None, Path, str]:
+    def run(self, job: Job, timeout: float) -> tuple[dict | None, Path, str]:
         """Run one size: (result or None, folder, stderr tail). The folder is
         the parent's own copy of what the worker wrote (its outputs, bounded):
         the worker's job folder, which it can write, is never read by name.
@@ -166,7 +167,7 @@ class CandidateWorker:
             remove_tree(jobdir)
 
     def hand_over(
-        self, jobdir: Path, dir_fd: int, job: dict, timeout: float
+        self, jobdir: Path, dir_fd: int, job: Job, timeout: float
     ) -> tuple[dict | None, str]:
         if self.ended:
             return None, f"the worker ended at an earlier size: {self.ended}"
@@ -180,7 +181,7 @@ class CandidateWorker:
             self.await_ready(deadline, timeout)
         # The job itself travels on the pipe: nothing the parent writes goes
         # into a folder the worker can write.
-        self.tell(json.dumps({"dir": str(jobdir), "job": job}) + "\n", deadline)
+        self.tell(json.dumps({"dir": str(jobdir), "job": job.to_wire()}) + "\n", deadline)
         said = self.wait_for_line(deadline)
         builds = 0
         while said is not None and said.startswith("build "):
@@ -280,7 +281,7 @@ class CandidateWorker:
             except (BrokenPipeError, OSError):  # it died: answered by the caller
                 return
 
-    def answer_build(self, dir_fd: int, name: str, deadline: float, job: dict) -> None:
+    def answer_build(self, dir_fd: int, name: str, deadline: float, job: Job) -> None:
         """Build the kernel variant a sandboxed worker asks for (its request
         file in the size's job folder) and tell it the library's path. Only a
         sandboxed worker asks; any other gets a refusal. What it may ask for
@@ -289,7 +290,7 @@ class CandidateWorker:
         data = None
         if self.sandbox_read is not None and re.fullmatch(r"build-\d{1,6}\.json", name):
             data = read_worker_file(dir_fd, name, variants.MAX_REQUEST_BYTES)
-        if data is None:
+        if data is None or not isinstance(job, (SizeJob, CompareJob)):
             reply: dict = {"error": {"kind": "compile", "message": "unexpected build request"}}
         else:
             reply = variants.serve_request(data, job, deadline)

@@ -80,6 +80,7 @@ from mlxsci.kernel.signature import ArgInfo, dtype_name
 from mlxsci.kernel.spec import CompileError, KernelFault
 from mlxsci.protocol import launch_wire
 from mlxsci.protocol.exchange import MESSAGE_CHARS, read_worker_file, remove_tree
+from mlxsci.protocol.jobs import Job, LaunchJob
 from mlxsci.storage.faults import EnvironmentFault, fault_of
 
 # Seconds one launch may take in the worker, its start, compile and the
@@ -129,7 +130,7 @@ class LaunchWorker(CandidateWorker):
         self.compile_seconds = 0.0
         self.inputs: list = []  # the bytes of the launch's inputs' file
 
-    def hand_over(self, jobdir, dir_fd: int, job: dict, timeout: float) -> tuple:
+    def hand_over(self, jobdir, dir_fd: int, job: Job, timeout: float) -> tuple:
         """The launch's inputs into its job folder's INPUTS_FILE (through the
         folder's descriptor: launch_wire.write_new_file), then the job."""
         try:
@@ -146,7 +147,7 @@ class LaunchWorker(CandidateWorker):
             self.kill()
             self.forget()
 
-    def answer_build(self, dir_fd: int, name: str, deadline: float, job: dict) -> None:
+    def answer_build(self, dir_fd: int, name: str, deadline: float, job: Job) -> None:
         """A build the worker asks for (variants.REMOTE): only the variant of
         the launch in flight, built here (serve_build)."""
         data = None
@@ -318,10 +319,7 @@ class WorkerKernel:
         for k, (entry, host) in enumerate(zip(packed.entries, hosts)):
             if entry["layout"] == "contiguous":  # a write to it comes back
                 expected[f"in_{k}"] = (host.dtype, host.shape)
-        job = {
-            "launch": launch,
-            "output_bytes": sum(d.itemsize * int(np.prod(s)) for d, s in expected.values()),
-        }
+        job = LaunchJob(launch, sum(d.itemsize * int(np.prod(s)) for d, s in expected.values()))
         if self.worker is None:
             self.worker = LaunchWorker(self.definition, self.sandboxed)
         worker = self.worker

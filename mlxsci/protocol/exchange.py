@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mlxsci.protocol import undefined_reads
 from mlxsci.protocol.bounded import CUT_NOTE, Drain
+from mlxsci.protocol.jobs import Job
 
 # How much of a worker's stderr a verdict may quote, and how much the parent
 # keeps of it at all: a candidate printing without end costs neither memory
@@ -110,7 +111,7 @@ def _numbers(value) -> bool:
     )
 
 
-def well_formed(result, job: dict) -> bool:
+def well_formed(result, job: Job) -> bool:
     """Whether a worker's result has the shape the parent's checks read: an
     error with a kind and a message, or the measured seconds (a comparison's
     two lists of them)."""
@@ -125,12 +126,12 @@ def well_formed(result, job: dict) -> bool:
             and (err.get("line") is None or type(err.get("line")) is int)
         )
     seconds = result.get("seconds")
-    if job.get("compare"):
+    if job.kind == "compare":
         return isinstance(seconds, list) and len(seconds) == 2 and all(map(_numbers, seconds))
     return _numbers(seconds) and bool(seconds)
 
 
-def read_result(dir_fd: int, job: dict) -> dict | None:
+def read_result(dir_fd: int, job: Job) -> dict | None:
     """A worker's result.json, or None when it is missing, larger than
     RESULT_BYTES, not JSON or not of the shape its job's results have (the
     size then fails; the parent lives on)."""
@@ -190,18 +191,18 @@ OUTPUT_FILES = ("verified.npz", "second.npz", "last.npz") + tuple(
 ARCHIVE_SLACK = 1 << 20
 
 
-def copy_outputs(dir_fd: int, result: dict | None, job: dict) -> Path:
+def copy_outputs(dir_fd: int, result: dict | None, job: Job) -> Path:
     """A folder of the parent's own (not writable by the worker) holding a
     copy of each output file the worker left, read through `dir_fd` and no
-    larger than the task's outputs at this size (job["output_bytes"], which
+    larger than the task's outputs at this size (job.output_bytes, which
     the parent computed from the reference) plus archive headers; a file
     that is not so is left out, and the checks fail the size for it."""
     folder = Path(tempfile.mkdtemp(prefix="mlxsci-checked-"))
-    if result is None or "error" in result or "compare" in job:
+    if result is None or "error" in result or job.kind == "compare":
         return folder
-    limit = int(job.get("output_bytes", 0)) + ARCHIVE_SLACK
+    limit = job.output_bytes + ARCHIVE_SLACK
     # and the last timed run of each input set after the first (mlxsci.worker.runs.Rotation)
-    rotated = [f"timed_{k}.npz" for k in range(1, len(job.get("input_seeds") or ()))]
+    rotated = [f"timed_{k}.npz" for k in range(1, len(job.input_seeds))]
     for name in (*OUTPUT_FILES, *rotated):
         data = read_worker_file(dir_fd, name, limit)
         if data is not None:

@@ -36,6 +36,7 @@ from mlxsci.kernel.signature import dtype_name
 from mlxsci.kernel.spec import CompileError, KernelFault, KernelSpec
 from mlxsci.protocol import launch_wire
 from mlxsci.protocol.exchange import MESSAGE_CHARS
+from mlxsci.protocol.jobs import LaunchJob
 from mlxsci.storage.faults import EnvironmentFault
 
 # One backend per dialect, one SimKernel per spec: a kernel's variants are
@@ -121,12 +122,12 @@ def kernel_for(spec: KernelSpec):
     return kernel
 
 
-def run_launch(job: dict, outdir: Path) -> dict:
-    """The launch of job["launch"]: its result for result.json, its outputs
+def run_launch(job: LaunchJob, outdir: Path) -> dict:
+    """The launch of job.launch: its result for result.json, its outputs
     in outdir/verified.npz."""
     started = time.perf_counter()
     try:
-        launch = job["launch"]
+        launch = job.launch
         fields = dict(launch["spec"])
         fields["input_names"] = tuple(fields["input_names"])
         fields["output_names"] = tuple(fields["output_names"])

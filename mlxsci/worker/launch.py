@@ -16,9 +16,10 @@ import numpy as np
 
 from mlxsci.backends.base import Backend
 from mlxsci.kernel import in_place
-from mlxsci.kernel.candidate import Candidate, template_args, to_kernel_spec
+from mlxsci.kernel.candidate import Candidate
 from mlxsci.kernel.launch_expr import launch_dims
 from mlxsci.kernel.launch_limits import check_launch
+from mlxsci.kernel.plan import CandidatePlan, plan_candidate
 from mlxsci.task import Task
 
 
@@ -27,21 +28,38 @@ def mx_dtype(name: str):
 
 
 def launch_shapes(
-    task: Task, candidate: Candidate, params: dict, param_overrides: dict | None = None
+    task: Task,
+    candidate: Candidate | CandidatePlan,
+    params: dict,
+    param_overrides: dict | None = None,
 ) -> dict:
     """Kernel name -> (grid, threadgroup) of `candidate` at the size `params`:
     its launch expressions, else the task's, over the size's integers and the
     candidate's params."""
+    plan = as_plan(candidate, task, param_overrides)
     names = dict(task.launch_names(params))
-    names.update(candidate.param_values(param_overrides))
+    names.update(plan.param_values)
     shapes = {}
     for contract in task.kernels:
-        block = candidate.kernel(contract.name)
+        kernel = plan.kernel(contract.name)
         shapes[contract.name] = (
-            launch_dims(block.grid or contract.grid, names),
-            launch_dims(block.threadgroup or contract.threadgroup, names),
+            launch_dims(kernel.grid or contract.grid, names),
+            launch_dims(kernel.threadgroup or contract.threadgroup, names),
         )
     return shapes
+
+
+def as_plan(
+    candidate: Candidate | CandidatePlan,
+    task: Task,
+    param_overrides: dict | None = None,
+    filename: str = "<candidate>",
+) -> CandidatePlan:
+    """The plan a launch works from: the one the parent made (the worker's
+    case), or one made here from a parsed candidate (scripts, tests, the API)."""
+    if isinstance(candidate, CandidatePlan):
+        return candidate
+    return plan_candidate(candidate, task.kernels, filename, param_overrides)
 
 
 class Launcher:
@@ -49,33 +67,26 @@ class Launcher:
         self,
         backend: Backend,
         task: Task,
-        candidate: Candidate,
+        candidate: Candidate | CandidatePlan,
         params: dict,
         filename: str = "<candidate>",
         param_overrides: dict | None = None,
     ):
+        plan = as_plan(candidate, task, param_overrides, filename)
         self.task = task
         self.backend = backend
         self.init_value: float | None = None
         self.counters: dict = {}  # value -> 0-d uint32 device array (see counter)
-        self.template = template_args(candidate, param_overrides) or None
+        self.template = list(plan.template) or None
         self.kernels, self.grid, self.threadgroup = {}, {}, {}
         # kernel name -> its `//! inplace` (output, input) pairs
-        self.in_place = {k.name: k.in_place for k in candidate.kernels if k.in_place}
+        self.in_place = {k.name: k.in_place for k in plan.kernels if k.in_place}
         self.copy = backend.kernel(in_place.copy_spec(backend.dialect)) if self.in_place else None
         # Launch shapes are fixed per size, so evaluate and check them once, up
         # front: a bad expression or a launch over a limit fails before any kernel runs.
-        shapes = launch_shapes(task, candidate, params, param_overrides)
+        shapes = launch_shapes(task, plan, params)
         for contract in task.kernels:
-            spec = to_kernel_spec(
-                candidate,
-                contract.name,
-                contract.inputs,
-                contract.outputs,
-                atomic_outputs=contract.atomic_outputs,
-                filename=filename,
-            )
-            self.kernels[contract.name] = backend.kernel(spec)
+            self.kernels[contract.name] = backend.kernel(plan.kernel(contract.name).spec)
             grid, threadgroup = shapes[contract.name]
             check_launch(backend.dialect, contract.name, grid, threadgroup)
             self.grid[contract.name], self.threadgroup[contract.name] = grid, threadgroup

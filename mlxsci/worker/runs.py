@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
+from mlxsci.protocol.jobs import CompareJob, RunCap, SizeJob
 from mlxsci.protocol.outputs import input_checksums, outputs_digest, to_numpy
 from mlxsci.timing.timers import Work, default_timer_name, make_timer, settle
 
@@ -66,21 +67,19 @@ class Rotation:
         return timing
 
 
-def warm_up(timer, rotation: Rotation, job: dict) -> dict:
+def warm_up(timer, rotation: Rotation, job: SizeJob) -> dict:
     """Warm-up runs after the first (compiling) one: at least n_warmup - 1, then
     on until timings settle (GPU clocks ramp), within the job's caps."""
-    extra = max(0, job["n_warmup"] - 1)
-    cap = job.get("settle") or {"max_runs": extra, "max_seconds": 0.0}
+    extra = max(0, job.n_warmup - 1)
+    cap = job.settle or RunCap(max_runs=extra, max_seconds=0.0)
     return settle(
         lambda: rotation.time(timer).seconds,
         min_runs=extra,
-        max_runs=max(extra, cap["max_runs"]),
-        max_seconds=cap["max_seconds"],
+        max_runs=max(extra, cap.max_runs),
+        max_seconds=cap.max_seconds,
     )
 
 
-def job_timer(job: dict, backend, task):
+def job_timer(job: SizeJob | CompareJob, backend, task):
     """The timer the job asks for, else the backend's own (mlxsci.timing.timers)."""
-    return make_timer(
-        job.get("timer") or default_timer_name(backend.name), backend, task.kernel_names
-    )
+    return make_timer(job.timer or default_timer_name(backend.name), backend, task.kernel_names)

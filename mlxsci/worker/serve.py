@@ -67,10 +67,11 @@ import numpy as np
 from mlxsci import sandbox
 from mlxsci.backends import get_backend
 from mlxsci.backends.sim import variants
-from mlxsci.kernel.candidate import CandidateError, parse
+from mlxsci.kernel.candidate import CandidateError
 from mlxsci.kernel.launch_expr import LaunchExprError
 from mlxsci.kernel.spec import CompileError, KernelFault
 from mlxsci.protocol.exchange import MAX_SCHEDULES, MESSAGE_CHARS, cut_texts, schedule_file
+from mlxsci.protocol.jobs import CompareJob, LaunchJob, SizeJob, job_from_wire
 from mlxsci.protocol.outputs import (
     SENTINEL_A,
     SENTINEL_B,
@@ -96,14 +97,14 @@ SCHEDULE_NAMES = {FORWARD_SCHEDULE: "forward", REVERSED_SCHEDULE: "reversed"}
 SHUFFLED_RUNS = 2
 
 
-def schedule_plan(job: dict, backend) -> list[tuple[int, int | None]]:
+def schedule_plan(job: SizeJob, backend) -> list[tuple[int, int | None]]:
     """The other schedules' (schedule, seed): reversed (forward where
     MLXSCI_SIM_SCHEDULE made reversed the backend's own), then shuffled by
     each seed of job["schedule_seeds"] (else SHUFFLED_RUNS fresh ones)."""
     other = FORWARD_SCHEDULE if backend.schedule == REVERSED_SCHEDULE else REVERSED_SCHEDULE
-    seeds = job.get("schedule_seeds")
-    if not (isinstance(seeds, list) and all(type(s) is int and 0 <= s < 1 << 64 for s in seeds)):
-        seeds = [secrets.randbits(63) for _ in range(SHUFFLED_RUNS)]
+    seeds = job.schedule_seeds
+    if seeds is None or not all(type(s) is int and 0 <= s < 1 << 64 for s in seeds):
+        seeds = tuple(secrets.randbits(63) for _ in range(SHUFFLED_RUNS))
     return [(other, None), *((SHUFFLED_SCHEDULE, s) for s in seeds)][:MAX_SCHEDULES]
 
 
@@ -112,7 +113,7 @@ def schedule_name(schedule: int, seed: int | None) -> str:
     return f"shuffled (seed {seed})" if seed is not None else SCHEDULE_NAMES.get(schedule, "?")
 
 
-def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verified: dict):
+def run_schedules(job: SizeJob, work: Work, inputs: dict, launcher, backend, verified: dict):
     """The first verification run again (same poison) under each schedule of
     schedule_plan (SimBackend.schedule; a shuffled one's seed in
     SimBackend.schedule_seed, one step on per launch): a GPU orders neither
@@ -143,7 +144,7 @@ def run_schedules(job: dict, work: Work, inputs: dict, launcher, backend, verifi
         order = SCHEDULE_NAMES.get(schedule, "shuffled")
         records.append({"order": order, "seed": seed, "equals_verified": same})
         # every one when the parent compares them itself (job "every_output")
-        differing.append(None if same and not job.get("every_output") else outputs)
+        differing.append(None if same and not job.every_output else outputs)
     return records, differing
 
 
@@ -177,7 +178,7 @@ def unwritten_threadgroup_run(work: Work, inputs: dict, launcher, backend, verif
 
 
 def coverage_run(
-    job: dict, work: Work, inputs: dict, launcher, backend, verified: dict, started: float
+    job: SizeJob, work: Work, inputs: dict, launcher, backend, verified: dict, started: float
 ) -> dict:
     """One more run of the pipeline on the first input set with the kernels'
     counted variants (Backend.count_branches: they count how often each arm
@@ -187,7 +188,7 @@ def coverage_run(
     whether its outputs equal the verified run's bit for bit}, or {"error":
     why there are no counts} (a build or a fault of the counted variant, or
     too little of the size's time left: job["coverage"]["within_s"])."""
-    within = (job.get("coverage") or {}).get("within_s")
+    within = job.coverage_within_s
     if isinstance(within, (int, float)) and time.monotonic() - started > within:
         return {"error": "too little of the size's time left for the counted run"}
     backend.count_branches = True
@@ -226,7 +227,7 @@ def error_fields(exc: BaseException, backend) -> dict:
     }
 
 
-def run_job(job: dict, outdir: Path) -> dict:
+def run_job(job: SizeJob, outdir: Path) -> dict:
     """One size of the protocol (this module's docstring), phase by phase
     (result["phase"] says which one a failure met), its result for
     result.json; the outputs the parent checks go to `outdir`."""
@@ -235,24 +236,21 @@ def run_job(job: dict, outdir: Path) -> dict:
     result: dict = {"phase": "setup", "timings": timings}
     backend = timer = None
     try:
-        task = load_task(job["task"])
-        params = job["params"]
-        backend = get_backend(job["backend"], **job.get("backend_options", {}))
+        task = load_task(job.task)
+        params = job.params
+        backend = get_backend(job.backend, **job.backend_options)
         # What a modelled clock samples is drawn from the evaluation's secret
         # seed: unknown to the candidate, the same when the seed is replayed.
-        backend.seed_timing((job.get("input_seeds") or [None])[0])
-        candidate = parse(job["source"], dialect=backend.dialect, filename=job["filename"])
+        backend.seed_timing(job.input_seeds[0] if job.input_seeds else None)
         timer = job_timer(job, backend, task)
 
         result["phase"] = "inputs"
         sets = input_sets(job, task, params, backend, result, timings)
         inputs = sets[0]  # the first set is also the verification runs' inputs
-        launcher = Launcher(
-            backend, task, candidate, params, job["filename"], job.get("param_overrides")
-        )
+        launcher = Launcher(backend, task, job.plan, params)
         work = pipeline_work(task, launcher, inputs, params, backend)
-        every_output = bool(job.get("every_output"))  # the parent checks them itself
-        rotation = Rotation(work, sets, digests=every_output)
+        # every run's digest where the parent checks the outputs itself
+        rotation = Rotation(work, sets, digests=job.every_output)
 
         result["phase"] = "compile"
         t = time.perf_counter()
@@ -274,7 +272,7 @@ def run_job(job: dict, outdir: Path) -> dict:
         verified, second, other_orders = verification_runs(
             job, work, sets, launcher, backend, result, timings
         )
-        if job.get("coverage"):
+        if job.wants_coverage:
             result["phase"] = "coverage"
             result["coverage"] = coverage_run(
                 job, work, inputs, launcher, backend, verified, started
@@ -290,12 +288,14 @@ def run_job(job: dict, outdir: Path) -> dict:
     return result
 
 
-def input_sets(job: dict, task, params: dict, backend, result: dict, timings: dict) -> list:
+def input_sets(
+    job: SizeJob | CompareJob, task, params: dict, backend, result: dict, timings: dict
+) -> list:
     """One input set per seed the job names (else the task's fixed inputs),
     on the device; their checksums go in the result."""
     t = time.perf_counter()
     sets, checksums = [], []
-    for seed in job.get("input_seeds") or [None]:
+    for seed in job.input_seeds or (None,):
         one, sums = device_inputs(task, params, backend, seed)
         sets.append(one)
         checksums.append(sums)
@@ -305,19 +305,17 @@ def input_sets(job: dict, task, params: dict, backend, result: dict, timings: di
     return sets
 
 
-def timed_runs(job: dict, timer, rotation: Rotation, result: dict, timings: dict) -> tuple:
+def timed_runs(job: SizeJob, timer, rotation: Rotation, result: dict, timings: dict) -> tuple:
     """The timed runs (n_measure, then more of the cheap ones within the job's
     extra_runs budget): their seconds, the timer's record, the noise and the
     per-kernel breakdown go in the result. Returns the outputs of the last
     timed run on the first input set and on each other (None for a set no
     timed run took), on the host."""
     t = time.perf_counter()
-    timed = [rotation.time(timer) for _ in range(job["n_measure"])]
+    timed = [rotation.time(timer) for _ in range(job.n_measure)]
     # Cheap runs: more of them, within a budget, where more runs steady the time.
-    extra = job.get("extra_runs") if timer.more_runs_help else None
-    while (
-        extra and len(timed) < extra["max_runs"] and time.perf_counter() - t < extra["max_seconds"]
-    ):
+    extra = job.extra_runs if timer.more_runs_help else None
+    while extra and len(timed) < extra.max_runs and time.perf_counter() - t < extra.max_seconds:
         timed.append(rotation.time(timer))
     timings["timed"] = time.perf_counter() - t
     result["seconds"] = [x.seconds for x in timed]
@@ -336,7 +334,7 @@ def timed_runs(job: dict, timer, rotation: Rotation, result: dict, timings: dict
 
 
 def verification_runs(
-    job: dict, work: Work, sets: list, launcher, backend, result: dict, timings: dict
+    job: SizeJob, work: Work, sets: list, launcher, backend, result: dict, timings: dict
 ) -> tuple:
     """The two verification runs on the first input set, outputs poisoned
     with two different sentinels (the unwritten counts go in the result);
@@ -414,7 +412,7 @@ def write_outputs(
             np.savez(outdir / schedule_file(k), **outputs)
 
 
-def run_compare(job: dict, outdir: Path) -> dict:
+def run_compare(job: CompareJob, outdir: Path) -> dict:
     """Time two correct candidates at one size, interleaved in this one process
     (same inputs, same device state, same clocks): warm both, then rounds of
     A B / B A so drift in either direction hits both alike. Correctness is
@@ -422,30 +420,27 @@ def run_compare(job: dict, outdir: Path) -> dict:
     result: dict = {"phase": "setup"}
     backend = timer = None
     try:
-        task = load_task(job["task"])
-        params = job["params"]
-        backend = get_backend(job["backend"], **job.get("backend_options", {}))
+        task = load_task(job.task)
+        params = job.params
+        backend = get_backend(job.backend, **job.backend_options)
         timer = job_timer(job, backend, task)
         result["phase"] = "inputs"
-        sets = [
-            device_inputs(task, params, backend, s)[0] for s in job.get("input_seeds") or [None]
-        ]
+        sets = [device_inputs(task, params, backend, s)[0] for s in job.input_seeds or (None,)]
         works = []
-        for source, filename in zip(job["sources"], job["filenames"]):
-            candidate = parse(source, dialect=backend.dialect, filename=filename)
-            launcher = Launcher(backend, task, candidate, params, filename)
+        for plan in job.plans:
+            launcher = Launcher(backend, task, plan, params)
             works.append(pipeline_work(task, launcher, sets[0], params, backend))
         result["phase"] = "warmup"
         for work in works:
             work.wait(work.enqueue(sets[0]))
         # Both take the same input sets in the same turn (Rotation).
         rotations = [Rotation(work, sets) for work in works]
-        for _ in range(max(1, job["n_warmup"] - 1)):
+        for _ in range(max(1, job.n_warmup - 1)):
             for rotation in rotations:
                 rotation.time(timer)
         result["phase"] = "timed"
         seconds: list = [[], []]
-        for k in range(job["n_measure"]):
+        for k in range(job.n_measure):
             order = (0, 1) if k % 2 == 0 else (1, 0)
             for i in order:
                 seconds[i].append(rotations[i].time(timer).seconds)
@@ -460,14 +455,15 @@ def run_compare(job: dict, outdir: Path) -> dict:
     return result
 
 
-def run_one(outdir: Path, job: dict | None = None) -> None:
-    """`job` (else the one in outdir/job.json), its result written to
-    outdir/result.json."""
-    if job is None:
-        job = json.loads((outdir / "job.json").read_text())
-    if job.get("launch") is not None:  # one launch of an isolated mlxsci.fast kernel
+def run_one(outdir: Path, wire: dict | None = None) -> None:
+    """The job on the wire `wire` (else the one in outdir/job.json), its
+    result written to outdir/result.json."""
+    if wire is None:
+        wire = json.loads((outdir / "job.json").read_text())
+    job = job_from_wire(wire)
+    if isinstance(job, LaunchJob):  # one launch of an isolated mlxsci.fast kernel
         result = run_launch(job, outdir)
-    elif job.get("compare"):
+    elif isinstance(job, CompareJob):
         result = run_compare(job, outdir)
     else:
         result = run_job(job, outdir)
@@ -536,7 +532,7 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
             if builds is not None:
                 builds.jobdir = outdir
             run_one(outdir, handed["job"])
-            if handed["job"].get("launch") is None:  # a size, not one launch (~10 ms)
+            if handed["job"].get("kind") != "launch":  # a size, not one launch (~10 ms)
                 release_memory()
             status.write("done\n")
     # End of stdin: the parent said goodbye on the lifeline first, or it is

@@ -3,6 +3,7 @@ rule is shown to bite on its own (no kernel needed)."""
 
 import numpy as np
 import pytest
+from helpers import size_job
 
 from mlxsci.evaluation.budget import input_seeds
 from mlxsci.evaluation.checks import check_size, plausible_limit
@@ -248,7 +249,7 @@ def worker_says_all_is_well(tmp_path, refs, verified, second, last, schedules):
     return result
 
 
-SIM_JOB = {"every_output": True, "schedule_seeds": [5]}
+SIM_JOB = size_job("saxpy", every_output=True, schedule_seeds=(5,))
 
 
 def check_sim(result, tmp_path, refs):

@@ -27,6 +27,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from helpers import size_job
 
 from mlxsci.evaluation.redaction import WORKER_TEXT_BYTES, worker_text
 from mlxsci.protocol import exchange as worker_io
@@ -119,7 +120,7 @@ FLOOD_WORKER = textwrap.dedent(f"""
             for _ in range({FLOOD_MB}):
                 os.write(fd, chunk)
         os.write(2, b"its last words\\n")
-        if handed["job"].get("compare"):
+        if handed["job"].get("kind") == "compare":
             result = {{"seconds": [[1e-3] * 5, [2e-3] * 5]}}
         else:
             result = {{"seconds": [1e-3]}}
@@ -167,8 +168,10 @@ def test_a_flooding_worker_leaves_its_parent_a_tail_only(tmp_path):
             CandidateWorker.command = (sys.executable, {str(tmp_path / "worker.py")!r})
 
         def act():
+            from mlxsci.protocol.jobs import LaunchJob
+
             with CandidateWorker() as worker:
-                result, _folder, tail = worker.run({{}}, 300)
+                result, _folder, tail = worker.run(LaunchJob({{}}, 0), 300)
             return {{"result": result, "tail": tail}}
         """,
     )
@@ -194,8 +197,11 @@ def test_a_flooding_worker_per_size_leaves_its_parent_a_tail_only(tmp_path):
             sys.executable = {str(flood)!r}
 
         def act():
+            sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+            from helpers import size_job
+
             with ProcessPerSize(None) as runner:
-                result, _jobdir, tail = runner.run({{"backend": "sim"}}, 300)
+                result, _jobdir, tail = runner.run(size_job(), 300)
             return {{"result": result, "tail": tail}}
         """,
     )
@@ -363,7 +369,7 @@ def test_a_result_message_is_kept_in_part(tmp_path):
     )
     fd = worker_io.open_folder(tmp_path)
     try:
-        result = worker_io.read_result(fd, {})
+        result = worker_io.read_result(fd, size_job())
     finally:
         os.close(fd)
     assert result is not None and result["error"]["kind"] == "runtime"

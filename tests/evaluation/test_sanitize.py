@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import size_job
 
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.budget import mark_sanitized, sanitized_job
@@ -34,6 +35,7 @@ from mlxsci.evaluation.sanitizer import (
     tool_problems,
     verdict,
 )
+from mlxsci.protocol.jobs import RunCap
 
 SAXPY_FN = (
     "mlx::core::cu::custom_kernel_saxpy(const float *, const float *, const float *, "
@@ -216,36 +218,30 @@ def fake_sanitizer(tmp_path, monkeypatch):
 
 def test_a_reported_fault_is_the_workers_verdict(fake_sanitizer):
     exe = fake_sanitizer(MEMCHECK_OOB, result={"seconds": [1e-3]})  # the worker "passed"
-    result, jobdir, _ = run_worker({"task": "saxpy"}, 60, ("memcheck", exe))
+    result, jobdir, _ = run_worker(size_job("saxpy", backend="cuda"), 60, ("memcheck", exe))
     assert result["error"]["kind"] == "memcheck"
     assert "Invalid __global__ write of size 4 bytes in kernel saxpy" in result["error"]["message"]
 
 
 def test_a_clean_report_keeps_the_workers_result(fake_sanitizer):
     exe = fake_sanitizer(MEMCHECK_CLEAN, result={"seconds": [1e-3]})
-    result, _, _ = run_worker({"task": "saxpy"}, 60, ("memcheck", exe))
+    result, _, _ = run_worker(size_job("saxpy", backend="cuda"), 60, ("memcheck", exe))
     assert result == {"seconds": [1e-3]}
 
 
 def test_a_worker_that_died_under_a_failing_tool_says_so(fake_sanitizer):
     exe = fake_sanitizer(TOOL_FAILED)
-    result, _, tail = run_worker({"task": "saxpy"}, 60, ("memcheck", exe))
+    result, _, tail = run_worker(size_job("saxpy", backend="cuda"), 60, ("memcheck", exe))
     assert result is None and "No attachable process found" in tail
 
 
 def test_sanitized_job_and_result():
     job = sanitized_job(
-        {
-            "timer": "cupti",
-            "n_warmup": 3,
-            "n_measure": 10,
-            "settle": {"max_runs": 50, "max_seconds": 10.0},
-            "extra_runs": None,
-        },
+        size_job("saxpy", timer="cupti", n_warmup=3, n_measure=10, settle=RunCap(50, 10.0)),
         None,
         None,
     )
-    assert (job["timer"], job["n_warmup"], job["n_measure"]) == ("wall", 1, 1)
+    assert (job.timer, job.n_warmup, job.n_measure) == ("wall", 1, 1)
     ev = Evaluation(
         "saxpy",
         "cuda",

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+from helpers import size_job
 
 from mlxsci.evaluation.checks import check_size
 from mlxsci.evaluation.references import get_reference
@@ -154,12 +155,12 @@ def test_read_result_drops_a_malformed_record_and_keeps_a_good_one(tmp_path):
     (tmp_path / "result.json").write_text(json.dumps(good))
     fd = open_folder(tmp_path)
     try:
-        assert read_result(fd, {})["undefined_reads"] == record()
+        assert read_result(fd, size_job())["undefined_reads"] == record()
         for bad in (record(op=ESC), {"count": 3, "first": {"deep": [[[[[]]]]] * 1000}}):
             (tmp_path / "result.json").write_text(
                 json.dumps({"seconds": [0.01], "undefined_reads": bad})
             )
-            got = read_result(fd, {})
+            got = read_result(fd, size_job())
             assert got is not None and "undefined_reads" not in got
     finally:
         os.close(fd)
@@ -171,7 +172,7 @@ def test_threadgroup_memory_read_before_written_is_named_in_the_dialects_words(t
     result["unwritten_threadgroup"] = {"outputs_change": True}
     roof = Roofline("sim", {"name": "test"}, [[1024, 10.0], [2**30, 10.0]], 100.0, "now")
     for dialect, memory in (("metal", "threadgroup"), ("cuda", "__shared__")):
-        job = {"backend_options": {"dialect": dialect}}
+        job = size_job("saxpy", dialect=dialect, filename=f"seed.{dialect}")
         res = check_size(TASK, SIZE, result, tmp_path, roof, "sim", "t", job=job)
         assert f"; the result depends on {memory} memory read before it was written" in (
             res.fail_reason

@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 import uuid
+from dataclasses import dataclass
 
 import pytest
 from click.testing import CliRunner
@@ -123,6 +124,23 @@ def test_a_hang_at_one_size_times_out_that_size_only(libc_exit_allowed):
 
 # ------------------------------------------------------------ a stand-in worker
 # Speaks mlxsci.worker's --serve protocol; what it does at each size comes from
+
+
+@dataclass(frozen=True)
+class ActJob:
+    """A stand-in's job: what the stand-in worker is to do, on the wire as "act"
+    (the fields the parent's exchange reads of any job are a size's)."""
+
+    act: str
+    output_bytes: int = 0
+    kind: str = "size"
+    input_seeds: tuple = ()
+    every_output: bool = False
+
+    def to_wire(self) -> dict:
+        return {"kind": self.kind, "act": self.act}
+
+
 # the job ("act"): "ok", "exit" (dies without a result), "hang", "slow" (takes
 # 1.5 s, then answers), "die_after_result" (writes the result, then dies), and
 # "linger" (answers, then ignores the end of stdin), and what a hostile worker
@@ -188,7 +206,7 @@ def run_acts(acts: list[str], timeout: float = 10.0) -> list[tuple]:
     answers = []
     with CandidateWorker() as worker:
         for act in acts:
-            result, jobdir, tail = worker.run({"act": act}, timeout)
+            result, jobdir, tail = worker.run(ActJob(act), timeout)
             answers.append((result, tail))
             if result is None:
                 break
@@ -226,8 +244,8 @@ def test_each_size_has_its_own_time_limit(standin):
 
 def test_a_size_after_a_dead_process_is_refused_not_run(standin):
     with CandidateWorker() as worker:
-        assert worker.run({"act": "exit"}, 10)[0] is None
-        result, _, tail = worker.run({"act": "ok", "seconds": [0.001]}, 10)
+        assert worker.run(ActJob("exit"), 10)[0] is None
+        result, _, tail = worker.run(ActJob("ok"), 10)
     assert result is None and tail.startswith("the worker ended at an earlier size")
     assert [h["act"] for h in standin()] == ["exit"]
 
@@ -245,7 +263,7 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
     monkeypatch.setattr("mlxsci.evaluation.runner.CLOSE_GRACE_SECONDS", 0.5)
     with CandidateWorker() as worker:
-        assert worker.run({"act": "linger", "seconds": [0.001]}, 10)[0] == {
+        assert worker.run(ActJob("linger"), 10)[0] == {
             "act": "linger",
             "seconds": [0.001],
         }
@@ -337,7 +355,7 @@ def hostile(tmp_path, monkeypatch):
 
 def run_hostile(act: str) -> tuple:
     with CandidateWorker(sandbox_read=[]) as worker:  # sandboxed: it may ask for builds
-        result, folder, tail = worker.run({"act": act, "output_bytes": 1000}, 10)
+        result, folder, tail = worker.run(ActJob(act, output_bytes=1000), 10)
         return result, sorted(p.name for p in folder.iterdir()), tail
 
 

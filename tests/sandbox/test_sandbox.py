@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import kernel_rules_off
+from helpers import kernel_rules_off, size_job
 
 from mlxsci import sandbox
 from mlxsci.evaluation.evaluator import evaluate
@@ -471,12 +471,8 @@ def test_watching_files_kills_after_the_seal(tmp_path, call):
 
 
 # ------------------------------------------------------- the build channel
-def build_job() -> dict:
-    from mlxsci.task import load_task
-
-    seed = load_task("saxpy").seed("metal")
-    return {"task": "saxpy", "source": seed, "filename": "seed.metal",
-            "backend_options": {"dialect": "metal"}}  # fmt: skip
+def build_job():
+    return size_job("saxpy")
 
 
 def saxpy_request(**changes) -> bytes:
@@ -487,10 +483,9 @@ def saxpy_request(**changes) -> bytes:
     from mlxsci.kernel.signature import ArgInfo
     from mlxsci.task import load_task
 
-    job = build_job()
     k = load_task("saxpy").kernel("saxpy")
-    spec = to_kernel_spec(parse(job["source"], dialect="metal"), "saxpy", k.inputs, k.outputs,
-                          filename=job["filename"])  # fmt: skip
+    spec = to_kernel_spec(parse(load_task("saxpy").seed("metal"), dialect="metal"), "saxpy",
+                          k.inputs, k.outputs, filename="seed.metal")  # fmt: skip
     spec = dataclasses.replace(spec, **changes)
     infos = [ArgInfo("float32", (8,)), ArgInfo("float32", (8,)), ArgInfo("float32", ()),
              ArgInfo("uint32", ())]  # fmt: skip
@@ -533,7 +528,7 @@ def test_in_place_builds_are_only_those_of_an_in_place_candidate():
             "//! threadgroup = (256, 1, 1)\n//! inplace y_out = y\n",
         )
     )
-    job = dict(build_job(), source=source, filename="in_place.metal")
+    job = size_job("saxpy", source, filename="in_place.metal")
     k = load_task("saxpy").kernel("saxpy")
     spec = to_kernel_spec(parse(source, dialect="metal"), "saxpy", k.inputs, k.outputs,
                           filename="in_place.metal")  # fmt: skip

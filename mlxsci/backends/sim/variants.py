@@ -25,6 +25,7 @@ from typing import Any
 from mlxsci.backends.sim import build, coverage, language_rules, profile, toolchain
 from mlxsci.kernel.signature import METAL_TYPES, ArgInfo, dtype_name
 from mlxsci.kernel.spec import CompileError, KernelSpec
+from mlxsci.protocol.jobs import CandidateJob
 from mlxsci.storage.faults import fault_of
 
 # Set in a sandboxed worker: request -> library path (raises CompileError).
@@ -164,38 +165,18 @@ def _need(cond: bool, what: str) -> None:
         raise BadRequest(f"malformed build request: {what}")
 
 
-def job_kernels(job: dict) -> list[tuple[KernelSpec, list]]:
+def job_kernels(job: CandidateJob) -> list[tuple[KernelSpec, list]]:
     """Every (kernel spec, template) the candidates of `job` (the job the
-    parent handed over: one candidate, or a comparison's two) can ask for,
-    derived by the parent from their text as the worker's Launcher does. A
-    template entry None is an in-place output's element type, and the copy
-    dispatch of in-place outputs is among them where a kernel has one
-    (mlxsci/kernel/in_place.py)."""
-    from mlxsci.kernel import in_place
-    from mlxsci.kernel.candidate import parse, template_args, to_kernel_spec
-    from mlxsci.task import load_task
-
-    task = load_task(job["task"])
-    dialect = (job.get("backend_options") or {}).get("dialect", "metal")
-    sources = job.get("sources") or [job["source"]]
-    filenames = job.get("filenames") or [job["filename"]]
-    kernels = []
-    for source, filename in zip(sources, filenames):
-        c = parse(source, dialect=dialect, filename=filename)
-        template = template_args(c, job.get("param_overrides"))
-        for k in task.kernels:
-            spec = to_kernel_spec(
-                c, k.name, k.inputs, k.outputs, atomic_outputs=k.atomic_outputs, filename=filename
-            )
-            bound = c.kernel(k.name).in_place
-            kernels.append((spec, template + [(in_place.type_param(o), None) for o, _ in bound]))
-        if any(block.in_place for block in c.kernels):
-            kernels.append((in_place.copy_spec(dialect), []))
-    return kernels
+    parent handed over: one candidate, or a comparison's two) can ask for:
+    their plans' builds (mlxsci.kernel.plan.CandidatePlan.builds), made by
+    the parent when it parsed them, the one time it did. A template entry
+    None is an in-place output's element type, and the copy dispatch of
+    in-place outputs is among them where a kernel has one."""
+    return [build for plan in job.plans for build in plan.builds()]
 
 
 def kernel_of_request(
-    req: Any, job: dict
+    req: Any, job: CandidateJob
 ) -> tuple[str, KernelSpec, list, list, list, tuple, bool, bool]:
     """(dialect, spec, infos, out_dtypes, template, extra_defines, counted, profiled)
     of a request read from a worker. The spec and template are the parent's
@@ -204,7 +185,7 @@ def kernel_of_request(
     checked for type and range; a counted variant only for a job that asks
     for coverage."""
     _need(isinstance(req, dict), "not an object")
-    dialect = (job.get("backend_options") or {}).get("dialect", "metal")
+    dialect = job.dialect
     _need(req.get("dialect") == dialect, "dialect")
     asked = req.get("spec")
     _need(isinstance(asked, dict), "spec")
@@ -242,14 +223,14 @@ def kernel_of_request(
     _need(defines in ALLOWED_DEFINES, "defines")
     counted = req.get("counted", False)
     _need(type(counted) is bool, "counted")
-    _need(not counted or bool(job.get("coverage")), "a counted variant the job does not ask for")
+    _need(not counted or job.wants_coverage, "a counted variant the job does not ask for")
     profiled = req.get("profiled", False)
     _need(type(profiled) is bool, "profiled")
     _need(not (profiled and counted), "a variant both counted and profiled")
     return dialect, spec, infos, out, template, defines, counted, profiled
 
 
-def serve_request(text: bytes, job: dict, deadline: float | None = None) -> dict:
+def serve_request(text: bytes, job: CandidateJob, deadline: float | None = None) -> dict:
     """The parent's answer to a worker's build request: {"library": path} or
     {"error": {"kind": "compile", "message", "line", "log"}} (also for a
     request it refuses: the worker then reports a compile failure). Only a

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
-from helpers import kernel_rules_off, replace_once
+from helpers import kernel_rules_off, replace_once, size_job
 
 from mlxsci.backends import backend_class
 from mlxsci.backends.base import BranchMap
@@ -334,10 +334,7 @@ def saxpy_build(counted, job_coverage) -> dict:
     from mlxsci.kernel.signature import ArgInfo
 
     seed = load_task("saxpy").seed("metal")
-    job = {"task": "saxpy", "source": seed, "filename": "seed.metal",
-           "backend_options": {"dialect": "metal"}}  # fmt: skip
-    if job_coverage:
-        job["coverage"] = {"within_s": 100.0}
+    job = size_job("saxpy", coverage_within_s=100.0 if job_coverage else None)
     k = load_task("saxpy").kernel("saxpy")
     spec = to_kernel_spec(parse(seed, dialect="metal"), "saxpy", k.inputs, k.outputs,
                           filename="seed.metal")  # fmt: skip
