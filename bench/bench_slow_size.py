@@ -32,7 +32,7 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-from mlxsci.evaluation.budget import DEFAULTS
+from mlxsci.backends import backend_info
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.import_metal_sci.convert import convert_source
 from mlxsci.task import load_task, task_names
@@ -85,7 +85,7 @@ def run_case(name: str) -> list[str]:
     task = load_task(task_name)
     size = task.size_set("in-dist")[0]
     source, filename = source_of(task_name, dialect, file)
-    limit = DEFAULTS["sim"][2]
+    limit = backend_info("sim").budget.seconds_per_size
     t = time.perf_counter()
     ev = evaluate(
         task_name, source, backend="sim", sizes=[size], filename=filename, dialect=dialect

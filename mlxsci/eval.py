@@ -21,8 +21,13 @@ from pathlib import Path
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import SIM_GPU_HELP, backend_class, backend_options, resolve_backend_name
-from mlxsci.backends.sim import gpus
+from mlxsci.backends import (
+    SIM_GPU_HELP,
+    backend_class,
+    backend_options,
+    resolve_backend_name,
+    sim_gpu_names,
+)
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.arguments import (
     TaskArgument,
@@ -62,7 +67,7 @@ from mlxsci.timing.timers import TIMER_NAMES, check_timer
     help="Kernel dialect. Default: the --source file's extension (.cu / .metal), "
     "else the backend's own (metal on the simulator).",
 )
-@click.option("--sim-gpu", type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP)
+@click.option("--sim-gpu", type=click.Choice(sim_gpu_names()), default=None, help=SIM_GPU_HELP)
 @click.option(
     "--sizes",
     "size_set",

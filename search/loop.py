@@ -49,7 +49,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from mlxsci import held_out
-from mlxsci.backends import backend_class
+from mlxsci.backends import backend_info
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.kernel.candidate import extract_from_response
@@ -482,7 +482,7 @@ class Search:
         """Evaluations at once: one per core on the simulator (its clock is
         modelled, so runs side by side do not disturb each other's times);
         one on a GPU, where two candidates timed at once would share it."""
-        if backend_class(self.backend).profile != "sim":
+        if not backend_info(self.backend).modelled:
             return 1
         return max(1, min(n, os.cpu_count() or 1))
 

@@ -37,8 +37,8 @@ from mlxsci.backends import (
     get_backend,
     modelled_gpu,
     resolve_backend_name,
+    sim_gpu_names,
 )
-from mlxsci.backends.sim import gpus
 from mlxsci.evaluation.arguments import TaskArgument
 from mlxsci.evaluation.evaluator import misfit
 from mlxsci.evaluation.sanitizer import check_sanitize
@@ -148,7 +148,7 @@ class SearchOptions:
     # a resume times on the same one; None on a GPU backend and in runs from
     # before the simulator modelled GPUs.
     sim_gpu: str | None = option(
-        old_runs=None, type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP
+        old_runs=None, type=click.Choice(sim_gpu_names()), default=None, help=SIM_GPU_HELP
     )
     sizes: str = option(
         type=click.Choice(["smoke", "in-dist"]),

@@ -196,6 +196,64 @@ def test_the_core_imports_nothing_of_the_search():
     assert not found, found
 
 
+# What the rest of mlxsci may import of mlxsci/backends/: the registry (each
+# backend's facts, its class by name) and the interface. A backend's own
+# modules are its internals.
+BACKEND_INTERFACE = ("mlxsci.backends", "mlxsci.backends.base")
+# The modules outside mlxsci/backends/ that are one backend's binding, not a
+# generic layer, and why each may import that backend's internals.
+BACKEND_BINDINGS = {
+    # mlxsci.fast's simulator binding: MLX's kernel API run by the simulator
+    # (its schedules, buffers and profiled variants) is what that module is.
+    "mlxsci.fast.simulator": "sim",
+    # isolated calls run one kernel's launches in the simulator's sandboxed
+    # worker, building what it asks for with the simulator's build service.
+    "mlxsci.fast.isolated": "sim",
+}
+
+
+def backend_internals(module: str, path: Path | None = None) -> list[str]:
+    """The imports of `module` (at `path`, else its own file) that reach
+    into a backend's own modules."""
+    path = path or MODULES[module]
+    found = []
+    for line, imported, _ in imports_of(path):
+        parts = imported.split(".")
+        if parts[:2] != ["mlxsci", "backends"] or imported in BACKEND_INTERFACE:
+            continue
+        if BACKEND_BINDINGS.get(module) == parts[2]:
+            continue
+        found.append(f"{rel(path)}:{line}: {imported}")
+    return found
+
+
+def test_no_generic_layer_imports_a_backends_internals():
+    """Only mlxsci/backends/ knows a backend's modules; everything else asks
+    the registry (mlxsci.backends: BACKENDS, backend_class, sim_gpu_names) or
+    the interface (mlxsci.backends.base.Backend)."""
+    outside = [m for m in MODULES if top_package(m) != "backends"]
+    found = [f for m in outside for f in backend_internals(m)]
+    assert not found, "ask mlxsci.backends instead:\n" + "\n".join(found)
+
+
+def test_the_internals_check_catches_what_it_should(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from mlxsci.backends import backend_class\n"
+        "from mlxsci.backends.base import Backend\n"
+        "from mlxsci.backends.sim import variants\n"
+        "import mlxsci.backends.sim.buffers\n"
+        "from mlxsci.backends.sim.abi import FORWARD_SCHEDULE\n"
+    )
+    found = backend_internals("mlxsci.evaluation.runner", planted)
+    assert [f.split(": ")[1] for f in found] == [
+        "mlxsci.backends.sim.variants",
+        "mlxsci.backends.sim.buffers",
+        "mlxsci.backends.sim.abi",
+    ]
+    assert len(backend_internals("mlxsci.fast.simulator", planted)) == 0  # a named binding
+
+
 def test_the_checks_catch_what_they_should(tmp_path):
     # Each check above would pass vacuously if its parser saw nothing.
     planted = tmp_path / "planted.py"

@@ -8,7 +8,9 @@ runs on an Apple GPU, an NVIDIA GPU and the CPU simulator.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mlxsci.kernel.spec import BackendError, KernelSpec
 
@@ -24,6 +26,17 @@ class BranchMap:
     arms: list[dict] = field(default_factory=list)
     not_instrumented: list[dict] = field(default_factory=list)
     counters: int = 0
+
+
+class BuildService(Protocol):
+    """The parent's side of a sandboxed worker's kernel builds
+    (Backend.build_service): how many a size may ask for, how large a
+    request may be, and the reply to one, read as hostile."""
+
+    max_builds_per_size: int
+    max_request_bytes: int
+
+    def serve(self, request: bytes, job, deadline: float | None) -> dict: ...
 
 
 class Kernel:
@@ -75,11 +88,6 @@ class Backend:
     # simulator's schedules; a GPU gives no control of its order), so that a
     # race shows as a difference (job "schedule_seeds").
     reorders_threads: bool = False
-    # Which row of the protocol's per-backend numbers applies: the runs and
-    # seconds per size (mlxsci.evaluation.budget) and the roofline probes'
-    # plan (mlxsci.roofline.probes.PLANS): "gpu", or "sim" for a backend a
-    # thousand times slower whose runs take the same time every time.
-    profile: str = "gpu"
     # MLX's own operations run here and its timer sees them (not on the
     # simulator, which runs only custom kernels): the roofline measures MLX's
     # copy as a reference.
@@ -195,6 +203,25 @@ class Backend:
         left out, where the backend measures coverage; None where not. The
         parent asks it (never the worker), from its own spec of the kernel."""
         return None
+
+    @classmethod
+    def build_service(cls) -> BuildService | None:
+        """Where a sandboxed worker may not compile (the simulator, whose
+        candidate code runs natively), the parent's service that builds the
+        kernels it asks for; None where the worker builds its own (a GPU)."""
+        return None
+
+    @classmethod
+    def use_parent_builds(cls, ask: Callable[[dict], dict] | None) -> None:
+        """In a sandboxed worker: have kernel builds asked of the parent
+        through `ask` (a request in, the parent's reply out); None: build
+        here again. A backend whose worker builds its own ignores it."""
+
+    @classmethod
+    def run_launch(cls, job, outdir) -> dict:
+        """One launch of one kernel (mlxsci.protocol.jobs.LaunchJob, for
+        mlxsci.fast's isolated calls), in the worker; its result."""
+        raise NotImplementedError(f"the {cls.name} backend runs no isolated launches")
 
     def classify_error(self, exc: BaseException) -> BackendError | None:
         """Map an exception raised while evaluating kernel outputs to a

@@ -1,8 +1,8 @@
 """The evaluation protocol's budget per size: how many runs and seconds.
 
-Warm-up and timed runs and the seconds allowed per size, by backend kind
-(`DEFAULTS`, with `SETTLE` and `EXTRA_RUNS` for the runs past the minimum),
-and how a run under NVIDIA's compute-sanitizer changes them
+The warm-up and timed runs and the seconds allowed per size are each
+backend's own (mlxsci.backends.BackendInfo.budget); here are the input sets
+and the race check's orders those runs take, and how a run under NVIDIA's compute-sanitizer changes them
 (`sanitized_job`, `SANITIZER_SLOWDOWN`) and its result (`mark_sanitized`:
 such timings compare with nothing, so no score). Apart from
 mlxsci/evaluation/evaluator.py so that the protocol's numbers sit in one place that
@@ -15,19 +15,6 @@ import numpy as np
 
 from mlxsci.evaluation.results import Evaluation
 from mlxsci.protocol.jobs import RunCap, SizeJob
-
-# (warm-up runs, timed runs, seconds allowed per size) by backend kind. The
-# simulator is deterministic and slow, so it needs fewer runs and more time.
-DEFAULTS = {"sim": (1, 3, 900.0), "gpu": (3, 10, 300.0)}
-# Warm-up goes on past the minimum until timings settle (GPU clocks ramp up
-# under load), at most this many runs or seconds; the simulator has no clocks
-# to ramp.
-SETTLE = {"sim": RunCap(max_runs=0, max_seconds=0.0), "gpu": RunCap(max_runs=50, max_seconds=10.0)}
-# The simulator's time is the fastest of its timed runs (mlxsci.timing.timers.SimTimer),
-# and the fastest of more runs is steadier: runs that take little host time go
-# on past the minimum, up to this many runs or seconds of timed runs.
-EXTRA_RUNS: dict[str, RunCap | None] = {"sim": RunCap(max_runs=15, max_seconds=0.5), "gpu": None}
-
 
 # Input sets a size's warm-up and timed runs take in turn (mlxsci.worker.runs.Rotation):
 # other buffers and other data from run to run, each set's last timed run

@@ -15,8 +15,8 @@ import shutil
 
 import numpy as np
 
-from mlxsci.backends import backend_class, backend_options, resolve_backend_name
-from mlxsci.evaluation.budget import DEFAULTS, input_seeds
+from mlxsci.backends import backend_class, backend_info, backend_options, resolve_backend_name
+from mlxsci.evaluation.budget import input_seeds
 from mlxsci.evaluation.results import geometric_mean
 from mlxsci.evaluation.runner import candidate_worker
 from mlxsci.kernel.candidate import CandidateError, parse
@@ -65,7 +65,8 @@ def compare(
     backend_name = resolve_backend_name(backend)
     options = backend_options(backend_name, dialect, sim_gpu)
     timer_name = check_timer(timer, backend_name)
-    warm, measure, per_size = DEFAULTS[backend_class(backend_name).profile]
+    budget = backend_info(backend_name).budget
+    warm, measure, per_size = budget.n_warmup, budget.n_measure, budget.seconds_per_size
     sizes = list(sizes) if sizes is not None else list(task.size_set(size_set))
     out: dict = {"timer": timer_name, "sizes": []}
     secret = secrets.randbits(62)

@@ -28,14 +28,11 @@ import secrets
 import shutil
 from dataclasses import dataclass
 
-from mlxsci.backends import backend_options, get_backend, resolve_backend_name
+from mlxsci.backends import backend_info, backend_options, get_backend, resolve_backend_name
 from mlxsci.backends.base import Backend
 from mlxsci.evaluation import sanitizer
 from mlxsci.evaluation.budget import (
-    DEFAULTS,
-    EXTRA_RUNS,
     SANITIZER_SLOWDOWN,
-    SETTLE,
     input_seeds,
     mark_sanitized,
     sanitized_job,
@@ -103,19 +100,18 @@ class Plan:
         the protocol gives it on this backend unless asked for others; under
         compute-sanitizer as few as it allows (budget.sanitized_job)."""
         assert self.candidate is not None  # read_candidate made it before any size
-        warm, measure, _ = DEFAULTS[self.backend.profile]
-        extra = EXTRA_RUNS[self.backend.profile] if self.n_measure is None else None
+        budget = backend_info(self.backend_name).budget
         job = SizeJob(
             task=self.task.ref,
             backend=self.backend_name,
             backend_options=self.options,
             plan=self.candidate,
             params=size.params,
-            n_warmup=self.n_warmup if self.n_warmup is not None else warm,
-            n_measure=self.n_measure if self.n_measure is not None else measure,
+            n_warmup=self.n_warmup if self.n_warmup is not None else budget.n_warmup,
+            n_measure=self.n_measure if self.n_measure is not None else budget.n_measure,
             timer=self.timer,
-            settle=SETTLE[self.backend.profile],
-            extra_runs=extra,
+            settle=budget.settle,
+            extra_runs=budget.extra_runs if self.n_measure is None else None,
             # The counted run comes last; a size that used half its time
             # already skips it rather than risk its verdict on a timeout.
             coverage_within_s=(
@@ -127,7 +123,7 @@ class Plan:
     def size_timeout(self) -> float:
         """Seconds a size may take: as asked, else the budget's (longer under
         compute-sanitizer)."""
-        per_size = DEFAULTS[self.backend.profile][2]
+        per_size = backend_info(self.backend_name).budget.seconds_per_size
         if self.sanitize:
             return self.timeout or per_size * SANITIZER_SLOWDOWN
         return self.timeout or per_size

@@ -254,35 +254,6 @@ EVERY_BACKEND = (
 # the worker runs under the parent's; a name among them that looks like a
 # secret's is dropped all the same.
 PASSED_PREFIXES = ("MLX_",)
-# What each backend adds. The simulator's switches (mlxsci/backends/sim)
-# and, for a worker that builds its own kernels (MLXSCI_UNSANDBOXED), where
-# zig keeps its cache (mlxsci/backends/sim/toolchain.py); CUDA's device
-# choice, toolkit, JIT cache and numerics switches; Metal needs nothing.
-BACKEND_VARIABLES: dict[str, tuple[str, ...]] = {
-    "metal": (),
-    "cuda": (
-        "CUDA_VISIBLE_DEVICES",
-        "CUDA_DEVICE_ORDER",
-        "CUDA_HOME",
-        "CUDA_PATH",
-        "CUDA_CACHE_PATH",
-        "CUDA_CACHE_MAXSIZE",
-        "CUDA_CACHE_DISABLE",
-        "CUDA_MODULE_LOADING",
-        "CUDA_LAUNCH_BLOCKING",
-        "NVIDIA_VISIBLE_DEVICES",
-        "NVIDIA_DRIVER_CAPABILITIES",
-        "NVIDIA_TF32_OVERRIDE",
-    ),
-    "sim": (
-        "MLXSCI_SIM_CLOCK",
-        "MLXSCI_SIM_FIBERS",
-        "MLXSCI_SIM_SCHEDULE",
-        "MLXSCI_SIM_UCONTEXT",
-        "ZIG_GLOBAL_CACHE_DIR",
-        "XDG_CACHE_HOME",
-    ),
-}
 # Set whatever the parent has: UTF-8 text and the C locale's number format
 # (no decimal comma in anything the worker prints), output unbuffered so last
 # words are not lost, no .pyc written where the worker may not write.
@@ -304,15 +275,17 @@ def _user_site_in_use() -> bool:
 
 def minimal_worker_env(backend: str) -> dict[str, str]:
     """The environment a worker for `backend` starts with: the variables of
-    EVERY_BACKEND, PASSED_PREFIXES and BACKEND_VARIABLES[backend] that the
+    EVERY_BACKEND, PASSED_PREFIXES and the backend's own (BackendInfo.environment) that the
     parent has, FIXED, MLXSCI_CACHE_DIR set to the parent's cache (so both
     agree without the worker reading anything else), and PYTHONNOUSERSITE
     unless the parent itself imports from the user's site-packages. A
     passed variable named like a secret, or holding a secret value, is
     dropped: an allowlist with a check behind it."""
+    from mlxsci.backends import BACKENDS  # lazily, as cache_dir
     from mlxsci.storage.cache import cache_dir  # lazily: see the module docstring
 
-    wanted = set(EVERY_BACKEND) | set(BACKEND_VARIABLES.get(backend, ()))
+    own = BACKENDS[backend].environment if backend in BACKENDS else ()
+    wanted = set(EVERY_BACKEND) | set(own)
     secrets = secret_values()
     env = {
         name: value

@@ -8,7 +8,7 @@ worker's stderr). This module owns everything about the process in between:
 starting it in a session of its own with a lifeline (mlxsci/sandbox/lifeline.py), so
 it never outlives its parent, and in the OS sandbox on the simulator
 (mlxsci.sandbox); each size's timeout; building kernels a sandboxed worker
-asks for (mlxsci.backends.sim.variants); reading its answer as hostile input
+asks for (its backend's build service, Backend.build_service); reading its answer as hostile input
 (mlxsci.protocol.exchange); killing it and all it started.
 
 `CandidateWorker` runs all sizes of one candidate (or one comparison) in one
@@ -32,7 +32,6 @@ from typing import Any
 
 from mlxsci import sandbox
 from mlxsci.backends import backend_class
-from mlxsci.backends.sim import variants
 from mlxsci.evaluation.redaction import minimal_worker_env, worker_text
 from mlxsci.protocol.exchange import (
     STATUS_LINE_BYTES,
@@ -184,9 +183,11 @@ class CandidateWorker:
         self.tell(json.dumps({"dir": str(jobdir), "job": job.to_wire()}) + "\n", deadline)
         said = self.wait_for_line(deadline)
         builds = 0
+        service = backend_class(self.backend).build_service()
+        most = service.max_builds_per_size if service is not None else 0
         while said is not None and said.startswith("build "):
             builds += 1
-            name = said[len("build ") :] if builds <= variants.MAX_BUILDS_PER_SIZE else ""
+            name = said[len("build ") :] if builds <= most else ""
             self.answer_build(dir_fd, name, deadline, job)
             said = self.wait_for_line(deadline)
         tail = self.stderr_tail(stderr_from)
@@ -286,14 +287,19 @@ class CandidateWorker:
         file in the size's job folder) and tell it the library's path. Only a
         sandboxed worker asks; any other gets a refusal. What it may ask for
         is a kernel of the job's own candidate: the parent derives the spec
-        from the job it handed over (variants.serve_request)."""
+        from the job it handed over (Backend.build_service)."""
+        service = backend_class(self.backend).build_service()
         data = None
-        if self.sandbox_read is not None and re.fullmatch(r"build-\d{1,6}\.json", name):
-            data = read_worker_file(dir_fd, name, variants.MAX_REQUEST_BYTES)
-        if data is None or not isinstance(job, (SizeJob, CompareJob)):
+        if (
+            service is not None
+            and self.sandbox_read is not None
+            and re.fullmatch(r"build-\d{1,6}\.json", name)
+        ):
+            data = read_worker_file(dir_fd, name, service.max_request_bytes)
+        if service is None or data is None or not isinstance(job, (SizeJob, CompareJob)):
             reply: dict = {"error": {"kind": "compile", "message": "unexpected build request"}}
         else:
-            reply = variants.serve_request(data, job, deadline)
+            reply = service.serve(data, job, deadline)
         self.tell(json.dumps(reply) + "\n", deadline)
 
     def stderr_tail(self, start: int) -> str:

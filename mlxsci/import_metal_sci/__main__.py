@@ -21,8 +21,7 @@ from pathlib import Path
 
 import click
 
-from mlxsci.backends import SIM_GPU_HELP, backend_class, backend_options, modelled_gpu
-from mlxsci.backends.sim import gpus
+from mlxsci.backends import SIM_GPU_HELP, backend_info, backend_options, modelled_gpu, sim_gpu_names
 from mlxsci.evaluation.arguments import check_backend, check_sim_gpu
 from mlxsci.import_metal_sci.importer import import_run
 from mlxsci.import_metal_sci.metal_run import NotAMetalSciRun, find_runs
@@ -79,7 +78,7 @@ def jobs_for(backend: str, jobs: int | None) -> int:
     by default one per CPU where the backend's clock is modelled (the
     simulator's: a neighbour does not move it), else 1. A GPU's clock is
     moved by whatever else runs on it, so more than one there is refused."""
-    modelled = backend_class(backend).profile == "sim"
+    modelled = backend_info(backend).modelled
     if jobs is None:
         return max(1, os.cpu_count() or 1) if modelled else 1
     if jobs > 1 and not modelled:
@@ -155,7 +154,7 @@ def rescore_all(
 )
 @click.option(
     "--sim-gpu",
-    type=click.Choice(gpus.names()),
+    type=click.Choice(sim_gpu_names()),
     default=None,
     help=SIM_GPU_HELP + " Records of --rescore are kept per GPU.",
 )

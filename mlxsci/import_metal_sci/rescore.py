@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlxsci import held_out
-from mlxsci.backends import backend_class
+from mlxsci.backends import backend_class, backend_info
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.import_metal_sci import records
@@ -451,7 +451,7 @@ class Rescorer:
             baseline_filename=seed_file,
             # A modelled clock no neighbour moves needs no interleaving: the
             # ratio of the two evaluations' figures is the speedup.
-            compare=None if backend_class(s.backend).profile == "sim" else timed,
+            compare=None if backend_info(s.backend).modelled else timed,
         )  # fmt: skip
         return {"grade": judged["grade"], "reason": str(judged["reason"])[:REASON_CHARS]}
 
@@ -581,10 +581,10 @@ def default_size_set(backend: str) -> str:
     """A GPU judges at all of Metal-Sci's in-distribution sizes; the simulator,
     slower by far at those, at METAL_SCI_SIZES."""
     kind = backend_class(backend)
-    return METAL_SCI_SIZES if kind.profile == "sim" else kind.default_size_set
+    return METAL_SCI_SIZES if backend_info(kind.name).modelled else kind.default_size_set
 
 
 def default_extra_timed_runs(backend: str) -> int | None:
     """One timed run per size beyond the verdict's on the simulator (its
     modelled clock repeats itself); a GPU's own protocol elsewhere."""
-    return 1 if backend_class(backend).profile == "sim" else None
+    return 1 if backend_info(backend).modelled else None

@@ -38,6 +38,20 @@ class RunCap:
         return cls(int(data["max_runs"]), float(data["max_seconds"]))
 
 
+@dataclass(frozen=True)
+class TimingBudget:
+    """The runs and seconds a size gets on a backend unless asked for others
+    (each backend states its own: mlxsci.backends.BackendInfo.budget)."""
+
+    n_warmup: int
+    n_measure: int
+    seconds_per_size: float
+    # warm-up past n_warmup until timings settle (GPU clocks ramp up under load)
+    settle: RunCap
+    # timed runs past n_measure where more runs steady the time (cheap ones)
+    extra_runs: RunCap | None = None
+
+
 def _cap_wire(cap: RunCap | None) -> dict | None:
     return None if cap is None else {"max_runs": cap.max_runs, "max_seconds": cap.max_seconds}
 
@@ -183,11 +197,12 @@ class CompareJob:
 @dataclass(frozen=True)
 class LaunchJob:
     """One launch of one kernel of mlxsci.fast's isolated calls
-    (mlxsci.worker.kernel_launch): `launch` is its description in
+    (mlxsci.backends.sim.launch_job): `launch` is its description in
     mlxsci.protocol.launch_wire's form, its inputs wait in the job folder."""
 
     launch: dict
     output_bytes: int
+    backend: str = "sim"  # the backend whose worker runs it (Backend.run_launch)
     kind: str = field(default="launch", init=False)
 
     input_seeds = ()
@@ -195,11 +210,16 @@ class LaunchJob:
     wants_coverage = False
 
     def to_wire(self) -> dict:
-        return {"kind": self.kind, "launch": self.launch, "output_bytes": self.output_bytes}
+        return {
+            "kind": self.kind,
+            "launch": self.launch,
+            "output_bytes": self.output_bytes,
+            "backend": self.backend,
+        }
 
     @classmethod
     def from_wire(cls, data: dict) -> LaunchJob:
-        return cls(data["launch"], int(data["output_bytes"]))
+        return cls(data["launch"], int(data["output_bytes"]), data.get("backend", "sim"))
 
 
 Job = SizeJob | CompareJob | LaunchJob

@@ -5,7 +5,7 @@ worker protocol (mlxsci/worker/serve.py) and its inputs' bytes as a file,
 INPUTS_FILE, which it writes into the launch's job folder before handing
 the line over (`write_new_file`: through the folder's descriptor, never
 following a link, never over a file already there); the worker
-(mlxsci/worker/kernel_launch.py) runs the launch and answers with
+(mlxsci/backends/sim/launch_job.py) runs the launch and answers with
 result.json and, after a clean launch, the file of its outputs. Both sides
 use what is here:
 

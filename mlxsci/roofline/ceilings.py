@@ -57,7 +57,7 @@ class Roofline:
     probes: dict = field(default_factory=dict)  # {"copy"|"triad"|"read": [[ws, GB/s], ...]}
     theoretical: dict = field(default_factory=dict)  # the driver's figures (CUDA), else {}
     reference_copy_gbps: float | None = None  # MLX's own copy-like op (GPU backends)
-    plan: dict = field(default_factory=dict)  # what was launched (see PLANS)
+    plan: dict = field(default_factory=dict)  # what was launched (BackendInfo.probe_plan)
     probe_digest: str = ""  # of the probe source and plan: a changed probe measures again
     # Which cache entry these ceilings were read from or written to: {"entry":
     # its name in the cache, "sha256": of its bytes, "measured_at"}, so results

@@ -34,6 +34,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from mlxsci.backends import backend_info
 from mlxsci.backends.base import Backend
 from mlxsci.kernel.candidate import parse, to_kernel_spec
 from mlxsci.roofline.ceilings import Roofline
@@ -60,50 +61,11 @@ FLOAT4_BYTES = 16
 FMA_FLOPS_PER_ITER = 64  # 32 multiply-adds per thread and iteration (both dialects)
 
 
-# Probe plans per backend profile (Backend.profile). A GPU launch moves >= 1
-# GiB so its own time (>= ~0.3 ms at 3 TB/s) dwarfs the few microseconds of
-# its start and drain; 2^18 read threads is about one per thread slot of a
-# large GPU (H100: 132 SMs x 2048). The simulator is about a thousand times slower than a GPU and
-# has no launch ramp in its timer, so it probes less: 8 MiB a launch, sizes
-# from the host's L2 to twice a 32 MiB L3; its read probe only runs at the
-# smallest size, where it is checked rather than needed. The simulator runs
-# a thread's passes back to back, so a shift of 256 float4 (4 KiB) would put
-# all of them in one set of the host's L1 and thrash it (under a quarter of the
-# one-pass bandwidth at 256 KiB): it uses threadgroups of 32 (a 512 B shift),
-# the smallest that fills the 32 lanes its clock charges a group over
-# (docs/simulator-time.md: a group of 16 would be charged twice its share, and
-# every kernel with groups of 32 or more would outrun the probes). Of 16, 32,
-# 64 and 128 on a 2-core x86-64 host, 32 measured the highest modeled
-# bandwidth at every size but 1 MiB (within 4 % of 64 there).
-PLANS = {
-    "sim": {
-        "sizes": [2**k for k in range(16, 27, 2)],
-        "bytes_per_launch": 2**23,
-        "threadgroup": 32,
-        "read_threads": 2**12,
-        "fma_threads": 4096,
-        "fma_iters": 256,
-        "settle": {"min_runs": 1, "max_runs": 3, "max_seconds": 0.5},
-        "timed_runs": 3,
-    },
-    "gpu": {
-        "sizes": [2**k for k in range(16, 31)],
-        "bytes_per_launch": 2**30,
-        "threadgroup": 256,
-        "read_threads": 2**18,
-        "fma_threads": 2**22,
-        "fma_iters": 1024,
-        "settle": {"min_runs": 3, "max_runs": 20, "max_seconds": 2.0},
-        "timed_runs": 5,
-    },
-}
-
-
 def plan_for(backend: Backend, info: dict | None = None) -> dict:
-    """The backend's plan. Where the SM count is known, the FMA launch is 8
+    """The backend's plan (mlxsci.backends.BackendInfo.probe_plan). Where the SM count is known, the FMA launch is 8
     full waves of 2048 threads per SM (16 or 32 waves at lower occupancy), so
     no partly filled last wave dilutes the peak."""
-    plan = json.loads(json.dumps(PLANS[backend.profile]))
+    plan = json.loads(json.dumps(backend_info(backend.name).probe_plan))
     props = (info if info is not None else backend.device_info()).get("properties") or {}
     if props.get("sm_count"):
         plan["fma_threads"] = int(props["sm_count"]) * 2048 * 8

@@ -29,9 +29,9 @@ from mlxsci.backends import (
     gpu_options,
     has_chip_table,
     resolve_backend_name,
+    sim_gpu_names,
 )
 from mlxsci.backends.base import Backend
-from mlxsci.backends.sim import gpus
 from mlxsci.roofline.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.roofline.probes import measure, plan_for, probe_digest
 from mlxsci.storage.cache import cache_dir, entry_name, json_bytes, read_verified, write_verified
@@ -188,7 +188,7 @@ def format_table(roof: Roofline) -> str:
     show_default=True,
     type=click.Choice(["auto", "metal", "cuda", "sim"]),
 )
-@click.option("--sim-gpu", type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP)
+@click.option("--sim-gpu", type=click.Choice(sim_gpu_names()), default=None, help=SIM_GPU_HELP)
 @click.option(
     "--timer",
     default=None,

@@ -56,8 +56,7 @@ from pathlib import Path
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import SIM_GPU_HELP, resolve_backend_name
-from mlxsci.backends.sim import gpus
+from mlxsci.backends import SIM_GPU_HELP, resolve_backend_name, sim_gpu_names
 from mlxsci.search.strategies import DEFAULT_ISLANDS, DEFAULT_MIGRATION_INTERVAL, STRATEGIES
 from mlxsci.storage.faults import EXIT_CODE as ENVIRONMENT_EXIT
 from mlxsci.storage.faults import EnvironmentFault, parent_writes
@@ -208,7 +207,7 @@ def sweep(
 )
 @click.option(
     "--sim-gpu",
-    type=click.Choice(gpus.names()),
+    type=click.Choice(sim_gpu_names()),
     default=None,
     help=SIM_GPU_HELP + " Every search of the sweep models it; a run begun on another "
     "is not resumed (it fails, saying so).",

@@ -28,8 +28,13 @@ from pathlib import Path
 import click
 
 from mlxsci import held_out
-from mlxsci.backends import SIM_GPU_HELP, backend_class, backend_options, modelled_gpu
-from mlxsci.backends.sim import gpus
+from mlxsci.backends import (
+    SIM_GPU_HELP,
+    backend_class,
+    backend_options,
+    modelled_gpu,
+    sim_gpu_names,
+)
 from mlxsci.evaluation.arguments import TaskArgument, check_backend, check_sim_gpu, require_seed
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import candidate_refusal, evaluate
@@ -56,7 +61,7 @@ from mlxsci.transfer.measurement import judge_transfer
     show_default=True,
     type=click.Choice(["auto", "metal", "cuda", "sim"]),
 )
-@click.option("--sim-gpu", type=click.Choice(gpus.names()), default=None, help=SIM_GPU_HELP)
+@click.option("--sim-gpu", type=click.Choice(sim_gpu_names()), default=None, help=SIM_GPU_HELP)
 @click.option(
     "--held-out",
     "mode",

@@ -42,7 +42,7 @@ races show as a difference, judged by the parent, mlxsci.evaluation.checks):
   with kernels that count their branch arms (coverage_run; nothing the
   verdict or the score reads).
 A job with "compare" instead times two candidates interleaved (run_compare);
-one with "launch" is one launch of one kernel (mlxsci.worker.kernel_launch:
+one with "launch" is one launch of one kernel (its backend's run_launch, mlxsci.backends.sim.launch_job:
 mlxsci.fast's isolated calls).
 
 A worker never outlives its parent for long, however the parent ends (kill -9
@@ -65,8 +65,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlxsci import sandbox
-from mlxsci.backends import get_backend
-from mlxsci.backends.sim import variants
+from mlxsci.backends import backend_class, get_backend
 from mlxsci.kernel.candidate import CandidateError
 from mlxsci.kernel.launch_expr import LaunchExprError
 from mlxsci.kernel.spec import CompileError, KernelFault
@@ -85,7 +84,6 @@ from mlxsci.storage.cache import atomic_write_json
 from mlxsci.task import load_task
 from mlxsci.timing.noise import run_noise
 from mlxsci.timing.timers import Work, median_kernels
-from mlxsci.worker.kernel_launch import run_launch
 from mlxsci.worker.launch import Launcher
 from mlxsci.worker.runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
 
@@ -455,14 +453,16 @@ def run_compare(job: CompareJob, outdir: Path) -> dict:
     return result
 
 
-def run_one(outdir: Path, wire: dict | None = None) -> None:
+def run_one(outdir: Path, wire: dict | None = None, builds=None) -> None:
     """The job on the wire `wire` (else the one in outdir/job.json), its
-    result written to outdir/result.json."""
+    result written to outdir/result.json; `builds` (in the sandbox) asks the
+    parent for kernel builds, through the job's backend."""
     if wire is None:
         wire = json.loads((outdir / "job.json").read_text())
     job = job_from_wire(wire)
+    backend_class(job.backend).use_parent_builds(builds)
     if isinstance(job, LaunchJob):  # one launch of an isolated mlxsci.fast kernel
-        result = run_launch(job, outdir)
+        result = backend_class(job.backend).run_launch(job, outdir)
     elif isinstance(job, CompareJob):
         result = run_compare(job, outdir)
     else:
@@ -487,17 +487,18 @@ def start_threads() -> None:
 
 
 class ParentBuilds:
-    """How a sandboxed worker gets its kernel libraries (variants.REMOTE): it
-    may start no compiler and write no cache, so it writes the build request
-    into the size's job folder, says "build NAME" on the status pipe, and
-    reads the parent's answer (a library path or an error) from stdin."""
+    """How a sandboxed worker gets its kernel libraries (Backend.use_parent_builds):
+    it may start no compiler and write no cache, so it writes the build
+    request into the size's job folder, says "build NAME" on the status pipe,
+    and reads the parent's answer (a reply the backend reads: a library path
+    or an error) from stdin."""
 
     def __init__(self, status):
         self.status = status
         self.jobdir: Path | None = None  # the size being run
         self.count = 0
 
-    def __call__(self, request: dict) -> Path:
+    def __call__(self, request: dict) -> dict:
         assert self.jobdir is not None  # set by serve() before each job
         self.count += 1
         name = f"build-{self.count}.json"
@@ -506,7 +507,7 @@ class ParentBuilds:
         answer = sys.stdin.readline()
         if not answer:
             raise CompileError("the evaluation ended before it built the kernel", None, "")
-        return variants.raise_reply(json.loads(answer))
+        return json.loads(answer)
 
 
 def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
@@ -518,7 +519,6 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
     os.set_inheritable(status_fd, False)
     with os.fdopen(status_fd, "w", buffering=1) as status:
         builds = ParentBuilds(status) if sandbox.ACTIVE else None
-        variants.REMOTE = builds
         if sandbox.ACTIVE:
             start_threads()
         # Set up, no candidate code loaded yet: a death before this line is
@@ -531,7 +531,7 @@ def serve(status_fd: int, lifeline: Lifeline | None = None) -> int:
             outdir = Path(handed["dir"])
             if builds is not None:
                 builds.jobdir = outdir
-            run_one(outdir, handed["job"])
+            run_one(outdir, handed["job"], builds)
             if handed["job"].get("kind") != "launch":  # a size, not one launch (~10 ms)
                 release_memory()
             status.write("done\n")

@@ -24,10 +24,9 @@ from pathlib import Path
 import pytest
 from fake_llm_server import SAXPY_ANSWER, ok
 
-from mlxsci.backends import BACKEND_NAMES
+from mlxsci.backends import BACKEND_NAMES, backend_info
 from mlxsci.evaluation import redaction
 from mlxsci.evaluation.redaction import (
-    BACKEND_VARIABLES,
     CUT_MARK,
     EVERY_BACKEND,
     FIXED,
@@ -207,15 +206,17 @@ def test_worker_text_redacts_before_it_cuts():
 def allowed(backend: str) -> set[str]:
     return {
         *EVERY_BACKEND,
-        *BACKEND_VARIABLES[backend],
+        *backend_info(backend).environment,
         *FIXED,
         "MLXSCI_CACHE_DIR",
         "PYTHONNOUSERSITE",
     }
 
 
-def test_every_backend_has_its_worker_variables():
-    assert set(BACKEND_VARIABLES) == set(BACKEND_NAMES)
+def test_the_simulator_and_cuda_keep_their_own_variables():
+    assert "MLXSCI_SIM_SCHEDULE" in backend_info("sim").environment
+    assert "CUDA_VISIBLE_DEVICES" in backend_info("cuda").environment
+    assert backend_info("metal").environment == ()
 
 
 @pytest.mark.parametrize("backend", BACKEND_NAMES)
@@ -238,7 +239,9 @@ def test_minimal_worker_env_is_an_allowlist(monkeypatch, backend):
     assert not leaks(json.dumps(env), [*PLANTED.values(), LOGIN, "AKIAPLANTED0000000"])
     assert "MLX_PLANTED_TOKEN" not in env and env["MLX_ENABLE_TF32"] == "0"
     assert "CUDA_HOME" not in env
-    assert ("CUDA_VISIBLE_DEVICES" in env) == ("CUDA_VISIBLE_DEVICES" in BACKEND_VARIABLES[backend])
+    assert ("CUDA_VISIBLE_DEVICES" in env) == (
+        "CUDA_VISIBLE_DEVICES" in backend_info(backend).environment
+    )
     assert env["LC_ALL"] == "C.UTF-8" and env["PYTHONUNBUFFERED"] == "1"
 
 

@@ -5,15 +5,15 @@ simulator covers every working set, and stale cache files are measured again.
 No assertion here depends on how fast anything runs."""
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import mlx.core as mx
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from mlxsci import backends
 from mlxsci.backends.sim import SimBackend
-from mlxsci.roofline import probes as roofline_probes
 from mlxsci.roofline import store as roofline
 from mlxsci.roofline.ceilings import Roofline
 from mlxsci.roofline.probes import (
@@ -157,7 +157,8 @@ class AccountingTimer(timers.Timer):
 
 
 def test_measure_divides_the_bytes_the_kernels_move_by_the_timer_seconds(monkeypatch):
-    monkeypatch.setitem(roofline_probes.PLANS, "sim", SMALL_PLAN)
+    small = replace(backends.BACKENDS["sim"], probe_plan=SMALL_PLAN)
+    monkeypatch.setitem(backends.BACKENDS, "sim", small)
     fake = AccountingTimer()
     monkeypatch.setattr(timers, "make_timer", lambda name, backend, kernel_names=(): fake)
     roof = measure(SimBackend(dialect="metal"))
@@ -200,7 +201,7 @@ def test_read_probe_counts_only_where_copy_cannot_fill_the_gpu():
 def test_real_sim_measurement_covers_every_working_set():
     be = SimBackend(dialect="metal")
     roof = measure(be)
-    plan = roofline_probes.PLANS["sim"]
+    plan = backends.backend_info("sim").probe_plan
     assert roof.timer == "sim"
     assert [ws for ws, _ in roof.bandwidth] == plan["sizes"]
     assert all(gbps > 0 for _, gbps in roof.bandwidth)

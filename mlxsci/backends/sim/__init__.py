@@ -41,7 +41,7 @@ import platform
 import random
 
 from mlxsci.backends.base import Backend, BranchMap
-from mlxsci.backends.sim import coverage, gpus, profile, toolchain
+from mlxsci.backends.sim import coverage, gpus, profile, toolchain, variants
 from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE, POOL, BufferPool
 from mlxsci.backends.sim.dialects import DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
@@ -83,7 +83,6 @@ class SimBackend(Backend):
     # custom kernels, and clocks each launch itself.
     runs_candidate_natively = True
     reorders_threads = True
-    profile = "sim"
     runs_mlx_ops = False
     records_launch_time = True
     default_size_set = "smoke"
@@ -224,6 +223,20 @@ class SimBackend(Backend):
     def sandbox_reads(cls) -> list[str]:
         """The kernel cache: the libraries the parent builds for the worker."""
         return [str(toolchain.cache_dir())]
+
+    @classmethod
+    def build_service(cls) -> variants.BuildRequests:
+        return variants.BuildRequests()
+
+    @classmethod
+    def use_parent_builds(cls, ask) -> None:
+        variants.REMOTE = None if ask is None else (lambda req: variants.raise_reply(ask(req)))
+
+    @classmethod
+    def run_launch(cls, job, outdir) -> dict:
+        from mlxsci.backends.sim import launch_job  # it builds SimBackends of its own
+
+        return launch_job.run_launch(job, outdir)
 
     def prepare_machine(self, announce=None) -> None:
         """The compiler's one-off set-up (toolchain.prepare_toolchain)."""

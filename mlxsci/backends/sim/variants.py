@@ -265,6 +265,17 @@ def serve_request(text: bytes, job: CandidateJob, deadline: float | None = None)
         return {"error": {"kind": "compile", "message": message, "line": None, "log": ""}}
 
 
+class BuildRequests:
+    """The parent's build service for a sandboxed simulator worker
+    (mlxsci.backends.base.BuildService): serve_request with its bounds."""
+
+    max_builds_per_size = MAX_BUILDS_PER_SIZE
+    max_request_bytes = MAX_REQUEST_BYTES
+
+    def serve(self, request: bytes, job, deadline: float | None) -> dict:
+        return serve_request(request, job, deadline)
+
+
 def raise_reply(reply: dict) -> Path:
     """A worker's reading of its parent's answer: the library, or the error."""
     if isinstance(reply.get("library"), str):

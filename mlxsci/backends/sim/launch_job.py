@@ -30,7 +30,8 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from mlxsci.backends.sim import SimBackend, variants
+from mlxsci.backends.base import Backend
+from mlxsci.backends.sim import variants
 from mlxsci.backends.sim.buffers import host_bytes
 from mlxsci.kernel.signature import dtype_name
 from mlxsci.kernel.spec import CompileError, KernelFault, KernelSpec
@@ -42,7 +43,7 @@ from mlxsci.storage.faults import EnvironmentFault
 # One backend per dialect, one SimKernel per spec: a kernel's variants are
 # compiled (asked of the parent) once per worker, as once per process in
 # the caller's.
-BACKENDS: dict[str, SimBackend] = {}
+BACKENDS: dict[str, Backend] = {}
 KERNELS: dict[KernelSpec, object] = {}
 
 
@@ -117,6 +118,8 @@ def kernel_for(spec: KernelSpec):
     if kernel is None:
         backend = BACKENDS.get(spec.dialect)
         if backend is None:
+            from mlxsci.backends.sim import SimBackend  # the package imports this module
+
             backend = BACKENDS[spec.dialect] = SimBackend(dialect=spec.dialect)
         kernel = KERNELS[spec] = backend.kernel(spec)
     return kernel
