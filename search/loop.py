@@ -52,6 +52,7 @@ from mlxsci import held_out
 from mlxsci.backends import backend_info
 from mlxsci.evaluation.comparison import compare
 from mlxsci.evaluation.evaluator import evaluate
+from mlxsci.evaluation.runner import spare_workers
 from mlxsci.kernel.candidate import extract_from_response
 from mlxsci.search import run_lock
 from mlxsci.search.features import cell_of
@@ -672,6 +673,7 @@ def run(
         where = resume if resume is not None else out or default_run_dir(task_def.name, opts.model)
         rd = RunDir(Path(where), search_dialect(opts))
         history = open_run_dir(rd, held, resume is not None, lock, given["iterations"], echo)
+        held.enter_context(spare_workers())  # each candidate's worker started ahead
         opts = draw_again_if_revealed(opts, history, rd, say)
         # run.json says what this session runs: a resume's new iterations, cap, timeouts.
         rd.write_json(rd.file("run.json"), opts.to_json())

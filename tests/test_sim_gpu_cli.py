@@ -104,6 +104,9 @@ class FakeWorker:
     def __exit__(self, *exc):
         return None
 
+    def prestart(self):
+        return None
+
     def run(self, job, timeout):
         self.jobs.append(job)
         jobdir = self.tmp_path / f"job{len(self.jobs)}"

@@ -459,6 +459,7 @@ def run_sizes(
     until the first that fails (its reason in ev.fail_reason). False where
     the candidate did not compile (ev says so: no score)."""
     with plan.worker(unsandboxed) as worker:
+        worker.prestart()  # its start-up overlaps the first size's references
         for index, size in enumerate(sizes):
             res = run_size(worker, plan, size, index, secret, roof, say)
             if isinstance(res, str):  # it did not compile: no score

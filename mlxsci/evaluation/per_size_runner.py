@@ -160,6 +160,9 @@ class ProcessPerSize:
     def __exit__(self, *exc) -> None:
         pass
 
+    def prestart(self) -> None:
+        """Nothing to start ahead: each size starts its own process."""
+
     def run(self, job: SizeJob, timeout: float) -> tuple[dict | None, Path, str]:
         return run_worker(job, timeout, self.sanitize)
 

@@ -18,6 +18,7 @@ Nothing here reads a result's numbers: the checks are mlxsci/evaluation/checks.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,12 +27,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from mlxsci import sandbox
-from mlxsci.backends import backend_class
+from mlxsci.backends import backend_class, backend_info
 from mlxsci.evaluation.redaction import minimal_worker_env, worker_text
 from mlxsci.protocol.exchange import (
     STATUS_LINE_BYTES,
@@ -99,6 +101,8 @@ class CandidateWorker:
         self.logdir = Path(tempfile.mkdtemp(prefix="mlxsci-worker-"))
         self.stderr: StderrTail | None = None
         self.ended: str | None = None  # why the process can take no more sizes
+        self.starting = False  # started, its "ready" not read yet
+        self.environment: dict | None = None  # what it was started with (start)
 
     def __enter__(self) -> CandidateWorker:
         return self
@@ -108,11 +112,21 @@ class CandidateWorker:
             self.kill()  # interrupted (Ctrl-C): the size it runs has no one to answer to
         self.close()
 
+    def prestart(self) -> None:
+        """Start the process now, without waiting for it: its start-up
+        (Python, MLX, the sandbox) then overlaps what the parent does before
+        the first size (the references), and the first hand-over waits for
+        its "ready" as before."""
+        if self.proc is None and not self.ended:
+            self.start()
+
     def start(self) -> None:
+        self.starting = True
         read_end, write_end = os.pipe()
         err_read, err_write = os.pipe()
         life_read, self.lifeline, life_env = open_lifeline([self.logdir])
-        env = dict(minimal_worker_env(self.backend), **life_env)
+        self.environment = minimal_worker_env(self.backend)
+        env = dict(self.environment, **life_env)
         command = self.command
         if self.sandbox_read is not None:
             command = self.sandboxed_command
@@ -170,14 +184,14 @@ class CandidateWorker:
     ) -> tuple[dict | None, str]:
         if self.ended:
             return None, f"the worker ended at an earlier size: {self.ended}"
-        fresh = self.proc is None
-        if fresh:
+        if self.proc is None:
             self.start()
         assert self.stderr is not None  # start() made it
         stderr_from = self.stderr.total
         deadline = time.monotonic() + timeout
-        if fresh:
+        if self.starting:
             self.await_ready(deadline, timeout)
+            self.starting = False
         # The job itself travels on the pipe: nothing the parent writes goes
         # into a folder the worker can write.
         self.tell(json.dumps({"dir": str(jobdir), "job": job.to_wire()}) + "\n", deadline)
@@ -321,6 +335,7 @@ class CandidateWorker:
         """Drop a process that has ended, so that the next size starts one."""
         self.close_pipes()
         self.proc, self.status = None, None
+        self.starting = False
 
     def close_pipes(self) -> None:
         try:
@@ -375,6 +390,67 @@ class CandidateWorker:
 UNSANDBOXED_ENV = "MLXSCI_UNSANDBOXED"
 
 
+class SpareWorkers:
+    """Workers started ahead, one per kind (backend, sandbox reads), each
+    taken by the next candidate of its kind (spare_workers()). A spare has
+    run no candidate code: it said nothing yet, and its first size waits for
+    its "ready" as a fresh process's does. So every candidate still gets a
+    process of its own, and the start-up of the next one (Python, MLX, the
+    sandbox: ~0.2 s) overlaps the evaluation of the one before. Only where
+    the clock is modelled (the simulator). A spare
+    started with another environment than a fresh one would get is closed,
+    not used."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.ready: dict[tuple, CandidateWorker] = {}
+
+    def take(self, backend: str, reads: list[str] | None) -> CandidateWorker:
+        """A spare of this kind if one waits (else a new worker), and a new
+        spare started for the candidate after."""
+        if not backend_info(backend).modelled:
+            # On a GPU a process starting beside a timed run would disturb it.
+            return CandidateWorker(backend, reads)
+        key = (backend, None if reads is None else tuple(reads))
+        with self.lock:
+            spare = self.ready.pop(key, None)
+        if spare is not None and spare.environment != minimal_worker_env(backend):
+            spare.close()
+            spare = None
+        worker = spare or CandidateWorker(backend, reads)
+        ahead = CandidateWorker(backend, reads)
+        ahead.prestart()
+        with self.lock:
+            extra, self.ready[key] = self.ready.get(key), ahead
+        if extra is not None:  # another thread's spare of the same kind: one is enough
+            extra.close()
+        return worker
+
+    def close(self) -> None:
+        with self.lock:
+            spares, self.ready = list(self.ready.values()), {}
+        for spare in spares:
+            spare.close()
+
+
+# The spares of the run in progress (spare_workers), None outside one.
+SPARES: SpareWorkers | None = None
+
+
+@contextlib.contextmanager
+def spare_workers():
+    """While in it, each candidate's worker is started ahead, as the one
+    before it is evaluated (SpareWorkers); for a run of many candidates in
+    a row, such as a search. On leaving it the last spares are closed."""
+    global SPARES
+    outer, SPARES = SPARES, SpareWorkers()
+    try:
+        yield
+    finally:
+        SPARES.close()
+        SPARES = outer
+
+
 def candidate_worker(task, backend_name: str, unsandboxed: bool) -> CandidateWorker:
     """The worker process for a candidate's sizes: where the candidate's code
     runs natively (Backend.runs_candidate_natively: the simulator), inside the
@@ -385,9 +461,11 @@ def candidate_worker(task, backend_name: str, unsandboxed: bool) -> CandidateWor
     (Task.code_paths: the user's package, for mlxsci.task_from_kernel's tasks)."""
     unsandboxed = unsandboxed or os.environ.get(UNSANDBOXED_ENV, "") == "1"
     backend = backend_class(backend_name)
-    if not backend.runs_candidate_natively or unsandboxed:
-        return CandidateWorker(backend_name)
-    reads = [str(task.folder), *task.code_paths, *backend.sandbox_reads()]
+    reads = None
+    if backend.runs_candidate_natively and not unsandboxed:
+        reads = [str(task.folder), *task.code_paths, *backend.sandbox_reads()]
+    if SPARES is not None:
+        return SPARES.take(backend_name, reads)
     return CandidateWorker(backend_name, reads)
 
 

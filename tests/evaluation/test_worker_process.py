@@ -379,3 +379,53 @@ def test_a_build_request_that_is_not_a_file_is_refused_at_once(hostile):
 def test_a_result_of_the_wrong_shape_is_no_result(hostile):
     result, _, tail = run_hostile("no_kind")
     assert result is None and "malformed" in tail
+
+
+def test_spare_workers_start_each_candidates_process_ahead_and_share_none(standin):
+    """Within spare_workers() (a search) the next candidate's process is
+    started while the one before runs: a candidate takes a process that has
+    run nothing, never one another candidate used, and the last spare is
+    closed on leaving."""
+    from mlxsci.evaluation import runner
+
+    with runner.spare_workers():
+        spares = runner.SPARES
+        assert spares is not None
+        first = spares.take("sim", None)
+        ahead = spares.ready[("sim", None)]
+        assert ahead.proc is not None and ahead.starting  # started, not yet handed a size
+        with first:
+            assert first.run(ActJob("ok"), 10)[0] == {"act": "ok", "seconds": [0.001]}
+        second = spares.take("sim", None)
+        assert second is ahead and second.proc is not first.proc
+        with second:
+            assert second.run(ActJob("ok"), 10)[0] == {"act": "ok", "seconds": [0.001]}
+        last = spares.ready[("sim", None)]
+    assert runner.SPARES is None
+    assert last.proc is None or last.proc.returncode is not None  # closed, and reaped
+    pids = [h["pid"] for h in standin()]
+    assert len(pids) == 2 and pids[0] != pids[1]  # one process per candidate
+
+
+def test_no_spare_is_started_where_a_gpu_times_the_runs(standin):
+    from mlxsci.evaluation import runner
+
+    with runner.spare_workers():
+        worker = runner.SPARES.take("cuda", None)  # type: ignore[union-attr]
+        assert not runner.SPARES.ready and worker.proc is None  # type: ignore[union-attr]
+        worker.close()
+
+
+def test_a_spare_started_with_another_environment_is_not_used(standin, monkeypatch):
+    from mlxsci.evaluation import runner
+
+    monkeypatch.delenv("MLXSCI_SIM_SCHEDULE", raising=False)
+    with runner.spare_workers():
+        spares = runner.SPARES
+        assert spares is not None
+        spares.take("sim", None).close()
+        ahead = spares.ready[("sim", None)]
+        monkeypatch.setenv("MLXSCI_SIM_SCHEDULE", "1")  # a switch the worker keeps
+        taken = spares.take("sim", None)
+        assert taken is not ahead and ahead.proc.returncode is not None  # closed, not used
+        taken.close()
