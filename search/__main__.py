@@ -148,9 +148,12 @@ def show_result(s: dict, quiet: bool) -> None:
         return "-" if x is None else f"{x:.4f}"
 
     modelled = f" ({s['sim_gpu']})" if s.get("sim_gpu") else ""
+    seed, best = s["seed_score"], s["best_score"]
+    # What S's own ratio measured, beside the transfer check's interleaved one.
+    ratio = f" ({best / seed:.3g}x, each scored alone)" if seed and best is not None else ""
     click.echo(
-        f"{s['task']} / {s['model']} on {s['backend']}{modelled}: S {f(s['seed_score'])} -> "
-        f"{f(s['best_score'])}; held-out Phi {f(s['held_out_seed'])} -> "
+        f"{s['task']} / {s['model']} on {s['backend']}{modelled}: S {f(seed)} -> "
+        f"{f(best)}{ratio}; held-out Phi {f(s['held_out_seed'])} -> "
         f"{f(s['held_out_best'])}; outcome {s['outcome']} "
         f"(noise band {s['improvement_band']:.1%}); "
         f"{s['tokens']['input']}+{s['tokens']['output']} tokens, ${s['cost_usd']:.4f}; "

@@ -52,7 +52,7 @@ from mlxsci.protocol.jobs import SizeJob
 from mlxsci.protocol.outputs import outputs_digest, same_bits, unwritten_count
 from mlxsci.roofline.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.task import Size, Task
-from mlxsci.timing.noise import run_noise
+from mlxsci.timing.measurement import Measurement
 
 
 def _load_npz(path: Path) -> dict:
@@ -312,17 +312,15 @@ def _measure(
     noise, what it achieved against the roofline, and the physics floor's
     verdict on it (implausible, or above the roofline: suspicious); where
     Metal-Sci's chip table describes the device, the fraction of its ceiling."""
-    seconds = sorted(result["seconds"])
     info = dict(result.get("timer") or {})
-    # The timer says which statistic of its runs is the size's time (mlxsci.timing.timers).
-    pick_min = info.get("statistic") == "min"
-    out.seconds = seconds[0] if pick_min else float(np.median(seconds))
-    out.seconds_min, out.seconds_max = seconds[0], seconds[-1]
+    # The timer says which statistic of its runs is the size's time; from the
+    # raw seconds, never the worker's own figure (mlxsci.timing.measurement).
+    timed = Measurement.of(result["seconds"], info.get("statistic"))
+    out.seconds, out.seconds_min, out.seconds_max = timed.value, timed.low, timed.high
     out.timer = info.pop("timer", None)
     out.timer_info = info
-    # From the raw seconds, never the worker's own figure: the noise widens
-    # the allowance of the physics floor below.
-    out.noise = run_noise(seconds, info.get("statistic", "median"))
+    # The noise widens the allowance of the physics floor below.
+    out.noise = timed.noise
     out.kernels = result.get("kernels", {})
     out.warmup = result.get("warmup", {})
     p = size.params

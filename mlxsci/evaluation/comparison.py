@@ -13,8 +13,6 @@ from __future__ import annotations
 import secrets
 import shutil
 
-import numpy as np
-
 from mlxsci.backends import backend_class, backend_info, backend_options, resolve_backend_name
 from mlxsci.evaluation.budget import input_seeds
 from mlxsci.evaluation.results import geometric_mean
@@ -25,7 +23,8 @@ from mlxsci.protocol.jobs import CompareJob
 from mlxsci.storage.cache import cache_dir
 from mlxsci.storage.faults import check_after_failure, faults_raised
 from mlxsci.task import Size, load_task
-from mlxsci.timing.noise import combined_noise, run_noise
+from mlxsci.timing.measurement import Measurement
+from mlxsci.timing.noise import combined_noise
 from mlxsci.timing.timers import check_timer
 
 
@@ -121,14 +120,12 @@ def comparison_failure(result: dict | None, tail: str, size: Size) -> str:
 def timed_pair(result: dict, label: str) -> dict:
     """One size's comparison from the worker's two series of seconds, each
     reduced by the timer's statistic as in an evaluation."""
-    a, b = result["seconds"]
     statistic = result.get("timer", {}).get("statistic", "median")
-    pick = min if statistic == "min" else np.median
-    med_a, med_b = float(pick(a)), float(pick(b))
+    a, b = (Measurement.of(s, statistic) for s in result["seconds"])
     return {
         "label": label,
-        "incumbent": med_a,
-        "candidate": med_b,
-        "speedup": med_a / med_b if med_b > 0 else float("inf"),
-        "noise": max(run_noise(a, statistic), run_noise(b, statistic)),
+        "incumbent": a.value,
+        "candidate": b.value,
+        "speedup": a.value / b.value if b.value > 0 else float("inf"),
+        "noise": max(a.noise, b.noise),
     }

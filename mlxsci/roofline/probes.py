@@ -72,9 +72,13 @@ def plan_for(backend: Backend, info: dict | None = None) -> dict:
     return plan
 
 
-def probe_digest(backend: Backend, plan: dict) -> str:
+def probe_digest(backend: Backend, plan: dict, timer: str | None = None) -> str:
+    """What an entry's ceilings depend on beside the device: the probe
+    kernels, the plan, and the version of the timer that timed them
+    (timers.timer_version; default: the backend's own timer)."""
     h = hashlib.sha256(PROBES[backend.dialect].read_bytes())
     h.update(json.dumps(plan, sort_keys=True).encode())
+    h.update(timers.timer_version(timer or timers.default_timer_name(backend.name)).encode())
     return h.hexdigest()[:16]
 
 
@@ -290,5 +294,5 @@ def measure(backend: Backend, progress=None, timer: str | None = None) -> Roofli
         theoretical=dict(info.get("properties") or {}),
         reference_copy_gbps=reference,
         plan=plan,
-        probe_digest=probe_digest(backend, plan),
+        probe_digest=probe_digest(backend, plan, name),
     )

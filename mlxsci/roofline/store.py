@@ -44,7 +44,9 @@ from mlxsci.timing import timers
 def cache_path(backend: Backend, timer: str | None = None) -> Path:
     """One cached roofline per device, dialect and timer: a wall-clock ceiling
     is not comparable with a CUPTI one, and the simulator runs either
-    dialect's probes, which it does not run equally fast."""
+    dialect's probes, which it does not run equally fast. The entry's
+    probe_digest covers the timer's version too (timers.timer_version): a
+    timer whose code changed measures again."""
     timer = timer or timers.default_timer_name(backend.name)
     name = f"{backend.device_info()['fingerprint']}-{backend.dialect}-{timer}.json"
     return cache_dir("roofline") / name
@@ -122,7 +124,7 @@ def load_or_measure(
     if modelled is not None:  # the simulator: its modelled GPU's own ceilings
         return modelled_roofline(backend, modelled)
     path = cache_path(backend, timer)
-    digest = probe_digest(backend, plan_for(backend))
+    digest = probe_digest(backend, plan_for(backend), timer)
     roof = None if refresh else load_cached(path, digest)
     if roof is not None:
         return roof

@@ -32,7 +32,9 @@ builds one per size (mlxsci.worker); the roofline probes build theirs
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import inspect
 import math
 import re
 import statistics
@@ -483,6 +485,23 @@ def check_timer(timer_name: str | None, backend_name: str) -> str:
             "the cupti timer needs cupti-python (pip install mlxsci[cuda]); use --timer wall"
         )
     return name
+
+
+TIMER_CLASSES = {"sim": SimTimer, "cupti": CuptiTimer, "wall": WallTimer}
+
+
+def timer_version(name: str) -> str:
+    """The version of timer `name`: a digest of its code (its class, the
+    base class and the warm-up's `settle`), so that what was measured with
+    a timer that has since changed (a roofline entry: mlxsci.roofline.probes.
+    probe_digest) is measured again rather than compared across two ways of
+    timing."""
+    if name not in TIMER_CLASSES:
+        raise ValueError(f"unknown timer {name!r}; choose from {', '.join(TIMER_NAMES)}")
+    h = hashlib.sha256()
+    for part in (Timer, TIMER_CLASSES[name], settle, Work, Timing):
+        h.update(inspect.getsource(part).encode())
+    return h.hexdigest()[:16]
 
 
 def make_timer(name: str, backend, kernel_names=()) -> Timer:

@@ -268,6 +268,13 @@ def decide(m: Measurements, in_dist: dict, held: dict | None, second: dict | Non
     return TRANSFERS, holds(m, r_in, held, second), ["in-dist", "held-out", "second"]
 
 
+def win(r_in: float) -> str:
+    """The in-distribution win as a reason names it, with what it measured:
+    the candidate and its baseline timed in turn in one worker, which is not
+    the ratio of their S (two evaluations apart), so a run shows both."""
+    return f"the {r_in:.3g}x in-distribution win (timed against the baseline, interleaved)"
+
+
 def holds(m: Measurements, r_in: float, held: dict | None, second: dict | None) -> str:
     """The reason of grade `transfers`, naming what was not judged."""
     unjudged = [
@@ -281,16 +288,15 @@ def holds(m: Measurements, r_in: float, held: dict | None, second: dict | None) 
         if p is None
     ]
     caveat = f"; not judged: {', '.join(unjudged)}" if unjudged else ""
-    return f"the {r_in:.3g}x in-distribution win holds where it was not measured{caveat}"
+    return f"{win(r_in)} holds where it was not measured{caveat}"
 
 
 def not_kept(name: str, r_in: float, numbers: dict) -> str:
     """The reason of grade A or D: the speedup at `name` against r_in."""
     r, kept = numbers["ratio"], numbers["kept_fraction"]
     if r is None:
-        return f"the {r_in:.3g}x in-distribution win does not transfer: no figure at the {name}"
+        return f"{win(r_in)} does not transfer: no figure at the {name}"
     share = f", keeps {kept:.2f} of the gain" if kept is not None else ""
     return (
-        f"the {r_in:.3g}x in-distribution win does not transfer: at the {name} it is "
-        f"{r:.3g}x ({numbers['verdict']}{share})"
+        f"{win(r_in)} does not transfer: at the {name} it is {r:.3g}x ({numbers['verdict']}{share})"
     )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from mlxsci.protocol.jobs import CompareJob, RunCap, SizeJob
+from mlxsci.protocol.jobs import CompareJob, SizeJob
 from mlxsci.protocol.outputs import input_checksums, outputs_digest, to_numpy
-from mlxsci.timing.timers import Work, default_timer_name, make_timer, settle
+from mlxsci.timing.timers import Work, default_timer_name, make_timer
 
 
 def pipeline_work(task, launcher, inputs: dict, params: dict, backend) -> Work:
@@ -65,19 +65,6 @@ class Rotation:
         if self.digests is not None:
             self.digests[k].append(outputs_digest(to_numpy(timing.results)))
         return timing
-
-
-def warm_up(timer, rotation: Rotation, job: SizeJob) -> dict:
-    """Warm-up runs after the first (compiling) one: at least n_warmup - 1, then
-    on until timings settle (GPU clocks ramp), within the job's caps."""
-    extra = max(0, job.n_warmup - 1)
-    cap = job.settle or RunCap(max_runs=extra, max_seconds=0.0)
-    return settle(
-        lambda: rotation.time(timer).seconds,
-        min_runs=extra,
-        max_runs=max(extra, cap.max_runs),
-        max_seconds=cap.max_seconds,
-    )
 
 
 def job_timer(job: SizeJob | CompareJob, backend, task):

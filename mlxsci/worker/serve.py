@@ -58,6 +58,7 @@ import secrets
 import sys
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 
 import click
@@ -82,10 +83,11 @@ from mlxsci.protocol.outputs import (
 from mlxsci.sandbox.lifeline import Lifeline
 from mlxsci.storage.cache import atomic_write_json
 from mlxsci.task import load_task
+from mlxsci.timing.measurement import interleaved, trials, warm_up
 from mlxsci.timing.noise import run_noise
 from mlxsci.timing.timers import Work, median_kernels
 from mlxsci.worker.launch import Launcher
-from mlxsci.worker.runs import Rotation, device_inputs, job_timer, pipeline_work, warm_up
+from mlxsci.worker.runs import Rotation, device_inputs, job_timer, pipeline_work
 
 # SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*), and
 # how many shuffled orders a size's extra verification runs take when the
@@ -258,7 +260,7 @@ def run_job(job: SizeJob, outdir: Path) -> dict:
 
         result["phase"] = "warmup"
         t = time.perf_counter()
-        warm = warm_up(timer, rotation, job)
+        warm = warm_up(lambda: rotation.time(timer).seconds, job.n_warmup, job.settle)
         result["warmup"] = {"runs": warm["runs"], "settled": warm["settled"]}
         timings["warmup"] = time.perf_counter() - t
 
@@ -310,11 +312,9 @@ def timed_runs(job: SizeJob, timer, rotation: Rotation, result: dict, timings: d
     timed run on the first input set and on each other (None for a set no
     timed run took), on the host."""
     t = time.perf_counter()
-    timed = [rotation.time(timer) for _ in range(job.n_measure)]
-    # Cheap runs: more of them, within a budget, where more runs steady the time.
-    extra = job.extra_runs if timer.more_runs_help else None
-    while extra and len(timed) < extra.max_runs and time.perf_counter() - t < extra.max_seconds:
-        timed.append(rotation.time(timer))
+    timed = trials(
+        lambda: rotation.time(timer), job.n_measure, job.extra_runs, timer.more_runs_help
+    )
     timings["timed"] = time.perf_counter() - t
     result["seconds"] = [x.seconds for x in timed]
     result["timer"] = timer.info()
@@ -433,16 +433,10 @@ def run_compare(job: CompareJob, outdir: Path) -> dict:
             work.wait(work.enqueue(sets[0]))
         # Both take the same input sets in the same turn (Rotation).
         rotations = [Rotation(work, sets) for work in works]
-        for _ in range(max(1, job.n_warmup - 1)):
-            for rotation in rotations:
-                rotation.time(timer)
-        result["phase"] = "timed"
-        seconds: list = [[], []]
-        for k in range(job.n_measure):
-            order = (0, 1) if k % 2 == 0 else (1, 0)
-            for i in order:
-                seconds[i].append(rotations[i].time(timer).seconds)
-        result["seconds"] = seconds
+        result["phase"] = "timed"  # the warm-up rounds first (mlxsci.timing.measurement)
+        result["seconds"] = interleaved(
+            [partial(rotation_seconds, r, timer) for r in rotations], job.n_warmup, job.n_measure
+        )
         result["timer"] = timer.info()
         result["phase"] = "done"
     except Exception as exc:
@@ -451,6 +445,11 @@ def run_compare(job: CompareJob, outdir: Path) -> dict:
         if timer is not None:
             timer.close()
     return result
+
+
+def rotation_seconds(rotation: Rotation, timer) -> float:
+    """One timed run of `rotation`'s next input set: its seconds."""
+    return rotation.time(timer).seconds
 
 
 def run_one(outdir: Path, wire: dict | None = None, builds=None) -> None:

@@ -196,3 +196,40 @@ EXHAUSTED = "the proposer has nothing left to propose (autotune: search space ex
 def test_why_nothing_was_found(summary, line):
     summary = {"seed_score": 0.30, "improvement_band": NOISE_FLOOR, "stopped": None, **summary}
     assert why_nothing_found(summary) == line
+
+
+def test_the_last_lines_tell_what_each_speedup_measured(capsys):
+    """S's ratio (two evaluations apart) and the transfer check's (the best
+    and the seed timed in turn in one worker) differ; the run shows both and
+    says which is which, rather than two unexplained speedups."""
+    from mlxsci.search.__main__ import show_result
+
+    summary = {
+        "task": "heat2d", "model": "autotune", "backend": "sim", "sim_gpu": "apple-m1-pro",
+        "seed_score": 0.0231, "best_score": 0.0523, "held_out_seed": 0.02,
+        "held_out_best": 0.05, "outcome": "improved", "improvement_band": 0.05,
+        "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "run_dir": "r",
+        "held_out": {"mode": "metal-sci"}, "best_iteration": 3,
+        "transfer": {"grade": "transfers", "reason": "the 4.03x in-distribution win (timed "
+                     "against the baseline, interleaved) holds where it was not measured"},
+    }  # fmt: skip
+    show_result(summary, quiet=False)
+    out = capsys.readouterr().out
+    assert "S 0.0231 -> 0.0523 (2.26x, each scored alone)" in out
+    assert "4.03x in-distribution win (timed against the baseline, interleaved)" in out
+
+
+def test_the_transfer_reason_says_its_ratio_was_timed_interleaved():
+    from mlxsci.transfer.grading import holds, not_kept
+
+    assert "4.03x in-distribution win (timed against the baseline, interleaved)" in holds(
+        _no_places(), 4.03, None, None
+    )
+    said = not_kept("held-out", 2.0, {"ratio": 1.01, "kept_fraction": 0.01, "verdict": "flat"})
+    assert said.startswith("the 2x in-distribution win (timed against the baseline, interleaved)")
+
+
+def _no_places():
+    from mlxsci.transfer.grading import Measurements
+
+    return Measurements(in_dist=None, held_out=None, second=None)  # type: ignore[arg-type]
