@@ -109,6 +109,12 @@ class Timer:
     # breakdown per kernel lists them either way.
     leaves_out_copies = True
 
+    @classmethod
+    def for_run(cls, backend, kernel_names=()) -> Timer:
+        """The timer of a run on `backend` of a task's `kernel_names`
+        (make_timer): what a timer needs of them, it takes."""
+        return cls()
+
     def time(self, work: Work) -> Timing:
         raise NotImplementedError
 
@@ -213,6 +219,10 @@ class SimTimer(Timer):
     # The simulated GPU (sim_runtime.h: __SIM_CORES, __SIM_LANES).
     CORES = 32
     LANES = 32
+
+    @classmethod
+    def for_run(cls, backend, kernel_names=()) -> Timer:
+        return cls(backend, kernel_names)
 
     def __init__(self, backend, kernel_names=()):
         if not backend.records_launch_time:
@@ -349,6 +359,10 @@ class CuptiTimer(Timer):
     (tests feed recorded activity through a fake one)."""
 
     name = "cupti"
+
+    @classmethod
+    def for_run(cls, backend, kernel_names=()) -> Timer:
+        return cls(kernel_names=kernel_names)
 
     def __init__(self, source=None, kernel_names=()):
         self.source = source if source is not None else CuptiSource.shared()
@@ -487,7 +501,7 @@ def check_timer(timer_name: str | None, backend_name: str) -> str:
     return name
 
 
-TIMER_CLASSES = {"sim": SimTimer, "cupti": CuptiTimer, "wall": WallTimer}
+TIMER_CLASSES: dict[str, type[Timer]] = {"sim": SimTimer, "cupti": CuptiTimer, "wall": WallTimer}
 
 
 def timer_version(name: str) -> str:
@@ -505,10 +519,6 @@ def timer_version(name: str) -> str:
 
 
 def make_timer(name: str, backend, kernel_names=()) -> Timer:
-    if name == "sim":
-        return SimTimer(backend, kernel_names)
-    if name == "cupti":
-        return CuptiTimer(kernel_names=kernel_names)
-    if name == "wall":
-        return WallTimer()
-    raise ValueError(f"unknown timer {name!r}; choose from {', '.join(TIMER_NAMES)}")
+    if name not in TIMER_CLASSES:
+        raise ValueError(f"unknown timer {name!r}; choose from {', '.join(TIMER_NAMES)}")
+    return TIMER_CLASSES[name].for_run(backend, kernel_names)

@@ -68,3 +68,12 @@ def test_the_timers_version_keys_the_rooflines_entry(monkeypatch):
     assert probe_digest(be, plan, "wall") != before
     with pytest.raises(ValueError, match="unknown timer"):
         real("stopwatch")
+
+
+def test_every_timer_name_has_its_class_and_makes_its_timer():
+    assert set(timers.TIMER_NAMES) == set(timers.TIMER_CLASSES)
+    be = SimBackend(dialect="metal")
+    for name in ("sim", "wall"):
+        made = timers.make_timer(name, be, ("saxpy",))
+        assert isinstance(made, timers.TIMER_CLASSES[name]) and made.name == name
+        made.close()
