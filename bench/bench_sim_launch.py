@@ -43,6 +43,7 @@ import time
 import mlx.core as mx
 from tabulate import tabulate
 
+from mlxsci.backends.base import RunMode
 from mlxsci.kernel.candidate import parse
 from mlxsci.task import load_reference, load_task, task_names
 from mlxsci.worker.launch import Launcher
@@ -78,14 +79,14 @@ class Setup:
 
     def run(self, init_value=None) -> tuple[float, float, int]:
         """(wall seconds, kernel seconds, launches) of one pipeline run."""
-        self.launcher.init_value = init_value
+        self.launcher.mode = RunMode(init_value=init_value)
         self.backend.activity = []
         t = time.perf_counter()
         results = self.task.run(self.launcher, self.inputs, self.params)
         mx.eval(list(results.values()))
         wall = time.perf_counter() - t
         records, self.backend.activity = self.backend.activity, None
-        self.launcher.init_value = None
+        self.launcher.mode = RunMode()
         # (name, modeled seconds, host CPU seconds): the host's is what the wall clock holds.
         return wall, sum(r[2] for r in records), len(records)
 

@@ -28,6 +28,25 @@ class BranchMap:
     counters: int = 0
 
 
+@dataclass(frozen=True)
+class RunMode:
+    """How the launches of one pipeline run run, handed to each kernel call
+    (never set on the backend): outputs filled with `init_value` first (the
+    verification runs' poison); the order threads run in (`order`: a name
+    of Backend.other_orders', None the backend's own; a shuffled order from
+    `order_seed`, one step on per launch: `launch` is the launch's index in
+    its run, which the Launcher counts); threadgroup memory filled with
+    `tg_fill` (None: the backend's poison); the branch-counting variants
+    (`count_branches`). A backend uses what it can (a GPU: init_value)."""
+
+    init_value: float | None = None
+    order: str | None = None
+    order_seed: int = 0
+    launch: int = 0
+    tg_fill: int | None = None
+    count_branches: bool = False
+
+
 class BuildService(Protocol):
     """The parent's side of a sandboxed worker's kernel builds
     (Backend.build_service): how many a size may ask for, how large a
@@ -52,8 +71,10 @@ class Kernel:
         threadgroup,
         template=None,
         init_value=None,
+        mode: RunMode | None = None,
     ):
-        """Returns a list of mx.array outputs (lazy on GPU backends)."""
+        """Returns a list of mx.array outputs (lazy on GPU backends). `mode`:
+        how this run's launches run (RunMode), where the backend can."""
         raise NotImplementedError
 
     def branch_hits(self) -> list[int] | None:
@@ -203,6 +224,17 @@ class Backend:
         left out, where the backend measures coverage; None where not. The
         parent asks it (never the worker), from its own spec of the kernel."""
         return None
+
+    # The order the verified run's threads run in, by name, where the backend
+    # chooses it (the simulator); None on a GPU, whose order is its own.
+    own_order: str | None = None
+
+    def other_orders(self, seeds) -> list[tuple[str, int | None, RunMode]]:
+        """The verification run's other thread orders, each (its name, its
+        seed or None, the RunMode that runs it), one shuffled order per seed
+        in `seeds`: a result that changes with the order is a race. None on
+        a GPU, which gives no control of its order."""
+        return []
 
     @classmethod
     def build_service(cls) -> BuildService | None:

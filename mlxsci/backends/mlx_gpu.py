@@ -42,6 +42,7 @@ class MLXKernel(Kernel):
         threadgroup,
         template=None,
         init_value=None,
+        mode=None,  # RunMode: a GPU runs its launches its own way (init_value comes apart)
     ):
         # Before MLX: over a limit, CUDA says only "invalid argument" and names no kernel.
         # Shared memory is known only after compiling, so it is not checked here.

@@ -4,17 +4,20 @@ A task's `run(launch, inputs, params)` calls `launch(kernel_name, inputs,
 outputs=...)`; the Launcher looks up the candidate's body for that kernel,
 evaluates its launch expressions for the current size and params (checked
 against the dialect's launch limits, mlxsci.kernel.launch_limits), and calls the
-backend kernel with MLX's call signature. The evaluator flips
-`init_value` to poison outputs during verification runs. Per-step counters
+backend kernel with MLX's call signature and the run's mode (RunMode: the
+verification runs' poison, the order threads run in, ...), which the worker
+sets on the launcher, never on the backend. Per-step counters
 come from `launch.counter(step)` (through mlxsci.task.step_counter), made once.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import mlx.core as mx
 import numpy as np
 
-from mlxsci.backends.base import Backend
+from mlxsci.backends.base import Backend, RunMode
 from mlxsci.kernel import in_place
 from mlxsci.kernel.candidate import Candidate
 from mlxsci.kernel.launch_expr import launch_dims
@@ -75,7 +78,8 @@ class Launcher:
         plan = as_plan(candidate, task, param_overrides, filename)
         self.task = task
         self.backend = backend
-        self.init_value: float | None = None
+        self.launches = 0  # kernel calls in the current run (RunMode.launch)
+        self._mode = RunMode()
         self.counters: dict = {}  # value -> 0-d uint32 device array (see counter)
         self.template = list(plan.template) or None
         self.kernels, self.grid, self.threadgroup = {}, {}, {}
@@ -91,9 +95,25 @@ class Launcher:
             check_launch(backend.dialect, contract.name, grid, threadgroup)
             self.grid[contract.name], self.threadgroup[contract.name] = grid, threadgroup
 
+    @property
+    def mode(self) -> RunMode:
+        """How the runs from now on run (RunMode), handed to every kernel call;
+        setting it starts a run's count of launches afresh."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: RunMode) -> None:
+        self._mode, self.launches = mode, 0
+
+    def call_mode(self) -> RunMode:
+        """The mode of the next kernel call: the run's, with its launch's index."""
+        mode = replace(self._mode, launch=self.launches)
+        self.launches += 1
+        return mode
+
     def __call__(self, name: str, inputs: dict, outputs: dict) -> dict:
         contract = self.task.kernel(name)
-        init = contract.init_value if contract.init_value is not None else self.init_value
+        init = contract.init_value if contract.init_value is not None else self.mode.init_value
         pairs = self.in_place.get(name, ())
         if pairs:
             return self._call_in_place(name, contract, inputs, outputs, pairs, init)
@@ -105,6 +125,7 @@ class Launcher:
             threadgroup=self.threadgroup[name],
             template=self.template,
             init_value=init,
+            mode=self.call_mode(),
         )
         return dict(zip(contract.outputs, results))
 
@@ -129,6 +150,7 @@ class Launcher:
             threadgroup=self.threadgroup[name],
             template=template,
             init_value=init,
+            mode=self.call_mode(),
         )
         # The copies hold the kernel's writes once it ran: nothing may read
         # them before (on a GPU the kernel is lazy work the copies know nothing of).
@@ -155,6 +177,7 @@ class Launcher:
             output_dtypes=[dtype],
             grid=(n, 1, 1),
             threadgroup=(min(in_place.COPY_GROUP, n), 1, 1),
+            mode=self.call_mode(),
         )[0]
         return mx.reshape(flat, shape)
 

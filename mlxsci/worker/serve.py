@@ -58,6 +58,7 @@ import secrets
 import sys
 import time
 import traceback
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -67,6 +68,7 @@ import numpy as np
 
 from mlxsci import sandbox
 from mlxsci.backends import backend_class, get_backend
+from mlxsci.backends.base import RunMode
 from mlxsci.kernel.candidate import CandidateError
 from mlxsci.kernel.launch_expr import LaunchExprError
 from mlxsci.kernel.spec import CompileError, KernelFault
@@ -89,48 +91,41 @@ from mlxsci.timing.timers import Work, median_kernels
 from mlxsci.worker.launch import Launcher
 from mlxsci.worker.runs import Rotation, device_inputs, job_timer, pipeline_work
 
-# SimBackend.schedule values (runtime/sim_runtime.h, __SIM_SCHEDULE_*), and
-# how many shuffled orders a size's extra verification runs take when the
+# How many shuffled orders a size's extra verification runs take when the
 # job names no seeds (each is one more pipeline run at the size).
-FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
-SCHEDULE_NAMES = {FORWARD_SCHEDULE: "forward", REVERSED_SCHEDULE: "reversed"}
 SHUFFLED_RUNS = 2
 
 
-def schedule_plan(job: SizeJob, backend) -> list[tuple[int, int | None]]:
-    """The other schedules' (schedule, seed): reversed (forward where
-    MLXSCI_SIM_SCHEDULE made reversed the backend's own), then shuffled by
-    each seed of job["schedule_seeds"] (else SHUFFLED_RUNS fresh ones)."""
-    other = FORWARD_SCHEDULE if backend.schedule == REVERSED_SCHEDULE else REVERSED_SCHEDULE
+def other_orders(job: SizeJob, backend) -> list[tuple[str, int | None, RunMode]]:
+    """The backend's other thread orders for this size (Backend.other_orders),
+    shuffled by each seed of the job's schedule_seeds (else SHUFFLED_RUNS
+    fresh ones), at most MAX_SCHEDULES."""
     seeds = job.schedule_seeds
     if seeds is None or not all(type(s) is int and 0 <= s < 1 << 64 for s in seeds):
         seeds = tuple(secrets.randbits(63) for _ in range(SHUFFLED_RUNS))
-    return [(other, None), *((SHUFFLED_SCHEDULE, s) for s in seeds)][:MAX_SCHEDULES]
+    return backend.other_orders(seeds)[:MAX_SCHEDULES]
 
 
-def schedule_name(schedule: int, seed: int | None) -> str:
-    """A schedule as messages name it: "reversed", "shuffled (seed 42)"."""
-    return f"shuffled (seed {seed})" if seed is not None else SCHEDULE_NAMES.get(schedule, "?")
+def order_name(order: str, seed: int | None) -> str:
+    """An order as messages name it: "reversed", "shuffled (seed 42)"."""
+    return f"{order} (seed {seed})" if seed is not None else order
 
 
 def run_schedules(job: SizeJob, work: Work, inputs: dict, launcher, backend, verified: dict):
-    """The first verification run again (same poison) under each schedule of
-    schedule_plan (SimBackend.schedule; a shuffled one's seed in
-    SimBackend.schedule_seed, one step on per launch): a GPU orders neither
-    threadgroups nor simdgroups without a barrier, so a result that depends
-    on the order is a race one order would hide. Returns, per schedule, its
-    record for result.json and its outputs where they differ bitwise from
-    `verified` (else None; all of them with job "every_output"). A fault
-    only in another order says so."""
-    own = backend.schedule, backend.schedule_seed
+    """The first verification run again (same poison) in each other order of
+    the backend's (other_orders; each run's RunMode goes with its kernel
+    calls): a GPU orders neither threadgroups nor simdgroups without a
+    barrier, so a result that depends on the order is a race one order would
+    hide. Returns, per order, its record for result.json and its outputs
+    where they differ bitwise from `verified` (else None; all of them with
+    job "every_output"). A fault only in another order says so."""
     records, differing = [], []
-    for schedule, seed in schedule_plan(job, backend):
-        backend.schedule, backend.schedule_seed = schedule, seed or 0
-        launcher.init_value = SENTINEL_A
+    for order, seed, mode in other_orders(job, backend):
+        launcher.mode = replace(mode, init_value=SENTINEL_A)
         try:
             outputs = to_numpy(work.enqueue(inputs))
         except KernelFault as exc:
-            name = schedule_name(schedule, seed)
+            name = order_name(order, seed)
             raise KernelFault(
                 exc.kind,
                 f"{exc.message} (only with the threads in another order, {name}: the kernel "
@@ -138,10 +133,8 @@ def run_schedules(job: SizeJob, work: Work, inputs: dict, launcher, backend, ver
                 dict(exc.details, schedule=name),
             ) from exc
         finally:
-            backend.schedule, backend.schedule_seed = own
-            launcher.init_value = None
+            launcher.mode = RunMode()
         same = same_bits(outputs, verified)
-        order = SCHEDULE_NAMES.get(schedule, "shuffled")
         records.append({"order": order, "seed": seed, "equals_verified": same})
         # every one when the parent compares them itself (job "every_output")
         differing.append(None if same and not job.every_output else outputs)
@@ -165,15 +158,13 @@ def unwritten_threadgroup_run(work: Work, inputs: dict, launcher, backend, verif
     runs either way). One more run, and only for outputs with a NaN."""
     if not backend.poisons_threadgroup_memory or not _has_nan(verified):
         return None
-    backend.tg_fill = 0x00
-    launcher.init_value = SENTINEL_A
+    launcher.mode = RunMode(init_value=SENTINEL_A, tg_fill=0x00)
     try:
         outputs = to_numpy(work.enqueue(inputs))
     except Exception:  # noqa: BLE001 - a fault with zeros says nothing the verdict needs
         return None
     finally:
-        backend.tg_fill = None
-        launcher.init_value = None
+        launcher.mode = RunMode()
     return {"outputs_change": not same_bits(outputs, verified)}
 
 
@@ -191,8 +182,7 @@ def coverage_run(
     within = job.coverage_within_s
     if isinstance(within, (int, float)) and time.monotonic() - started > within:
         return {"error": "too little of the size's time left for the counted run"}
-    backend.count_branches = True
-    launcher.init_value = SENTINEL_A
+    launcher.mode = RunMode(init_value=SENTINEL_A, count_branches=True)
     try:
         outputs = to_numpy(work.enqueue(inputs))
         return {"kernels": launcher.branch_hits(), "equals_verified": same_bits(outputs, verified)}
@@ -200,8 +190,7 @@ def coverage_run(
         text = error_fields(exc, backend).get("message") or type(exc).__name__
         return {"error": str(text)[:MESSAGE_CHARS]}
     finally:
-        backend.count_branches = False
-        launcher.init_value = None
+        launcher.mode = RunMode()
 
 
 def error_record(exc: BaseException, backend) -> dict:
@@ -346,14 +335,14 @@ def verification_runs(
     # verified run alone (mlxsci.protocol.undefined_reads): the parent names
     # them where the size fails, and flags them where it passes.
     backend.take_undefined_reads()
-    launcher.init_value = SENTINEL_A
+    launcher.mode = RunMode(init_value=SENTINEL_A)
     verified = to_numpy(work.enqueue(inputs))
     seen = backend.take_undefined_reads()
     if seen:
         result["undefined_reads"] = seen
-    launcher.init_value = SENTINEL_B
+    launcher.mode = RunMode(init_value=SENTINEL_B)
     second = to_numpy(work.enqueue(inputs))
-    launcher.init_value = None
+    launcher.mode = RunMode()
     result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
     threadgroup = unwritten_threadgroup_run(work, inputs, launcher, backend, verified)
     if threadgroup is not None:
@@ -361,7 +350,7 @@ def verification_runs(
     timings["verify"] = time.perf_counter() - t
     result["phase"], t, other_orders = "schedules", time.perf_counter(), []
     if backend.reorders_threads:  # the simulator; GPUs have their own orders
-        result["verified_order"] = SCHEDULE_NAMES.get(backend.schedule, "?")
+        result["verified_order"] = backend.own_order or "?"
         result["schedules"], other_orders = run_schedules(
             job, work, inputs, launcher, backend, verified
         )

@@ -40,8 +40,9 @@ import os
 import platform
 import random
 
-from mlxsci.backends.base import Backend, BranchMap
+from mlxsci.backends.base import Backend, BranchMap, RunMode
 from mlxsci.backends.sim import coverage, gpus, profile, toolchain, variants
+from mlxsci.backends.sim.abi import FORWARD_SCHEDULE, REVERSED_SCHEDULE
 from mlxsci.backends.sim.buffers import GARBAGE_BYTE, PAGE, POOL, BufferPool
 from mlxsci.backends.sim.dialects import DIALECTS
 from mlxsci.backends.sim.kernel import SimKernel
@@ -223,6 +224,19 @@ class SimBackend(Backend):
     def sandbox_reads(cls) -> list[str]:
         """The kernel cache: the libraries the parent builds for the worker."""
         return [str(toolchain.cache_dir())]
+
+    @property
+    def own_order(self) -> str | None:  # type: ignore[override]  # a property of the instance
+        return {FORWARD_SCHEDULE: "forward", REVERSED_SCHEDULE: "reversed"}.get(self.schedule)
+
+    def other_orders(self, seeds) -> list[tuple[str, int | None, RunMode]]:
+        """Reversed (forward where MLXSCI_SIM_SCHEDULE made reversed this
+        backend's own), then one shuffled order per seed: groups and threads
+        in orders drawn from it, simdgroups interleaved at random around
+        barriers and SIMD operations (runtime/sim_runtime.h)."""
+        other = "forward" if self.schedule == REVERSED_SCHEDULE else "reversed"
+        shuffled = [("shuffled", s, RunMode(order="shuffled", order_seed=s)) for s in seeds]
+        return [(other, None, RunMode(order=other)), *shuffled]
 
     @classmethod
     def build_service(cls) -> variants.BuildRequests:

@@ -32,7 +32,7 @@ import signal
 
 # SimLaunch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.
 FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
-_SEED_STEP = 0x9E3779B97F4A7C15  # an odd step: consecutive seeds never repeat
+SEED_STEP = 0x9E3779B97F4A7C15  # an odd step: consecutive seeds never repeat
 
 
 def next_schedule_seed(backend) -> int:
@@ -41,7 +41,7 @@ def next_schedule_seed(backend) -> int:
     which moves on by one step: each launch of a pipeline run gets its own
     order, and the same starting seed gives the same orders again."""
     seed = int(getattr(backend, "schedule_seed", 0) or 0) % (1 << 64)
-    backend.schedule_seed = (seed + _SEED_STEP) % (1 << 64)
+    backend.schedule_seed = (seed + SEED_STEP) % (1 << 64)
     return seed
 
 

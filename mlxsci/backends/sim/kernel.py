@@ -17,13 +17,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mlxsci import sandbox
-from mlxsci.backends.base import Kernel
+from mlxsci.backends.base import Kernel, RunMode
 from mlxsci.backends.sim import build, coverage, profile, time_model, variants
 from mlxsci.backends.sim.abi import (
+    FORWARD_SCHEDULE,
     PROFILE_COUNTS,
     PROFILE_CYCLES,
     RESULT_NEED_FIBERS,
     RESULT_OK,
+    REVERSED_SCHEDULE,
+    SEED_STEP,
     SHUFFLED_SCHEDULE,
     UB_REASONS,
     SimGuard,
@@ -128,6 +131,34 @@ class _LaunchTiming:
     threads_per_group: int
 
 
+ORDERS = {"forward": FORWARD_SCHEDULE, "reversed": REVERSED_SCHEDULE, "shuffled": SHUFFLED_SCHEDULE}
+
+
+@dataclass(frozen=True)
+class LaunchMode:
+    """What one launch runs under: its call's RunMode over the backend's own
+    settings (those of a direct user of the backend: tests, mlxsci.fast)."""
+
+    schedule: int
+    seed: int | None  # a shuffled order's seed for this launch; None: the backend's own
+    tg_fill: int | None
+    counted: bool
+
+    @classmethod
+    def of(cls, backend, mode: RunMode | None) -> LaunchMode:
+        if mode is None:
+            return cls(backend.schedule, None, backend.tg_fill, bool(backend.count_branches))
+        schedule = backend.schedule if mode.order is None else ORDERS[mode.order]
+        # One step on per launch of the run, from its seed (abi.next_schedule_seed's step).
+        seed = (mode.order_seed + mode.launch * SEED_STEP) % (1 << 64)
+        return cls(
+            schedule,
+            seed if schedule == SHUFFLED_SCHEDULE else None,
+            mode.tg_fill if mode.tg_fill is not None else backend.tg_fill,
+            mode.count_branches or bool(backend.count_branches),
+        )
+
+
 class SimKernel(Kernel):
     """One KernelSpec on a SimBackend: called like MLX's kernel object."""
 
@@ -149,11 +180,14 @@ class SimKernel(Kernel):
         # kernel share its arms: coverage.instrument_spec), made at the first.
         self._counts: ctypes.Array | None = None
 
-    def _variant(self, infos, out_dtypes, template, profiled: bool = False) -> _Variant:
+    def _variant(
+        self, infos, out_dtypes, template, profiled: bool = False, counted: bool = False
+    ) -> _Variant:
         """The compiled variant for this call signature; generated text is
         produced only for a signature not seen before. `profiled`: the build
-        the modelled GPU's clock counts with (profile.py)."""
-        counted = bool(self.backend.count_branches) and not profiled
+        the modelled GPU's clock counts with (profile.py); `counted`: the one
+        that counts its branch arms (coverage.py)."""
+        counted = (counted or bool(self.backend.count_branches)) and not profiled
         key = _signature_key(infos, out_dtypes, template)
         key = key + (counted, profiled) if key is not None else None
         v = self._by_signature.get(key) if key is not None else None
@@ -237,12 +271,16 @@ class SimKernel(Kernel):
         template=None,
         init_value=None,
         as_stored: bool = False,
+        mode: RunMode | None = None,
     ):
         """MLX's kernel call, run now. `as_stored`: inputs are passed as
         stored, strides and offset included (MLX's ensure_row_contiguous=False:
         a kernel that ignores `*_strides` reads the storage order, as on a
-        GPU); otherwise each input is its row-contiguous copy."""
+        GPU); otherwise each input is its row-contiguous copy. `mode`: how
+        this run's launches run (RunMode: its order, threadgroup fill,
+        counted variants), over the backend's own settings where it says."""
         spec = self.spec
+        how = LaunchMode.of(self.backend, mode)
         if len(inputs) != len(spec.input_names):
             raise ValueError(
                 f"{self.dialect.tag} Expected `inputs` to have size {len(spec.input_names)} "
@@ -271,13 +309,13 @@ class SimKernel(Kernel):
         arrays = [_to_mx(x) for x in inputs]
         infos = [_arg_info(a) for a in arrays]
         out_names = [dtype_name(d) for d in output_dtypes]
-        v = self._variant(infos, out_names, template)
+        v = self._variant(infos, out_names, template, counted=how.counted)
         if v.launch_error:
             raise KernelFault("launch", v.launch_error)
         self.dialect.check_tgmem(spec, v.tgmem_bytes)
-        timing = self._timing_of(v, grid, tgc, infos, out_names)
+        timing = None if how.counted else self._timing_of(v, grid, tgc, infos, out_names)
         # The backend's opt-in checks run in the profiled variant's hooks.
-        checks = profile.checks_of(self.backend, v.tgmem_bytes, init_value)
+        checks = None if how.counted else profile.checks_of(self.backend, v.tgmem_bytes, init_value)
         if (timing is not None and timing.profile) or checks is not None:
             v = self._variant(infos, out_names, template, profiled=True)
 
@@ -302,6 +340,7 @@ class SimKernel(Kernel):
                     timing,
                     as_stored,
                     checks,
+                    how,
                 )
                 if outcome == "retry_with_fibers":
                     use_fibers = True
@@ -328,6 +367,7 @@ class SimKernel(Kernel):
         timing=None,
         as_stored=False,
         checks=None,
+        how: LaunchMode | None = None,
     ):
         """One run of variant `v`: the outputs, or "retry_with_fibers" where
         the runtime asks for one fiber per thread, or "run_again" where the
@@ -352,7 +392,7 @@ class SimKernel(Kernel):
                 garbage,
             )
             before = self._pass_counters(v, bufs)
-            launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers)
+            launch = self._launch_record(v, bufs, grid, tgc, ngroups, use_fibers, how)
             if checks is not None:
                 checks.attach(launch, bufs.guards)
             profiled = timing is not None and timing.profile
@@ -541,7 +581,7 @@ class SimKernel(Kernel):
                 bufs.outputs.append((gb, odt, shape))
                 bufs.addresses.append(gb.base)
 
-    def _launch_record(self, v, bufs, grid, tgc, ngroups, use_fibers) -> SimLaunch:
+    def _launch_record(self, v, bufs, grid, tgc, ngroups, use_fibers, how=None) -> SimLaunch:
         """The runtime's launch structure: dimensions, buffers and their
         guards, the backend's settings. What it points to is kept in `bufs`."""
         guards = bufs.guards
@@ -562,10 +602,11 @@ class SimKernel(Kernel):
         L.timeout_s = float(self.backend.launch_timeout_s or 0.0)
         L.stack_size = self.backend.stack_size
         L.kernel = v.kernel_name.encode()
-        L.schedule = self.backend.schedule
+        how = how or LaunchMode.of(self.backend, None)
+        L.schedule = how.schedule
         if L.schedule == SHUFFLED_SCHEDULE:
-            L.schedule_seed = next_schedule_seed(self.backend)
-        fill = self.backend.tg_fill
+            L.schedule_seed = how.seed if how.seed is not None else next_schedule_seed(self.backend)
+        fill = how.tg_fill
         L.tg_fill = 0 if fill is None else 0x100 | (int(fill) & 0xFF)
         return L
 

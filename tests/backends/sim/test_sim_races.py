@@ -16,6 +16,8 @@ races show only in a shuffled order, not in the reversed one.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -525,3 +527,24 @@ def test_kernel_that_detects_the_order_through_kept_state_is_refused(dialect):
     assert not ev.compile_ok and not ev.correct and ev.score == 0.0
     assert ev.fail_reason.startswith("compile error: c.x:2: "), ev.fail_reason
     assert SNIFFING_REFUSAL[dialect] in ev.fail_reason
+
+
+def test_a_run_mode_travels_with_the_call_and_leaves_the_backend_as_it_was():
+    """The worker's other orders and fills go to each kernel call (RunMode),
+    not onto the backend: after a call in a shuffled order the backend's own
+    settings are untouched, and the same seed gives the same launch seeds."""
+    from mlxsci.backends.base import RunMode
+    from mlxsci.backends.sim.kernel import LaunchMode
+
+    backend = SimBackend(dialect="metal")
+    own = (backend.schedule, backend.schedule_seed, backend.tg_fill, backend.count_branches)
+    mode = RunMode(order="shuffled", order_seed=7, tg_fill=0, count_branches=True)
+    first, second = (LaunchMode.of(backend, replace(mode, launch=k)) for k in (0, 1))
+    assert first.seed == 7 and second.seed != first.seed and first.counted and first.tg_fill == 0
+    assert (
+        LaunchMode.of(backend, replace(mode, launch=1)) == second
+    )  # the same seed, the same orders
+    assert LaunchMode.of(backend, RunMode(order="reversed")).seed is None
+    assert own == (backend.schedule, backend.schedule_seed, backend.tg_fill, backend.count_branches)
+    names = [name for name, _, _ in backend.other_orders([1, 2])]
+    assert names == ["reversed", "shuffled", "shuffled"] and backend.own_order == "forward"
