@@ -150,7 +150,7 @@ def show_result(s: dict, quiet: bool) -> None:
     modelled = f" ({s['sim_gpu']})" if s.get("sim_gpu") else ""
     seed, best = s["seed_score"], s["best_score"]
     # What S's own ratio measured, beside the transfer check's interleaved one.
-    ratio = f" ({best / seed:.3g}x, each scored alone)" if seed and best is not None else ""
+    ratio = f" ({best / seed:.2f}x, each scored alone)" if seed and best is not None else ""
     click.echo(
         f"{s['task']} / {s['model']} on {s['backend']}{modelled}: S {f(seed)} -> "
         f"{f(best)}{ratio}; held-out Phi {f(s['held_out_seed'])} -> "
