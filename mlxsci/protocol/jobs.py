@@ -56,6 +56,35 @@ def _cap_wire(cap: RunCap | None) -> dict | None:
     return None if cap is None else {"max_runs": cap.max_runs, "max_seconds": cap.max_seconds}
 
 
+def _run_wire(job: SizeJob | CompareJob) -> dict:
+    """What every job that runs candidates says on the wire beside its plans."""
+    return {
+        "kind": job.kind,
+        "task": job.task,
+        "backend": job.backend,
+        "backend_options": dict(job.backend_options),
+        "params": dict(job.params),
+        "n_warmup": job.n_warmup,
+        "n_measure": job.n_measure,
+        "timer": job.timer,
+        "input_seeds": list(job.input_seeds),
+    }
+
+
+def _run_fields(data: dict) -> dict:
+    """_run_wire read back: the fields of the job's class."""
+    return {
+        "task": data["task"],
+        "backend": data["backend"],
+        "backend_options": dict(data.get("backend_options") or {}),
+        "params": dict(data["params"]),
+        "n_warmup": int(data["n_warmup"]),
+        "n_measure": int(data["n_measure"]),
+        "timer": data.get("timer"),
+        "input_seeds": tuple(int(s) for s in data.get("input_seeds") or ()),
+    }
+
+
 @dataclass(frozen=True)
 class SizeJob:
     """One size of a candidate: where it runs, what it runs, how many runs,
@@ -100,18 +129,10 @@ class SizeJob:
 
     def to_wire(self) -> dict:
         return {
-            "kind": self.kind,
-            "task": self.task,
-            "backend": self.backend,
-            "backend_options": dict(self.backend_options),
+            **_run_wire(self),
             "plan": self.plan.to_wire(),
-            "params": dict(self.params),
-            "n_warmup": self.n_warmup,
-            "n_measure": self.n_measure,
-            "timer": self.timer,
             "settle": _cap_wire(self.settle),
             "extra_runs": _cap_wire(self.extra_runs),
-            "input_seeds": list(self.input_seeds),
             "schedule_seeds": None if self.schedule_seeds is None else list(self.schedule_seeds),
             "every_output": self.every_output,
             "output_bytes": self.output_bytes,
@@ -122,17 +143,10 @@ class SizeJob:
     def from_wire(cls, data: dict) -> SizeJob:
         seeds = data.get("schedule_seeds")
         return cls(
-            task=data["task"],
-            backend=data["backend"],
-            backend_options=dict(data.get("backend_options") or {}),
+            **_run_fields(data),
             plan=CandidatePlan.from_wire(data["plan"]),
-            params=dict(data["params"]),
-            n_warmup=int(data["n_warmup"]),
-            n_measure=int(data["n_measure"]),
-            timer=data.get("timer"),
             settle=RunCap.from_wire(data.get("settle")),
             extra_runs=RunCap.from_wire(data.get("extra_runs")),
-            input_seeds=tuple(int(s) for s in data.get("input_seeds") or ()),
             schedule_seeds=None if seeds is None else tuple(int(s) for s in seeds),
             every_output=bool(data.get("every_output")),
             output_bytes=int(data.get("output_bytes") or 0),
@@ -165,33 +179,12 @@ class CompareJob:
         return self.plans[0].dialect
 
     def to_wire(self) -> dict:
-        return {
-            "kind": self.kind,
-            "task": self.task,
-            "backend": self.backend,
-            "backend_options": dict(self.backend_options),
-            "plans": [p.to_wire() for p in self.plans],
-            "params": dict(self.params),
-            "n_warmup": self.n_warmup,
-            "n_measure": self.n_measure,
-            "timer": self.timer,
-            "input_seeds": list(self.input_seeds),
-        }
+        return {**_run_wire(self), "plans": [p.to_wire() for p in self.plans]}
 
     @classmethod
     def from_wire(cls, data: dict) -> CompareJob:
         first, second = (CandidatePlan.from_wire(p) for p in data["plans"])
-        return cls(
-            task=data["task"],
-            backend=data["backend"],
-            backend_options=dict(data.get("backend_options") or {}),
-            plans=(first, second),
-            params=dict(data["params"]),
-            n_warmup=int(data["n_warmup"]),
-            n_measure=int(data["n_measure"]),
-            timer=data.get("timer"),
-            input_seeds=tuple(int(s) for s in data.get("input_seeds") or ()),
-        )
+        return cls(**_run_fields(data), plans=(first, second))
 
 
 @dataclass(frozen=True)
