@@ -460,14 +460,21 @@ def test_a_sweep_gives_each_search_its_population_and_strategy(tmp_path):
 
 
 class StopAt(Crafted):
-    """Ctrl-C while evaluating the candidate crafted as `at`."""
+    """Ctrl-C while evaluating the candidate crafted as `at`; with `proposer`,
+    only once none of its calls is in flight, so that which answers were in
+    (and paid) when the run stopped does not depend on the machine's load."""
 
-    def __init__(self, table, at):
+    def __init__(self, table, at, proposer=None):
         super().__init__(table)
-        self.at = at
+        self.at, self.proposer = at, proposer
 
     def __call__(self, task, source, **kw):
         if f"// crafted: {self.at}\n" in source:
+            if self.proposer is not None:
+                deadline = time.monotonic() + 10
+                while self.proposer.in_flight and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                time.sleep(0.3)  # the answers returned reach the run's queue
             raise KeyboardInterrupt
         return super().__call__(task, source, **kw)
 
@@ -746,8 +753,8 @@ def test_model_names_on_the_command_line(tmp_path):
 def test_an_answer_forgotten_by_a_resume_still_counts_in_the_cost(tmp_path, monkeypatch):
     answers = answers_for(NAMES)
     out = tmp_path / "run"
-    monkeypatch.setattr(loop, "evaluate", StopAt(TABLE, "f"))
     first = ByIteration(answers, cost=1.0)
+    monkeypatch.setattr(loop, "evaluate", StopAt(TABLE, "f", first))
     with pytest.raises(KeyboardInterrupt):
         run("saxpy", proposer=first, backend="sim", out=out, iterations=8, population=4)
     paid = sum(len(v) for v in first.seen.values())
