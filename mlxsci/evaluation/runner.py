@@ -414,7 +414,11 @@ class SpareWorkers:
         key = (backend, None if reads is None else tuple(reads))
         with self.lock:
             spare = self.ready.pop(key, None)
-        if spare is not None and spare.environment != minimal_worker_env(backend):
+        if spare is not None and (
+            spare.proc is None
+            or spare.proc.poll() is not None  # it ended while it waited
+            or spare.environment != minimal_worker_env(backend)
+        ):
             spare.close()
             spare = None
         worker = spare or CandidateWorker(backend, reads)

@@ -429,3 +429,18 @@ def test_a_spare_started_with_another_environment_is_not_used(standin, monkeypat
         taken = spares.take("sim", None)
         assert taken is not ahead and ahead.proc.returncode is not None  # closed, not used
         taken.close()
+
+
+def test_a_spare_that_ended_while_it_waited_is_not_used(standin):
+    from mlxsci.evaluation import runner
+
+    with runner.spare_workers():
+        spares = runner.SPARES
+        assert spares is not None
+        spares.take("sim", None).close()
+        ahead = spares.ready[("sim", None)]
+        ahead.kill()  # killed from outside before any candidate took it
+        taken = spares.take("sim", None)
+        assert taken is not ahead
+        with taken:
+            assert taken.run(ActJob("ok"), 10)[0] == {"act": "ok", "seconds": [0.001]}
