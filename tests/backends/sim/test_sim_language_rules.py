@@ -395,6 +395,7 @@ class _RecordingBackend(Backend):
             threadgroup,
             template=None,
             init_value=None,
+            mode=None,
         ):
             arrays = [a if isinstance(a, mx.array) else mx.array(a) for a in inputs]
             gen = gen_dialect.generate(
