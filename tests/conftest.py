@@ -23,10 +23,20 @@ fixtures, so a test calls them like any function.
 """
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE=1 is set: without
+# it every pytest process (each xdist worker) compiles mlxsci and rewrites the
+# asserts of every test module again (~10 s of CPU a process on 2 cores), and
+# every worker and CLI subprocess a test starts compiles the mlxsci modules it
+# imports. Python reads a __pycache__ entry whatever that setting says and
+# checks it against its source's mtime and size, so a stale one is never used;
+# __pycache__ is in .gitignore, as in any checkout where Python writes them.
+sys.dont_write_bytecode = False
 
 
 def _runtime_digest() -> str:
