@@ -175,6 +175,7 @@ def test_nbody_far_pairs_dropped_is_caught(dialect):
 
 
 @pytest.mark.parametrize("label", ["N397x9", "N2048x10"])
+@pytest.mark.slow
 def test_nbody_fp64_forces_pass_for_many_seeds(label):
     # Another rounding of the same forces (fp64 throughout) stays far inside.
     params = next(s.params for s in NBODY.size_set("all") if s.label == label)

@@ -70,6 +70,7 @@ def test_a_kernel_that_predicts_the_inputs_fails(dialect):
     assert ev.input_seed is not None
 
 
+@pytest.mark.slow
 def test_each_evaluation_draws_its_own_inputs_and_records_the_seed():
     first = mlxsci.evaluate("saxpy", backend="sim", size_set="smoke")
     second = mlxsci.evaluate("saxpy", backend="sim", size_set="smoke")
@@ -139,6 +140,7 @@ def test_a_time_below_the_physics_floor_is_implausible_and_not_scored(monkeypatc
     assert kept.score == pytest.approx(kept.sizes[0].fraction)
 
 
+@pytest.mark.slow
 def test_a_search_never_keeps_an_implausible_candidate(monkeypatch, tmp_path):
     """A proposer offers a candidate whose evaluation is timed below the
     machine's floor: the progress line says IMPLAUS, the search keeps the
@@ -175,6 +177,7 @@ def test_a_search_never_keeps_an_implausible_candidate(monkeypatch, tmp_path):
     assert result["candidate"]["score"] == 0.0
 
 
+@pytest.mark.slow
 def test_the_input_seed_never_reaches_a_prompt(tmp_path):
     summary = loop.run("saxpy", "autotune", iterations=2, backend="sim", out=tmp_path / "run")
     seeds = set()

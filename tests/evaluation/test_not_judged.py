@@ -3,6 +3,8 @@ that only runs out of the size's time limit is "not judged", with the
 reason, in the evaluation, in a re-score record's verdict and in a search's
 outcome; never incorrect, never a held-out failure or grade B."""
 
+import pytest
+
 from mlxsci.evaluation.evaluator import evaluate, machine_stop
 from mlxsci.import_metal_sci import records
 from mlxsci.search.outcomes import classify
@@ -39,6 +41,7 @@ def built(source: str) -> None:
     assert ev.compile_ok, ev.fail_reason
 
 
+@pytest.mark.slow
 def test_a_kernel_that_only_runs_out_of_time_is_not_judged():
     built(SLOW_SAXPY)
     ev = evaluate(

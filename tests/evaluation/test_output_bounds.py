@@ -184,6 +184,7 @@ def test_a_flooding_worker_leaves_its_parent_a_tail_only(tmp_path):
     assert "again and again" in seen["answer"]["tail"]
 
 
+@pytest.mark.slow
 def test_a_flooding_worker_per_size_leaves_its_parent_a_tail_only(tmp_path):
     # The runs under compute-sanitizer (one process per size): the worker's
     # interpreter is replaced by the flood, which still answers its size.
@@ -409,6 +410,7 @@ def files_under(root: Path):
                 yield os.path.join(folder, name), st
 
 
+@pytest.mark.slow
 def test_a_compile_writes_no_file_past_the_cap(monkeypatch):
     # A constant array of the candidate's is data in the object the compiler
     # writes (and zig keeps in its cache): 512 MB of it had left a 512 MB

@@ -699,6 +699,7 @@ def fresh_workers():
 
 
 @needs_sandbox
+@pytest.mark.slow
 def test_isolated_matches_in_process_for_views_warnings_and_a_crash_then_a_good_call(
     fresh_workers,
 ):

@@ -98,6 +98,7 @@ def test_oob_is_an_exception():
 """
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_runs_a_projects_unchanged_tests(tmp_path):
     (tmp_path / "test_project.py").write_text(textwrap.dedent(PROJECT_TEST))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)]
@@ -129,6 +130,7 @@ def test_simulate_leaves_compile_disabled_when_the_user_had_disabled_it():
     assert patching.compile_enabled()
 
 
+@pytest.mark.slow
 def test_the_plugin_routes_kernels_a_conftest_makes_on_import(tmp_path):
     (tmp_path / "kpkg.py").write_text(
         textwrap.dedent(

@@ -142,6 +142,7 @@ def test_nan_infinity_and_huge_numbers_stay_out_of_what_the_report_reads(tmp_pat
     assert shown.exit_code == 0 and shown.exception is None, shown.output
 
 
+@pytest.mark.slow
 def test_folder_names_with_escapes_and_newlines_print_as_one_plain_line(tmp_path):
     """A downloaded folder's name is the attacker's: an OSC sequence (it sets
     the terminal's title; click strips only colour codes) and a newline

@@ -48,6 +48,7 @@ def by_iteration(out_dir) -> dict:
     return {r["iteration"]: r for r in found}
 
 
+@pytest.mark.slow
 def test_each_candidate_gets_both_verdicts_and_the_cheat_is_named(tmp_path, quick_evaluations):
     src = heat2d_run(tmp_path / "results", edge_cheat=True)
     out = tmp_path / "imported"
@@ -76,6 +77,7 @@ def test_each_candidate_gets_both_verdicts_and_the_cheat_is_named(tmp_path, quic
     assert "5 evaluated, 4 agree with the recorded verdict, 1 differ, 0 not judged" in shown.output
 
 
+@pytest.mark.slow
 def test_candidates_evaluated_at_once_give_the_same_records_in_import_order(
     tmp_path, quick_evaluations
 ):
@@ -102,6 +104,7 @@ def test_more_than_one_at_once_on_a_gpu_is_refused(tmp_path):
         jobs_for("metal", 2)
 
 
+@pytest.mark.slow
 def test_a_killed_rescore_continues_where_it_stopped(tmp_path, quick_evaluations, monkeypatch):
     src = heat2d_run(tmp_path / "results")
     out = tmp_path / "imported"
@@ -142,6 +145,7 @@ def test_a_rescore_file_that_is_not_records_is_set_aside(tmp_path, quick_evaluat
     assert sorted(by_iteration(out)) == [0]
 
 
+@pytest.mark.slow
 def test_an_edited_record_is_made_again(tmp_path, quick_evaluations):
     """A cheat's record edited from incorrect to correct after the re-score:
     its signature no longer matches, so the next re-score sets the file aside
@@ -162,6 +166,7 @@ def test_an_edited_record_is_made_again(tmp_path, quick_evaluations):
     assert by_iteration(out)[6]["mlxsci"] == "incorrect"
 
 
+@pytest.mark.slow
 def test_an_in_place_run_rescores_correct(tmp_path, quick_evaluations):
     seed = metal_sci_source("ising")
     src = write_run(tmp_path / "results", "ising", seed, [Iteration(seed, result(score=0.1))])
@@ -195,6 +200,7 @@ def assert_beside_seed(block: dict, figure: str) -> None:
     assert 0.8 < block["speedup"] < 1.25
 
 
+@pytest.mark.slow
 def test_the_recorded_best_and_its_seed_at_the_in_distribution_sizes(tmp_path, quick_evaluations):
     """Where Metal-Sci recorded its speedup: the best and the seed at the
     task's in-distribution sizes (gradshaf: seconds on the simulator); the

@@ -398,6 +398,7 @@ def test_cli_plots(real, tmp_path):
     _plots_ok(tmp_path / "p")
 
 
+@pytest.mark.slow
 def test_sweep_skips_finished_and_resumes_unfinished(real, tmp_path):
     out = tmp_path / "sweep"
     done = out / sweep.run_name("saxpy", "autotune")
@@ -500,6 +501,7 @@ def test_readme_report_table_in_sync():
     assert readme_block().strip() == report.report_text(runs, "md").strip()
 
 
+@pytest.mark.slow
 def test_module_entry_points():
     import subprocess
     import sys

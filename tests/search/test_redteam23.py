@@ -212,6 +212,7 @@ print("VERDICT", ev.correct, ev.fail_reason)
 """
 
 
+@pytest.mark.slow
 def test_a_stopped_pch_builder_does_not_hang_other_evaluations(tmp_path):
     cache = tmp_path / "cache"
     env = dict(os.environ, MLXSCI_CACHE_DIR=str(cache))

@@ -136,6 +136,7 @@ def one_line_refusal(result: subprocess.CompletedProcess, pid: int) -> str:
 # -- one process per run directory ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_resume_or_search_on_a_held_run_is_refused(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     crafted_autotune_run(monkeypatch, run_dir, iterations=2)

@@ -41,6 +41,7 @@ def sample_inputs(params):
     return inputs, ref.solve(inputs, params)["Sigma"]
 
 
+@pytest.mark.slow
 def test_target_and_inputs():
     params = TASK.size_set("in-dist")[2].params  # d = 32
     inputs, sigma = sample_inputs(params)
@@ -77,6 +78,7 @@ def run_numpy(params, **kw):
     )
 
 
+@pytest.mark.slow
 def test_correct_numpy_sampler_passes_at_smoke_and_d32():
     err, passed, kind, stats = run_numpy(SMOKE.params)
     assert passed, kind

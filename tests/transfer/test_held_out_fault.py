@@ -37,6 +37,7 @@ def judged(dialect: str, sizes: list[Size], source: str | None = None) -> dict:
 
 
 @pytest.mark.parametrize("dialect,ext", [("metal", "metal"), ("cuda", "cu")])
+@pytest.mark.slow
 def test_a_read_past_the_end_at_the_held_out_grades_b_with_the_named_fault(dialect, ext):
     # its passing twin: the same kernel at a search size (d = 16, its exact width)
     at_search = judged(dialect, SEARCH, ext)

@@ -161,6 +161,7 @@ def test_writable_state_is_a_compile_error_naming_it(symbols_only, dialect, name
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow
 def test_constant_tables_and_group_memory_pass(symbols_only, dialect):
     table = "constant float T[2]" if dialect == "metal" else "__constant__ float T[2]"
     group = "threadgroup float s[256];" if dialect == "metal" else "__shared__ float s[256];"

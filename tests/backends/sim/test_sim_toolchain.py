@@ -206,6 +206,7 @@ def test_kernels_share_one_precompiled_header_per_dialect(tmp_path, monkeypatch)
     assert len(list(tmp_path.joinpath("sim").glob("pch-*.pch"))) == 1
 
 
+@pytest.mark.slow
 def test_a_refused_precompiled_header_is_dropped_and_the_kernel_still_builds(tmp_path, monkeypatch):
     """A PCH clang will not load (here: garbage; in life, a header whose mtime
     changed) costs a second compile without it, never a failed kernel."""
