@@ -481,10 +481,11 @@ class StopAt(Crafted):
 
 def stopped_then_resumed(tmp_path, monkeypatch, answers, at, name="run", resume_kw=None, **kw):
     out = tmp_path / name
-    monkeypatch.setattr(loop, "evaluate", StopAt(TABLE, at))
+    first = ByIteration(answers)
+    monkeypatch.setattr(loop, "evaluate", StopAt(TABLE, at, first))
     monkeypatch.setattr(loop, "compare", crafted_compare(TABLE))
     with pytest.raises(KeyboardInterrupt):
-        run("saxpy", proposer=ByIteration(answers), backend="sim", out=out, **kw)
+        run("saxpy", proposer=first, backend="sim", out=out, **kw)
     monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
     again = ByIteration(answers)
     return run(None, proposer=again, resume=out, **(resume_kw or {})), again
