@@ -91,6 +91,50 @@ def time_size(task, size, backend, runs: int) -> dict:
     }
 
 
+def timer_table(rows: list[dict], processes: int | None = None) -> str:
+    """The rows as a Markdown table: each timer's milliseconds and its ratio
+    to the exact one, and S over fresh processes with their spread (none for
+    a single process). processes None: rows of runs with different counts."""
+    body = [
+        [
+            r["task"],
+            r["size"],
+            f"{r['exact_ms']:.4g}",
+            f"{100 * r['exact_noise']:.1f}",
+            f"{r['wall_ms']:.4g}",
+            f"{r['amortized_ms']:.4g}",
+            r["repeats"],
+            f"{r['wall_ratio']:.2f}",
+            f"{r['amortized_ratio']:.2f}",
+            " ".join("-" if s is None else f"{s:.4f}" for s in r["scores"]),
+            score_spread_text(r),
+        ]
+        for r in rows
+    ]
+    timer = rows[0]["timer"] if rows else "exact"
+    headers = [
+        "task",
+        "size",
+        f"{timer} ms",
+        "noise %",
+        "wall ms",
+        "amortized ms",
+        "R",
+        f"wall/{timer}",
+        f"amortized/{timer}",
+        f"S over {processes} processes" if processes else "S of fresh processes",
+        "S max/min",
+    ]
+    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def score_spread_text(row: dict) -> str:
+    """max/min of S over fresh processes; a single process has no spread."""
+    if len(row["scores"]) < 2 or row["score_max_over_min"] is None:
+        return "-"
+    return f"{row['score_max_over_min']:.3f}"
+
+
 def spread(xs) -> float:
     return (max(xs) - min(xs)) / statistics.median(xs)
 
@@ -182,39 +226,7 @@ def main():
             },
         }
 
-    table = tabulate(
-        [
-            [
-                r["task"],
-                r["size"],
-                f"{r['exact_ms']:.4g}",
-                f"{100 * r['exact_noise']:.1f}",
-                f"{r['wall_ms']:.4g}",
-                f"{r['amortized_ms']:.4g}",
-                r["repeats"],
-                f"{r['wall_ratio']:.2f}",
-                f"{r['amortized_ratio']:.2f}",
-                " ".join("-" if s is None else f"{s:.3f}" for s in r["scores"]),
-                "-" if r["score_max_over_min"] is None else f"{r['score_max_over_min']:.3f}",
-            ]
-            for r in rows
-        ],
-        headers=[
-            "task",
-            "size",
-            f"{rows[0]['timer'] if rows else 'exact'} ms",
-            "noise %",
-            "wall ms",
-            "amortized ms",
-            "R",
-            "wall/exact",
-            "amortized/exact",
-            f"S over {args.processes} processes",
-            "S max/min",
-        ],
-        tablefmt="github",
-        disable_numparse=True,
-    )
+    table = timer_table(rows, args.processes)
     curves = []
     for timer, probed in roofs.items():
         curves.append(

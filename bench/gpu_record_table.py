@@ -16,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from bench_gpu import timer_table  # bench/bench_gpu.py, beside this script
 from tabulate import tabulate
 
 
@@ -82,46 +83,6 @@ def seeds_table(rows: list[dict]) -> str:
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def bench_table(rows: list[dict]) -> str:
-    body = [
-        [
-            r["task"],
-            r["size"],
-            f"{r['exact_ms']:.4g}",
-            f"{100 * r['exact_noise']:.1f}",
-            f"{r['wall_ms']:.4g}",
-            f"{r['amortized_ms']:.4g}",
-            r["repeats"],
-            f"{r['wall_ratio']:.2f}",
-            f"{r['amortized_ratio']:.2f}",
-            " ".join("-" if s is None else f"{s:.4f}" for s in r["scores"]),
-            spread_text(r),
-        ]
-        for r in rows
-    ]
-    headers = [
-        "task",
-        "size",
-        "cupti ms",
-        "noise %",
-        "wall ms",
-        "amortized ms",
-        "R",
-        "wall/cupti",
-        "amortized/cupti",
-        "S of fresh processes",
-        "S max/min",
-    ]
-    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
-
-
-def spread_text(row: dict) -> str:
-    """max/min of S over fresh processes; a single process has no spread."""
-    if len(row["scores"]) < 2 or row["score_max_over_min"] is None:
-        return "-"
-    return f"{row['score_max_over_min']:.3f}"
-
-
 def probe_table(roof: dict) -> str:
     body = [[f"{ws / 2**20:.3f}", f"{gbps:.0f}"] for ws, gbps in roof["bandwidth"]]
     return tabulate(body, headers=["working set MiB", "GB/s"], tablefmt="github")
@@ -160,7 +121,7 @@ def main() -> None:
             "",
             "## Timers and S (`bench/bench_gpu.py --backend cuda`)",
             "",
-            bench_table(rows),
+            timer_table(rows),
             "",
             f"## Roofline (`python -m mlxsci.roofline --backend cuda --refresh`): "
             f"FP32 {roof['peak_gflops']:.0f} GFLOPS",

@@ -32,6 +32,7 @@ builds one per size (mlxsci.worker); the roofline probes build theirs
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -504,6 +505,7 @@ def check_timer(timer_name: str | None, backend_name: str) -> str:
 TIMER_CLASSES: dict[str, type[Timer]] = {"sim": SimTimer, "cupti": CuptiTimer, "wall": WallTimer}
 
 
+@functools.cache  # the code of a process does not change under it
 def timer_version(name: str) -> str:
     """The version of timer `name`: a digest of its code (its class, the
     base class and the warm-up's `settle`), so that what was measured with
