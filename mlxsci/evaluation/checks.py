@@ -21,10 +21,10 @@ measurements:
   (`_unchecked_runs`, flag `unchecked_run_differs`);
 - every input's checksum before and after equal to the reference inputs';
 - on the simulator, the verified run's reads the language leaves undefined
-  (result["undefined_reads"], mlxsci.protocol.undefined_reads): named in the
+  (result.undefined_reads, mlxsci.protocol.undefined_reads): named in the
   reason of a failed size, flagged `undefined_read` on a correct one; and
   where the outputs changed with threadgroup memory zero-filled instead of
-  poisoned (result["unwritten_threadgroup"]), memory read before it was
+  poisoned (result.threadgroup_outputs_change), memory read before it was
   written, named likewise (flag `threadgroup_read_before_write`);
 - the fraction of the roofline recomputed here from the raw seconds: above
   `plausible_limit` (1.5 x (1 + noise), the noise counted 5-25 %) the size
@@ -50,6 +50,7 @@ from mlxsci.protocol import undefined_reads
 from mlxsci.protocol.exchange import MAX_SCHEDULES, schedule_file
 from mlxsci.protocol.jobs import SizeJob
 from mlxsci.protocol.outputs import outputs_digest, same_bits, unwritten_count
+from mlxsci.protocol.results import OrderRun, SizeRun
 from mlxsci.roofline.ceilings import Roofline, metal_sci_ceiling
 from mlxsci.task import Size, Task
 from mlxsci.timing.measurement import Measurement
@@ -142,25 +143,26 @@ def _order_name(order, seed) -> str:
     return "another order"
 
 
-def _schedule_race(task: Task, size: Size, result: dict, jobdir: Path, ref, verified) -> str | None:
+def _schedule_race(
+    task: Task, size: Size, result: SizeRun, jobdir: Path, ref, verified
+) -> str | None:
     """The race verdict from the simulator's verification runs under other
-    schedules (result["schedules"], mlxsci.worker.serve.schedule_plan: reversed,
+    schedules (result.schedules, mlxsci.worker.serve.schedule_plan: reversed,
     then shuffled orders): each whose outputs differ bitwise from the
     verified ones (mlxsci.protocol.exchange.schedule_file(k)) is judged by schedule_race;
     the first race, naming both orders, or None (also on a GPU: no runs)."""
-    runs = result.get("schedules")
-    if not isinstance(runs, list):
+    if result.schedules is None:
         return None
-    verified_order = _order_name(result.get("verified_order"), None)
-    for k, run in enumerate(runs[:MAX_SCHEDULES], start=1):
-        if not isinstance(run, dict) or run.get("equals_verified") is not False:
+    verified_order = _order_name(result.verified_order, None)
+    for k, run in enumerate(result.schedules[:MAX_SCHEDULES], start=1):
+        if run.equals_verified is not False:
             continue
         race = schedule_race(
             verified,
             _load_npz(jobdir / schedule_file(k)),
             ref,
             lambda outputs: verdict(task.name, outputs, ref, size.params)[:2],
-            (verified_order, _order_name(run.get("order"), run.get("seed"))),
+            (verified_order, _order_name(run.order, run.seed)),
         )
         if race:
             return race
@@ -170,7 +172,7 @@ def _schedule_race(task: Task, size: Size, result: dict, jobdir: Path, ref, veri
 def check_size(
     task: Task,
     size: Size,
-    result: dict,
+    result: SizeRun,
     jobdir: Path,
     roof: Roofline,
     backend_name: str,
@@ -208,7 +210,7 @@ def check_size(
 def _check_size(
     task: Task,
     size: Size,
-    result: dict,
+    result: SizeRun,
     jobdir: Path,
     roof: Roofline,
     backend_name: str,
@@ -218,7 +220,7 @@ def _check_size(
     job: SizeJob | None,
 ) -> SizeResult:
     out = SizeResult(size.label, dict(size.params), held_out=task.is_held_out(size))
-    out.timings = result.get("timings", {})
+    out.timings = dict(result.timings)
     ref = ref or get_reference(task, size.params)
     out.tol = ref.tolerance
     verified = _load_npz(jobdir / "verified.npz")
@@ -241,14 +243,14 @@ def _check_size(
     # and nothing else in the verdict would say so), a flag where it passes
     # (the value never reached an output). Only words: the worker's record
     # decides nothing, and a malformed one is dropped.
-    undefined = undefined_reads.clean(result.get("undefined_reads"))
+    undefined = result.undefined_reads
     if undefined is not None:
         out.flags.append(undefined_reads.FLAG)
         if problems:
             problems.append(undefined_reads.LEAD + undefined_reads.describe(undefined))
     # Likewise threadgroup memory read before it was written, where the
     # worker's run with that memory zero-filled changed the outputs.
-    if undefined_reads.threadgroup_outputs_change(result.get("unwritten_threadgroup")):
+    if result.threadgroup_outputs_change:
         out.flags.append(undefined_reads.THREADGROUP_FLAG)
         if problems:
             problems.append(undefined_reads.threadgroup_text(_dialect(job) == "cuda"))
@@ -264,17 +266,17 @@ def _dialect(job: SizeJob | None) -> str:
 
 
 def _run_problems(
-    task: Task, size: Size, result: dict, jobdir: Path, ref: Reference, flags: list
+    task: Task, size: Size, result: SizeRun, jobdir: Path, ref: Reference, flags: list
 ) -> list[str]:
     """The checks of the runs on the first input set beyond the verified
     outputs' error: the inputs the kernel got and left, no output element
     unwritten, the last timed run right where it differs bitwise."""
     problems = []
-    if result.get("input_checksums_before") != ref.input_checksums:
+    if result.input_checksums_before != ref.input_checksums:
         problems.append("inputs given to the kernel differ from the reference inputs")
     mutated = sorted(
         k
-        for k, v in result.get("input_checksums_after", {}).items()
+        for k, v in (result.input_checksums_after or {}).items()
         if ref.input_checksums.get(k) != v
     )
     if mutated:
@@ -282,14 +284,14 @@ def _run_problems(
         problems.append(f"input mutated: {', '.join(mutated)}")
     # Results the reference checks; a task's extra results only carry state from
     # run to run for the wall timer's chains (Task.chain), as before this held.
-    unwritten = {k: n for k, n in result.get("unwritten", {}).items() if n and k in ref.outputs}
+    unwritten = {k: n for k, n in result.unwritten.items() if n and k in ref.outputs}
     if unwritten:
         flags.append("unwritten")
         problems.append(
             "unwritten output: "
             + ", ".join(f"{n} element(s) of {k} never written" for k, n in unwritten.items())
         )
-    if not result.get("last_equals_verified", False):
+    if not result.last_equals_verified:
         flags.append("nondeterministic")
         last_err, last_ok, last_kind = verdict(
             task.name, _load_npz(jobdir / "last.npz"), ref, size.params
@@ -303,7 +305,7 @@ def _measure(
     out: SizeResult,
     task: Task,
     size: Size,
-    result: dict,
+    result: SizeRun,
     roof: Roofline,
     backend_name: str,
     device_name: str,
@@ -312,17 +314,16 @@ def _measure(
     noise, what it achieved against the roofline, and the physics floor's
     verdict on it (implausible, or above the roofline: suspicious); where
     Metal-Sci's chip table describes the device, the fraction of its ceiling."""
-    info = dict(result.get("timer") or {})
     # The timer says which statistic of its runs is the size's time; from the
     # raw seconds, never the worker's own figure (mlxsci.timing.measurement).
-    timed = Measurement.of(result["seconds"], info.get("statistic"))
+    timed = Measurement.of(result.seconds, result.statistic)
     out.seconds, out.seconds_min, out.seconds_max = timed.value, timed.low, timed.high
-    out.timer = info.pop("timer", None)
-    out.timer_info = info
+    out.timer = result.timer
+    out.timer_info = dict(result.timer_info)
     # The noise widens the allowance of the physics floor below.
     out.noise = timed.noise
-    out.kernels = result.get("kernels", {})
-    out.warmup = result.get("warmup", {})
+    out.kernels = dict(result.kernels)
+    out.warmup = dict(result.warmup)
     p = size.params
     nbytes, flops, ws = task.bytes_moved(p), task.flops(p), task.working_set(p)
     roof_seconds = roof.seconds(nbytes, flops, ws)
@@ -344,7 +345,7 @@ def _measure(
 
 
 def _rotation_problems(
-    task: Task, size: Size, result: dict, jobdir: Path, refs: list, flags: list
+    task: Task, size: Size, result: SizeRun, jobdir: Path, refs: list, flags: list
 ) -> list[str]:
     """The timed runs' checks beyond the first input set: each other set
     reached the kernel as the parent made it and left unchanged, and the last
@@ -354,10 +355,10 @@ def _rotation_problems(
     problems: list[str] = []
     if not refs:
         return problems
-    before = result.get("rotation_checksums_before")
-    if before != [r.input_checksums for r in refs]:
+    before = result.rotation_checksums_before
+    if before != tuple(r.input_checksums for r in refs):
         problems.append("inputs given to the timed runs differ from the reference inputs")
-    after = result.get("rotation_checksums_after") or []
+    after = result.rotation_checksums_after or ()
     if after != before and "input_mutated" not in flags:
         flags.append("input_mutated")
         problems.append("input mutated by a timed run")
@@ -410,42 +411,43 @@ def implausibility(out: SizeResult) -> str | None:
     )
 
 
-def own_findings(result: dict, jobdir: Path, verified: dict, job: SizeJob) -> dict:
+def own_findings(result: SizeRun, jobdir: Path, verified: dict, job: SizeJob) -> SizeRun:
     """The worker's result with what the parent can find out itself from the
     outputs the worker sent back (job "every_output", the simulator, where
     the worker's process runs the candidate's native code and so could
     write any result): the unwritten counts (the second verification run),
     whether the last timed run on the first set gave the verified bits, and
     whether each other order's run did, for every order the job planned."""
-    result = dict(result)
     second = _load_npz(jobdir / "second.npz")
-    result["unwritten"] = {k: unwritten_count(verified[k], second[k]) for k in verified}
-    result["last_equals_verified"] = same_bits(_load_npz(jobdir / "last.npz"), verified)
     planned = 1 + len(job.schedule_seeds or ())
-    told = result.get("schedules")
-    told = told if isinstance(told, list) and len(told) == planned else [{}] * planned
-    result["schedules"] = [
-        {
-            "order": run.get("order") if isinstance(run, dict) else None,
-            "seed": run.get("seed") if isinstance(run, dict) else None,
-            "equals_verified": same_bits(_load_npz(jobdir / schedule_file(k)), verified),
-        }
-        for k, run in enumerate(told, start=1)
-    ]
-    return result
+    told = result.schedules
+    if told is None or len(told) != planned:
+        told = (OrderRun(None, None, None),) * planned
+    return result.but(
+        unwritten={k: unwritten_count(verified[k], second[k]) for k in verified},
+        last_equals_verified=same_bits(_load_npz(jobdir / "last.npz"), verified),
+        schedules=tuple(
+            OrderRun(
+                run.order,
+                run.seed,
+                same_bits(_load_npz(jobdir / schedule_file(k)), verified),
+            )
+            for k, run in enumerate(told, start=1)
+        ),
+    )
 
 
-def _unchecked_runs(result: dict, jobdir: Path, sets: int, flags: list) -> list[str]:
+def _unchecked_runs(result: SizeRun, jobdir: Path, sets: int, flags: list) -> list[str]:
     """Every warm-up and timed run gave the same bits as its set's checked
     run (the simulator's runs do, run after run): a kernel that does less
     work in the runs it believes unchecked fails."""
-    digests = result.get("run_digests")
-    if not isinstance(digests, list) or len(digests) != sets:
+    digests = result.run_digests
+    if digests is None or len(digests) != sets:
         raise ValueError("the worker sent no digest of its runs' outputs")
     files = ["last.npz"] + [f"timed_{k}.npz" for k in range(1, sets)]
     for k, (name, seen) in enumerate(zip(files, digests), start=1):
         checked = outputs_digest(_load_npz(jobdir / name))
-        if not isinstance(seen, list) or any(d != checked for d in seen):
+        if any(d != checked for d in seen):
             flags.append("unchecked_run_differs")
             return [
                 f"a warm-up or timed run on input set {k} gave other outputs than the "

@@ -20,6 +20,7 @@ from mlxsci.evaluation.runner import candidate_worker
 from mlxsci.kernel.candidate import CandidateError, parse
 from mlxsci.kernel.plan import plan_candidate
 from mlxsci.protocol.jobs import CompareJob
+from mlxsci.protocol.results import ComparedRuns, WorkerError
 from mlxsci.storage.cache import cache_dir
 from mlxsci.storage.faults import check_after_failure, faults_raised
 from mlxsci.task import Size, load_task
@@ -99,29 +100,30 @@ def compare(
         with candidate_worker(task, backend_name, unsandboxed) as worker:
             result, jobdir, tail = worker.run(job, timeout or per_size)
         shutil.rmtree(jobdir, ignore_errors=True)
-        if result is None or "error" in result:
-            return {"timer": timer_name, "error": comparison_failure(result, tail, size)}
+        if not isinstance(result, ComparedRuns) or result.error is not None:
+            error = result.error if isinstance(result, ComparedRuns) else None
+            return {"timer": timer_name, "error": comparison_failure(error, tail, size)}
         out["sizes"].append(timed_pair(result, size.label))
     out["speedup"] = geometric_mean([s["speedup"] for s in out["sizes"]])
     out["noise"] = combined_noise([s["noise"] for s in out["sizes"]])
     return out
 
 
-def comparison_failure(result: dict | None, tail: str, size: Size) -> str:
-    """Why a size's comparison failed, once the machine is cleared of the
-    blame (the worker and its folder are gone: EnvironmentFault if the
-    machine is to blame)."""
-    why = tail if result is None else f"{result['error']['kind']}: {result['error']['message']}"
+def comparison_failure(error: WorkerError | None, tail: str, size: Size) -> str:
+    """Why a size's comparison failed (the worker's error, else how it
+    ended), once the machine is cleared of the blame (the worker and its
+    folder are gone: EnvironmentFault if the machine is to blame)."""
+    why = tail if error is None else f"{error.kind}: {error.message}"
     failed = f"comparison at size {size.label} failed"
-    check_after_failure(result, 0, [cache_dir()], f"{failed} ({why[-300:]})")
+    compiled = error is not None and error.ends_evaluation
+    check_after_failure(compiled, 0, [cache_dir()], f"{failed} ({why[-300:]})")
     return f"{failed}: {why}"
 
 
-def timed_pair(result: dict, label: str) -> dict:
+def timed_pair(result: ComparedRuns, label: str) -> dict:
     """One size's comparison from the worker's two series of seconds, each
     reduced by the timer's statistic as in an evaluation."""
-    statistic = result.get("timer", {}).get("statistic", "median")
-    a, b = (Measurement.of(s, statistic) for s in result["seconds"])
+    a, b = (Measurement.of(s, result.statistic or "median") for s in result.seconds)
     return {
         "label": label,
         "incumbent": a.value,

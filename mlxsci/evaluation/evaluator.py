@@ -49,6 +49,7 @@ from mlxsci.kernel.plan import CandidatePlan, plan_candidate
 from mlxsci.kernel.source import policy as source_policy
 from mlxsci.protocol.exchange import ARCHIVE_SLACK, OUTPUT_FILES, coverage_counts
 from mlxsci.protocol.jobs import SizeJob
+from mlxsci.protocol.results import SizeRun, WorkerError
 from mlxsci.roofline.ceilings import Roofline
 from mlxsci.roofline.store import load_or_measure
 from mlxsci.storage.cache import cache_dir
@@ -248,18 +249,20 @@ def run_size(
     if plan.coverage is not None:
         plan.coverage.add(size.label, result)
     try:
-        if result is None or "error" in result:  # no size follows a failure
+        if result is None or result.error is not None:  # no size follows a failure
             worker.end()  # first, with all it wrote: its room is not the machine's
             shutil.rmtree(jobdir, ignore_errors=True)
-            said = tail if result is None else str(result["error"].get("message"))
-            blame_machine_first(result, job, f"size {size.label} failed ({said[-300:]})")
-        if result is None:
+            error = None if result is None else result.error
+            said = tail if error is None else error.message
+            blame_machine_first(error, job, f"size {size.label} failed ({said[-300:]})")
+            if error is not None:
+                return worker_error(error, plan.filename, size, task)
             flag = "timeout" if tail.startswith("timeout") else "crash"
             failed = failed_size(size, task, f"runtime error at size {size.label}: {tail}", flag)
             failed.not_judged = machine_stop(flag, tail, plan.size_timeout())
             return failed
-        if "error" in result:
-            return worker_error(result["error"], plan.filename, size, task)
+        if not isinstance(result, SizeRun):  # a compare job's answer: no worker sends one here
+            raise TypeError(f"a size job got {type(result).__name__} back")
         return check_size(
             task,
             size,
@@ -276,20 +279,17 @@ def run_size(
         shutil.rmtree(jobdir, ignore_errors=True)
 
 
-def worker_error(err: dict, filename: str, size: Size, task: Task) -> SizeResult | str:
+def worker_error(err: WorkerError, filename: str, size: Size, task: Task) -> SizeResult | str:
     """The verdict on an error the worker reported: a compile or format
     error (a str, naming the candidate's line) ends the evaluation; any
     other fails the size."""
-    if err["kind"] in ("compile", "format"):
-        line = f"{filename}:{err['line']}: " if err.get("line") else ""
-        return f"{err['kind']} error: {line}{err['message']}"
+    if err.ends_evaluation:
+        line = f"{filename}:{err.line}: " if err.line else ""
+        return f"{err.kind} error: {line}{err.message}"
     failed = failed_size(
-        size,
-        task,
-        f"runtime error at size {size.label}: {err['kind']}: {err['message']}",
-        err["kind"],
+        size, task, f"runtime error at size {size.label}: {err.kind}: {err.message}", err.kind
     )
-    failed.not_judged = machine_stop(err["kind"], str(err.get("message", "")), None)
+    failed.not_judged = machine_stop(err.kind, err.message, None)
     return failed
 
 
@@ -337,7 +337,7 @@ def judge_plausibility(ev: Evaluation, keep: bool) -> None:
         ev.score, ev.phi, ev.noise = 0.0, None, None
 
 
-def blame_machine_first(result: dict | None, job: SizeJob, failure: str) -> None:
+def blame_machine_first(error: WorkerError | None, job: SizeJob, failure: str) -> None:
     """A size that failed without a verdict of the parent's (the worker died,
     or reported an error) is the machine's fault, not the candidate's, when the
     machine cannot write what an evaluation writes: EnvironmentFault then
@@ -346,7 +346,8 @@ def blame_machine_first(result: dict | None, job: SizeJob, failure: str) -> None
     copy of each."""
     files = len(OUTPUT_FILES) + max(0, len(job.input_seeds) - 1)
     need = 2 * files * (job.output_bytes + ARCHIVE_SLACK)
-    check_after_failure(result, need, [cache_dir()], failure)
+    compiled = error is not None and error.ends_evaluation
+    check_after_failure(compiled, need, [cache_dir()], failure)
 
 
 @faults_raised
@@ -512,18 +513,18 @@ class CoverageTally:
             return cls(plan.filename, {}, "the backend mapped no arms")
         return cls(plan.filename, maps)
 
-    def add(self, label: str, result) -> None:
+    def add(self, label: str, result: SizeRun | None) -> None:
         """A size's worker result: its coverage record's counts summed in, a
         failed size noted, a record refused making the coverage unavailable."""
         if self.unavailable is not None:
             return
-        if not isinstance(result, dict) or "error" in result:
-            why = "no result" if not isinstance(result, dict) else "the size failed"
+        if not isinstance(result, SizeRun) or result.error is not None:
+            why = "no result" if result is None else "the size failed"
             self.uncounted.append({"size": label, "reason": why})
             return
         try:
             expected = {name: m.counters for name, m in self.maps.items()}
-            counts = coverage_counts(result.get("coverage"), expected)
+            counts = coverage_counts(result.coverage, expected)
         except Exception as exc:  # noqa: BLE001 - whatever a worker wrote, the parent lives on
             counts = f"unreadable coverage record ({type(exc).__name__})"
         if isinstance(counts, str):

@@ -35,6 +35,7 @@ from mlxsci.protocol.exchange import (
     read_result,
 )
 from mlxsci.protocol.jobs import Job, SizeJob
+from mlxsci.protocol.results import SizeRun, WorkerError, WorkerResult
 from mlxsci.sandbox.lifeline import open_lifeline
 
 
@@ -48,7 +49,7 @@ def new_job_dir(job: Job, parent: Path | None = None) -> Path:
 
 def run_worker(
     job: SizeJob, timeout: float, sanitize: tuple[str, str] | None = None
-) -> tuple[dict | None, Path, str]:
+) -> tuple[WorkerResult | None, Path, str]:
     """Run one size in a fresh process. Returns (result or None, job dir, stderr tail).
 
     sanitize: (tool, compute-sanitizer executable) to run the worker under
@@ -110,7 +111,7 @@ def finish_worker(
     timeout: float,
     sanitize: tuple[str, str] | None,
     job: SizeJob,
-) -> tuple[dict | None, Path, str]:
+) -> tuple[WorkerResult | None, Path, str]:
     """run_worker's answer, once its process has ended or been killed for its
     time; `output` drains what it printed."""
     try:
@@ -139,7 +140,7 @@ def finish_worker(
         result = read_result(dir_fd, job)
     finally:
         os.close(dir_fd)
-    if result is None:
+    if isinstance(result, str):
         return None, jobdir, death_reason(proc.returncode, tail + sanitizer_context(jobdir))
     return result, jobdir, tail
 
@@ -163,7 +164,7 @@ class ProcessPerSize:
     def prestart(self) -> None:
         """Nothing to start ahead: each size starts its own process."""
 
-    def run(self, job: SizeJob, timeout: float) -> tuple[dict | None, Path, str]:
+    def run(self, job: SizeJob, timeout: float) -> tuple[WorkerResult | None, Path, str]:
         return run_worker(job, timeout, self.sanitize)
 
     def end(self) -> None:
@@ -171,7 +172,7 @@ class ProcessPerSize:
         its folder is the one run() returned (the caller removes it)."""
 
 
-def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | None:
+def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> SizeRun | None:
     """The worker's result when compute-sanitizer reported a kernel fault: an
     error of the tool's kind (memcheck, racecheck) naming what, where and who."""
     log = jobdir / "sanitizer.log"
@@ -181,13 +182,7 @@ def sanitizer_finding(jobdir: Path, sanitize: tuple[str, str] | None) -> dict | 
     faults = sanitizer.kernel_faults(sanitizer.parse_sanitizer_log(text, sanitize[0]))
     if not faults:
         return None
-    return {
-        "error": {
-            "kind": sanitize[0],
-            "message": sanitizer.verdict(faults, text),
-            "details": {"log": text[-4000:]},
-        }
-    }
+    return SizeRun.failed(WorkerError(sanitize[0], sanitizer.verdict(faults, text)))
 
 
 def sanitizer_context(jobdir: Path) -> str:

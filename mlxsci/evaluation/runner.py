@@ -47,6 +47,7 @@ from mlxsci.protocol.exchange import (
     remove_tree,
 )
 from mlxsci.protocol.jobs import CompareJob, Job, SizeJob
+from mlxsci.protocol.results import WorkerResult
 from mlxsci.sandbox.lifeline import GOODBYE, open_lifeline
 from mlxsci.storage.faults import EnvironmentFault
 
@@ -156,7 +157,7 @@ class CandidateWorker:
         self.stderr = StderrTail(err_read)
         self.status = os.fdopen(read_end, "rb", buffering=0)
 
-    def run(self, job: Job, timeout: float) -> tuple[dict | None, Path, str]:
+    def run(self, job: Job, timeout: float) -> tuple[WorkerResult | None, Path, str]:
         """Run one size: (result or None, folder, stderr tail). The folder is
         the parent's own copy of what the worker wrote (its outputs, bounded):
         the worker's job folder, which it can write, is never read by name.
@@ -181,7 +182,7 @@ class CandidateWorker:
 
     def hand_over(
         self, jobdir: Path, dir_fd: int, job: Job, timeout: float
-    ) -> tuple[dict | None, str]:
+    ) -> tuple[WorkerResult | None, str]:
         if self.ended:
             return None, f"the worker ended at an earlier size: {self.ended}"
         if self.proc is None:
@@ -215,16 +216,17 @@ class CandidateWorker:
             return None, self.ended
         if said == "done":
             result = read_result(dir_fd, job)
-            if result is None:
+            if isinstance(result, str):
                 self.kill()
-                self.ended = "the worker's result.json is missing, malformed or too large"
-            return result, self.ended or tail
+                self.ended = result
+                return None, self.ended
+            return result, tail
         # The pipe closed without "done": the process ended during this size.
         returncode = self.reap(deadline)
         self.stderr.finish()
         tail = self.stderr_tail(stderr_from)
         result = read_result(dir_fd, job)
-        if result is not None:
+        if not isinstance(result, str):
             # It died after writing this size's verdict, which stands (as a
             # process per size had it); a next size gets a fresh process.
             self.forget()

@@ -19,9 +19,15 @@ import stat
 import tempfile
 from pathlib import Path
 
-from mlxsci.protocol import undefined_reads
 from mlxsci.protocol.bounded import CUT_NOTE, Drain
 from mlxsci.protocol.jobs import Job
+from mlxsci.protocol.results import (
+    ComparedRuns,
+    MalformedResult,
+    SizeRun,
+    WorkerResult,
+    launch_answer,
+)
 
 # How much of a worker's stderr a verdict may quote, and how much the parent
 # keeps of it at all: a candidate printing without end costs neither memory
@@ -105,52 +111,28 @@ RESULT_BYTES = 16 << 20
 STATUS_LINE_BYTES = 4096
 
 
-def _numbers(value) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
-    )
-
-
-def well_formed(result, job: Job) -> bool:
-    """Whether a worker's result has the shape the parent's checks read: an
-    error with a kind and a message, or the measured seconds (a comparison's
-    two lists of them)."""
-    if not isinstance(result, dict):
-        return False
-    err = result.get("error")
-    if err is not None:
-        return (
-            isinstance(err, dict)
-            and isinstance(err.get("kind"), str)
-            and isinstance(err.get("message"), str)
-            and (err.get("line") is None or type(err.get("line")) is int)
-        )
-    seconds = result.get("seconds")
-    if job.kind == "compare":
-        return isinstance(seconds, list) and len(seconds) == 2 and all(map(_numbers, seconds))
-    return _numbers(seconds) and bool(seconds)
-
-
-def read_result(dir_fd: int, job: Job) -> dict | None:
-    """A worker's result.json, or None when it is missing, larger than
-    RESULT_BYTES, not JSON or not of the shape its job's results have (the
-    size then fails; the parent lives on)."""
+def read_result(dir_fd: int, job: Job) -> WorkerResult | str:
+    """A worker's result.json as its job's result type
+    (mlxsci.protocol.results: SizeRun, ComparedRuns, a launch's record), or why not, as a
+    str: missing, larger than RESULT_BYTES, not JSON, or a field not of its
+    shape (named). The size then fails; the parent lives on."""
     data = read_worker_file(dir_fd, "result.json", RESULT_BYTES)
+    if not data:
+        return "the worker's result.json is missing or larger than the parent reads"
     try:
-        result = json.loads(data) if data else None
+        raw = json.loads(data)
     except (ValueError, RecursionError):
-        return None
-    if result is None or not well_formed(result, job):
-        return None
-    if result.get("error") is not None:
-        result["error"] = cut_texts(result["error"])
-    # Quoted in verdicts: kept only in the exact shape the simulator's
-    # record has (mlxsci.protocol.undefined_reads.clean), else left out.
-    if "undefined_reads" in result:
-        record = undefined_reads.clean(result.pop("undefined_reads"))
-        if record is not None:
-            result["undefined_reads"] = record
-    return result
+        return "the worker's result.json is not JSON"
+    if isinstance(raw, dict) and isinstance(raw.get("error"), dict):
+        raw["error"] = cut_texts(raw["error"])
+    try:
+        if job.kind == "compare":
+            return ComparedRuns.from_wire(raw)
+        if job.kind == "launch":
+            return launch_answer(raw)
+        return SizeRun.from_wire(raw)
+    except MalformedResult as exc:
+        return f"the worker's result.json is malformed: {exc}"[:300]
 
 
 # The most of any text of a worker's error the parent keeps: its message is
@@ -191,14 +173,16 @@ OUTPUT_FILES = ("verified.npz", "second.npz", "last.npz") + tuple(
 ARCHIVE_SLACK = 1 << 20
 
 
-def copy_outputs(dir_fd: int, result: dict | None, job: Job) -> Path:
+def copy_outputs(dir_fd: int, result: WorkerResult | None, job: Job) -> Path:
     """A folder of the parent's own (not writable by the worker) holding a
     copy of each output file the worker left, read through `dir_fd` and no
     larger than the task's outputs at this size (job.output_bytes, which
     the parent computed from the reference) plus archive headers; a file
     that is not so is left out, and the checks fail the size for it."""
     folder = Path(tempfile.mkdtemp(prefix="mlxsci-checked-"))
-    if result is None or "error" in result or job.kind == "compare":
+    if result is None or job.kind == "compare":
+        return folder
+    if (result.get("error") if isinstance(result, dict) else result.error) is not None:
         return folder
     limit = job.output_bytes + ARCHIVE_SLACK
     # and the last timed run of each input set after the first (mlxsci.worker.runs.Rotation)

@@ -168,10 +168,9 @@ def check_machine(
 
 
 def check_after_failure(
-    result: dict | None, temp_bytes: int, folders: list[str | os.PathLike], failure: str
+    compiled: bool, temp_bytes: int, folders: list[str | os.PathLike], failure: str
 ) -> None:
-    """check_machine for a size whose worker gave no result (`result` None)
-    or an error: a compile or format error needs only the caches (`folders`),
-    a run also `temp_bytes` of the temporary folder."""
-    compiled = result is not None and result["error"].get("kind") in ("compile", "format")
+    """check_machine for a size whose worker gave no result or an error: a
+    compile or format error (`compiled`: it ended before any run) needs only
+    the caches (`folders`), a run also `temp_bytes` of the temporary folder."""
     check_machine(0 if compiled else temp_bytes, folders, temp=not compiled, failure=failure)

@@ -10,6 +10,7 @@ from mlxsci.evaluation.checks import check_size, plausible_limit
 from mlxsci.evaluation.references import get_reference, max_abs_error, verdict
 from mlxsci.evaluation.results import geometric_mean
 from mlxsci.protocol.outputs import outputs_digest
+from mlxsci.protocol.results import SizeRun
 from mlxsci.roofline.store import Roofline, metal_sci_ceiling
 from mlxsci.task import load_task
 
@@ -35,7 +36,9 @@ def good_result(tmp_path, outputs=None):
 
 
 def check(result, tmp_path, roof=None):
-    return check_size(TASK, SIZE, result, tmp_path, roof or roofline(), "sim", "test")
+    """check_size on a worker's result.json as the parent reads it (SizeRun.from_wire)."""
+    run = SizeRun.from_wire(result)
+    return check_size(TASK, SIZE, run, tmp_path, roof or roofline(), "sim", "test")
 
 
 def test_clean_result_passes_and_scores(tmp_path):
@@ -185,7 +188,8 @@ def seeded_refs(n=3):
 
 
 def check_rotated(result, tmp_path, refs):
-    return check_size(TASK, SIZE, result, tmp_path, roofline(), "sim", "test", refs[0], refs[1:])
+    run = SizeRun.from_wire(result)
+    return check_size(TASK, SIZE, run, tmp_path, roofline(), "sim", "test", refs[0], refs[1:])
 
 
 def test_seeded_inputs_differ_from_the_fixed_ones_and_from_each_other():
@@ -254,7 +258,16 @@ SIM_JOB = size_job("saxpy", every_output=True, schedule_seeds=(5,))
 
 def check_sim(result, tmp_path, refs):
     return check_size(
-        TASK, SIZE, result, tmp_path, roofline(), "sim", "test", refs[0], refs[1:], job=SIM_JOB
+        TASK,
+        SIZE,
+        SizeRun.from_wire(result),
+        tmp_path,
+        roofline(),
+        "sim",
+        "test",
+        refs[0],
+        refs[1:],
+        job=SIM_JOB,
     )
 
 

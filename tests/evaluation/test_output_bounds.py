@@ -73,6 +73,11 @@ PRELUDE = textwrap.dedent("""
         while not done.is_set():
             largest[0] = max([largest[0], *map(largest_file, watched)])
             time.sleep(0.02)
+
+    def answer_record(result):
+        # a worker's answer as JSON: a launch's stays a record, a size's is a SizeRun
+        import dataclasses
+        return dataclasses.asdict(result) if dataclasses.is_dataclass(result) else result
 """)
 
 RUN = textwrap.dedent("""
@@ -173,7 +178,7 @@ def test_a_flooding_worker_leaves_its_parent_a_tail_only(tmp_path):
 
             with CandidateWorker() as worker:
                 result, _folder, tail = worker.run(LaunchJob({{}}, 0), 300)
-            return {{"result": result, "tail": tail}}
+            return {{"result": answer_record(result), "tail": tail}}
         """,
     )
     assert_bounded(seen)
@@ -204,11 +209,11 @@ def test_a_flooding_worker_per_size_leaves_its_parent_a_tail_only(tmp_path):
 
             with ProcessPerSize(None) as runner:
                 result, _jobdir, tail = runner.run(size_job(), 300)
-            return {{"result": result, "tail": tail}}
+            return {{"result": answer_record(result), "tail": tail}}
         """,
     )
     assert_bounded(seen)
-    assert seen["answer"]["result"] == {"seconds": [0.001]}
+    assert seen["answer"]["result"]["seconds"] == [0.001]
     assert seen["answer"]["tail"].rstrip().endswith("its last words")
     assert len(seen["answer"]["tail"]) <= worker_io.STDERR_TAIL_CHARS
 
@@ -317,6 +322,7 @@ def test_a_sanitizer_log_is_read_in_part(tmp_path):
     seen = parent_side(
         tmp_path,
         f"""
+        import dataclasses
         from pathlib import Path
         from mlxsci.evaluation.per_size_runner import sanitizer_context, sanitizer_finding
 
@@ -325,12 +331,13 @@ def test_a_sanitizer_log_is_read_in_part(tmp_path):
 
         def act():
             found = sanitizer_finding(Path({str(jobdir)!r}), ("memcheck", "compute-sanitizer"))
-            return {{"found": found, "context": sanitizer_context(Path({str(jobdir)!r}))}}
+            return {{"found": dataclasses.asdict(found) if found else None,
+                    "context": sanitizer_context(Path({str(jobdir)!r}))}}
         """,
     )
     assert seen["growth_mb"] < GROWTH_LIMIT_MB, seen["growth_mb"]
     found = seen["answer"]["found"]
-    assert found is not None and found["error"]["kind"] == "memcheck"
+    assert found is not None and found["error"]["kind"] == "memcheck"  # a SizeRun, as a dict
     assert "kernel saxpy" in found["error"]["message"]
     assert len(json.dumps(found)) < 64 << 10
 
@@ -374,9 +381,10 @@ def test_a_result_message_is_kept_in_part(tmp_path):
         result = worker_io.read_result(fd, size_job())
     finally:
         os.close(fd)
-    assert result is not None and result["error"]["kind"] == "runtime"
-    assert len(result["error"]["message"]) <= worker_io.MESSAGE_CHARS + 100
-    assert result["error"]["message"].startswith("boom boom")
+    assert not isinstance(result, str) and result.error is not None
+    assert result.error.kind == "runtime"
+    assert len(result.error.message) <= worker_io.MESSAGE_CHARS + 100
+    assert result.error.message.startswith("boom boom")
 
 
 def test_a_workers_error_is_cut_before_it_is_written():

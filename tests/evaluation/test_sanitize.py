@@ -36,6 +36,7 @@ from mlxsci.evaluation.sanitizer import (
     verdict,
 )
 from mlxsci.protocol.jobs import RunCap
+from mlxsci.protocol.results import SizeRun
 
 SAXPY_FN = (
     "mlx::core::cu::custom_kernel_saxpy(const float *, const float *, const float *, "
@@ -219,14 +220,14 @@ def fake_sanitizer(tmp_path, monkeypatch):
 def test_a_reported_fault_is_the_workers_verdict(fake_sanitizer):
     exe = fake_sanitizer(MEMCHECK_OOB, result={"seconds": [1e-3]})  # the worker "passed"
     result, jobdir, _ = run_worker(size_job("saxpy", backend="cuda"), 60, ("memcheck", exe))
-    assert result["error"]["kind"] == "memcheck"
-    assert "Invalid __global__ write of size 4 bytes in kernel saxpy" in result["error"]["message"]
+    assert result.error.kind == "memcheck"
+    assert "Invalid __global__ write of size 4 bytes in kernel saxpy" in result.error.message
 
 
 def test_a_clean_report_keeps_the_workers_result(fake_sanitizer):
     exe = fake_sanitizer(MEMCHECK_CLEAN, result={"seconds": [1e-3]})
     result, _, _ = run_worker(size_job("saxpy", backend="cuda"), 60, ("memcheck", exe))
-    assert result == {"seconds": [1e-3]}
+    assert result == SizeRun(seconds=(1e-3,))
 
 
 def test_a_worker_that_died_under_a_failing_tool_says_so(fake_sanitizer):

@@ -18,6 +18,7 @@ from mlxsci.evaluation.checks import check_size
 from mlxsci.evaluation.references import get_reference
 from mlxsci.protocol import undefined_reads
 from mlxsci.protocol.exchange import open_folder, read_result
+from mlxsci.protocol.results import SizeRun
 from mlxsci.roofline.store import Roofline
 from mlxsci.task import load_task
 
@@ -61,7 +62,8 @@ def result_of(tmp_path, wrong: bool, undefined) -> dict:
 
 def check(tmp_path, wrong: bool, undefined):
     roof = Roofline("sim", {"name": "test"}, [[1024, 10.0], [2**30, 10.0]], 100.0, "now")
-    return check_size(TASK, SIZE, result_of(tmp_path, wrong, undefined), tmp_path, roof, "sim", "t")
+    run = SizeRun.from_wire(result_of(tmp_path, wrong, undefined))
+    return check_size(TASK, SIZE, run, tmp_path, roof, "sim", "t")
 
 
 def test_a_failed_size_names_the_read(tmp_path):
@@ -155,13 +157,13 @@ def test_read_result_drops_a_malformed_record_and_keeps_a_good_one(tmp_path):
     (tmp_path / "result.json").write_text(json.dumps(good))
     fd = open_folder(tmp_path)
     try:
-        assert read_result(fd, size_job())["undefined_reads"] == record()
+        assert read_result(fd, size_job()).undefined_reads == record()
         for bad in (record(op=ESC), {"count": 3, "first": {"deep": [[[[[]]]]] * 1000}}):
             (tmp_path / "result.json").write_text(
                 json.dumps({"seconds": [0.01], "undefined_reads": bad})
             )
             got = read_result(fd, size_job())
-            assert got is not None and "undefined_reads" not in got
+            assert isinstance(got, SizeRun) and got.undefined_reads is None
     finally:
         os.close(fd)
 
@@ -173,7 +175,7 @@ def test_threadgroup_memory_read_before_written_is_named_in_the_dialects_words(t
     roof = Roofline("sim", {"name": "test"}, [[1024, 10.0], [2**30, 10.0]], 100.0, "now")
     for dialect, memory in (("metal", "threadgroup"), ("cuda", "__shared__")):
         job = size_job("saxpy", dialect=dialect, filename=f"seed.{dialect}")
-        res = check_size(TASK, SIZE, result, tmp_path, roof, "sim", "t", job=job)
+        res = check_size(TASK, SIZE, SizeRun.from_wire(result), tmp_path, roof, "sim", "t", job=job)
         assert f"; the result depends on {memory} memory read before it was written" in (
             res.fail_reason
         )
@@ -187,6 +189,6 @@ def test_a_threadgroup_record_other_than_exactly_true_says_nothing(tmp_path, bad
     result = result_of(tmp_path, True, None)
     result["unwritten_threadgroup"] = bad
     roof = Roofline("sim", {"name": "test"}, [[1024, 10.0], [2**30, 10.0]], 100.0, "now")
-    res = check_size(TASK, SIZE, result, tmp_path, roof, "sim", "t")
+    res = check_size(TASK, SIZE, SizeRun.from_wire(result), tmp_path, roof, "sim", "t")
     assert not res.correct and "memory read before it was written" not in res.fail_reason
     assert res.flags == []

@@ -25,6 +25,7 @@ from helpers import kernel_rules_off
 
 from mlxsci.evaluation.evaluator import evaluate
 from mlxsci.evaluation.runner import CandidateWorker
+from mlxsci.protocol.results import SizeRun
 from mlxsci.task import Size
 from mlxsci.worker import serve as worker_module
 
@@ -126,6 +127,11 @@ def test_a_hang_at_one_size_times_out_that_size_only(libc_exit_allowed):
 # Speaks mlxsci.worker's --serve protocol; what it does at each size comes from
 
 
+# What the parent reads of every stand-in's result.json ({"act": ..., "seconds": [0.001]}):
+# a size's answer, typed (mlxsci.protocol.results), its "act" left out.
+ANSWERED = SizeRun(seconds=(0.001,))
+
+
 @dataclass(frozen=True)
 class ActJob:
     """A stand-in's job: what the stand-in worker is to do, on the wire as "act"
@@ -148,8 +154,26 @@ class ActJob:
 # protocol's), "bigresult" and "badresult" (a result.json too large or not JSON). It logs every job folder
 # it is handed, and its process id, to the file named by its first argument
 # (not an environment variable: a worker starts with a scrubbed environment).
+# Results of a worker that runs a candidate's native code (the simulator's)
+# and writes its own result.json: JSON, of a result's keys, with a field no
+# run gives. Each is refused where the parent reads it, naming the field.
+# Before mlxsci.protocol.results, "zero_seconds" reached the roofline
+# division (ZeroDivisionError: the parent's traceback, the search over) and
+# "negative_seconds" a correct size with a negative fraction of the roofline.
+FORGED_RESULTS = {
+    "zero_seconds": ({"seconds": [0.0]}, "seconds holds 0.0"),
+    "negative_seconds": ({"seconds": [-1.0, -1.0, -1.0]}, "seconds holds -1.0"),
+    "nan_seconds": ('{"seconds": [NaN]}', "seconds holds nan"),
+    "text_timings": ({"seconds": [0.001], "timings": {"x": "y" * 99}}, "timings['x']"),
+    "checksums_list": ({"seconds": [0.001], "input_checksums_before": [1]},
+                       "input_checksums_before"),
+    "error_line_text": ({"error": {"kind": "compile", "message": "m", "line": "7"}},
+                        "error.line"),
+}  # fmt: skip
+
 STANDIN = textwrap.dedent("""
     import json, os, sys, time
+    FORGED = json.loads(sys.argv[2])
     status = os.fdopen(int(sys.argv[-1]), "w", buffering=1)
     status.write("ready\\n")
     log = open(sys.argv[1], "a", buffering=1)
@@ -171,6 +195,11 @@ STANDIN = textwrap.dedent("""
         if act == "longline":
             status.write("x" * 100000)
             time.sleep(3600)
+        if act in FORGED:
+            with open(os.path.join(jobdir, "result.json"), "w") as f:
+                f.write(FORGED[act])
+            status.write("done\\n")
+            continue
         if act in ("bigresult", "badresult"):
             with open(os.path.join(jobdir, "result.json"), "w") as f:
                 f.write("[" * 100 if act == "badresult" else " " * (17 << 20) + "{}")
@@ -192,7 +221,12 @@ def standin(tmp_path, monkeypatch):
     script = tmp_path / "standin.py"
     script.write_text(STANDIN)
     log = tmp_path / "handed.log"
-    monkeypatch.setattr(CandidateWorker, "command", (sys.executable, str(script), str(log)))
+    forged = {
+        act: body if isinstance(body, str) else json.dumps(body)
+        for act, (body, _) in FORGED_RESULTS.items()
+    }
+    command = (sys.executable, str(script), str(log), json.dumps(forged))
+    monkeypatch.setattr(CandidateWorker, "command", command)
 
     def handed() -> list[dict]:
         return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
@@ -216,7 +250,7 @@ def run_acts(acts: list[str], timeout: float = 10.0) -> list[tuple]:
 def test_a_death_at_the_second_size_keeps_the_first_and_hands_over_no_third(standin):
     answers = run_acts(["ok", "exit", "ok"])
     assert len(answers) == 2
-    assert answers[0][0] == {"act": "ok", "seconds": [0.001]}
+    assert answers[0][0] == ANSWERED
     assert answers[1][0] is None and "exit code 5" in answers[1][1] and "boom" in answers[1][1]
     assert [h["act"] for h in standin()] == ["ok", "exit"]
     assert len({h["pid"] for h in standin()}) == 1  # both sizes in one process
@@ -227,7 +261,7 @@ def test_a_hang_times_out_that_size_only(standin):
     started = time.monotonic()
     answers = run_acts(["ok", "hang", "ok"], timeout=2.0)
     assert time.monotonic() - started < 30  # killed, not waited for
-    assert answers[0][0] == {"act": "ok", "seconds": [0.001]}
+    assert answers[0][0] == ANSWERED
     assert answers[1] == (None, "timeout: no verdict within 2 s")
     assert [h["act"] for h in standin()] == ["ok", "hang"]
 
@@ -237,8 +271,8 @@ def test_each_size_has_its_own_time_limit(standin):
     # 3 s in all, 1.5 s each: within a 2.5 s limit per size.
     answers = run_acts(["slow", "slow"], timeout=2.5)
     assert [a[0] for a in answers] == [
-        {"act": "slow", "seconds": [0.001]},
-        {"act": "slow", "seconds": [0.001]},
+        ANSWERED,
+        ANSWERED,
     ]
 
 
@@ -253,8 +287,8 @@ def test_a_size_after_a_dead_process_is_refused_not_run(standin):
 def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_process(standin):
     answers = run_acts(["die_after_result", "ok"])
     assert [a[0] for a in answers] == [
-        {"act": "die_after_result", "seconds": [0.001]},
-        {"act": "ok", "seconds": [0.001]},
+        ANSWERED,
+        ANSWERED,
     ]
     assert len({h["pid"] for h in standin()}) == 2
 
@@ -263,10 +297,7 @@ def test_a_result_written_before_dying_stands_and_the_next_size_gets_a_new_proce
 def test_a_worker_that_outlives_its_last_size_is_killed(standin, monkeypatch):
     monkeypatch.setattr("mlxsci.evaluation.runner.CLOSE_GRACE_SECONDS", 0.5)
     with CandidateWorker() as worker:
-        assert worker.run(ActJob("linger"), 10)[0] == {
-            "act": "linger",
-            "seconds": [0.001],
-        }
+        assert worker.run(ActJob("linger"), 10)[0] == ANSWERED
         proc = worker.proc
     assert proc.returncode == -signal.SIGKILL  # killed, not left running
     assert not worker.logdir.exists()
@@ -300,6 +331,15 @@ def test_the_worker_loads_nothing_of_the_trusted_side():
     assert "mlxsci.worker.serve" in loaded  # the listing is the worker's
     trusted = [m for m in loaded if m.partition(".")[2].split(".")[0] in TRUSTED_PACKAGES]
     assert trusted == [], f"the worker loads the side that judges it: {trusted}"
+
+
+@pytest.mark.parametrize("act", sorted(FORGED_RESULTS))
+def test_a_forged_result_is_refused_where_it_is_read_naming_the_field(standin, act):
+    answers = run_acts([act, "ok"])
+    assert len(answers) == 1 and answers[0][0] is None  # no size after it in that process
+    tail = answers[0][1]
+    assert tail.startswith("the worker's result.json is malformed: ")
+    assert FORGED_RESULTS[act][1] in tail
 
 
 @pytest.mark.parametrize("act", ["junk", "longline", "bigresult", "badresult"])
@@ -366,7 +406,7 @@ def test_a_result_that_is_a_link_is_not_followed(hostile):
 
 def test_outputs_that_are_links_are_not_copied(hostile):
     result, copied, _ = run_hostile("link_outputs")
-    assert result == {"seconds": [0.001]} and copied == []
+    assert result == ANSWERED and copied == []
 
 
 def test_a_build_request_that_is_not_a_file_is_refused_at_once(hostile):
@@ -395,11 +435,11 @@ def test_spare_workers_start_each_candidates_process_ahead_and_share_none(standi
         ahead = spares.ready[("sim", None)]
         assert ahead.proc is not None and ahead.starting  # started, not yet handed a size
         with first:
-            assert first.run(ActJob("ok"), 10)[0] == {"act": "ok", "seconds": [0.001]}
+            assert first.run(ActJob("ok"), 10)[0] == ANSWERED
         second = spares.take("sim", None)
         assert second is ahead and second.proc is not first.proc
         with second:
-            assert second.run(ActJob("ok"), 10)[0] == {"act": "ok", "seconds": [0.001]}
+            assert second.run(ActJob("ok"), 10)[0] == ANSWERED
         last = spares.ready[("sim", None)]
     assert runner.SPARES is None
     assert last.proc is None or last.proc.returncode is not None  # closed, and reaped
@@ -443,4 +483,4 @@ def test_a_spare_that_ended_while_it_waited_is_not_used(standin):
         taken = spares.take("sim", None)
         assert taken is not ahead
         with taken:
-            assert taken.run(ActJob("ok"), 10)[0] == {"act": "ok", "seconds": [0.001]}
+            assert taken.run(ActJob("ok"), 10)[0] == ANSWERED

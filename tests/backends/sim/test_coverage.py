@@ -19,6 +19,7 @@ from mlxsci.backends.sim import SimBackend, coverage
 from mlxsci.evaluation.evaluator import CoverageTally, evaluate
 from mlxsci.kernel.candidate import parse, to_kernel_spec
 from mlxsci.protocol.exchange import coverage_counts
+from mlxsci.protocol.results import SizeRun, WorkerError
 from mlxsci.task import Size, load_task, task_names
 
 pytestmark = pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available")
@@ -257,15 +258,21 @@ def tally() -> CoverageTally:
 
 def test_a_forged_size_makes_the_whole_coverage_unavailable_and_never_raises():
     t = tally()
-    t.add("a", {"seconds": [1.0], "coverage": {"kernels": {"k": [4]}, "equals_verified": True}})
+    t.add("a", counted({"kernels": {"k": [4]}, "equals_verified": True}))
     assert t.record()["measured"] and t.record()["arms"][0]["hits"] == 4
-    t.add("b", {"seconds": [1.0], "coverage": {"kernels": {"k": [-1]}, "equals_verified": True}})
-    t.add("c", {"seconds": [1.0], "coverage": {"kernels": {"k": [9]}, "equals_verified": True}})
+    t.add("b", counted({"kernels": {"k": [-1]}, "equals_verified": True}))
+    t.add("c", counted({"kernels": {"k": [9]}, "equals_verified": True}))
     rec = t.record()
     assert not rec["measured"] and rec["reason"].startswith("size b: ")
     assert rec["arms"] == [{"line": 4, "column": 1, "kind": "if", "hits": None}]
-    for junk in (None, 7, [], {"error": {"kind": "crash"}}, {"coverage": object()}):
+    crashed = SizeRun.failed(WorkerError("crash", "gone"))
+    for junk in (None, crashed, counted(7), counted([]), counted({"kernels": object()})):
         tally().add("x", junk)  # no exception, whatever the worker left
+
+
+def counted(record) -> SizeRun:
+    """A size's answer (as the parent reads result.json) with this coverage record."""
+    return SizeRun.from_wire({"seconds": [1.0], "coverage": record})
 
 
 def test_counters_the_candidate_overwrote_are_refused_and_the_verdict_stands(monkeypatch):
