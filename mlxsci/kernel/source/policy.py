@@ -368,15 +368,26 @@ def check_parts(
     (text, first line in the candidate file), the header's first when there
     is one, then the body's. `fast_math`: the kernel is built with Metal's
     fast math mode (__FAST_MATH__ defined)."""
-    parts = [(text, line) for text, line in parts]
+    parts = [(_ended(text), line) for text, line in parts]
     header = parts[0] if len(parts) > 1 else ("", 1)
     return _fresh(_check(dialect, header, tuple(parts[-1:]), source_file, fast_math))
 
 
 def check_candidate(c) -> CompileError | None:
     """The policy's refusal of candidate `c` (mlxsci.kernel.model.Candidate), or None."""
-    bodies = tuple((k.body, k.body_line or 1) for k in c.kernels)
-    return _fresh(_check(c.dialect, (c.header, c.header_line or 1), bodies, c.source_file))
+    bodies = tuple((_ended(k.body), k.body_line or 1) for k in c.kernels)
+    header = (_ended(c.header), c.header_line or 1)
+    # fast_math given as check_parts gives it: lru_cache keys on the arguments as passed
+    return _fresh(_check(c.dialect, header, bodies, c.source_file, False))
+
+
+def _ended(text: str) -> str:
+    """`text` with its trailing newlines made one. Blank lines at the end of
+    a part hold no token, so the policy's verdict is the same; the key of
+    its cache is then the same for a candidate's part as parsed and as the
+    simulator's generated text holds it (with a blank line after a body),
+    and a kernel built by the parent is not checked a second time."""
+    return text.rstrip("\n") + "\n" if text else text
 
 
 def refusal(c, where: str) -> str | None:
