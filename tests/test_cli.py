@@ -16,6 +16,7 @@ def run(*args, timeout=600):
     )
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_json_output_for_a_user_given_size():
     proc = run(
         "heat2d", "--backend", "sim", "--size", "NX=67,NY=45,n_steps=4", "--json", "--measure", "1"

@@ -137,6 +137,7 @@ def test_every_package_has_a_layer():
     assert packages <= set(RANK), f"place these in LAYERS: {sorted(packages - set(RANK))}"
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_imports_point_down_the_layers():
     upward = [
         f"{rel(path)}:{line}: {module_name(path)} imports {module}"
@@ -166,6 +167,7 @@ def static_closure(start: str) -> set[str]:
     return {module for module, _ in seen}
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_the_worker_imports_nothing_of_the_trusted_side():
     reached = static_closure("mlxsci.worker.serve") | static_closure("mlxsci.worker.__main__")
     trusted = sorted(m for m in reached if top_package(m) in TRUSTED)
@@ -227,6 +229,7 @@ def backend_internals(module: str, path: Path | None = None) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_no_generic_layer_imports_a_backends_internals():
     """Only mlxsci/backends/ knows a backend's modules; everything else asks
     the registry (mlxsci.backends: BACKENDS, backend_class, sim_gpu_names) or

@@ -63,16 +63,19 @@ def test_hmc_statistics_alone_pass_no_sampling():
 @pytest.mark.parametrize(
     "name,dialect", [("hmc_no_sampling.metal", None), ("hmc_no_sampling.cu", "cuda")]
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_hmc_no_sampling_is_caught(name, dialect):
     assert_caught(smoke_eval("hmc", fake(name), dialect=dialect), "hmc_not_mixed[")
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_hmc_direct_draw_is_caught():
     # An exact, independent N(0, Sigma) sample per step: statistics and mixing
     # pass; the chains are not the spec's chains.
     assert_caught(smoke_eval("hmc", fake("hmc_direct_draw.metal")), "hmc_replay[")
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_hmc_two_leapfrog_steps_is_caught():
     source = replace_once(
         HMC.seed(), "for (uint l = 0; l < L; ++l) {", "for (uint l = 0; l < 2u; ++l) {"
@@ -165,6 +168,7 @@ def test_nbody_far_pairs_dropped_pass_metal_sci_tolerance_in_numpy():
 
 
 @pytest.mark.parametrize("dialect", [None, "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_nbody_far_pairs_dropped_is_caught(dialect):
     if dialect is None:
         old, new = "acc += (mass[j] * inv_r3) * d;", "if (r2 < 3.0f) acc += (mass[j] * inv_r3) * d;"
@@ -197,6 +201,7 @@ def test_nbody_fp64_forces_pass_for_many_seeds(label):
 
 
 @pytest.mark.parametrize("dialect", [None, "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_fft3d_half_precision_twiddles_are_caught(dialect):
     if dialect is None:
         old = "float2 b = cmul(buf[i1], float2(cos(ang), sin(ang)));"

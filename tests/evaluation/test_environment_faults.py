@@ -168,6 +168,7 @@ def test_a_worker_that_cannot_start_is_the_machines_fault(monkeypatch, tmp_path)
     assert history(run_dir) == []
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_worker_that_never_says_ready_is_the_machines_fault(monkeypatch):
     monkeypatch.setattr(CandidateWorker, "sandboxed_command", NEVER_READY)
     with pytest.raises(EnvironmentFault, match="did not start within 3 s"):

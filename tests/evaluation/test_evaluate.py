@@ -26,6 +26,7 @@ def run_smoke(task, source, **kw):
 
 
 @pytest.mark.parametrize("task", ["saxpy", "heat2d"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_seed_correct_on_smoke(task):
     ev = run_smoke(task, None)
     assert ev.compile_ok and ev.correct, ev.fail_reason
@@ -75,6 +76,7 @@ def test_zero_output_fails():
     assert not ev.correct and "correctness failed" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_compile_error_points_at_candidate_line():
     src = saxpy("y_out[i] = a * x[i] + undeclared_thing;")
     ev = run_smoke("saxpy", src, filename="bad.metal")
@@ -103,6 +105,7 @@ def test_bad_launch_expression_is_a_structured_failure():
     assert not ev.compile_ok and "M" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_json_shape():
     data = run_smoke("saxpy", None).to_json()
     json.dumps(data)
@@ -141,6 +144,7 @@ def test_json_shape():
     } <= set(data["sizes"][0])
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_sizes_record_their_timer_noise_and_kernel_breakdown():
     ev = evaluate("heat2d", None, backend="sim", size_set="smoke", n_measure=3)
     assert ev.correct, ev.fail_reason

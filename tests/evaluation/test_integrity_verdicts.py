@@ -59,6 +59,7 @@ u_out[j * nx + i] = ANSWER[j * nx + i];
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_kernel_that_predicts_the_inputs_fails(dialect):
     """Before inputs came from a secret seed, this copy of the public answer
     passed every check (the fixed inputs were the task's own); now the data
@@ -81,6 +82,7 @@ def test_each_evaluation_draws_its_own_inputs_and_records_the_seed():
     assert given.to_json()["input_seed"] == 12345
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_task_without_a_seed_runs_its_fixed_inputs(tmp_path):
     """A task folder whose make_inputs takes no seed still evaluates (on its
     fixed data) and says so: no input seed recorded."""
@@ -126,6 +128,7 @@ def slow_roofline(factor: float):
     return prepare
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_time_below_the_physics_floor_is_implausible_and_not_scored(monkeypatch):
     monkeypatch.setattr(evaluation, "machine_roofline", slow_roofline(1e4))
     ev = mlxsci.evaluate("saxpy", backend="sim", size_set="smoke")
@@ -212,6 +215,7 @@ for (uint i = lo; i < hi; ++i) {
 """
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_local_cannot_count_launches():
     """A reused fiber stack had kept an uninitialised local from launch to
     launch: this kernel then knew which runs were timed (it wrote 7s there)
@@ -221,6 +225,7 @@ def test_a_local_cannot_count_launches():
     assert ev.correct, ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_results_that_only_feed_a_chain_come_back_whole():
     """wave3d's run returns u and u_prev (which only feeds a chained run); the
     bound on what the parent reads back once counted only u, so at 64^3 the

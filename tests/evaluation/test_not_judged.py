@@ -59,6 +59,7 @@ def test_a_kernel_that_only_runs_out_of_time_is_not_judged():
     assert verdict == records.NOT_JUDGED and verdict not in records.VERDICTS
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_fault_of_the_kernel_is_still_judged():
     """An out-of-bounds write fails the size as before: only machine stops
     are not judged."""

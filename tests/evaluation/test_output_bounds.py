@@ -162,6 +162,7 @@ def assert_bounded(seen: dict) -> None:
     assert seen["largest_file"] < FILE_LIMIT_BYTES, seen
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_flooding_worker_leaves_its_parent_a_tail_only(tmp_path):
     (tmp_path / "worker.py").write_text(FLOOD_WORKER)
     seen = parent_side(
@@ -218,6 +219,7 @@ def test_a_flooding_worker_per_size_leaves_its_parent_a_tail_only(tmp_path):
     assert len(seen["answer"]["tail"]) <= worker_io.STDERR_TAIL_CHARS
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_flooding_comparison_worker_leaves_its_parent_a_tail_only(tmp_path):
     (tmp_path / "worker.py").write_text(FLOOD_WORKER)
     seen = parent_side(
@@ -300,6 +302,7 @@ def test_a_compiler_flood_of_real_warnings_is_stopped_at_the_cap(tmp_path, monke
     assert all(p.stat().st_size < 128 << 10 for p in logs)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_sanitizer_log_is_read_in_part(tmp_path):
     # compute-sanitizer's log of a size: a record at its start, its summary
     # at its end, 200 MB between them.

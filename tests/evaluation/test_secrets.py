@@ -443,6 +443,7 @@ def test_a_real_evaluation_whose_worker_leaks_writes_no_secret(tmp_path, monkeyp
 # -- what an LLM is sent -------------------------------------------------------------------
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_requests_to_an_llm_carry_no_planted_secret(server, tmp_path, monkeypatch):
     """A search against the local fake server (real openai SDK, --base-url)
     whose every evaluation fails with last words carrying the planted values

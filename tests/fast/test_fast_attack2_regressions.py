@@ -811,6 +811,7 @@ def _saxpy_task(source, **overrides):
     return mlxsci.task_from_kernel(kernel, **arguments)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_cuda_kernels_task_evaluates_and_a_wrong_one_fails_with_a_verdict():
     ev = mlxsci.evaluate(_saxpy_task(SAXPY_CUDA), backend="sim", size_set="smoke")
     assert ev.correct and ev.compile_ok

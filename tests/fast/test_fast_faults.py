@@ -178,6 +178,7 @@ def test_barrier_divergence_names_the_group():
     assert exc.value.group is not None and "diverge" in str(exc.value)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_an_endless_kernel_times_out(monkeypatch):
     backend = simulator.backend_for("metal")
     monkeypatch.setattr(backend, "launch_timeout_s", 0.5)

@@ -144,6 +144,7 @@ STORAGE_ORDER = {
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_inputs_bound_as_laid_out_keep_their_storage_order(dialect):
     """ensure_row_contiguous=False: a kernel that reads x[i] reads storage
     order from element 0, with the view's own strides, isolated as in
@@ -226,6 +227,7 @@ def test_an_out_of_bounds_read_raises_the_same_error_with_the_same_details(diale
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_compile_error_is_the_same_compile_error(dialect):
     # A fresh name: compile errors are cached by text, and this one must be built.
     src = f"y[0] = x[0] + not_declared_{uuid.uuid4().hex[:8]};"
@@ -234,6 +236,7 @@ def test_a_compile_error_is_the_same_compile_error(dialect):
     assert err.details["where"] == "source line 1" and "not_declared" in err.details["log"]
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_the_checks_raise_the_same_errors():
     unwritten = make(
         "metal", "unwritten", "uint i = thread_position_in_grid.x; if (i < 5) y[i] = x[i];"
@@ -341,6 +344,7 @@ def in_process(k) -> list:
 
 @pytest.mark.skipif(not ATTACKABLE, reason="the attack reads x86-64 ELF structures")
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_kernel_that_writes_a_file_does_so_in_process_and_is_refused_isolated(dialect, tmp_path):
     marker = tmp_path / "marker"
     k = attacker(dialect, CREAT, marker=marker)
@@ -353,6 +357,7 @@ def test_a_kernel_that_writes_a_file_does_so_in_process_and_is_refused_isolated(
 
 
 @pytest.mark.skipif(not ATTACKABLE, reason="the attack reads x86-64 ELF structures")
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_kernel_that_opens_a_socket_is_stopped_isolated_and_the_next_call_runs():
     k = attacker("cuda", SOCKET)
     (fd,) = in_process(k)
@@ -391,6 +396,7 @@ HANGS = (
 )
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_worker_that_hangs_is_stopped_with_a_timeout_error(monkeypatch):
     k = make("metal", "hangs", HANGS)
     args = dict(

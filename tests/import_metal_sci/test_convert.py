@@ -271,6 +271,7 @@ def test_seed_converts(task):
 
 
 @pytest.mark.parametrize("task", TASKS)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_seed_is_correct_on_the_simulator(task):
     """All 12 take about 10 s together on 2 cores (0.3-1.5 s each): the
     fast tier keeps them."""
@@ -336,6 +337,7 @@ def test_renamed_parameters_convert_and_are_correct():
     assert smoke_eval("heat2d", c.text).correct
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_header_names_like_mlx_parameters_are_renamed():
     """A header constant named like mlxsci's scalar would be shadowed by
     MLX's parameter in a body that does not declare it, and a macro named
@@ -396,6 +398,7 @@ kernel void nbody_step(device const float* p [[buffer(0)]], device float* po [[b
 """
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_nbody_float4_and_float_forms_are_correct():
     """The seed declares float4 (aliased over MLX's float array), this one
     float (renamed): both correct."""
@@ -466,6 +469,7 @@ def test_seed_in_place_buffer_is_the_output_started_as_the_input(task):
         assert "int s = ms_spins[site];" in body
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_kernel_that_writes_some_elements_keeps_the_others():
     """The ising seed's other-colour threads return before any write and
     its active ones store only a flipped spin: correct, since the output
@@ -695,6 +699,7 @@ IN_PLACE_FORMS = {
 
 
 @pytest.mark.parametrize("case", IN_PLACE_FORMS)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_every_access_form_of_an_in_place_buffer_converts_and_is_correct(case):
     """Each form is kept as written, only the buffer renamed (or its alias
     named), and is correct on the simulator: nothing is split into read and
@@ -782,6 +787,7 @@ _NSUM_CALL = "nsum(spins, j * NX + il, j * NX + ir)"
         ),
     ],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_an_in_place_buffer_passed_to_a_helper_that_reads(header, call):
     """The helper is handed mlxsci's output (its char alias) whatever it
     declares it may do with it: the neighbour sum reads it."""
@@ -789,6 +795,7 @@ def test_an_in_place_buffer_passed_to_a_helper_that_reads(header, call):
     assert call.replace("spins", "ms_spins") in body_of(c.text, "ising_step")
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_an_in_place_buffer_passed_to_a_helper_that_writes():
     """The flip happens in a helper of the header handed the whole buffer."""
     src = replace_once(
@@ -803,6 +810,7 @@ def test_an_in_place_buffer_passed_to_a_helper_that_writes():
     assert "flip(ms_spins, site);" in body_of(c.text, "ising_step")
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_macro_of_the_header_that_names_the_in_place_buffer():
     """The macro is renamed as the buffer is: to mlxsci's output (saxpy),
     to the body's writable alias of it (ising's char)."""
@@ -819,6 +827,7 @@ def test_a_macro_of_the_header_that_names_the_in_place_buffer():
     assert "SPIN(site) = char(-s);" in body_of(c.text, "ising_step")
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_an_array_buffer_bound_to_a_reference_is_its_first_element():
     """Metal binds `constant float& u_in [[buffer(0)]]` to the buffer's first
     element, and so does the converted alias; subscripting a reference does
@@ -907,6 +916,7 @@ def _launch_lines(text: str) -> list[str]:
     return [x for x in text.splitlines() if x.startswith(("//! grid", "//! threadgroup"))]
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_every_attribute_place_shrinks_the_launch_alike():
     """GNU's `__attribute__((...))` after the parameter list shrinks the
     launch exactly as `[[...]]` before `kernel` does, and so does every other
@@ -990,6 +1000,7 @@ kernel void heat_step(device const float* __restrict u_in [[ buffer(0) ]],
 """
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_tiled_kernel_with_several_thread_attributes_is_correct():
     c = converted("heat2d", HEAT_TILED)
     body = body_of(c.text, "heat_step")
@@ -1168,6 +1179,7 @@ def test_not_text_or_too_long(source):
     assert c.text is None and c.reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_never_raises_on_cut_or_shuffled_sources():
     """Every prefix (in steps) of every seed, and seeds with characters
     swapped at random: a Conversion each time, and a text only when it

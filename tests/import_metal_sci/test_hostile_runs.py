@@ -226,6 +226,7 @@ def test_fifos_sockets_and_link_loops_named_like_run_files_never_hang(tmp_path, 
     assert any("not a regular file" in p for p in by_it[1]["problems"])
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_fifo_planted_in_out_does_not_hang_the_import(tmp_path):
     """OUT may have come with the download: OUT/<run>/run.json as a FIFO
     hung the check for an earlier import (read_text blocks on it)."""
@@ -277,6 +278,7 @@ def test_files_not_read_are_recorded_against_their_iteration(tmp_path):
         assert SECRET.encode() not in path.read_bytes()
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_recorded_reason_reaches_the_rescore_progress_line_plain(tmp_path, quick_evaluations):
     """A recorded fail reason is printed by --rescore where the verdicts
     differ; one holding terminal escapes and newlines was printed as is."""
@@ -364,6 +366,7 @@ def test_a_source_a_compiler_reads_otherwise_is_not_converted(attack):
     assert c.reason and "\n" not in c.reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_laundered_cheat_is_not_confirmed_by_a_rescore(tmp_path, quick_evaluations):
     """End to end: the cheat recorded correct, converted into the honest
     kernel, was re-scored "correct, agree"; now it has no mlxsci verdict."""
@@ -445,6 +448,7 @@ def planted(out: Path, name: str, iterations: list[dict]) -> Path:
     return folder
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_forged_rescore_file_is_not_taken_as_mlxsci_s_verdicts(tmp_path, quick_evaluations):
     src = write_run(
         tmp_path / "results", "heat2d", HEAT_SEED, [Iteration(HEAT_NO_EDGES, result(score=0.9))]

@@ -57,6 +57,7 @@ def test_every_task_has_llm_style_candidates():
     "name",
     [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in FILES],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_llm_style_candidate_is_correct_on_the_simulator(name):
     text = converted_text(name)
     result = smoke_eval(task_of(name), text, dialect="metal")

@@ -133,6 +133,7 @@ def test_a_killed_rescore_continues_where_it_stopped(tmp_path, quick_evaluations
     assert len(json.loads((out / "rescore.json").read_text())) == 5
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_rescore_file_that_is_not_records_is_set_aside(tmp_path, quick_evaluations):
     src = write_run(tmp_path / "results", "heat2d", metal_sci_source("heat2d"), [])
     out = tmp_path / "imported"

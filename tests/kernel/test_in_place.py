@@ -128,6 +128,7 @@ def test_kept_row_pointer_and_untouched_sites_keep_their_spins():
     assert result.correct, result.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_body_that_writes_nothing_leaves_the_input_values_and_fails_the_reference():
     """The output starts as y: a saxpy that skips its work returns y, which
     the reference refuses (and the task's own input y is unchanged)."""
@@ -137,6 +138,7 @@ def test_a_body_that_writes_nothing_leaves_the_input_values_and_fails_the_refere
     assert result.fail_reason.startswith("correctness failed at size")
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_the_tasks_own_input_stays_untouched_and_a_write_to_it_is_caught():
     """The output is bound to a copy: the candidate's writes never reach the
     task's input y. A kernel that casts the const away and writes y itself

@@ -132,6 +132,7 @@ def test_pathological_megabyte_gets_a_verdict_in_time(shape):
 
 
 @pytest.mark.parametrize("shape", ["open_parens", "template_angles", "pointer_declarators"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_the_metal_rules_that_hung_before_pass_100kb_in_time(shape):
     """The fast tier's guard, in-process: the Metal rules alone on shapes
     that took them 10-24 s at 25 KB before (a bracket scan per bracket:

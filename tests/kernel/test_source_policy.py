@@ -400,6 +400,7 @@ def test_header_macros_reach_every_body_and_lines_map_per_kernel():
     ],
     ids=["doubling", "deep calls", "long chain", "deep #if", "open #if", "junk", "pastes"],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_pathological_text_ends_in_a_verdict(text, words):
     err = source_policy.check_parts("cuda", [(text, 1)])
     assert err is not None and words in err.message, err

@@ -125,6 +125,7 @@ def test_the_table_notes_only_what_lies_beyond_the_models_uncertainty():
     assert rows[0]["modelled held-out x"] == pytest.approx(1.2)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_the_plot_sets_recorded_beside_modelled(tmp_path):
     rows = metal_sci_table([best(1.5, 1.2, 1.3, 1.1), best(3.0, 1.0, 2.0, 1.0)])
     paths = write_audit_plot(rows, tmp_path / "plots")

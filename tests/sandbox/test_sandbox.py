@@ -116,6 +116,7 @@ def test_sockets_processes_and_exec_kill_the_process(tmp_path, attack):
     assert "survived" not in out.stdout
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_local_listener_hears_nothing(tmp_path):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

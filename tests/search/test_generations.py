@@ -104,6 +104,7 @@ def decisions(summary):
 NAMES = ["a", "b", "c", "d", "e", "f", "g", "h"]
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_arrivals_out_of_order_keep_the_bookkeeping_of_slot_order(tmp_path, monkeypatch):
     calm, _, _ = scripted(tmp_path, monkeypatch, NAMES, name="calm", population=4)
     # Slot 0 answers last, slot 3 first, in both generations.
@@ -225,6 +226,7 @@ def test_a_generation_cut_between_its_records_is_made_again_from_its_files(tmp_p
     ] == list(range(9))
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_twin_is_not_evaluated_again_whichever_arrives_first(tmp_path, monkeypatch):
     text = fenced(variant("c"))
     spaced = text.replace("\n", "\n\n")  # the same candidate, other whitespace
@@ -291,6 +293,7 @@ def shaped(name, body):
     return SAXPY.seed() + body + f"// crafted: {name}\n"
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_map_elites_keeps_the_best_of_each_kind_and_shows_inspirations(tmp_path, monkeypatch):
     texts = {
         1: shaped("a", "threadgroup float tile[256];\n"),
@@ -491,6 +494,7 @@ def stopped_then_resumed(tmp_path, monkeypatch, answers, at, name="run", resume_
     return run(None, proposer=again, resume=out, **(resume_kw or {})), again
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_resume_counts_what_saved_answers_cost(tmp_path, monkeypatch):
     answers = answers_for(NAMES)
     out = tmp_path / "run"
@@ -579,6 +583,7 @@ def test_twins_differ_by_a_line_break_are_two_kernels():
 
 
 @pytest.mark.parametrize("strategy", ["one-plus-one", "best-of-n", "islands", "map-elites"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_the_strategy_state_after_a_resume_is_the_uninterrupted_one(
     tmp_path, monkeypatch, strategy
 ):
@@ -751,6 +756,7 @@ def test_model_names_on_the_command_line(tmp_path):
     assert isinstance(make_proposer(f"replay:{folder}"), ReplayProposer)  # a comma in a folder
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_an_answer_forgotten_by_a_resume_still_counts_in_the_cost(tmp_path, monkeypatch):
     answers = answers_for(NAMES)
     out = tmp_path / "run"

@@ -138,6 +138,7 @@ def test_persistent_server_error_becomes_proposal_error(fake, api, model, url_at
 
 
 @pytest.mark.parametrize("api,model,url_attr", APIS)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_timeout_becomes_proposal_error_after_retries(fake, api, model, url_attr):
     # The server answers each request only after 3 s: an APITimeoutError after
     # two requests means each attempt gave up before its answer came (how long

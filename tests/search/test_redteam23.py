@@ -117,6 +117,7 @@ y_out[i] = a[0] * x[i] + y[i] + 0.0f * (float)(__bf16)(1.0 / (double)x[i]);
 """
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_double_to_bf16_conversion_is_the_candidates_not_a_damaged_toolchain():
     ev = evaluate(
         "saxpy",
@@ -258,6 +259,7 @@ print("grew_kib", grew)
 """
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_huge_planted_entry_is_not_read_into_memory(tmp_path):
     env = dict(os.environ, MLXSCI_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run(

@@ -318,6 +318,7 @@ def read_only(folder: Path):
             folder.chmod(mode)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_read_only_finished_run_shows_its_result_and_refuses_more_work(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     summary = crafted_autotune_run(monkeypatch, run_dir, iterations=2)

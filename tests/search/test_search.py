@@ -573,6 +573,7 @@ def test_bad_options_fail_before_any_run_directory(tmp_path):
         (["--accept", "lenient"], "lenient"),
     ],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_bad_timer_or_rule_is_a_usage_error(tmp_path, args, message):
     proc = subprocess.run(
         [

@@ -107,6 +107,7 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 @pytest.mark.parametrize("api,model,url_attr", APIS)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_every_fault_is_a_failed_proposal_with_its_reason(fake, api, model, url_attr, fault):
     behaviour, words, retried = FAULTS[fault]
     base_url = None
@@ -247,6 +248,7 @@ def test_malformed_json_is_a_recorded_skip_and_the_run_ends_no_candidates(stubbe
         )
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_resume_after_faults_continues_and_finds_a_candidate(stubbed, tmp_path):
     stubbed.script(MALFORMED["openai-chat"])
     first, _ = search(stubbed, tmp_path, iterations=1)

@@ -429,6 +429,7 @@ def cli_sweep(out, server, prices, *extra):
     return CliRunner().invoke(sweep.main, [str(a) for a in args])
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_sweep_cost_cap_is_kept_across_runs_and_sessions(priced, tmp_path):
     server, prices = priced
     out = tmp_path / "sw"

@@ -18,6 +18,7 @@ def _key(params: dict) -> tuple:
 
 
 @pytest.mark.parametrize("name", TASKS)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_every_secret_draws_a_valid_configuration(name):
     task = load_task(name)
     assert task.draw_held_out is not None and task.distributions
@@ -32,6 +33,7 @@ def test_every_secret_draws_a_valid_configuration(name):
 
 
 @pytest.mark.parametrize("name", TASKS)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_the_task_function_itself_mostly_draws_valid_configurations(name):
     # held_out.draw redraws what fails; a declaration whose raw draws mostly
     # fail would be a rejection sampler in disguise (and slow for lj, whose
@@ -77,6 +79,7 @@ def test_distributions_have_make_inputs_form_and_other_values(name):
 
 
 @pytest.mark.parametrize("name", TASKS)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_draw_has_the_size_of_its_distributions_inputs(name):
     # At a drawn size (not only the smoke one) every distribution's inputs
     # have the shapes make_inputs gives that size. fft3d and morton draw

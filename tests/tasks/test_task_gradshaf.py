@@ -77,6 +77,7 @@ BARRIER_IN_TREE = """        partial[tid] = max(partial[tid], partial[tid + s]);
     threadgroup_barrier(mem_flags::mem_threadgroup);"""
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_missing_barrier_in_reduction_fails():
     # The tree reduction without its per-level barrier: thread 0 combines
     # partial maxima the other threads have not produced yet.

@@ -147,6 +147,7 @@ def test_roofline_model_matches_the_spec():
     assert round(TASK.flops(TASK.size_set("held-out")[0].params) / 1e9, 3) == 5.082
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_wrong_step_size_candidate_fails_on_simulator():
     # Every use of eps in the body becomes 2.0: acceptance collapses.
     ev = smoke_eval(
@@ -162,6 +163,7 @@ def test_wrong_step_size_candidate_fails_on_simulator():
     assert "hmc_stats[" in ev.fail_reason and "acceptance=0.0" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_count_written_only_on_accept_is_caught():
     # In-place habit: increment only accepted chains. accept_cnt_out is a fresh
     # (poisoned) array, so rejected chains' counts are garbage.
@@ -180,6 +182,7 @@ def test_count_written_only_on_accept_is_caught():
 # --- CUDA dialect on the simulator --------------------------------------------------
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_wrong_step_size_candidate_fails_on_simulator():
     # The body reads eps once into eps_; 2.0 there is the Metal `#define eps 2.0f`.
     ev = smoke_eval(
@@ -192,6 +195,7 @@ def test_cuda_wrong_step_size_candidate_fails_on_simulator():
     assert "hmc_stats[" in ev.fail_reason and "acceptance=0.0" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_count_written_only_on_accept_is_caught():
     ev = smoke_eval(
         "hmc",

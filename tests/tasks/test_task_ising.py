@@ -65,6 +65,7 @@ def test_initial_spin_sums_at_every_metal_sci_size():
 
 # 2048x2048x25 and 1536x1536x40 also match (about 8 s each in NumPy); not run here.
 @pytest.mark.parametrize("label", ["256x256x100", "1024x1024x50"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_final_checksums(label):
     size = next(s for s in TASK.size_set("in-dist") if s.label == label)
     inputs = TASK.make_inputs(size.params)

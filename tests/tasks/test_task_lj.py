@@ -185,6 +185,7 @@ def test_validate_size():
         ("f += (-24.0f", "f -= (-24.0f"),  # attractive at short range
     ],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_wrong_candidate_fails(old, new):
     assert old in SEED
     ev = smoke_eval("lj", SEED.replace(old, new))
@@ -193,6 +194,7 @@ def test_wrong_candidate_fails(old, new):
     assert "max_abs_pos=" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cell_overflow_fails():
     # Each particle bumps its cell's count by 8: the crowded cells pass 64.
     old = "atomic_fetch_add_explicit(&cell_count[cell], 1u, memory_order_relaxed);"
@@ -237,6 +239,7 @@ CUDA_SEED = TASK.seed("cuda")
     ],
     ids=["no_x_wrap", "no_minimum_image", "attractive", "cell_overflow"],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert CUDA_SEED.count(old) == 1
     ev = smoke_eval("lj", CUDA_SEED.replace(old, new), dialect="cuda")

@@ -48,6 +48,7 @@ def test_inputs_are_the_gaussian_scattered_into_morton_order():
 @pytest.mark.parametrize(
     "label, max_ref", [("32x32x32x120", 0.340), ("64x64x64x60", 0.829), ("128x128x128x30", 0.975)]
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_max_ref_and_tolerance_match_spec(label, max_ref):
     (size,) = [s for s in TASK.size_set("all") if s.label == label]
     ref = REF.solve(TASK.make_inputs(size.params), size.params)
@@ -104,6 +105,7 @@ u_out[tid] = c + alpha * (u_in[tid - 1] + u_in[tid + 1] + u_in[tid - N] + u_in[t
         ),
     ],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_wrong_candidate_fails(source):
     assert source != TASK.seed()
     ev = smoke_eval("morton", source)
@@ -145,6 +147,7 @@ u_out[tid] = c + a * (u_in[tid - 1] + u_in[tid + 1] + u_in[tid - n] + u_in[tid +
     ],
     ids=["row_major", "dropped_top_bit"],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_wrong_candidates_fail(source):
     assert source != CUDA_SEED
     ev = smoke_eval("morton", source, dialect="cuda")

@@ -21,6 +21,7 @@ def size(label):
     "label, tol",
     [("N256x10", 1.995e-3), ("N1024x10", 1.978e-3), ("N2048x10", 1.962e-3), ("N512x10", 1.991e-3)],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_tolerance_matches_spec(label, tol):
     s = size(label)
     ref = REF.solve(TASK.make_inputs(s.params), s.params)
@@ -116,6 +117,7 @@ def test_validate_size():
         ),  # drift with the old velocity
     ],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_wrong_candidate_fails(old, new):
     assert old in SEED
     ev = smoke_eval("nbody", SEED.replace(old, new))
@@ -124,6 +126,7 @@ def test_wrong_candidate_fails(old, new):
     assert "max_abs_pos=" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_unwritten_tail_fails():
     # Bodies past the last full threadgroup are never written: poisoned output must not pass.
     ev = smoke_eval("nbody", SEED.replace("if (i >= N) {", "if (i >= N / 128 * 128) {"))
@@ -152,6 +155,7 @@ CUDA_SEED = TASK.seed("cuda")
     ],
     ids=["repulsive", "old_velocity_drift"],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_wrong_candidate_fails(old, new):
     assert old in CUDA_SEED
     ev = smoke_eval("nbody", CUDA_SEED.replace(old, new), dialect="cuda")
@@ -160,6 +164,7 @@ def test_cuda_wrong_candidate_fails(old, new):
     assert "max_abs_pos=" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_unwritten_tail_fails():
     old = "if (i >= n) {"
     assert old in CUDA_SEED

@@ -14,6 +14,7 @@ def test_tolerance_matches_spec():
     assert get_reference(TASK, size.params).tolerance == pytest.approx(1.256e-4, rel=1e-3)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_off_by_one_is_rejected():
     src = TASK.seed().replace(
         "y_out[i] = a * x[i] + y[i];", "y_out[i] = a * x[min(i + 1, N - 1)] + y[i];"
@@ -29,6 +30,7 @@ def test_off_by_one_is_rejected():
 CUDA_SEED = TASK.seed("cuda")
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_off_by_one_is_rejected():
     # The Metal off-by-one above, in CUDA: every element reads its right neighbour's x.
     old = "y_out[i] = a[0] * x[i] + y[i];"

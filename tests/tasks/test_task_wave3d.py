@@ -123,6 +123,7 @@ u_next[idx] = PREV + alpha * lap;
         "2.0f * c + u_prev[idx]",  # wrong sign
     ],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_wrong_candidate_fails(prev):
     ev = smoke_eval("wave3d", WRONG.replace("PREV", prev))
     assert ev.compile_ok and not ev.correct
@@ -130,6 +131,7 @@ def test_wrong_candidate_fails(prev):
     assert "max_abs=" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_right_candidate_in_same_shape_passes():
     ev = smoke_eval("wave3d", WRONG.replace("PREV", "2.0f * c - u_prev[idx]"))
     assert ev.correct, ev.fail_reason
@@ -164,6 +166,7 @@ u_next[idx] = PREV + alpha[0] * lap;
         "2.0f * c + u_prev[idx]",  # wrong sign
     ],
 )
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_wrong_candidate_fails(prev):
     # The Metal WRONG candidates above, in CUDA (launch shape spelled out, whole
     # blocks launched, so the guard matters).

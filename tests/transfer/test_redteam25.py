@@ -107,6 +107,7 @@ def test_a_cheat_hiding_its_held_out_comparison_does_not_grade_transfers():
     assert judged["grade"] == "C", judged["reason"]
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_search_whose_best_holds_a_huge_literal_finishes_and_reveals(tmp_path, monkeypatch):
     """Before: int() refused the literal in the scan, the run ended in a
     traceback at its transfer grade, never wrote summary.json nor revealed

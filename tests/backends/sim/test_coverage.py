@@ -194,6 +194,7 @@ def test_heat2d_arm_keyed_on_the_size_and_the_seeds_boundary_arms(dialect):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_saxpy_arm_keyed_on_the_size(dialect):
     seed = load_task("saxpy").seed(dialect)
     n = "N" if dialect == "metal" else "N[0]"
@@ -205,6 +206,7 @@ def test_saxpy_arm_keyed_on_the_size(dialect):
     assert arm(cov, bounds, "if")["hits"] > 0 and arm(cov, bounds, "not-taken")["hits"] == 100003
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_without_coverage_there_is_none_and_gpus_do_not_measure_it():
     ev = evaluate("saxpy", backend="sim", size_set="smoke", n_warmup=1, n_measure=1)
     assert ev.correct and ev.coverage is None and "coverage" not in ev.to_json()
@@ -275,6 +277,7 @@ def counted(record) -> SizeRun:
     return SizeRun.from_wire({"seconds": [1.0], "coverage": record})
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_counters_the_candidate_overwrote_are_refused_and_the_verdict_stands(monkeypatch):
     """The candidate's native code can write its own counters (here named
     outright, with the rules that forbid the name switched off): the parent
@@ -303,6 +306,7 @@ def test_counters_the_candidate_overwrote_are_refused_and_the_verdict_stands(mon
     assert all(a["hits"] is None for a in ev.coverage["arms"])
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_counted_run_that_cannot_build_leaves_the_verdict_and_says_why(monkeypatch):
     """A counted variant that does not compile (here a prologue broken on
     purpose) costs the coverage, not the candidate."""
@@ -360,6 +364,7 @@ def test_the_parent_builds_a_counted_variant_only_for_a_job_that_asks():
     assert "counted" in saxpy_build(1, job_coverage=True)["error"]["message"]
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_instrumenting_a_hostile_text_stays_linear():
     """A candidate is hostile text up to 2 MiB: the scanner answers in about
     linear time (a ternary per comma of one long initialiser, and a run of

@@ -356,6 +356,7 @@ CLAMPED = {"metal": ("", "min(i, N - 1)"), "cuda": ("", "min(i, N[0] - 1)")}
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_candidate_reading_a_returned_lane_fails_verification(dialect):
     guard, j = EARLY_RETURN[dialect]
     ev = evaluate(
@@ -371,6 +372,7 @@ def test_a_candidate_reading_a_returned_lane_fails_verification(dialect):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_its_twin_with_every_lane_active_passes(dialect):
     guard, j = CLAMPED[dialect]
     ev = evaluate(

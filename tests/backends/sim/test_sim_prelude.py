@@ -541,6 +541,7 @@ def col(results, key):
 
 
 # ---------------------------------------------------------------------------
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_constructors_and_swizzles(results):
     assert one(results, "ctor_mix") == [2, 1, 3, 4]
     assert one(results, "ctor_splat") == [1.5, 1.5, 1.5]
@@ -802,6 +803,7 @@ REJECTED = {
 }
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_rejected_constructs(tmp_path):
     srcs = {k: rewrite_metal(f"int f_{k}() {{ {v} return 0; }}\n") for k, v in REJECTED.items()}
     for k, src in srcs.items():

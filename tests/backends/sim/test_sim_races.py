@@ -325,6 +325,7 @@ def evaluate_smoke(source: str, dialect: str):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_threadgroup_race_is_a_failed_size_with_the_race_verdict(dialect):
     ev = evaluate_smoke(SAXPY_TG[dialect].format(sync=""), dialect)
     assert ev.compile_ok and not ev.correct and ev.score == 0.0
@@ -337,6 +338,7 @@ def test_threadgroup_race_is_a_failed_size_with_the_race_verdict(dialect):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_race_between_groups_is_a_failed_size_with_the_race_verdict(dialect):
     ev = evaluate_smoke(SAXPY_GLOBAL[dialect], dialect)
     assert not ev.correct
@@ -344,6 +346,7 @@ def test_race_between_groups_is_a_failed_size_with_the_race_verdict(dialect):
     assert RACE_VERDICT + " at element 0:" in ev.fail_reason
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_fault_only_under_the_reversed_schedule_says_so():
     # Simdgroup 1 takes an index from simdgroup 0 without a barrier: reversed,
     # it reads the poison of unwritten threadgroup memory and indexes far out
@@ -477,6 +480,7 @@ if (i < n) y_out[i] = a[0] * x[i] + y[i] + (c - 1.0f);
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_race_only_in_a_shuffled_order_is_a_failed_size_naming_the_order(dialect):
     # 1563 groups: the worker's two fresh seeds give orders that show it
     # (unless the first and the last group both run first, 1 in a million).

@@ -320,6 +320,7 @@ def test_fast_path_large_elementwise_launch(backend):
     np.testing.assert_array_equal(np.asarray(o), np.asarray(x) * 3)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_determinism_and_compile_cache(backend, tmp_path, monkeypatch):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     src = """
@@ -350,6 +351,7 @@ def test_determinism_and_compile_cache(backend, tmp_path, monkeypatch):
     assert a.tobytes() == b.tobytes()
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_compile_cache_is_keyed_by_content_not_path(backend, tmp_path, monkeypatch):
     # The same text from two files compiles once; each file's compile error
     # still names that file (the TU says <candidate-file>, the log is renamed).

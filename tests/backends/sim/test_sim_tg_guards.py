@@ -349,6 +349,7 @@ PATHOLOGICAL = {
 
 
 @pytest.mark.parametrize("shape", sorted(PATHOLOGICAL))
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_declaration_rewrite_is_linear(shape):
     # aliases: a regex of 25,000 alternatives took 12 s on 600 kB (1.3 s on
     # 200 kB); alias_chain: a type grown along the chain took 2.5 s on 200 kB

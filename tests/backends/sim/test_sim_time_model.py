@@ -108,6 +108,7 @@ def timed(source: str | None, dialect: str = "metal", runs: int = 3):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_serial_grid_loses_to_the_seed_by_far(dialect):
     seed, _seed_host, seed_out = timed(None, dialect)
     serial, _serial_host, serial_out = timed(SERIAL[dialect], dialect)

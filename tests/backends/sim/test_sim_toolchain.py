@@ -79,6 +79,7 @@ def _needed(lib) -> list[str]:
     reason="binutils (nm, readelf) not installed",
 )
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_kernel_library_needs_no_cxx_runtime(dialect, tmp_path, monkeypatch):
     lib = _build_and_run(dialect, tmp_path, monkeypatch)
     cxx = sorted(
@@ -158,6 +159,7 @@ def test_roofline_announced_only_when_measured(tmp_path, monkeypatch):
     assert lines == [roofline.MEASURING] and measured == [1]
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_evaluate_announces_nothing_on_warm_caches():
     """A search hears only `announce` lines: none once the compiler is built
     and the roofline measured (the first call here does whatever is missing)."""
@@ -196,6 +198,7 @@ def _run_scaled(backend, scale: float) -> np.ndarray:
     return np.asarray(o)
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_kernels_share_one_precompiled_header_per_dialect(tmp_path, monkeypatch):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     monkeypatch.setitem(build.STATS, "pch_builds", 0)
@@ -221,6 +224,7 @@ def test_a_refused_precompiled_header_is_dropped_and_the_kernel_still_builds(tmp
     assert pch.exists() and pch.read_bytes()[:4] == b"CPCH"
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_compile_error_reads_the_same_with_the_precompiled_header(tmp_path, monkeypatch):
     monkeypatch.setenv("MLXSCI_CACHE_DIR", str(tmp_path))
     backend = SimBackend(dialect="metal", launch_timeout_s=30.0)

@@ -87,6 +87,7 @@ HOISTED = {
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_shuffle_in_one_arm_of_a_ternary_is_named(dialect):
     ev, size = judge(HEAD[dialect] + IN_ONE_ARM[dialect] + TAIL[dialect], dialect)
     assert not ev.correct
@@ -111,12 +112,14 @@ def test_a_shuffle_in_one_arm_of_a_ternary_is_named(dialect):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_its_twin_with_the_shuffle_before_the_branch_passes_unflagged(dialect):
     ev, size = judge(HEAD[dialect] + HOISTED[dialect] + TAIL[dialect], dialect)
     assert ev.correct, ev.fail_reason
     assert "undefined_read" not in size.flags
 
 
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_a_partial_simdgroup_reading_a_lane_that_does_not_exist_is_named():
     # An exact grid: the last simdgroup holds 8 threads, and a swap by xor 16
     # (undone by a second) makes its lanes 0..7 read lanes 16..23.
@@ -203,6 +206,7 @@ ACCUMULATE = {
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_threadgroup_memory_read_before_it_is_written_is_named(dialect):
     body = ACCUMULATE[dialect].replace("{init}", "")
     ev, size = judge(HEAD[dialect] + body + TAIL[dialect], dialect)
@@ -218,6 +222,7 @@ def test_threadgroup_memory_read_before_it_is_written_is_named(dialect):
 
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_its_twin_that_zeroes_the_accumulator_passes_unflagged(dialect):
     body = ACCUMULATE[dialect].replace("{init}", "acc[l] = 0.0f;\n")
     ev, size = judge(HEAD[dialect] + body + TAIL[dialect], dialect)
