@@ -29,6 +29,10 @@ y_out[i] = a * x[i] + y[i] + acc * 0.0f;
 """
 )
 SMOKE_N = SAXPY.size_set("smoke")[0].params["N"]
+# The held-out gate at the listed size (4M) for runs that test something
+# else: saxpy's secret draws cost up to twice that on the simulator, ~10 s a
+# run's end (tests/search/test_held_out_gate.py tests the secret draw).
+PUBLISHED = "metal-sci"
 # Fast and correct at the search size only; at any other size wrong or slow.
 CHEAT_WRONG = (
     HEAD
@@ -60,7 +64,12 @@ def test_run_directory_records_everything(tmp_path):
         RuntimeError("RateLimitError: retries exhausted"),
     ]  # failed call
     summary = run(
-        "saxpy", proposer=Scripted(answers, cost=0.01), iterations=4, backend="sim", out=out
+        "saxpy",
+        proposer=Scripted(answers, cost=0.01),
+        iterations=4,
+        backend="sim",
+        out=out,
+        held_out=PUBLISHED,
     )
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in history] == [0, 1, 2, 3, 4]
@@ -235,6 +244,7 @@ def test_best_of_n_always_starts_from_the_seed(tmp_path):
         backend="sim",
         out=tmp_path / "r",
         strategy="best-of-n",
+        held_out=PUBLISHED,
     )
     assert all(ctx.incumbent_source == proposer.seen[0].incumbent_source for ctx in proposer.seen)
     assert all("previous attempt" not in ctx.user.lower() for ctx in proposer.seen)
@@ -258,6 +268,8 @@ def test_killed_run_resumes_without_repeating_or_losing_an_iteration(tmp_path):
         "--out",
         str(out),
         "--quiet",
+        "--held-out",
+        PUBLISHED,
     ]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
@@ -287,7 +299,9 @@ def test_killed_run_resumes_without_repeating_or_losing_an_iteration(tmp_path):
 
 @pytest.mark.slow
 def test_autotune_run_stops_when_its_space_is_exhausted(tmp_path):
-    summary = run("saxpy", "autotune", iterations=20, backend="sim", out=tmp_path / "r")
+    summary = run(
+        "saxpy", "autotune", iterations=20, backend="sim", out=tmp_path / "r", held_out=PUBLISHED
+    )
     assert summary["stopped"].startswith("the proposer has nothing left")
     roles = [r["role"] for r in summary["history"]]
     assert roles[-1] == "skipped" and roles.count("skipped") == 1
@@ -648,6 +662,8 @@ def test_noise_aware_autotune_on_the_simulator(tmp_path):
             "noise-aware",
             "--out",
             str(out),
+            "--held-out",
+            PUBLISHED,
         ],
         capture_output=True,
         text=True,
@@ -700,6 +716,7 @@ def test_noise_aware_re_times_for_real_on_the_simulator(tmp_path):
         out=tmp_path / "r",
         start=start,
         accept="noise-aware",
+        held_out=PUBLISHED,
     )
     first, second = summary["history"][1:]
     cmp = first["comparison"]
