@@ -207,7 +207,7 @@ def test_the_lock_file_is_not_a_recorded_file_of_the_run(tmp_path, monkeypatch):
 def sweep_body(out: Path) -> str:
     return (
         "from mlxsci import sweep\n"
-        f"sweep.sweep(['saxpy'], ['autotune'], 2, repeats=2, backend='sim', out={str(out)!r})\n"
+        f"sweep.sweep(['saxpy'], ['autotune'], 2, repeats=2, backend='sim', held_out='metal-sci', out={str(out)!r})\n"
     )
 
 
@@ -224,7 +224,14 @@ def test_two_sweeps_on_one_folder_share_the_runs(tmp_path, monkeypatch):
         entries = {
             e["path"]: e
             for e in sweep.sweep(
-                ["saxpy"], ["autotune"], 2, repeats=2, backend="sim", out=out, echo=said.append
+                ["saxpy"],
+                ["autotune"],
+                2,
+                repeats=2,
+                backend="sim",
+                held_out="metal-sci",
+                out=out,
+                echo=said.append,
             )
         }
         held = entries["saxpy_autotune"]
@@ -277,13 +284,17 @@ def test_a_sweep_skips_a_run_a_search_holds_and_takes_it_next_time(tmp_path, mon
     out = tmp_path / "sweep"
     monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
     with lock_held_elsewhere(out / "saxpy_autotune") as pid:
-        entries = sweep.sweep(["saxpy"], ["autotune"], 1, repeats=2, backend="sim", out=out)
+        entries = sweep.sweep(
+            ["saxpy"], ["autotune"], 1, repeats=2, backend="sim", held_out="metal-sci", out=out
+        )
         by_path = {e["path"]: e for e in entries}
         assert by_path["saxpy_autotune"]["status"] == "unfinished"
         assert f"process {pid}" in by_path["saxpy_autotune"]["error"]
         assert sorted(os.listdir(out / "saxpy_autotune")) == [locks.LOCK_NAME]
         assert by_path["saxpy_autotune_r2"]["status"] == "finished"
-    again = sweep.sweep(["saxpy"], ["autotune"], 1, repeats=2, backend="sim", out=out)
+    again = sweep.sweep(
+        ["saxpy"], ["autotune"], 1, repeats=2, backend="sim", held_out="metal-sci", out=out
+    )
     assert [(e["status"], e["action"]) for e in again] == [
         ("finished", "ran"),
         ("finished", "skipped"),
@@ -357,7 +368,14 @@ def test_a_ray_sweep_leaves_a_held_run_to_its_holder(tmp_path, ship_results):
         with lock_held_elsewhere(out / "saxpy_autotune") as pid:
             executor = RayExecutor(backend="sim", ship_results=ship_results)
             entries = sweep.sweep(
-                ["saxpy"], ["autotune"], 1, repeats=2, backend="sim", out=out, executor=executor
+                ["saxpy"],
+                ["autotune"],
+                1,
+                repeats=2,
+                backend="sim",
+                held_out="metal-sci",
+                out=out,
+                executor=executor,
             )
             held, ran = entries
             assert (held["status"], held["action"]) == ("unfinished", "in use")

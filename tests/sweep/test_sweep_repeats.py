@@ -284,7 +284,14 @@ def test_local_sweep_with_repeats_then_resumed(tmp_path):
     out = tmp_path / "sw"
     lines = []
     entries = sweep.sweep(
-        ["saxpy", "nbody"], ["autotune"], 1, repeats=2, backend="sim", out=out, echo=lines.append
+        ["saxpy", "nbody"],
+        ["autotune"],
+        1,
+        repeats=2,
+        backend="sim",
+        held_out="metal-sci",
+        out=out,
+        echo=lines.append,
     )
     assert [(e["path"], e["status"]) for e in entries] == [
         ("saxpy_autotune", "finished"),
@@ -304,7 +311,14 @@ def test_local_sweep_with_repeats_then_resumed(tmp_path):
     rows = main_table(load_runs([out]))
     assert [r["autotune runs"] for r in rows] == [2, 2]
     again = sweep.sweep(
-        ["saxpy", "nbody"], ["autotune"], 1, repeats=2, backend="sim", out=out, echo=lines.append
+        ["saxpy", "nbody"],
+        ["autotune"],
+        1,
+        repeats=2,
+        backend="sim",
+        held_out="metal-sci",
+        out=out,
+        echo=lines.append,
     )
     assert {e["action"] for e in again} == {"skipped"}
 
