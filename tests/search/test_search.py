@@ -205,6 +205,8 @@ def test_size_special_casing_is_promoted_by_s_and_caught_by_phi(
         backend="sim",
         out=tmp_path / "run",
         start=start,
+        # the failure is named by the secret draw's label; the regression shows at any size
+        held_out="secret" if outcome == "held_out_failure" else PUBLISHED,
     )
     assert summary["best_iteration"] == 1  # S promoted the cheat
     assert summary["best_score"] > summary["seed_score"]
@@ -227,6 +229,7 @@ def test_max_cost_stops_cleanly(tmp_path):
         backend="sim",
         out=tmp_path / "r",
         max_cost=1.0,
+        held_out=PUBLISHED,
     )
     assert summary["iterations"] == 2 and summary["stopped"].startswith("max_cost")
     assert summary["cost_usd"] == pytest.approx(1.2)
@@ -346,7 +349,9 @@ def test_search_through_the_real_sdks(tmp_path, monkeypatch, api, model, url_att
             model, api=api, base_url=getattr(server, url_attr), max_retries=1, timeout_s=1.0
         )
         out = tmp_path / "run"
-        summary = run("saxpy", proposer=proposer, iterations=5, backend="sim", out=out)
+        summary = run(
+            "saxpy", proposer=proposer, iterations=5, backend="sim", out=out, held_out=PUBLISHED
+        )
     history = summary["history"]
     assert [r["role"] for r in history] == [
         "seed",
