@@ -26,7 +26,7 @@ SUMMARY = re.compile(r"=* ?(.*?) in ([\d.]+)s")
 def read_report(path: Path) -> tuple[Counter, dict]:
     """Seconds per test file, and the last line's counts and wall seconds."""
     per_file: Counter = Counter()
-    summary: dict = {}
+    summary: dict[str, float] = {}
     for line in path.read_text(errors="replace").splitlines():
         found = DURATION.match(line)
         if found:
@@ -34,10 +34,9 @@ def read_report(path: Path) -> tuple[Counter, dict]:
             continue
         done = SUMMARY.match(line.strip("= "))
         if done and ("passed" in line or "failed" in line):
-            counts = dict(
-                (word, int(n)) for n, word in re.findall(r"(\d+) (passed|failed|skipped)", line)
-            )
-            summary = {"wall": float(done.group(2)), **counts}
+            summary = {"wall": float(done.group(2))}
+            for n, word in re.findall(r"(\d+) (passed|failed|skipped)", line):
+                summary[word] = int(n)
     return per_file, summary
 
 
