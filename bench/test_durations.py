@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 DURATION = re.compile(r"^([\d.]+)s (?:call|setup|teardown)\s+(\S+?)::")
 SUMMARY = re.compile(r"=* ?(.*?) in ([\d.]+)s")
 
 
-def read_report(path: Path) -> tuple[Counter, dict]:
+def read_report(path: Path) -> tuple[dict[str, float], dict[str, float]]:
     """Seconds per test file, and the last line's counts and wall seconds."""
-    per_file: Counter = Counter()
+    per_file: dict[str, float] = defaultdict(float)
     summary: dict[str, float] = {}
     for line in path.read_text(errors="replace").splitlines():
         found = DURATION.match(line)
@@ -40,10 +40,10 @@ def read_report(path: Path) -> tuple[Counter, dict]:
     return per_file, summary
 
 
-def table(reports: dict[str, tuple[Counter, dict]], top: int) -> str:
+def table(reports: dict[str, tuple[dict[str, float], dict[str, float]]], top: int) -> str:
     labels = list(reports)
     first = reports[labels[0]][0]
-    files = [f for f, _ in first.most_common(top)]
+    files = sorted(first, key=first.__getitem__, reverse=True)[:top]
     rows = ["| test file | " + " | ".join(f"{x} (s)" for x in labels) + " |"]
     rows.append("|---|" + "---|" * len(labels))
     for name in files:
