@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import LISTED_HELD_OUT
 from scripted_runs import SEED, Crafted
 
 from mlxsci.search import loop, run
@@ -207,7 +208,8 @@ def test_the_lock_file_is_not_a_recorded_file_of_the_run(tmp_path, monkeypatch):
 def sweep_body(out: Path) -> str:
     return (
         "from mlxsci import sweep\n"
-        f"sweep.sweep(['saxpy'], ['autotune'], 2, repeats=2, backend='sim', held_out='metal-sci', out={str(out)!r})\n"
+        "sweep.sweep(['saxpy'], ['autotune'], 2, repeats=2, backend='sim',"
+        f" held_out={LISTED_HELD_OUT!r}, out={str(out)!r})\n"
     )
 
 
@@ -229,7 +231,7 @@ def test_two_sweeps_on_one_folder_share_the_runs(tmp_path, monkeypatch):
                 2,
                 repeats=2,
                 backend="sim",
-                held_out="metal-sci",
+                held_out=LISTED_HELD_OUT,
                 out=out,
                 echo=said.append,
             )
@@ -283,18 +285,20 @@ def lock_held_elsewhere(run_dir: Path):
 def test_a_sweep_skips_a_run_a_search_holds_and_takes_it_next_time(tmp_path, monkeypatch):
     out = tmp_path / "sweep"
     monkeypatch.setattr(loop, "evaluate", Crafted(TABLE))
-    with lock_held_elsewhere(out / "saxpy_autotune") as pid:
-        entries = sweep.sweep(
-            ["saxpy"], ["autotune"], 1, repeats=2, backend="sim", held_out="metal-sci", out=out
+
+    def run_sweep() -> list[dict]:
+        return sweep.sweep(
+            ["saxpy"], ["autotune"], 1, repeats=2, backend="sim", held_out=LISTED_HELD_OUT, out=out
         )
+
+    with lock_held_elsewhere(out / "saxpy_autotune") as pid:
+        entries = run_sweep()
         by_path = {e["path"]: e for e in entries}
         assert by_path["saxpy_autotune"]["status"] == "unfinished"
         assert f"process {pid}" in by_path["saxpy_autotune"]["error"]
         assert sorted(os.listdir(out / "saxpy_autotune")) == [locks.LOCK_NAME]
         assert by_path["saxpy_autotune_r2"]["status"] == "finished"
-    again = sweep.sweep(
-        ["saxpy"], ["autotune"], 1, repeats=2, backend="sim", held_out="metal-sci", out=out
-    )
+    again = run_sweep()
     assert [(e["status"], e["action"]) for e in again] == [
         ("finished", "ran"),
         ("finished", "skipped"),
@@ -373,7 +377,7 @@ def test_a_ray_sweep_leaves_a_held_run_to_its_holder(tmp_path, ship_results):
                 1,
                 repeats=2,
                 backend="sim",
-                held_out="metal-sci",
+                held_out=LISTED_HELD_OUT,
                 out=out,
                 executor=executor,
             )

@@ -10,6 +10,7 @@ import time
 import types
 
 import pytest
+from helpers import LISTED_HELD_OUT
 from scripted_runs import HEAD, SAXPY, SEED, SMOKE_LABEL, Scripted, crafted_run, fenced, variant
 
 from mlxsci.evaluation.results import geometric_mean
@@ -29,10 +30,6 @@ y_out[i] = a * x[i] + y[i] + acc * 0.0f;
 """
 )
 SMOKE_N = SAXPY.size_set("smoke")[0].params["N"]
-# The held-out gate at the listed size (4M) for runs that test something
-# else: saxpy's secret draws cost up to twice that on the simulator, ~10 s a
-# run's end (tests/search/test_held_out_gate.py tests the secret draw).
-PUBLISHED = "metal-sci"
 # Fast and correct at the search size only; at any other size wrong or slow.
 CHEAT_WRONG = (
     HEAD
@@ -69,7 +66,7 @@ def test_run_directory_records_everything(tmp_path):
         iterations=4,
         backend="sim",
         out=out,
-        held_out=PUBLISHED,
+        held_out=LISTED_HELD_OUT,
     )
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in history] == [0, 1, 2, 3, 4]
@@ -206,7 +203,7 @@ def test_size_special_casing_is_promoted_by_s_and_caught_by_phi(
         out=tmp_path / "run",
         start=start,
         # the failure is named by the secret draw's label; the regression shows at any size
-        held_out="secret" if outcome == "held_out_failure" else PUBLISHED,
+        held_out="secret" if outcome == "held_out_failure" else LISTED_HELD_OUT,
     )
     assert summary["best_iteration"] == 1  # S promoted the cheat
     assert summary["best_score"] > summary["seed_score"]
@@ -229,7 +226,7 @@ def test_max_cost_stops_cleanly(tmp_path):
         backend="sim",
         out=tmp_path / "r",
         max_cost=1.0,
-        held_out=PUBLISHED,
+        held_out=LISTED_HELD_OUT,
     )
     assert summary["iterations"] == 2 and summary["stopped"].startswith("max_cost")
     assert summary["cost_usd"] == pytest.approx(1.2)
@@ -247,7 +244,7 @@ def test_best_of_n_always_starts_from_the_seed(tmp_path):
         backend="sim",
         out=tmp_path / "r",
         strategy="best-of-n",
-        held_out=PUBLISHED,
+        held_out=LISTED_HELD_OUT,
     )
     assert all(ctx.incumbent_source == proposer.seen[0].incumbent_source for ctx in proposer.seen)
     assert all("previous attempt" not in ctx.user.lower() for ctx in proposer.seen)
@@ -272,7 +269,7 @@ def test_killed_run_resumes_without_repeating_or_losing_an_iteration(tmp_path):
         str(out),
         "--quiet",
         "--held-out",
-        PUBLISHED,
+        LISTED_HELD_OUT,
     ]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
@@ -303,7 +300,12 @@ def test_killed_run_resumes_without_repeating_or_losing_an_iteration(tmp_path):
 @pytest.mark.slow
 def test_autotune_run_stops_when_its_space_is_exhausted(tmp_path):
     summary = run(
-        "saxpy", "autotune", iterations=20, backend="sim", out=tmp_path / "r", held_out=PUBLISHED
+        "saxpy",
+        "autotune",
+        iterations=20,
+        backend="sim",
+        out=tmp_path / "r",
+        held_out=LISTED_HELD_OUT,
     )
     assert summary["stopped"].startswith("the proposer has nothing left")
     roles = [r["role"] for r in summary["history"]]
@@ -350,7 +352,12 @@ def test_search_through_the_real_sdks(tmp_path, monkeypatch, api, model, url_att
         )
         out = tmp_path / "run"
         summary = run(
-            "saxpy", proposer=proposer, iterations=5, backend="sim", out=out, held_out=PUBLISHED
+            "saxpy",
+            proposer=proposer,
+            iterations=5,
+            backend="sim",
+            out=out,
+            held_out=LISTED_HELD_OUT,
         )
     history = summary["history"]
     assert [r["role"] for r in history] == [
@@ -668,7 +675,7 @@ def test_noise_aware_autotune_on_the_simulator(tmp_path):
             "--out",
             str(out),
             "--held-out",
-            PUBLISHED,
+            LISTED_HELD_OUT,
         ],
         capture_output=True,
         text=True,
@@ -721,7 +728,7 @@ def test_noise_aware_re_times_for_real_on_the_simulator(tmp_path):
         out=tmp_path / "r",
         start=start,
         accept="noise-aware",
-        held_out=PUBLISHED,
+        held_out=LISTED_HELD_OUT,
     )
     first, second = summary["history"][1:]
     cmp = first["comparison"]

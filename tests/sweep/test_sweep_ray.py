@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm_server import SAXPY_ANSWER, FakeLLMServer, ok
+from helpers import LISTED_HELD_OUT
 
 from mlxsci.report.build import load_runs, main_table
 from mlxsci.sweep import sweeper as sweep
@@ -68,7 +69,7 @@ def test_resource_requests_fit_the_backend():
 @pytest.mark.slow
 def test_ray_sweep_with_repeats_then_resumed(cluster, tmp_path):
     """2 tasks x autotune x 2 repeats as Ray tasks, then the same sweep again.
-    (nbody: its secret held-out costs a run ~2 s on the simulator, heat2d's ~20 s.)"""
+    (nbody: its held-out costs a run ~2 s on the simulator, heat2d's ~20 s.)"""
     out = tmp_path / "sw"
     executor = ray_executor()
     assert executor.capacity() == 2 and not executor.started_here
@@ -79,7 +80,7 @@ def test_ray_sweep_with_repeats_then_resumed(cluster, tmp_path):
         1,
         repeats=2,
         backend="sim",
-        held_out="metal-sci",
+        held_out=LISTED_HELD_OUT,
         out=out,
         echo=lines.append,
         executor=executor,
@@ -109,7 +110,7 @@ def test_ray_sweep_with_repeats_then_resumed(cluster, tmp_path):
         1,
         repeats=2,
         backend="sim",
-        held_out="metal-sci",
+        held_out=LISTED_HELD_OUT,
         out=out,
         echo=lines.append,
         executor=ray_executor(),
@@ -151,7 +152,7 @@ def test_a_lost_worker_is_retried_and_resumes_the_run(cluster, tmp_path):
             ["autotune"],
             3,
             backend="sim",
-            held_out="metal-sci",
+            held_out=LISTED_HELD_OUT,
             out=out,
             echo=lambda m: None,
             executor=ray_executor(),
@@ -178,7 +179,7 @@ def test_ray_sweep_cost_cap(cluster, tmp_path):
             2,
             repeats=2,
             backend="sim",
-            held_out="metal-sci",
+            held_out=LISTED_HELD_OUT,
             out=out,
             echo=lambda m: None,
             executor=ray_executor(),
@@ -208,7 +209,7 @@ def test_shipped_results_land_in_the_sweep_folder_and_resume(cluster, tmp_path):
         ["autotune"],
         1,
         backend="sim",
-        held_out="metal-sci",
+        held_out=LISTED_HELD_OUT,
         out=out,
         echo=lambda m: None,
         executor=ray_executor(ship_results=True),
@@ -224,7 +225,7 @@ def test_shipped_results_land_in_the_sweep_folder_and_resume(cluster, tmp_path):
         ["autotune"],
         2,
         backend="sim",
-        held_out="metal-sci",
+        held_out=LISTED_HELD_OUT,
         out=out,
         echo=lambda m: None,
         executor=ray_executor(ship_results=True),

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fake_llm_server import SAXPY_ANSWER, FakeLLMServer, ok
+from helpers import LISTED_HELD_OUT
 
 from mlxsci.report import build as report
 from mlxsci.report.build import load_runs, main_table, render
@@ -279,20 +280,24 @@ def test_speedup_plot_has_error_bars(repeats, tmp_path, monkeypatch):
 def test_local_sweep_with_repeats_then_resumed(tmp_path):
     """2 tasks x autotune x 2 repeats on the simulator: four runs, distinct
     seeds; the report counts 2 runs per cell; run again, all are skipped.
-    nbody, not heat2d: each run ends with the seed at a secret held-out
-    draw, ~2 s on the simulator for nbody and ~20 s for heat2d."""
+    nbody, not heat2d: each run ends with the seed at a held-out size,
+    ~2 s on the simulator for nbody and ~20 s for heat2d."""
     out = tmp_path / "sw"
     lines = []
-    entries = sweep.sweep(
-        ["saxpy", "nbody"],
-        ["autotune"],
-        1,
-        repeats=2,
-        backend="sim",
-        held_out="metal-sci",
-        out=out,
-        echo=lines.append,
-    )
+
+    def run_sweep() -> list[dict]:
+        return sweep.sweep(
+            ["saxpy", "nbody"],
+            ["autotune"],
+            1,
+            repeats=2,
+            backend="sim",
+            held_out=LISTED_HELD_OUT,
+            out=out,
+            echo=lines.append,
+        )
+
+    entries = run_sweep()
     assert [(e["path"], e["status"]) for e in entries] == [
         ("saxpy_autotune", "finished"),
         ("nbody_autotune", "finished"),
@@ -310,16 +315,7 @@ def test_local_sweep_with_repeats_then_resumed(tmp_path):
     }
     rows = main_table(load_runs([out]))
     assert [r["autotune runs"] for r in rows] == [2, 2]
-    again = sweep.sweep(
-        ["saxpy", "nbody"],
-        ["autotune"],
-        1,
-        repeats=2,
-        backend="sim",
-        held_out="metal-sci",
-        out=out,
-        echo=lines.append,
-    )
+    again = run_sweep()
     assert {e["action"] for e in again} == {"skipped"}
 
 
