@@ -58,12 +58,21 @@ def tolerance(ref, params):
 
 
 def error(outputs, ref_outputs, params):
-    """Cell overflow first (Metal-Sci's rule: max cell_count > 64 fails), then max abs of pos."""
+    """Cell overflow first (Metal-Sci's rule: max cell_count > 64 fails), then
+    the cell counts' sum, then max abs of pos.
+
+    Every particle takes one slot of its cell with an atomic fetch-add on
+    cell_count, whether or not the slot is past the cell's capacity, so the
+    last step's counts sum to N exactly, whatever order the particles came
+    in. A sum below N is an update lost to a read-modify-write that was not
+    atomic: on a GPU, lanes that bin into one cell at once."""
     if "pos" not in outputs or "cell_count" not in outputs:
         return float("inf"), False, "missing output"
     counts = np.asarray(outputs["cell_count"])
     if counts.size and int(counts.max()) > MAX_PER_CELL:
         return float("inf"), False, "cell_overflow"
+    if "N" in params and int(counts.astype(np.int64).sum()) != int(params["N"]):
+        return float("inf"), False, "cell_count_sum"
     out, ref = np.asarray(outputs["pos"]), ref_outputs["pos"]
     if out.shape != ref.shape:
         return float("inf"), False, ERROR_KIND

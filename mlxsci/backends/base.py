@@ -229,12 +229,20 @@ class Backend:
     # chooses it (the simulator); None on a GPU, whose order is its own.
     own_order: str | None = None
 
-    def other_orders(self, seeds) -> list[tuple[str, int | None, RunMode]]:
+    def other_orders(self, seeds, lockstep: bool = False) -> list[tuple[str, int | None, RunMode]]:
         """The verification run's other thread orders, each (its name, its
         seed or None, the RunMode that runs it), one shuffled order per seed
-        in `seeds`: a result that changes with the order is a race. None on
-        a GPU, which gives no control of its order."""
+        in `seeds`, and with `lockstep` the lock-step run where the backend
+        has one (has_lockstep_order): a result that changes with the order is
+        a race. None on a GPU, which gives no control of its order."""
         return []
+
+    @classmethod
+    def has_lockstep_order(cls) -> bool:
+        """Whether other_orders can run a simdgroup's lanes in lock-step with
+        the race detector on (the simulator, where the host builds its
+        profiled variant); the parent plans that run from this."""
+        return False
 
     @classmethod
     def build_service(cls) -> BuildService | None:

@@ -96,8 +96,8 @@ def schedule_race(
     atomics fill its cell lists in another order, so forces sum in another
     order), so they count as different where an element differs by more than
     the task's tolerance (NaN on one side only counts, NaN on both does not),
-    or where the task's own verdict, `judge(outputs) -> (error, passed)`
-    against the reference, passes one run and fails the other (a task whose
+    or where the task's own verdict, `judge(outputs) -> (error, passed[,
+    kind])` against the reference, passes one run and fails the other (a task whose
     tolerance is not an absolute error per element, such as hmc's statistics).
     """
     close_calls = []  # (largest difference, name, a, b, element): floats within the tolerance
@@ -127,10 +127,19 @@ def schedule_race(
         if differ.size:
             i = int(differ[np.argmax(diff[differ])])
             close_calls.append((float(diff[i]), name, a, b, i))
-    if close_calls and bool(judge(first)[1]) != bool(judge(second)[1]):
+    # The outputs differ somewhere (the caller compares only runs that do),
+    # within the tolerance or in a result the reference does not hold (lj's
+    # cell counts): the task's own verdict may still pass one and fail the other.
+    first_verdict, second_verdict = judge(first), judge(second)
+    if bool(first_verdict[1]) == bool(second_verdict[1]):
+        return None
+    one, other = orders or ("one", "the other")
+    failing, kind = (other, second_verdict) if first_verdict[1] else (one, first_verdict)
+    why = f": {kind[2]}" if len(kind) > 2 else ""
+    if close_calls:
         _, name, a, b, i = max(close_calls, key=lambda c: c[0])
-        return _race_message(name, a, b, i, orders)
-    return None
+        return f"{_race_message(name, a, b, i, orders)}; the task's check fails there{why}"
+    return f"{RACE_VERDICT} (the task's check fails only in the {failing} schedule{why})"
 
 
 def _order_name(order, seed) -> str:
@@ -138,6 +147,8 @@ def _order_name(order, seed) -> str:
     (a known order, an integer seed), never its text."""
     if order in ("forward", "reversed"):
         return str(order)
+    if order == "lockstep":
+        return "lock-step simdgroups"
     if order == "shuffled" and type(seed) is int:
         return f"shuffled (seed {seed})"
     return "another order"
@@ -161,7 +172,7 @@ def _schedule_race(
             verified,
             _load_npz(jobdir / schedule_file(k)),
             ref,
-            lambda outputs: verdict(task.name, outputs, ref, size.params)[:2],
+            lambda outputs: verdict(task.name, outputs, ref, size.params),
             (verified_order, _order_name(run.order, run.seed)),
         )
         if race:
@@ -419,7 +430,7 @@ def own_findings(result: SizeRun, jobdir: Path, verified: dict, job: SizeJob) ->
     whether the last timed run on the first set gave the verified bits, and
     whether each other order's run did, for every order the job planned."""
     second = _load_npz(jobdir / "second.npz")
-    planned = 1 + len(job.schedule_seeds or ())
+    planned = 1 + len(job.schedule_seeds or ()) + (1 if job.lockstep else 0)
     told = result.schedules
     if told is None or len(told) != planned:
         told = (OrderRun(None, None, None),) * planned

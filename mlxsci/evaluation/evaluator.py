@@ -238,6 +238,8 @@ def run_size(
     job = job.but(
         # the race check's other orders, drawn from the secret seed
         schedule_seeds=tuple(schedule_seeds(secret, index)) if be.reorders_threads else None,
+        # and its lock-step run with the race detector, where the backend has one
+        lockstep=be.has_lockstep_order(),
         # The candidate's native code runs in the worker: the parent
         # finds out what it can from outputs (checks.own_findings).
         every_output=be.runs_candidate_natively,

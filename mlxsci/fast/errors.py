@@ -156,6 +156,7 @@ _BY_FAULT_KIND = {
     "uninitialized_read": UninitializedReadError,
     "barrier_divergence": BarrierError,
     "deadlock": BarrierError,
+    "race": RaceError,  # the race detector (runtime/sim_race.inc)
     "timeout": KernelTimeoutError,
     "launch": LaunchError,
     "misaligned": KernelCrashError,

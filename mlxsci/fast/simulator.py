@@ -23,7 +23,16 @@ of output bytes nobody wrote. Then:
   memory, tells a dependence on the order (RaceError, naming the threads
   that store to the element; an OrderDependenceWarning for kernels that use
   atomics, whose order may legitimately show) from one on memory nobody
-  wrote (UninitializedReadError).
+  wrote (UninitializedReadError);
+- where nothing above fired, one more run in the profiled variant with the
+  race detector on: a data race on an input or output (two threads,
+  neither access atomic, nothing ordering them, one a store that changed
+  the element) is a RaceError naming the element and both threads
+  (runtime/sim_race.inc). For a kernel that uses atomics that run has each
+  simdgroup's lanes in lock-step, taking turns at every device-memory
+  access as a GPU's lanes do: an integer output that then differs from the
+  first run's lost updates to a read-modify-write that is not one atomic
+  operation (RaceError).
 
 Where the host has no profiled variant, threadgroup reads before any write
 are found by one more run with that memory zeroed instead of poisoned.
@@ -39,7 +48,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
-from mlxsci.backends.sim.abi import FORWARD_SCHEDULE, REVERSED_SCHEDULE
+from mlxsci.backends.sim.abi import FORWARD_SCHEDULE, LOCKSTEP_SCHEDULE, REVERSED_SCHEDULE
 from mlxsci.backends.sim.buffers import GARBAGE_BYTE, host_bytes
 from mlxsci.backends.sim.profile import supported as profile_supported
 from mlxsci.fast import errors
@@ -122,7 +131,7 @@ def _value(a: mx.array, flat: int):
 # The runtime's optional checks a launch may ask for (SimBackend attributes,
 # all off by default): reads of threadgroup memory nobody wrote, accesses
 # outside a buffer's bytes (the alignment slack included), reads of output
-# bytes nobody wrote.
+# bytes nobody wrote. The race detector has a run of its own (Run.races).
 CHECK_FLAGS = ("check_threadgroup_reads", "check_device_bounds", "check_output_reads")
 
 # Calls to atomic operations in either dialect (comments stripped first).
@@ -139,6 +148,7 @@ class Run:
     placement: str = "end"  # buffers against the guard page after ("end") or before ("start")
     tg_fill: int | None = None  # threadgroup memory's fill (None: the poison)
     checked: bool = False  # the runtime's checks on (the profiled variant)
+    races: bool = False  # the race detector on (the profiled variant)
     watch: tuple[str, int] | None = None  # record the stores to (buffer, element)
 
 
@@ -148,6 +158,12 @@ SECOND = Run(REVERSED_SCHEDULE, SECOND_GARBAGE, "start", checked=True)
 # The first run's order with the second's memory: tells a dependence on the
 # order (a race) from one on memory nobody wrote.
 THIRD = Run(FORWARD_SCHEDULE, SECOND_GARBAGE, "start")
+# The race detector's run, once the others found nothing: a data race named
+# (RaceError), after the checks that say more about what the kernel read.
+RACES = Run(races=True)
+# The same with each simdgroup's lanes in lock-step (a kernel with atomics):
+# lost updates too.
+LOCKSTEP = Run(LOCKSTEP_SCHEDULE, races=True)
 # Zero bytes in the outputs: tells an element no thread wrote from one
 # computed from garbage (which may keep the garbage's bits).
 ZEROED = Run(FORWARD_SCHEDULE, 0x00, "start")
@@ -181,6 +197,7 @@ class SimRunner:
             "watch_writes": run.watch,
             "refuse_input_writes": True,
             **{flag: run.checked and profile_supported() for flag in CHECK_FLAGS},
+            "check_device_races": run.races and profile_supported(),
         }
         saved = {name: getattr(backend, name, None) for name in settings}
         for name, value in settings.items():
@@ -228,6 +245,11 @@ class SimRunner:
         if call.init_value is None:
             self._check_written(call, first, second)
         self._check_same(call, first, second)
+        if profile_supported():
+            if self._uses_atomics():
+                self._check_lockstep(call, first)
+            else:
+                self._launch(call, RACES)
         return first
 
     def _check_types(self, call: Call) -> None:
@@ -314,6 +336,33 @@ class SimRunner:
                         "index": _index(a.shape, flat),
                     },
                 )
+
+    def _check_lockstep(self, call: Call, first: list) -> None:
+        """The lock-step run's integer outputs against the first run's: a
+        count, a slot or a histogram bin an atomic operation keeps exact in
+        any order, which lanes taking turns change only where a
+        read-modify-write is split into two operations (float outputs may
+        round differently in another order and are left to _check_same)."""
+        lockstep = self._launch(call, LOCKSTEP)
+        for name, a, b in zip(self.definition.output_names, first, lockstep):
+            if not mx.issubdtype(a.dtype, mx.integer):
+                continue
+            differ = _differ(_bits(a), _bits(b))
+            if not differ.any():
+                continue
+            flat = int(np.argmax(differ))
+            idx = _index(a.shape, flat)
+            raise errors.RaceError(
+                self.definition.name,
+                f"output '{name}' loses updates when a simdgroup's lanes run in lock-step, "
+                f"as on a GPU: element {idx} (flat {flat}) is {_value(a, flat)!r} with the "
+                f"threads one after another and {_value(b, flat)!r} with the lanes taking "
+                f"turns at each device-memory access ({int(differ.sum())} element(s) "
+                "differ). A read-modify-write split into a load and a store, even two "
+                "atomic ones, is not atomic: use one atomic operation (atomic_fetch_add_"
+                "explicit, atomicAdd).",
+                {"buffer": name, "element": flat, "index": idx, "schedule": "lockstep"},
+            )
 
     def _uses_atomics(self) -> bool:
         d = self.definition

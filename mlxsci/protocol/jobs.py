@@ -102,6 +102,9 @@ class SizeJob:
     extra_runs: RunCap | None = None  # timed runs past n_measure where they help
     input_seeds: tuple[int, ...] = ()  # one input set per seed; () the task's fixed inputs
     schedule_seeds: tuple[int, ...] | None = None  # the race check's shuffled orders
+    # The race check's lock-step run too (the simulator's race detector, its
+    # lanes taking turns at every device access: Backend.other_orders).
+    lockstep: bool = False
     every_output: bool = False  # every run's outputs back: the parent checks them itself
     output_bytes: int = 0  # the most a run's outputs can take, to bound what is read back
     coverage_within_s: float | None = None  # the counted run, unless this much time is gone
@@ -134,6 +137,7 @@ class SizeJob:
             "settle": _cap_wire(self.settle),
             "extra_runs": _cap_wire(self.extra_runs),
             "schedule_seeds": None if self.schedule_seeds is None else list(self.schedule_seeds),
+            "lockstep": self.lockstep,
             "every_output": self.every_output,
             "output_bytes": self.output_bytes,
             "coverage_within_s": self.coverage_within_s,
@@ -148,6 +152,7 @@ class SizeJob:
             settle=RunCap.from_wire(data.get("settle")),
             extra_runs=RunCap.from_wire(data.get("extra_runs")),
             schedule_seeds=None if seeds is None else tuple(int(s) for s in seeds),
+            lockstep=bool(data.get("lockstep")),
             every_output=bool(data.get("every_output")),
             output_bytes=int(data.get("output_bytes") or 0),
             coverage_within_s=data.get("coverage_within_s"),

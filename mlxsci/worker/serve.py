@@ -103,11 +103,14 @@ def other_orders(job: SizeJob, backend) -> list[tuple[str, int | None, RunMode]]
     seeds = job.schedule_seeds
     if seeds is None or not all(type(s) is int and 0 <= s < 1 << 64 for s in seeds):
         seeds = tuple(secrets.randbits(63) for _ in range(SHUFFLED_RUNS))
-    return backend.other_orders(seeds)[:MAX_SCHEDULES]
+    return backend.other_orders(seeds, lockstep=job.lockstep)[:MAX_SCHEDULES]
 
 
 def order_name(order: str, seed: int | None) -> str:
-    """An order as messages name it: "reversed", "shuffled (seed 42)"."""
+    """An order as messages name it: "reversed", "shuffled (seed 42)",
+    "lock-step simdgroups"."""
+    if order == "lockstep":
+        return "lock-step simdgroups"
     return f"{order} (seed {seed})" if seed is not None else order
 
 
@@ -126,11 +129,15 @@ def run_schedules(job: SizeJob, work: Work, inputs: dict, launcher, backend, ver
             outputs = to_numpy(work.enqueue(inputs))
         except KernelFault as exc:
             name = order_name(order, seed)
+            if exc.kind == "race":  # the race detector, which only this run has on
+                why = f"found by the race detector in the verification run with {name}"
+            else:
+                why = (
+                    f"only with the threads in another order, {name}: the kernel "
+                    "depends on the order threads run in, a race"
+                )
             raise KernelFault(
-                exc.kind,
-                f"{exc.message} (only with the threads in another order, {name}: the kernel "
-                "depends on the order threads run in, a race)",
-                dict(exc.details, schedule=name),
+                exc.kind, f"{exc.message} ({why})", dict(exc.details, schedule=name)
             ) from exc
         finally:
             launcher.mode = RunMode()

@@ -174,6 +174,13 @@ class SimBackend(Backend):
         self.check_threadgroup_reads = False
         self.check_device_bounds = False
         self.check_output_reads = False
+        # check_device_races: the first data race on an input's or output's
+        # element (two threads, neither access atomic, no barrier or SIMD
+        # operation between them, one a store that changed the element)
+        # raises KernelFault("race") naming the buffer, element and threads
+        # (runtime/sim_race.inc). The worker's lock-step verification run
+        # checks it whatever this says (other_orders).
+        self.check_device_races = False
         self.watch_writes: tuple[str, int] | None = None
         self.watched_writes: list[dict] = []
         self.watched_write_count = 0
@@ -229,14 +236,29 @@ class SimBackend(Backend):
     def own_order(self) -> str | None:  # type: ignore[override]  # a property of the instance
         return {FORWARD_SCHEDULE: "forward", REVERSED_SCHEDULE: "reversed"}.get(self.schedule)
 
-    def other_orders(self, seeds) -> list[tuple[str, int | None, RunMode]]:
+    @classmethod
+    def has_lockstep_order(cls) -> bool:
+        """Where the host builds the profiled variant, whose hooks switch
+        the lanes and run the race detector (profile.supported)."""
+        return profile.supported()
+
+    def other_orders(self, seeds, lockstep: bool = False) -> list[tuple[str, int | None, RunMode]]:
         """Reversed (forward where MLXSCI_SIM_SCHEDULE made reversed this
         backend's own), then one shuffled order per seed: groups and threads
         in orders drawn from it, simdgroups interleaved at random around
-        barriers and SIMD operations (runtime/sim_runtime.h)."""
+        barriers and SIMD operations (runtime/sim_runtime.h); then, with
+        `lockstep` where the host builds the profiled variant
+        (has_lockstep_order), lock-step: each simdgroup's lanes take turns at
+        every device-memory access, as a GPU's do, with the race detector on
+        (runtime/sim_race.inc)."""
         other = "forward" if self.schedule == REVERSED_SCHEDULE else "reversed"
         shuffled = [("shuffled", s, RunMode(order="shuffled", order_seed=s)) for s in seeds]
-        return [(other, None, RunMode(order=other)), *shuffled]
+        turns = [("lockstep", None, RunMode(order="lockstep"))]
+        return [
+            (other, None, RunMode(order=other)),
+            *shuffled,
+            *(turns if lockstep and self.has_lockstep_order() else []),
+        ]
 
     @classmethod
     def build_service(cls) -> variants.BuildRequests:

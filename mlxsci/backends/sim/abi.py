@@ -27,11 +27,12 @@ import signal
     RESULT_GP_FAULT,
     RESULT_UNINIT_READ,
     RESULT_UNINIT_OUTPUT_READ,
-) = range(14)
+    RESULT_RACE,
+) = range(15)
 
 
 # SimLaunch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.
-FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE = 0, 1, 2
+FORWARD_SCHEDULE, REVERSED_SCHEDULE, SHUFFLED_SCHEDULE, LOCKSTEP_SCHEDULE = 0, 1, 2, 3
 SEED_STEP = 0x9E3779B97F4A7C15  # an odd step: consecutive seeds never repeat
 
 
@@ -100,6 +101,12 @@ class SimCheck(ctypes.Structure):
         ("out_report_from", ctypes.c_uint64),
         ("out_loads", ctypes.c_uint64),
         ("out_ordinal", ctypes.c_uint64),
+        ("device_races", ctypes.c_int64),
+        ("lockstep", ctypes.c_int64),
+        ("race_first", ctypes.c_int64 * 6),
+        ("race_first_write", ctypes.c_int64),
+        ("races_benign", ctypes.c_int64),
+        ("races_unchecked", ctypes.c_int64),
     ]
 
 

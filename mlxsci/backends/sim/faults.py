@@ -17,6 +17,7 @@ from mlxsci.backends.sim.abi import (
     RESULT_GP_FAULT,
     RESULT_MISALIGNED,
     RESULT_OOB,
+    RESULT_RACE,
     RESULT_SETUP_FAILED,
     RESULT_STACK_OVERFLOW,
     RESULT_TG_OOB,
@@ -24,6 +25,7 @@ from mlxsci.backends.sim.abi import (
     RESULT_UNINIT_OUTPUT_READ,
     RESULT_UNINIT_READ,
     SIGNAL_NAMES,
+    SimCheck,
     SimResult,
 )
 from mlxsci.kernel.spec import KernelFault
@@ -77,9 +79,12 @@ def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
     return f"{nbytes}-byte vector"
 
 
-def fault_of(R: SimResult, guards, dtypes, dialect, backend, kernel: str = "") -> KernelFault:
+def fault_of(
+    R: SimResult, guards, dtypes, dialect, backend, kernel: str = "", check: SimCheck | None = None
+) -> KernelFault:
     """The KernelFault for a launch of `kernel` that ended with result R
-    (R.kind not OK)."""
+    (R.kind not OK); `check` the launch's record of the hooks' checks, if it
+    had one (a race's earlier access is there)."""
     group = tuple(R.group)
     thread = tuple(R.thread)
     gw = dialect.group_word
@@ -90,6 +95,8 @@ def fault_of(R: SimResult, guards, dtypes, dialect, backend, kernel: str = "") -
         return _uninitialized_read(R, dialect, where, kernel)
     if kind == RESULT_UNINIT_OUTPUT_READ:
         return _uninitialized_output_read(R, guards, where, kernel)
+    if kind == RESULT_RACE and check is not None:
+        return _device_race(R, check, guards, dialect, kernel)
     if kind == RESULT_OOB:
         return _buffer_out_of_bounds(R, guards, where, details)
     if kind == RESULT_TG_OOB:
@@ -220,6 +227,44 @@ def _uninitialized_output_read(R: SimResult, guards, where: str, kernel: str) ->
             "group": [int(x) for x in R.group],
             "access": "read",
             "kernel": kernel,
+        },
+    )
+
+
+def _device_race(R: SimResult, check: SimCheck, guards, dialect, kernel: str) -> KernelFault:
+    """Two unordered accesses of one input or output element by two
+    threads, one a store that changed it, neither atomic (the race detector,
+    runtime/sim_race.inc: SimBackend.check_device_races and the lock-step
+    verification run)."""
+    _gb, role, name, _isz = guards[R.buf]
+    elem = int(R.elem)
+    gw = dialect.group_word
+    later = {"thread": [int(x) for x in R.thread], "group": [int(x) for x in R.group]}
+    first = [int(x) for x in check.race_first]
+    earlier = {"thread": first[3:], "group": first[:3]}
+    first_access = "written" if check.race_first_write else "read"
+    later_access = "written" if R.is_write == 1 else "read"
+    in_kernel = f" in kernel '{kernel}'" if kernel else ""
+
+    def who(t: dict) -> str:
+        return f"thread {tuple(t['thread'])} of {gw} {tuple(t['group'])}"
+
+    same_group = earlier["group"] == later["group"]
+    unordered = f"no {dialect.barrier_word} between them" if same_group else f"in different {gw}s"
+    return KernelFault(
+        "race",
+        f"data race on {role} '{name}' element {elem}{in_kernel}: {first_access} by "
+        f"{who(earlier)}, then {later_access} by {who(later)}, neither access atomic and "
+        f"{unordered} (a GPU may run them in either order; the value changed)",
+        {
+            "buffer": name,
+            "role": role,
+            "element": elem,
+            "kernel": kernel,
+            "first": dict(earlier, access="write" if check.race_first_write else "read"),
+            "second": dict(later, access="write" if R.is_write == 1 else "read"),
+            "thread": later["thread"],
+            "group": later["group"],
         },
     )
 

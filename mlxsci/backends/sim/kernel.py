@@ -21,6 +21,7 @@ from mlxsci.backends.base import Kernel, RunMode
 from mlxsci.backends.sim import build, coverage, profile, time_model, variants
 from mlxsci.backends.sim.abi import (
     FORWARD_SCHEDULE,
+    LOCKSTEP_SCHEDULE,
     PROFILE_COUNTS,
     PROFILE_CYCLES,
     RESULT_NEED_FIBERS,
@@ -131,7 +132,12 @@ class _LaunchTiming:
     threads_per_group: int
 
 
-ORDERS = {"forward": FORWARD_SCHEDULE, "reversed": REVERSED_SCHEDULE, "shuffled": SHUFFLED_SCHEDULE}
+ORDERS = {
+    "forward": FORWARD_SCHEDULE,
+    "reversed": REVERSED_SCHEDULE,
+    "shuffled": SHUFFLED_SCHEDULE,
+    "lockstep": LOCKSTEP_SCHEDULE,
+}
 
 
 @dataclass(frozen=True)
@@ -315,7 +321,13 @@ class SimKernel(Kernel):
         self.dialect.check_tgmem(spec, v.tgmem_bytes)
         timing = None if how.counted else self._timing_of(v, grid, tgc, infos, out_names)
         # The backend's opt-in checks run in the profiled variant's hooks.
-        checks = None if how.counted else profile.checks_of(self.backend, v.tgmem_bytes, init_value)
+        # The lock-step schedule switches lanes in those hooks, and runs the race detector.
+        lockstep = how.schedule == LOCKSTEP_SCHEDULE
+        checks = (
+            None
+            if how.counted
+            else profile.checks_of(self.backend, v.tgmem_bytes, init_value, lockstep=lockstep)
+        )
         if (timing is not None and timing.profile) or checks is not None:
             v = self._variant(infos, out_names, template, profiled=True)
 
@@ -323,7 +335,8 @@ class SimKernel(Kernel):
             placement = self.backend.placement
             end_aligned = self.launches % 2 == 0 if placement is None else placement == "end"
             self.launches += 1
-            use_fibers = v.needs_fibers or self.backend.force_fibers
+            # Lock-step lanes take turns, which only fibers can.
+            use_fibers = v.needs_fibers or self.backend.force_fibers or lockstep
             while True:
                 outcome = self._launch(
                     v,
@@ -410,7 +423,13 @@ class SimKernel(Kernel):
             )
             if kind != RESULT_OK:
                 fault = fault_of(
-                    R, bufs.guards, bufs.dtypes, self.dialect, self.backend, self.spec.name
+                    R,
+                    bufs.guards,
+                    bufs.dtypes,
+                    self.dialect,
+                    self.backend,
+                    self.spec.name,
+                    checks.record if checks is not None else None,
                 )
                 raise _with_undefined_reads(fault, self.backend.undefined_reads)
             if self.backend.activity is not None:  # the sim timer is listening

@@ -15,7 +15,9 @@ the kernel's object is read here (its ELF symbol table) and refused when it
 - calls the modelled GPU's counters (`__sim_prof_block`, `__sim_prof_access`:
   runtime/sim_profile.inc) in the plain build: only the profiled build
   (profile.py) calls them, placed in its assembly after the candidate's text
-  is compiled, and its check alone (`profiled=True`) lets those two through;
+  is compiled, and its check alone (`profiled=True`) lets them through, with
+  the preludes' atomic markers (`__sim_prof_atomic_begin`/`_end`, compiled
+  into that build only);
 - defines, with any linkage, a name of the profiled build's hooks
   (`__sanitizer_cov_*`, which its compiler calls) or of the counters
   (`__sim_prof_*`): a `static` one would bind that build's calls to itself
@@ -66,7 +68,9 @@ _LINKER_BOUNDS = re.compile(r"__(start|stop)_sim_\w+")
 # The modelled GPU's counters: calls only the profiled build places
 # (profile.py: rewrite_assembly), and the names a kernel may never define:
 # those counters and the coverage hooks the profiled build's compiler calls.
-PROFILE_CALLS = frozenset({"__sim_prof_block", "__sim_prof_access"})
+PROFILE_CALLS = frozenset(
+    {"__sim_prof_block", "__sim_prof_access", "__sim_prof_atomic_begin", "__sim_prof_atomic_end"}
+)
 _PROFILE_PREFIX = "__sim_prof_"
 _HOOK_NAMES = re.compile(r"(?:__sanitizer_cov_|__sim_prof_)\w*")
 

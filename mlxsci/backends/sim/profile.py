@@ -77,6 +77,10 @@ from mlxsci.storage.cache import install_verified, read_verified, verify_file, w
 WEIGHT_CLASSES = ("alu", "sfu", "atomic", "fp64")
 
 PROFILE_FLAGS = (
+    # The preludes' atomics tell the hooks they are atomic (sim_runtime.h:
+    # __SIM_ATOMIC_SCOPE) in this build only; a candidate cannot test the
+    # name (the source policy refuses `__SIM` names).
+    "-D__SIM_PROFILED=1",
     "-fno-vectorize",
     "-fno-slp-vectorize",
     "-fsanitize-coverage=trace-pc-guard,trace-loads,trace-stores",
@@ -133,6 +137,9 @@ def read_description(library: Path) -> Profile:
 _GUARD_CALL = re.compile(r"^\s*callq?\s+__sanitizer_cov_trace_pc_guard(?:@PLT)?\s*$")
 _GUARD_INIT = re.compile(r"^\s*(?:callq?|jmp)\s+__sanitizer_cov_trace_pc_guard_init(?:@PLT)?\s*$")
 _HOOK_CALL = re.compile(r"^(\s*)callq?\s+__sanitizer_cov_(load|store)(1|2|4|8|16)(?:@PLT)?\s*$")
+# The preludes' atomic-operation markers (this build only): bookkeeping for
+# the hooks, no GPU work.
+_ATOMIC_MARK = re.compile(r"^\s*callq?\s+__sim_prof_atomic_(?:begin|end)(?:@PLT)?\s*$")
 _LABEL = re.compile(r"^(?:\.LBB[\w.]+|[A-Za-z_$][\w.$]*):")
 _BB_COMMENT = re.compile(r"^# %bb\.\d+:")
 _MATH_CALL = re.compile(
@@ -226,6 +233,11 @@ def rewrite_assembly(asm: str) -> tuple[str, list[tuple[int, ...]], int]:
             _uncount_setup(out, current if current is not None else pending)
             out.append(f"{indent}movl\t${info}, %esi")
             out.append(f"{indent}callq\t__sim_prof_access@PLT")
+            i += 1
+            continue
+        if _ATOMIC_MARK.match(line):
+            _uncount_setup(out, current if current is not None else pending)
+            out.append(line)
             i += 1
             continue
         if _LABEL.match(line) or _BB_COMMENT.match(line):
@@ -329,22 +341,26 @@ WATCH_CAP = 64  # the stores to a watched element recorded with their thread
 MAX_CHECK_RUNS = 16
 
 
-def checks_of(backend, tgmem_bytes: int, init_value=None) -> Checks | None:
+def checks_of(backend, tgmem_bytes: int, init_value=None, lockstep: bool = False) -> Checks | None:
     """What the backend asks the hooks to check in a launch of a variant with
     `tgmem_bytes` of threadgroup memory whose outputs get `init_value` (None:
     none, they hold garbage), or None: nothing asked, a host without the
     profiled build (`supported()` False: the checks silently do nothing
-    there), or the worker's coverage run (its counted variant has no hooks)."""
+    there), or the worker's coverage run (its counted variant has no hooks).
+    `lockstep`: the launch runs the lock-step schedule, which only the hooks
+    can switch lanes for; the race detector runs with it (both are the
+    lock-step verification run's: SimBackend.other_orders)."""
+    races = bool(getattr(backend, "check_device_races", False)) or lockstep
     tg_reads = bool(getattr(backend, "check_threadgroup_reads", False)) and tgmem_bytes > 0
     bounds = bool(getattr(backend, "check_device_bounds", False))
     # Outputs launched with init_value hold it from the start: nothing to check.
     output_reads = bool(getattr(backend, "check_output_reads", False)) and init_value is None
     watch = getattr(backend, "watch_writes", None)
-    if not (tg_reads or bounds or output_reads or watch is not None):
+    if not (tg_reads or bounds or output_reads or races or watch is not None):
         return None
     if not supported() or backend.count_branches:
         return None
-    return Checks(backend, tg_reads, watch, bounds, output_reads)
+    return Checks(backend, tg_reads, watch, bounds, output_reads, races, lockstep)
 
 
 class _Settling:
@@ -416,6 +432,18 @@ class Checks:
     Accesses the hooks do not see (above) meet the guard pages and the
     slack check after the launch as before.
 
+    Device races (SimBackend.check_device_races, and the lock-step
+    verification run): the first data race on an input's or output's
+    element, two threads' accesses neither atomic nor ordered by a barrier
+    of their group or a SIMD operation of their simdgroup, one a store that
+    changed the element's bytes (runtime/sim_race.inc says what is seen and
+    what not), raises KernelFault("race") naming the buffer, the element and
+    both threads. A conflict whose store left the bytes as they were is
+    benign: counted (races_benign), not reported. Lock-step (the
+    LOCKSTEP schedule, on fibers): each simdgroup's lanes take turns at every
+    device-memory access, so a read-modify-write split into two atomic
+    operations loses updates as on a GPU.
+
     Watched element (SimBackend.watch_writes): every store touching the
     element's bytes, with its group and thread, in the order the schedule
     ran them (the first WATCH_CAP; the count is of all), stores by atomic
@@ -429,10 +457,14 @@ class Checks:
         watch,
         device_bounds: bool = False,
         output_reads: bool = False,
+        races: bool = False,
+        lockstep: bool = False,
     ):
         self.backend = backend
         self.watch = watch
         self.device_bounds = device_bounds
+        self.races = races
+        self.lockstep = lockstep
         self.tg = _Settling(tg_reads)
         self.out = _Settling(output_reads)
         fill = backend.tg_fill
@@ -481,6 +513,8 @@ class Checks:
         R.watch_records = ctypes.cast(self.records, ctypes.POINTER(ctypes.c_int64))
         R.watch_cap = WATCH_CAP
         R.device_bounds = 1 if self.device_bounds else 0
+        R.device_races = 1 if self.races else 0
+        R.lockstep = 1 if self.lockstep else 0
         R.output_reads = 1 if self.out.on else 0
         self.flags = (ctypes.c_uint8 * max(1, len(guards)))(
             *[1 if role == "output" else 0 for _gb, role, _name, _isz in guards]

@@ -339,8 +339,11 @@ static __SIM_CU_ALWAYS void __brkpt() { __builtin_trap(); }
 
 // ---- atomics ----------------------------------------------------------------
 // Fibers never switch inside a read-modify-write, so plain RMWs are atomic.
+// __SIM_ATOMIC_SCOPE tells the profiled variant's hooks that they are
+// (sim_runtime.h): the race detector and the lock-step schedule need to know.
 #define __SIM_CU_ATOMIC(NAME, EXPR)                                                           \
     template <class T, class U> static __SIM_CU_ALWAYS T NAME(T* addr, U val) {               \
+        __SIM_ATOMIC_SCOPE(addr);                                                              \
         T old = *addr;                                                                         \
         T b = (T)val;                                                                          \
         *addr = (T)(EXPR);                                                                     \
@@ -362,6 +365,7 @@ __SIM_CU_ATOMIC(atomicOr, old | b)
 __SIM_CU_ATOMIC(atomicXor, old ^ b)
 #undef __SIM_CU_ATOMIC
 template <class T, class U, class V> static __SIM_CU_ALWAYS T atomicCAS(T* addr, U compare, V val) {
+    __SIM_ATOMIC_SCOPE(addr);
     T old = *addr;
     if (old == (T)compare) *addr = (T)val;
     return old;
@@ -369,11 +373,13 @@ template <class T, class U, class V> static __SIM_CU_ALWAYS T atomicCAS(T* addr,
 template <class T, class U, class V> static __SIM_CU_ALWAYS T atomicCAS_block(T* a, U c, V v) { return atomicCAS(a, c, v); }
 template <class T, class U, class V> static __SIM_CU_ALWAYS T atomicCAS_system(T* a, U c, V v) { return atomicCAS(a, c, v); }
 static __SIM_CU_ALWAYS unsigned atomicInc(unsigned* addr, unsigned val) {
+    __SIM_ATOMIC_SCOPE(addr);
     unsigned old = *addr;
     *addr = old >= val ? 0u : old + 1u;
     return old;
 }
 static __SIM_CU_ALWAYS unsigned atomicDec(unsigned* addr, unsigned val) {
+    __SIM_ATOMIC_SCOPE(addr);
     unsigned old = *addr;
     *addr = (old == 0u || old > val) ? val : old - 1u;
     return old;

@@ -1631,6 +1631,9 @@ inline void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_s
 
 // ---- atomics -------------------------------------------------------------------------------
 // Same size and layout as T; the fibers never switch inside these functions.
+// __SIM_ATOMIC_SCOPE tells the profiled variant's hooks that each is one
+// atomic access (sim_runtime.h): the race detector and the lock-step
+// schedule need to know.
 template <typename T>
 struct atomic {
   T __v;
@@ -1669,14 +1672,17 @@ using val_t = typename is_atomic_ptr<P>::value_type;
 
 template <typename P, typename U, __MLXSCI_ATOMIC_PTR(P)>
 inline void atomic_store_explicit(P obj, U desired, memory_order = memory_order_relaxed) {
+  __SIM_ATOMIC_SCOPE(obj);
   __at::nv(obj)->__v = static_cast<__at::val_t<P>>(desired);
 }
 template <typename P, __MLXSCI_ATOMIC_PTR(P)>
 inline __at::val_t<P> atomic_load_explicit(P obj, memory_order = memory_order_relaxed) {
+  __SIM_ATOMIC_SCOPE(obj);
   return __at::nv(obj)->__v;
 }
 template <typename P, typename U, __MLXSCI_ATOMIC_PTR(P)>
 inline __at::val_t<P> atomic_exchange_explicit(P obj, U desired, memory_order = memory_order_relaxed) {
+  __SIM_ATOMIC_SCOPE(obj);
   auto* o = __at::nv(obj);
   __at::val_t<P> old = o->__v;
   o->__v = static_cast<__at::val_t<P>>(desired);
@@ -1686,6 +1692,7 @@ template <typename P, typename E, typename U, __MLXSCI_ATOMIC_PTR(P)>
 inline bool atomic_compare_exchange_weak_explicit(P obj, E* expected, U desired,
                                                   memory_order = memory_order_relaxed,
                                                   memory_order = memory_order_relaxed) {
+  __SIM_ATOMIC_SCOPE(obj);
   auto* o = __at::nv(obj);
   using T = __at::val_t<P>;
   T cur = o->__v;
@@ -1707,6 +1714,7 @@ inline bool atomic_compare_exchange_strong_explicit(P obj, E* expected, U desire
 #define __MLXSCI_ATOMIC_RMW(NAME, EXPR)                                                  \
   template <typename P, typename U, __MLXSCI_ATOMIC_PTR(P)>                              \
   inline __at::val_t<P> NAME(P obj, U operand, memory_order = memory_order_relaxed) {    \
+    __SIM_ATOMIC_SCOPE(obj);                                                             \
     using T = __at::val_t<P>;                                                            \
     auto* o = __at::nv(obj);                                                             \
     T old = o->__v;                                                                      \

@@ -177,6 +177,10 @@ struct State {
 
 State G;
 
+// The race detector's events of the running group (sim_race.inc).
+void race_simd(int64_t s);
+void race_barrier();
+
 // The simdgroup of fibers [lo, hi) whose rendezvous is being resolved, so
 // that __sim_undefined_read can name the threads behind a resolver's lane
 // numbers; lo is -1 outside a resolver.
@@ -737,6 +741,7 @@ bool resolve_simdgroup(int64_t lo, int64_t hi, int pass, bool* any_deferred) {
         g_resolve_hi = hi;
         if (res) res(io, mask);
         g_resolve_lo = -1;
+        race_simd(lo / 32);   // the race detector: a SIMD operation orders its simdgroup
         for (int64_t i = lo; i < hi; ++i)
             if (mask & (1u << (i - lo))) G.fibers[i].state = F_RUNNABLE;
     }
@@ -838,6 +843,21 @@ bool simdgroup_runnable(int64_t lo, int64_t hi) {
     return false;
 }
 
+// __SIM_SCHEDULE_LOCKSTEP: runs the simdgroup of fibers [lo, hi) on its own,
+// a round at a time: each runnable lane in index order runs until its next
+// device-memory access (the hooks switch back to here before it:
+// sim_race.inc, race_yield), a barrier, a SIMD operation or its end; then its
+// SIMD operations resolve, until every lane waits at a threadgroup barrier or
+// has returned. So the lanes' n-th device accesses all run before any lane's
+// (n+1)-th, as on a GPU whose lanes run in lock-step.
+void run_simdgroup_lockstep(int64_t lo, int64_t hi) {
+    bool deferred = false;
+    do {
+        while (simdgroup_runnable(lo, hi))
+            for (int64_t i = lo; i < hi; ++i) run_fiber(i);
+    } while (resolve_simdgroup(lo, hi, 0, &deferred));
+}
+
 // __SIM_SCHEDULE_SHUFFLED on the group's n fibers, until none can run: step
 // after step, a simdgroup picked at random among those with a runnable lane
 // runs those lanes in a permuted order, each until it blocks (a barrier, a
@@ -885,6 +905,7 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
     }
     const bool reversed = G.L->schedule == __SIM_SCHEDULE_REVERSED;
     const bool shuffled = G.L->schedule == __SIM_SCHEDULE_SHUFFLED;
+    const bool lockstep = G.L->schedule == __SIM_SCHEDULE_LOCKSTEP;
     // The group's own key: its rounds' orders differ from other groups'.
     uint64_t round_key = sub_key(G.L->schedule_seed, 0x6F00 + (((uint64_t)gid[2] << 42) ^
                                                           ((uint64_t)gid[1] << 21) ^ gid[0]));
@@ -894,6 +915,8 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
                 run_simdgroup_alone(lo, lo + 32 < n ? lo + 32 : n);
         } else if (shuffled) {
             run_steps_shuffled(n, &round_key);
+        } else if (lockstep) {
+            for (int64_t lo = 0; lo < n; lo += 32) run_simdgroup_lockstep(lo, lo + 32 < n ? lo + 32 : n);
         } else {
             for (int64_t i = 0; i < n; ++i) run_fiber(i);
         }
@@ -947,6 +970,7 @@ void run_group_fibers(const uint32_t gid[3], const uint32_t tsz[3]) {
             }
             siglongjmp(G.jb, 1);
         }
+        race_barrier();   // the race detector: the barrier orders the group's threads
         for (int64_t i = 0; i < n; ++i) G.fibers[i].state = F_RUNNABLE;
     }
 }
@@ -1245,6 +1269,9 @@ extern "C" __SIM_HIDDEN void __sim_undefined_read(const char* op, uint32_t lane,
     R->ub_op[n] = 0;
 }
 
+extern "C" __SIM_HIDDEN void __sim_prof_atomic_begin(const void* addr) { race_atomic_begin(addr); }
+extern "C" __SIM_HIDDEN void __sim_prof_atomic_end(void) { race_atomic_end(); }
+
 extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void) {
     return G.cur < 0 ? 0u : (uint32_t)(G.cur & 31);
 }
@@ -1372,6 +1399,7 @@ extern "C" __SIM_HIDDEN void __sim_group_begin(void) { g_clock.group_start = clo
 // the schedule ran the groups in.
 extern "C" __SIM_HIDDEN void __sim_group_end(uint32_t nthreads) {
     const uint64_t now = clock_ticks();
+    race_settle();   // the group's last store, before the next group's records
     const uint64_t spent = now - g_clock.group_start;
     const uint32_t lanes = nthreads < __SIM_LANES ? (nthreads > 0 ? nthreads : 1) : __SIM_LANES;
     const double charge = (double)spent / (double)lanes;

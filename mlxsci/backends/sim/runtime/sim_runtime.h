@@ -217,6 +217,20 @@ struct __SimCheck {
     // ---- out
     uint64_t out_loads;       // loads of those outputs checked so far
     uint64_t out_ordinal;     // __SIM_UNINIT_OUTPUT_READ: the number of the load reported
+    // ---- in: device-memory races (sim_check.inc: the race detector)
+    // device_races: the first data race on an input's or output's element
+    // ends the launch with __SIM_RACE (buf, elem, addr, is_write, group and
+    // thread: the later access; race_first: the earlier one).
+    int64_t device_races;
+    // lockstep: on the fiber path, each simdgroup's lanes take turns at every
+    // device-memory access (an atomic operation is one access), as a GPU's
+    // lock-step lanes do (__SIM_SCHEDULE_LOCKSTEP runs the groups that way).
+    int64_t lockstep;
+    // ---- out
+    int64_t race_first[6];    // __SIM_RACE: the earlier access's group xyz, thread xyz
+    int64_t race_first_write; //   1 it stored, 0 it loaded
+    int64_t races_benign;     // conflicts whose store left the bytes as they were
+    int64_t races_unchecked;  // 1: the shadow could not be had (too large): no race checked
 };
 
 // The modelled GPU's counts of one launch of a profiled variant: a build of
@@ -289,6 +303,13 @@ enum {
     // whose result changes with them has a race; a kernel cannot tell this
     // order from the others by the first threads it sees.
     __SIM_SCHEDULE_SHUFFLED = 2,
+    // Groups and simdgroups in index order, each simdgroup on its own up to
+    // the next threadgroup barrier, its lanes taking turns at every
+    // device-memory access (__SimCheck::lockstep, which only a profiled
+    // variant's hooks can honour): lanes that read a word before any of them
+    // writes it back, as a GPU's lock-step lanes do, so a read-modify-write
+    // split into a load and a store loses updates here as it does there.
+    __SIM_SCHEDULE_LOCKSTEP = 3,
 };
 
 enum {
@@ -306,6 +327,7 @@ enum {
     __SIM_GP_FAULT = 11,     // x86 general-protection fault: addr when decoded, else 0
     __SIM_UNINIT_READ = 12,  // __SimCheck::tg_reads: tg_* fields, elem, as TG_OOB
     __SIM_UNINIT_OUTPUT_READ = 13,  // __SimCheck::output_reads: buf, elem, as OOB
+    __SIM_RACE = 14,         // __SimCheck::device_races: buf, elem, addr, is_write, as OOB
 };
 
 struct __SimResult {
@@ -412,6 +434,23 @@ extern "C" __SIM_HIDDEN void __sim_group_begin(void);
 extern "C" __SIM_HIDDEN void __sim_prof_block(uint32_t block);
 extern "C" __SIM_HIDDEN void __sim_prof_access(const void* addr, uint32_t info);
 extern "C" __SIM_HIDDEN void __sim_group_end(uint32_t nthreads);
+// An atomic operation of the preludes, in the profiled variant only
+// (compiled with __SIM_PROFILED): the loads and stores between begin and end
+// are one atomic access to `addr`, which the race detector does not count as
+// racing and which the lock-step schedule never splits (it switches lanes at
+// begin, not inside). The preludes implement atomics as plain loads and
+// stores, which the hooks could not tell from a kernel's own.
+extern "C" __SIM_HIDDEN void __sim_prof_atomic_begin(const void* addr);
+extern "C" __SIM_HIDDEN void __sim_prof_atomic_end(void);
+#if defined(__SIM_PROFILED)
+struct __SimAtomicScope {
+    explicit __SimAtomicScope(const void* addr) { __sim_prof_atomic_begin(addr); }
+    ~__SimAtomicScope() { __sim_prof_atomic_end(); }
+};
+#define __SIM_ATOMIC_SCOPE(ADDR) __SimAtomicScope __sim_atomic_scope((const void*)(ADDR))
+#else
+#define __SIM_ATOMIC_SCOPE(ADDR) ((void)0)
+#endif
 
 // SIMD-group collectives. Each lane blocks with its operand; when every lane of
 // the simdgroup that will reach this call site has arrived, the runtime calls
