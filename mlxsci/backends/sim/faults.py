@@ -9,6 +9,7 @@ the runtime's buffer number; `dtypes` the element dtype name of each.
 from __future__ import annotations
 
 import ctypes
+import re
 import signal
 
 from mlxsci.backends.sim.abi import (
@@ -17,6 +18,7 @@ from mlxsci.backends.sim.abi import (
     RESULT_GP_FAULT,
     RESULT_MISALIGNED,
     RESULT_OOB,
+    RESULT_PRIVATE_OOB,
     RESULT_SETUP_FAILED,
     RESULT_STACK_OVERFLOW,
     RESULT_TG_OOB,
@@ -26,6 +28,7 @@ from mlxsci.backends.sim.abi import (
     SIGNAL_NAMES,
     SimResult,
 )
+from mlxsci.backends.sim.build import CANDIDATE_FILE
 from mlxsci.kernel.spec import KernelFault
 
 
@@ -77,8 +80,11 @@ def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
     return f"{nbytes}-byte vector"
 
 
-def fault_of(R: SimResult, guards, dtypes, dialect, backend, kernel: str = "") -> KernelFault:
-    """The KernelFault for a launch of `kernel` that ended with result R
+def fault_of(
+    R: SimResult, guards, dtypes, dialect, backend, kernel: str = "", spec=None
+) -> KernelFault:
+    """The KernelFault for a launch of `kernel` (its KernelSpec `spec`, whose
+    text names an array a bounds check found) that ended with result R
     (R.kind not OK)."""
     group = tuple(R.group)
     thread = tuple(R.thread)
@@ -94,6 +100,8 @@ def fault_of(R: SimResult, guards, dtypes, dialect, backend, kernel: str = "") -
         return _buffer_out_of_bounds(R, guards, where, details)
     if kind == RESULT_TG_OOB:
         return _array_out_of_bounds(R, dialect, where, details)
+    if kind == RESULT_PRIVATE_OOB:
+        return _private_out_of_bounds(R, where, details, spec)
     if kind == RESULT_MISALIGNED:
         return _misaligned(R, guards, dtypes, dialect, where, details)
     if kind == RESULT_GP_FAULT:
@@ -176,6 +184,69 @@ def _array_out_of_bounds(R: SimResult, dialect, where: str, details: dict) -> Ke
         )
     return KernelFault(
         "out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}", details
+    )
+
+
+def _array_type(quoted: str) -> tuple[str, int | None]:
+    """(type, bound) of a type name as the compiler's bounds check spells
+    it: 'float[9]' -> ("float[9]", 9); a typedef's "'name' (aka 'int[4][4]')"
+    -> ("name (int[4][4])", 4). The bound is the first dimension's, the one
+    the checked subscript indexes."""
+    names = re.findall(r"'([^']*)'", quoted) or [quoted]
+    shape = names[-1]
+    bound = re.search(r"\[(\d+)\]", shape)
+    text = names[0] if len(names) == 1 else f"{names[0]} ({shape})"
+    return text, int(bound.group(1)) if bound else None
+
+
+def _subscripted(spec, line: int, column: int) -> str | None:
+    """The array expression the subscript at the candidate's `line` and
+    `column` indexes (`f` of `f[k]`, `s.w` of `s.w[k]`), read from the
+    kernel's text: the check's data holds its position, not its name."""
+    if spec is None:
+        return None
+    for first, text in ((spec.body_line, spec.source), (spec.header_line, spec.header)):
+        lines = text.split("\n")
+        if first <= line < first + len(lines):
+            m = re.match(r"([A-Za-z_][\w.]*(?:->[\w.]+)*)\s*\[", lines[line - first][column - 1 :])
+            return m.group(1) if m else None
+    return None
+
+
+def _private_out_of_bounds(R: SimResult, where: str, details: dict, spec=None) -> KernelFault:
+    """The bounds-checked build's report (bounds.py, runtime/sim_bounds.inc):
+    an index past a thread-private or constant array, which no guard page
+    surrounds, caught before the access with the line of the subscript."""
+    file = ctypes.string_at(R.tg_name).decode(errors="replace") if R.tg_name else ""
+    array, bound = _array_type(ctypes.string_at(R.tg_decl).decode(errors="replace"))
+    index, line, column = int(R.elem), int(R.line), int(R.aux)
+    # The TU names the candidate's file CANDIDATE_FILE (build.py); a check in
+    # a prelude's own code names that header.
+    own = file == CANDIDATE_FILE
+    name = _subscripted(spec, line, column) if own else None
+    named = f"'{name}', " if name else ""
+    at = f"line {line}, column {column}" + ("" if own else f" of {file}")
+    valid = f"valid indices 0..{bound - 1}" if bound else "bound unknown"
+    side = "before the start" if index < 0 else "past the end"
+    details.update(
+        buffer=name,
+        role="private",
+        array_type=array,
+        element=index,
+        bound=bound,
+        line=line if own else None,
+        column=column,
+        file=None if own else file,
+        access="index",
+    )
+    return KernelFault(
+        "out_of_bounds",
+        f"out-of-bounds index {index} into {named}a thread-private "
+        f"or constant array of type {array} ({side}; {valid}) at {at}, by {where}: found by "
+        f"the bounds-checked build "
+        f"(without the check the compiler may drop the code that indexes past the array, "
+        f"since that is undefined)",
+        details,
     )
 
 
