@@ -37,7 +37,9 @@ class RunMode:
     `order_seed`, one step on per launch: `launch` is the launch's index in
     its run, which the Launcher counts); threadgroup memory filled with
     `tg_fill` (None: the backend's poison); the branch-counting variants
-    (`count_branches`). A backend uses what it can (a GPU: init_value)."""
+    (`count_branches`); the simulator's bounds-checked variants
+    (`check_bounds`: mlxsci/backends/sim/bounds.py). A backend uses what it
+    can (a GPU: init_value)."""
 
     init_value: float | None = None
     order: str | None = None
@@ -45,6 +47,7 @@ class RunMode:
     launch: int = 0
     tg_fill: int | None = None
     count_branches: bool = False
+    check_bounds: bool = False
 
 
 class BuildService(Protocol):
@@ -132,6 +135,10 @@ class Backend:
     # (mlxsci.worker.serve.unwritten_threadgroup_run). A GPU's is what it is.
     poisons_threadgroup_memory: bool = False
     tg_fill: int | None = None
+    # It can build kernels that check each index into an array of known
+    # bound (the simulator: mlxsci/backends/sim/bounds.py), for the worker's
+    # bounds run (mlxsci.worker.serve.bounds_run). A GPU has no such build.
+    checks_array_bounds: bool = False
 
     @classmethod
     def available(cls) -> bool:

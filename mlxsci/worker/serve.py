@@ -38,7 +38,9 @@ races show as a difference, judged by the parent, mlxsci.evaluation.checks):
                  orders drawn from S, simdgroups interleaved at random
                  around barriers and SIMD operations (runtime/sim_runtime.h);
   outputs that differ bitwise go back as schedule_K.npz (K from 1, in
-  this order) -> input checksums again -> with job "coverage", one more run
+  this order) -> input checksums again -> on the simulator, one run with
+  kernels that check their indices into private and constant arrays
+  (bounds_run) -> with job "coverage", one more run
   with kernels that count their branch arms (coverage_run; nothing the
   verdict or the score reads).
 A job with "compare" instead times two candidates interleaved (run_compare);
@@ -175,6 +177,32 @@ def unwritten_threadgroup_run(work: Work, inputs: dict, launcher, backend, verif
     return {"outputs_change": not same_bits(outputs, verified)}
 
 
+def bounds_run(work: Work, inputs: dict, launcher, backend, timings: dict) -> None:
+    """Where the backend can build kernels that check every index into an
+    array of known bound (the simulator: thread-private arrays and constant
+    tables, which no guard page surrounds; mlxsci/backends/sim/bounds.py),
+    one more run of the pipeline on the first input set with those builds,
+    after the verification runs, so that no timed or verified output comes
+    from them. An index past such an array's bound raises the
+    KernelFault("out_of_bounds") naming the array's type, the index, the
+    line and the thread, and the size fails with it: the plain build may
+    have dropped the code at that index (undefined behaviour) and computed
+    an answer the kernel does not promise. Its outputs are not used."""
+    if not backend.checks_array_bounds:
+        return
+    t = time.perf_counter()
+    launcher.mode = RunMode(init_value=SENTINEL_A, check_bounds=True)
+    try:
+        to_numpy(work.enqueue(inputs))
+    except KernelFault as exc:
+        # An inner subscript past its row: a GPU indexes the array flat (faults.py).
+        if not exc.details.get("inner_subscript"):
+            raise
+    finally:
+        launcher.mode = RunMode()
+        timings["bounds"] = time.perf_counter() - t
+
+
 def coverage_run(
     job: SizeJob, work: Work, inputs: dict, launcher, backend, verified: dict, started: float
 ) -> dict:
@@ -268,6 +296,8 @@ def run_job(job: SizeJob, outdir: Path) -> dict:
         verified, second, other_orders = verification_runs(
             job, work, sets, launcher, backend, result, timings
         )
+        result["phase"] = "bounds"
+        bounds_run(work, inputs, launcher, backend, timings)
         if job.wants_coverage:
             result["phase"] = "coverage"
             result["coverage"] = coverage_run(

@@ -103,6 +103,35 @@ def test_hmc_mirror_passes_every_check_for_many_seeds():
     assert hmc_ref.replay_agreement(q64, acc64, ref["q"], ref["accept_cnt"]) > 0.995
 
 
+def test_hmc_replay_excuses_only_departures_at_a_tie():
+    # A chain may leave the mirror's path only through a decision the mirror
+    # took within REPLAY_TIE_RTOL of its threshold; two chains that never
+    # came near one (tie 1e-3) are more than REPLAY_UNTIED_CHAINS allows.
+    inputs, ref = hmc_reference(HMC_SMOKE, 4)
+    q, acc = ref["q"].copy(), ref["accept_cnt"].copy()
+    q[[10, 20]] += 1.0
+    tie = ref["replay_tie"].copy()
+    tie[[10, 20]] = 1e-6
+    missed, untied, why = hmc_ref.replay_check(q, acc, dict(ref, replay_tie=tie))
+    assert why is None and untied == 0
+    tie[[10, 20]] = 1e-3
+    err, passed, kind = hmc_ref.error(
+        {"q": q, "accept_cnt": acc}, dict(ref, replay_tie=tie), HMC_SMOKE
+    )
+    assert not passed and err > 1 and kind.startswith("hmc_replay_untied[2 of 2 chains"), kind
+
+
+@pytest.mark.parametrize("dialect", [None, "cuda"])
+@pytest.mark.slow
+def test_hmc_half_precision_kinetic_energy_is_caught(dialect):
+    # The starting kinetic energy summed in half moves dH by ~1e-3: ~98 % of
+    # chains still agree, but departures away from any tie give it away.
+    seed = HMC.seed(dialect or "metal")
+    half = "half" if dialect is None else "__half"
+    source = replace_once(seed, "float K_old = 0.0f;", f"{half} K_old = 0.0f;")
+    assert_caught(smoke_eval("hmc", source, dialect=dialect), "hmc_replay")
+
+
 def sample_fp64(inputs, params):
     """The same HMC steps in float64 (as a kernel with other rounding)."""
     q = inputs["q_in"].astype(np.float64)

@@ -275,3 +275,57 @@ def test_an_own_output_read_points_at_init_value_not_at_a_barrier():
     with pytest.raises(fast.UninitializedReadError) as exc:
         launch(k, X)
     assert "init_value" in str(exc.value) and "barrier" not in str(exc.value)
+
+
+# A histogram of 64 threads into 5 bins (thread i into bin i % 5).
+BIN_OF = mx.array(np.arange(64, dtype=np.int32) % 5)
+
+
+def histogram(k, **kw):
+    return k(
+        inputs=[BIN_OF],
+        grid=(64, 1, 1),
+        threadgroup=(32, 1, 1),
+        output_shapes=[(8,)],
+        output_dtypes=[mx.int32],
+        init_value=0,
+        **kw,
+    )
+
+
+@pytest.mark.skipif(not simulator.profile_supported(), reason="the detector's profiled build")
+def test_a_histogram_without_atomics_is_a_race_naming_the_element_and_both_threads():
+    # Every run of it counts right on the simulator, which runs threads one
+    # after another; the race detector names what a GPU would lose.
+    k = fast.cuda_kernel(
+        "hist", ["b"], ["h"], "int i = threadIdx.x + blockIdx.x * blockDim.x; h[b[i]] += 1;"
+    )
+    with pytest.raises(fast.RaceError) as exc:
+        histogram(k)
+    e = exc.value
+    assert (e.buffer, e.element) == ("h", 0)
+    assert e.details["first"] == {"thread": [0, 0, 0], "group": [0, 0, 0], "access": "write"}
+    assert e.details["second"] == {"thread": [5, 0, 0], "group": [0, 0, 0], "access": "read"}
+    assert "neither access atomic and no __syncthreads between them" in str(e)
+    twin = fast.cuda_kernel(
+        "hist",
+        ["b"],
+        ["h"],
+        "int i = threadIdx.x + blockIdx.x * blockDim.x; atomicAdd(&h[b[i]], 1);",
+    )
+    assert np.asarray(histogram(twin)[0]).tolist() == [13, 13, 13, 13, 12, 0, 0, 0]
+
+
+@pytest.mark.skipif(not simulator.profile_supported(), reason="lock-step needs the profiled build")
+def test_a_read_modify_write_split_into_two_atomics_loses_updates_in_lock_step():
+    src = """uint i = thread_position_in_grid.x;
+    device atomic_int* c = (device atomic_int*)&h[b[i]];
+    int s = atomic_load_explicit(c, memory_order_relaxed);
+    atomic_store_explicit(c, s + 1, memory_order_relaxed);"""
+    k = fast.metal_kernel("hist", ["b"], ["h"], src)
+    with pytest.raises(fast.RaceError, match="loses updates when a simdgroup's lanes run") as exc:
+        histogram(k)
+    assert exc.value.details["schedule"] == "lockstep"
+    assert "is 13 with the threads one after another and 2 with the lanes" in str(exc.value)
+    # Without checks, the simulator's one order: the right count, which no GPU promises.
+    assert np.asarray(histogram(k, checks=False)[0]).tolist()[:5] == [13, 13, 13, 13, 12]

@@ -93,6 +93,8 @@ class SimBackend(Backend):
     # Its runtime refills threadgroup memory before each group, with poison
     # unless tg_fill says otherwise (runtime/sim_runtime.cpp, __sim_tg_fill).
     poisons_threadgroup_memory = True
+    # Its kernels can be built with the compiler's array-bounds check (bounds.py).
+    checks_array_bounds = True
 
     def __init__(
         self,

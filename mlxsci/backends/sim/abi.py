@@ -29,6 +29,9 @@ import signal
     RESULT_UNINIT_OUTPUT_READ,
     RESULT_RACE,
 ) = range(15)
+# runtime/sim_bounds.inc's __SIM_PRIVATE_OOB: the bounds-checked build's
+# report of an index past a private or constant array (bounds.py).
+RESULT_PRIVATE_OOB = 20
 
 
 # SimLaunch.schedule (sim_runtime.h, __SIM_SCHEDULE_*): the order threads run in.

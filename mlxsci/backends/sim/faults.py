@@ -9,6 +9,7 @@ the runtime's buffer number; `dtypes` the element dtype name of each.
 from __future__ import annotations
 
 import ctypes
+import re
 import signal
 
 from mlxsci.backends.sim.abi import (
@@ -17,6 +18,7 @@ from mlxsci.backends.sim.abi import (
     RESULT_GP_FAULT,
     RESULT_MISALIGNED,
     RESULT_OOB,
+    RESULT_PRIVATE_OOB,
     RESULT_RACE,
     RESULT_SETUP_FAILED,
     RESULT_STACK_OVERFLOW,
@@ -28,6 +30,7 @@ from mlxsci.backends.sim.abi import (
     SimCheck,
     SimResult,
 )
+from mlxsci.backends.sim.build import CANDIDATE_FILE
 from mlxsci.kernel.spec import KernelFault
 
 
@@ -80,9 +83,17 @@ def _vector_name(nbytes: int, dtype: str | None, itemsize: int) -> str:
 
 
 def fault_of(
-    R: SimResult, guards, dtypes, dialect, backend, kernel: str = "", check: SimCheck | None = None
+    R: SimResult,
+    guards,
+    dtypes,
+    dialect,
+    backend,
+    kernel: str = "",
+    spec=None,
+    check: SimCheck | None = None,
 ) -> KernelFault:
-    """The KernelFault for a launch of `kernel` that ended with result R
+    """The KernelFault for a launch of `kernel` (its KernelSpec `spec`, whose
+    text names an array a bounds check found) that ended with result R
     (R.kind not OK); `check` the launch's record of the hooks' checks, if it
     had one (a race's earlier access is there)."""
     group = tuple(R.group)
@@ -101,6 +112,8 @@ def fault_of(
         return _buffer_out_of_bounds(R, guards, where, details)
     if kind == RESULT_TG_OOB:
         return _array_out_of_bounds(R, dialect, where, details)
+    if kind == RESULT_PRIVATE_OOB:
+        return _private_out_of_bounds(R, where, details, spec)
     if kind == RESULT_MISALIGNED:
         return _misaligned(R, guards, dtypes, dialect, where, details)
     if kind == RESULT_GP_FAULT:
@@ -183,6 +196,86 @@ def _array_out_of_bounds(R: SimResult, dialect, where: str, details: dict) -> Ke
         )
     return KernelFault(
         "out_of_bounds", f"out-of-bounds {access} of {what} {pos} by {where}", details
+    )
+
+
+def _array_type(quoted: str) -> tuple[str, int | None]:
+    """(type, bound) of a type name as the compiler's bounds check spells
+    it: 'float[9]' -> ("float[9]", 9); a typedef's "'name' (aka 'int[4][4]')"
+    -> ("name (int[4][4])", 4). The bound is the first dimension's, the one
+    the checked subscript indexes."""
+    names = re.findall(r"'([^']*)'", quoted) or [quoted]
+    shape = names[-1]
+    bound = re.search(r"\[(\d+)\]", shape)
+    text = names[0] if len(names) == 1 else f"{names[0]} ({shape})"
+    return text, int(bound.group(1)) if bound else None
+
+
+def _subscripted(spec, line: int, column: int) -> str | None:
+    """The array expression the subscript at the candidate's `line` and
+    `column` indexes (`f` of `f[k]`, `s.w` of `s.w[k]`), read from the
+    kernel's text: the check's data holds its position, not its name."""
+    if spec is None:
+        return None
+    for first, text in ((spec.body_line, spec.source), (spec.header_line, spec.header)):
+        lines = text.split("\n")
+        if first <= line < first + len(lines):
+            m = re.match(r"([A-Za-z_][\w.]*(?:->[\w.]+)*)\s*\[", lines[line - first][column - 1 :])
+            return m.group(1) if m else None
+    return None
+
+
+def _declared_dimensions(spec, name: str | None) -> int:
+    """How many subscripts the declaration of array `name` in the kernel's
+    text has (`float a[4][4];` -> 2), 0 where none is found."""
+    if spec is None or not name or not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return 0
+    text = f"{spec.header}\n{spec.source}"
+    m = re.search(r"\b[A-Za-z_]\w*[\s*&]+" + name + r"\s*((?:\[[^\]\[]*\]\s*)+)[=;{]", text)
+    return m.group(1).count("[") if m else 0
+
+
+def _private_out_of_bounds(R: SimResult, where: str, details: dict, spec=None) -> KernelFault:
+    """The bounds-checked build's report (bounds.py, runtime/sim_bounds.inc):
+    an index past a thread-private or constant array, which no guard page
+    surrounds, caught before the access with the line of the subscript."""
+    file = ctypes.string_at(R.tg_name).decode(errors="replace") if R.tg_name else ""
+    array, bound = _array_type(ctypes.string_at(R.tg_decl).decode(errors="replace"))
+    index, line, column = int(R.elem), int(R.line), int(R.aux)
+    # The TU names the candidate's file CANDIDATE_FILE (build.py); a check in
+    # a prelude's own code names that header.
+    own = file == CANDIDATE_FILE
+    name = _subscripted(spec, line, column) if own else None
+    named = f"'{name}', " if name else ""
+    at = f"line {line}, column {column}" + ("" if own else f" of {file}")
+    valid = f"valid indices 0..{bound - 1}" if bound else "bound unknown"
+    side = "before the start" if index < 0 else "past the end"
+    # An inner subscript of a multi-dimensional array (`a[0][k]` of `float
+    # a[4][4]` with k past 3): undefined in C++, but a GPU addresses the array
+    # flat, so k < 16 reads the element it names there. The check cannot see
+    # the flat index, so such a report is marked, and the bounds run lets it
+    # pass (mlxsci.worker.serve.bounds_run).
+    inner = _declared_dimensions(spec, name) > array.count("[") > 0
+    details.update(
+        inner_subscript=inner,
+        buffer=name,
+        role="private",
+        array_type=array,
+        element=index,
+        bound=bound,
+        line=line if own else None,
+        column=column,
+        file=None if own else file,
+        access="index",
+    )
+    return KernelFault(
+        "out_of_bounds",
+        f"out-of-bounds index {index} into {named}a thread-private "
+        f"or constant array of type {array} ({side}; {valid}) at {at}, by {where}: found by "
+        f"the bounds-checked build "
+        f"(without the check the compiler may drop the code that indexes past the array, "
+        f"since that is undefined)",
+        details,
     )
 
 

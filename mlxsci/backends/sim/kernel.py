@@ -149,6 +149,7 @@ class LaunchMode:
     seed: int | None  # a shuffled order's seed for this launch; None: the backend's own
     tg_fill: int | None
     counted: bool
+    bounded: bool = False  # the bounds-checked variant (bounds.py)
 
     @classmethod
     def of(cls, backend, mode: RunMode | None) -> LaunchMode:
@@ -162,6 +163,7 @@ class LaunchMode:
             seed if schedule == SHUFFLED_SCHEDULE else None,
             mode.tg_fill if mode.tg_fill is not None else backend.tg_fill,
             mode.count_branches or bool(backend.count_branches),
+            mode.check_bounds,
         )
 
 
@@ -187,24 +189,31 @@ class SimKernel(Kernel):
         self._counts: ctypes.Array | None = None
 
     def _variant(
-        self, infos, out_dtypes, template, profiled: bool = False, counted: bool = False
+        self,
+        infos,
+        out_dtypes,
+        template,
+        profiled: bool = False,
+        counted: bool = False,
+        bounded: bool = False,
     ) -> _Variant:
         """The compiled variant for this call signature; generated text is
         produced only for a signature not seen before. `profiled`: the build
         the modelled GPU's clock counts with (profile.py); `counted`: the one
-        that counts its branch arms (coverage.py)."""
-        counted = (counted or bool(self.backend.count_branches)) and not profiled
+        that counts its branch arms (coverage.py); `bounded`: the one that
+        checks indices into arrays of known bound (bounds.py)."""
+        counted = (counted or bool(self.backend.count_branches)) and not (profiled or bounded)
         key = _signature_key(infos, out_dtypes, template)
-        key = key + (counted, profiled) if key is not None else None
+        key = key + (counted, profiled, bounded) if key is not None else None
         v = self._by_signature.get(key) if key is not None else None
         if v is None:
-            v = self._variant_of_text(infos, out_dtypes, template, counted, profiled)
+            v = self._variant_of_text(infos, out_dtypes, template, counted, profiled, bounded)
             if key is not None:
                 self._by_signature[key] = v
         return v
 
     def _variant_of_text(
-        self, infos, out_dtypes, template, counted: bool, profiled: bool = False
+        self, infos, out_dtypes, template, counted: bool, profiled: bool = False, bounded=False
     ) -> _Variant:
         spec = self.spec
         gen = self.dialect.generate(spec, infos, out_dtypes, template)
@@ -214,6 +223,7 @@ class SimKernel(Kernel):
             + gen.line1
             + ("\0counted" if counted else "")
             + ("\0profiled" if profiled else "")
+            + ("\0bounded" if bounded else "")
         )
         v = self._variants.get(key)
         if v is not None:
@@ -230,11 +240,12 @@ class SimKernel(Kernel):
                     self.backend.extra_defines,
                     counted,
                     profiled,
+                    bounded,
                 )
             )
         else:
             so = variants.variant_library(
-                self.dialect, spec, gen, self.backend.extra_defines, counted, profiled
+                self.dialect, spec, gen, self.backend.extra_defines, counted, profiled, bounded
             )
         described = profile.read_description(so) if profiled else None
         sandbox.seal()  # no thread can start once candidate code is in the process
@@ -315,18 +326,20 @@ class SimKernel(Kernel):
         arrays = [_to_mx(x) for x in inputs]
         infos = [_arg_info(a) for a in arrays]
         out_names = [dtype_name(d) for d in output_dtypes]
-        v = self._variant(infos, out_names, template, counted=how.counted)
+        v = self._variant(infos, out_names, template, counted=how.counted, bounded=how.bounded)
         if v.launch_error:
             raise KernelFault("launch", v.launch_error)
         self.dialect.check_tgmem(spec, v.tgmem_bytes)
-        timing = None if how.counted else self._timing_of(v, grid, tgc, infos, out_names)
+        # The counted and bounds-checked variants are never timed, nor hooked.
+        plain = not (how.counted or how.bounded)
+        timing = self._timing_of(v, grid, tgc, infos, out_names) if plain else None
         # The backend's opt-in checks run in the profiled variant's hooks.
         # The lock-step schedule switches lanes in those hooks, and runs the race detector.
         lockstep = how.schedule == LOCKSTEP_SCHEDULE
         checks = (
-            None
-            if how.counted
-            else profile.checks_of(self.backend, v.tgmem_bytes, init_value, lockstep=lockstep)
+            profile.checks_of(self.backend, v.tgmem_bytes, init_value, lockstep=lockstep)
+            if plain
+            else None
         )
         if (timing is not None and timing.profile) or checks is not None:
             v = self._variant(infos, out_names, template, profiled=True)
@@ -429,6 +442,7 @@ class SimKernel(Kernel):
                     self.dialect,
                     self.backend,
                     self.spec.name,
+                    self.spec,
                     checks.record if checks is not None else None,
                 )
                 raise _with_undefined_reads(fault, self.backend.undefined_reads)

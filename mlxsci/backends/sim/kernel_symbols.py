@@ -19,9 +19,12 @@ the kernel's object is read here (its ELF symbol table) and refused when it
   the preludes' atomic markers (`__sim_prof_atomic_begin`/`_end`, compiled
   into that build only);
 - defines, with any linkage, a name of the profiled build's hooks
-  (`__sanitizer_cov_*`, which its compiler calls) or of the counters
-  (`__sim_prof_*`): a `static` one would bind that build's calls to itself
+  (`__sanitizer_cov_*`, which its compiler calls), of the counters
+  (`__sim_prof_*`) or of the bounds-checked build's handler (`__ubsan_*`,
+  bounds.py): a `static` one would bind that build's calls to itself
   within the object and take the runtime's place;
+- calls the bounds check's handler (`__ubsan_handle_out_of_bounds`) in any
+  build but the bounds-checked one (`bounded=True`);
 - defines writable data that is not the runtime's own (`writable_state`: a
   data or thread-local symbol, local ones included, in a writable section:
   .data, .bss and the like): a variable that keeps its value from launch to
@@ -72,7 +75,9 @@ PROFILE_CALLS = frozenset(
     {"__sim_prof_block", "__sim_prof_access", "__sim_prof_atomic_begin", "__sim_prof_atomic_end"}
 )
 _PROFILE_PREFIX = "__sim_prof_"
-_HOOK_NAMES = re.compile(r"(?:__sanitizer_cov_|__sim_prof_)\w*")
+_HOOK_NAMES = re.compile(r"(?:__sanitizer_cov_|__sim_prof_|__ubsan_)\w*")
+# The bounds-checked build's handler (bounds.py, runtime/sim_bounds.inc).
+BOUNDS_CALLS = frozenset({"__ubsan_handle_out_of_bounds", "__ubsan_handle_out_of_bounds_abort"})
 
 
 @dataclass(frozen=True)
@@ -154,9 +159,11 @@ def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
     return found
 
 
-def _allowed_call(name: str, profiled: bool = False) -> bool:
+def _allowed_call(name: str, profiled: bool = False, bounded: bool = False) -> bool:
     if name.startswith(_PROFILE_PREFIX):
         return profiled and name in PROFILE_CALLS
+    if name in BOUNDS_CALLS:
+        return bounded
     return (
         name.startswith("__sim_")
         or name in ALLOWED_CALLS
@@ -166,12 +173,13 @@ def _allowed_call(name: str, profiled: bool = False) -> bool:
 
 
 def object_violation(
-    obj: Path, runtime: Path | None = None, *, profiled: bool = False
+    obj: Path, runtime: Path | None = None, *, profiled: bool = False, bounded: bool = False
 ) -> str | None:
     """Why a kernel's object may not be linked with the `runtime` object, in
     compiler-log form (the build reads it like clang's output); None when it
     may. `profiled`: the object of the profiled build (profile.py), which
-    alone may call the counters (PROFILE_CALLS)."""
+    alone may call the counters (PROFILE_CALLS); `bounded`: the
+    bounds-checked build's (bounds.py), which alone may call BOUNDS_CALLS."""
     table = symbols(obj)
     if table is None:
         return None
@@ -186,7 +194,7 @@ def object_violation(
             f"error: undefined symbol: {', '.join(counters)} (the modelled GPU's counters "
             "belong to the simulator's runtime: a kernel may not call them)"
         )
-    refused = [n for n in calls if not _allowed_call(n, profiled)]
+    refused = [n for n in calls if not _allowed_call(n, profiled, bounded)]
     if refused:
         return (
             f"error: undefined symbol: {', '.join(refused)} (a kernel can call only the "
@@ -197,7 +205,8 @@ def object_violation(
     if hooks:
         return (
             f"error: the kernel defines {', '.join(hooks)}: the names of the profiling "
-            "hooks and of the modelled GPU's counters belong to the simulator's runtime"
+            "hooks, of the modelled GPU's counters and of the bounds check's handler "
+            "belong to the simulator's runtime"
         )
     own = sorted(
         {

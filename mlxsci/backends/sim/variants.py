@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlxsci.backends.sim import build, coverage, language_rules, profile, toolchain
+from mlxsci.backends.sim import bounds, build, coverage, language_rules, profile, toolchain
 from mlxsci.kernel.signature import METAL_TYPES, ArgInfo, dtype_name
 from mlxsci.kernel.spec import CompileError, KernelSpec
 from mlxsci.protocol.jobs import CandidateJob
@@ -48,6 +48,7 @@ def variant_library(
     extra_defines: tuple[str, ...],
     counted: bool = False,
     profiled: bool = False,
+    bounded: bool = False,
 ) -> Path:
     """The cached library of generated text `gen`, built if needed: the
     language rules first (what the real compilers reject, and what no kernel
@@ -56,7 +57,8 @@ def variant_library(
     which judge the candidate's own text), then the line-preserving rewrite,
     the TU, the build. `profiled`: the build the modelled GPU's clock counts
     with (profile.py), after the plain one (whose compile errors are the
-    candidate's)."""
+    candidate's); `bounded`: the bounds-checked build (bounds.py), after the
+    plain one too."""
     violation = language_rules.check(
         dialect.name, gen.text, gen.regions, spec.source_file, spec.math_mode == "fast"
     )
@@ -89,6 +91,8 @@ def variant_library(
         prologue=prologue,
     )
     plain = build.build_library(tu, spec.source_file, extra_defines)
+    if bounded:
+        return bounds.bounded_library(tu, spec.source_file, extra_defines)
     if not profiled:
         return plain
     return profile.profiled_library(tu, spec.source_file, extra_defines).library
@@ -103,10 +107,12 @@ def request(
     extra_defines: tuple[str, ...],
     counted: bool = False,
     profiled: bool = False,
+    bounded: bool = False,
 ) -> dict:
     """A build request: everything the parent needs to generate the
     variant's text; `counted`: the variant that counts its branch arms;
-    `profiled`: the one the modelled GPU's clock counts with."""
+    `profiled`: the one the modelled GPU's clock counts with; `bounded`: the
+    bounds-checked one (bounds.py)."""
     return {
         "dialect": dialect,
         "spec": dict(
@@ -120,6 +126,7 @@ def request(
         "extra_defines": list(extra_defines),
         "counted": counted,
         "profiled": profiled,
+        "bounded": bounded,
     }
 
 
@@ -177,8 +184,8 @@ def job_kernels(job: CandidateJob) -> list[tuple[KernelSpec, list]]:
 
 def kernel_of_request(
     req: Any, job: CandidateJob
-) -> tuple[str, KernelSpec, list, list, list, tuple, bool, bool]:
-    """(dialect, spec, infos, out_dtypes, template, extra_defines, counted, profiled)
+) -> tuple[str, KernelSpec, list, list, list, tuple, bool, bool, bool]:
+    """(dialect, spec, infos, out_dtypes, template, extra_defines, counted, profiled, bounded)
     of a request read from a worker. The spec and template are the parent's
     own (job_kernels): the request must name one of them exactly, so nothing
     of the kernel's text comes from the worker. The call signature is
@@ -227,7 +234,10 @@ def kernel_of_request(
     profiled = req.get("profiled", False)
     _need(type(profiled) is bool, "profiled")
     _need(not (profiled and counted), "a variant both counted and profiled")
-    return dialect, spec, infos, out, template, defines, counted, profiled
+    bounded = req.get("bounded", False)
+    _need(type(bounded) is bool, "bounded")
+    _need(not (bounded and (counted or profiled)), "a bounds-checked variant of another kind")
+    return dialect, spec, infos, out, template, defines, counted, profiled, bounded
 
 
 def serve_request(text: bytes, job: CandidateJob, deadline: float | None = None) -> dict:
@@ -245,13 +255,13 @@ def serve_request(text: bytes, job: CandidateJob, deadline: float | None = None)
             req = json.loads(text)
         except (ValueError, RecursionError) as exc:
             raise BadRequest("build request is not JSON") from exc
-        dialect_name, spec, infos, out, template, defines, counted, profiled = kernel_of_request(
-            req, job
+        dialect_name, spec, infos, out, template, defines, counted, profiled, bounded = (
+            kernel_of_request(req, job)
         )
         dialect = DIALECTS[dialect_name]()
         gen = dialect.generate(spec, infos, out, template)
         with toolchain.time_limit(deadline):
-            library = variant_library(dialect, spec, gen, defines, counted, profiled)
+            library = variant_library(dialect, spec, gen, defines, counted, profiled, bounded)
             return {"library": str(library)}
     except CompileError as exc:
         return {

@@ -149,11 +149,12 @@ _LISTED = HOST_NAMES | frozenset(_OTHERS) | {"asm"}
 # reentrant twins, underscored aliases) name the same host function.
 _VARIANT_SUFFIXES = ("_chk", "_unlocked", "64", "_2", "_r")
 _TAILS = _VARIANT_SUFFIXES + tuple("0123456789")
-# The simulator's runtime, the C and C++ runtimes' internals, linker symbols.
+# The simulator's runtime, the C and C++ runtimes' internals, linker symbols,
+# the sanitizers' runtime hooks (the bounds-checked build calls __ubsan_*).
 _INTERNAL = re.compile(
     r"(?:__sim|__SIM|__Sim|__mlxsci|__MLXSCI|__start_|__stop_|__libc|__cxa_|__gxx_|_IO_"
     r"|__environ|__CONCAT|__STRING|__XSTRING|_dl_|__dl|__gnu_|__pthread|__sys|__NR_"
-    r"|__errno|__stack_chk|__morestack)"
+    r"|__errno|__stack_chk|__morestack|__ubsan|__sanitizer|__asan)"
 )
 _CPP_KEYWORDS = frozenset(
     "alignas alignof asm auto bool break case catch char char8_t char16_t char32_t class concept "

@@ -55,6 +55,10 @@ HOOKS = {
     "__sanitizer_cov_trace_pc_guard": "unsigned int* guard",
     "__sim_prof_access": "const void* addr, unsigned int info",
     "__sim_prof_block": "unsigned int block",
+    # The preludes' atomic markers: a kernel's own would hide its plain
+    # accesses from the race detector as atomic ones (runtime/sim_race.inc).
+    "__sim_prof_atomic_begin": "const void* addr",
+    "__sim_prof_atomic_end": "void",
 }
 
 
@@ -195,6 +199,8 @@ COUNTER_CALLS = {
     "__sim_prof_block": "for (uint k = 0; k < 1000; ++k) __sim_prof_block(k);",
     # An access at site 0 that is no access: a store of 16 bytes at x.
     "__sim_prof_access": "__sim_prof_access(x, (0u << 8) | (1u << 7) | 4u);",
+    # A plain store the race detector would take for an atomic one.
+    "__sim_prof_atomic_begin": "__sim_prof_atomic_begin(x);",
 }
 
 

@@ -339,9 +339,16 @@ def test_threadgroup_race_is_a_failed_size_with_the_race_verdict(dialect):
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 @pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
-def test_race_between_groups_is_a_failed_size_with_the_race_verdict(dialect):
+def test_race_between_groups_is_a_failed_size_with_the_race_verdict(dialect, monkeypatch):
+    # The race detector of the lock-step run names it (both threads, the element)...
     ev = evaluate_smoke(SAXPY_GLOBAL[dialect], dialect)
     assert not ev.correct
+    assert "race" in ev.sizes[0].flags
+    assert "data race on output 'y_out' element 0 in kernel 'saxpy'" in ev.fail_reason
+    assert "found by the race detector in the verification run with lock-step" in ev.fail_reason
+    # ...and the other orders' difference fails the size where there is no such run.
+    monkeypatch.setattr(SimBackend, "has_lockstep_order", classmethod(lambda cls: False))
+    ev = evaluate_smoke(SAXPY_GLOBAL[dialect], dialect)
     assert "race" in ev.sizes[0].flags
     assert RACE_VERDICT + " at element 0:" in ev.fail_reason
 
@@ -481,9 +488,11 @@ if (i < n) y_out[i] = a[0] * x[i] + y[i] + (c - 1.0f);
 
 @pytest.mark.parametrize("dialect", ["metal", "cuda"])
 @pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
-def test_race_only_in_a_shuffled_order_is_a_failed_size_naming_the_order(dialect):
+def test_race_only_in_a_shuffled_order_is_a_failed_size_naming_the_order(dialect, monkeypatch):
     # 1563 groups: the worker's two fresh seeds give orders that show it
     # (unless the first and the last group both run first, 1 in a million).
+    # Without the lock-step run, whose race detector would name it first.
+    monkeypatch.setattr(SimBackend, "has_lockstep_order", classmethod(lambda cls: False))
     ev = evaluate_smoke(SAXPY_ORDER[dialect], dialect)
     assert not ev.correct and "race" in ev.sizes[0].flags
     assert RACE_VERDICT in ev.fail_reason

@@ -1012,6 +1012,7 @@ struct GroupOrder {
 
 #include "sim_check.inc"
 #include "sim_profile.inc"
+#include "sim_bounds.inc"
 
 void run_fibers(__SimLaunch* L) {
     const GroupOrder order(L);

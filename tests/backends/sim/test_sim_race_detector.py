@@ -1,0 +1,180 @@
+"""The simulator's device-memory race detector and its lock-step lanes
+(runtime/sim_race.inc; issue 41, outcome 1).
+
+The simulator runs a launch's threads one after another between barriers, so
+two threads that touch one element of a buffer without anything ordering
+them never interleave, and the answer is the one a GPU gives only sometimes.
+With SimBackend.check_device_races the profiled variant's hooks name such a
+race: the buffer, the element, both threads and which access stored. Each
+racy kernel has a twin that is not a race (a barrier between the accesses, a
+SIMD operation, an atomic, the same value written twice), which must run
+clean. The lock-step order runs each simdgroup's lanes in turns at every
+device-memory access, as a GPU's do, so a read-modify-write split into two
+atomic operations loses updates there and not in the other orders.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from mlxsci.backends.base import RunMode
+from mlxsci.backends.sim import SimBackend, profile
+from mlxsci.kernel.spec import KernelFault, KernelSpec
+
+pytestmark = [
+    pytest.mark.skipif(not SimBackend.available(), reason="zig/mlx not available"),
+    pytest.mark.skipif(not profile.supported(), reason="the detector runs in the profiled build"),
+]
+
+INDEX = {
+    "metal": "int i = int(thread_position_in_grid.x);",
+    "cuda": "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+}
+BARRIER = {
+    "metal": "threadgroup_barrier(mem_flags::mem_device);",
+    "cuda": "__syncthreads();",
+}
+SIMD_BARRIER = {"metal": "simdgroup_barrier(mem_flags::mem_device);", "cuda": "__syncwarp();"}
+ATOMIC_ADD = {
+    "metal": "atomic_fetch_add_explicit((device atomic_int*)&y[x[i]], 1, memory_order_relaxed);",
+    "cuda": "atomicAdd(&y[x[i]], 1);",
+}
+# The same count with the read-modify-write split into two atomic operations:
+# no data race (both are atomic), but lanes that read before any writes back
+# lose updates.
+SPLIT_ADD = {
+    "metal": """device atomic_int* c = (device atomic_int*)&y[x[i]];
+int s = atomic_load_explicit(c, memory_order_relaxed);
+atomic_store_explicit(c, s + 1, memory_order_relaxed);""",
+    "cuda": """int s = atomicAdd(&y[x[i]], 0);
+atomicExch(&y[x[i]], s + 1);""",
+}
+BINS = np.arange(64, dtype=np.int32) % 5  # thread i counts into bin i % 5
+
+
+@pytest.fixture(params=["metal", "cuda"])
+def dialect(request):
+    return request.param
+
+
+def run(dialect, body, *, races=True, mode=None, tg=32, n=64, out=8):
+    """The int32 output of one launch of `body` (after `i`, the thread's
+    index) over x = BINS, or the KernelFault it raised."""
+    backend = SimBackend(dialect=dialect, launch_timeout_s=30.0)
+    backend.check_device_races = races
+    spec = KernelSpec("k", ("x",), ("y",), INDEX[dialect] + "\n" + body, dialect=dialect)
+    try:
+        (y,) = backend.kernel(spec)(
+            inputs=[mx.array(BINS[:n])],
+            output_shapes=[(out,)],
+            output_dtypes=[mx.int32],
+            grid=(n, 1, 1),
+            threadgroup=(tg, 1, 1),
+            init_value=0,
+            mode=mode,
+        )
+    except KernelFault as fault:
+        return fault
+    return np.asarray(y)
+
+
+def assert_race(fault, element, first, second):
+    """`fault` names a data race on output y's `element`: `first` and
+    `second` are (access, group, thread) of the earlier and the later access."""
+    assert isinstance(fault, KernelFault) and fault.kind == "race", fault
+    d = fault.details
+    assert (d["buffer"], d["role"], d["element"], d["kernel"]) == ("y", "output", element, "k")
+    for seen, (access, group, thread) in ((d["first"], first), (d["second"], second)):
+        assert seen["access"] == access
+        assert tuple(seen["group"]) == group and tuple(seen["thread"]) == thread
+    assert f"data race on output 'y' element {element} in kernel 'k'" in fault.message
+
+
+def test_a_scatter_without_atomics_is_a_race_naming_both_threads(dialect):
+    fault = run(dialect, "y[x[i]] = y[x[i]] + 1;")
+    # Thread 0 stores bin 0; thread 5 (bin 0 too) then loads what it stored.
+    assert_race(fault, 0, ("write", (0, 0, 0), (0, 0, 0)), ("read", (0, 0, 0), (5, 0, 0)))
+    assert "neither access atomic" in fault.message
+    # The same kernel without the detector: the right count, as the simulator
+    # runs the threads one after another (no GPU promises it).
+    assert list(run(dialect, "y[x[i]] = y[x[i]] + 1;", races=False)[:5]) == [13, 13, 13, 13, 12]
+
+
+def test_the_scatter_with_an_atomic_add_is_no_race(dialect):
+    assert list(run(dialect, ATOMIC_ADD[dialect])[:5]) == [13, 13, 13, 13, 12]
+
+
+def test_threads_writing_the_value_already_there_are_no_race(dialect):
+    # Every thread of a bin writes the same value: benign, whatever the order.
+    assert list(run(dialect, "y[x[i]] = 7;")[:6]) == [7, 7, 7, 7, 7, 0]
+
+
+def test_a_read_of_another_groups_store_is_a_race(dialect):
+    # Thread 0 of group 1 reads what thread 0 of group 0 stored: nothing orders groups.
+    body = "if (i == 0) y[0] = 5;\nif (i == 32) y[1] = y[0];"
+    fault = run(dialect, body)
+    assert_race(fault, 0, ("write", (0, 0, 0), (0, 0, 0)), ("read", (1, 0, 0), (0, 0, 0)))
+    assert "in different threadgroups" in fault.message or "in different blocks" in fault.message
+
+
+def test_a_barrier_orders_the_store_and_the_read_of_its_group(dialect):
+    racy = "y[i % 8] = i;\nint v = y[(i + 1) % 8];\nif (i == 0) y[0] = v;"
+    fault = run(dialect, racy, n=8, tg=8)
+    assert isinstance(fault, KernelFault) and fault.kind == "race", fault
+    # Every thread stores before the barrier, loads after it: ordered.
+    ordered = f"y[i % 8] = i;\n{BARRIER[dialect]}\nint v = y[(i + 1) % 8];"
+    assert list(run(dialect, ordered, n=8, tg=8)) == list(range(8))
+
+
+def test_a_simd_operation_orders_its_simdgroup_but_not_another(dialect):
+    # Lane 0 stores, every lane of the simdgroup reads after the SIMD barrier.
+    body = f"if (i % 32 == 0) y[i / 32] = i + 1;\n{SIMD_BARRIER[dialect]}\nint v = y[i / 32];"
+    assert list(run(dialect, body, n=64, tg=64, out=2)) == [1, 33]
+    # Lanes of the other simdgroup of the group read it: the SIMD barrier
+    # orders only its own simdgroup's lanes.
+    across = f"if (i == 0) y[0] = 9;\n{SIMD_BARRIER[dialect]}\nif (i == 40) y[1] = y[0];"
+    fault = run(dialect, across, n=64, tg=64, out=2)
+    assert_race(fault, 0, ("write", (0, 0, 0), (0, 0, 0)), ("read", (0, 0, 0), (40, 0, 0)))
+
+
+def test_a_write_after_another_threads_read_is_a_race(dialect):
+    # Every thread reads y[0] (and uses it: the load cannot sink into the if).
+    body = "int v = y[0];\ny[i + 1] = v;\nif (i == 3) y[0] = 5;"
+    fault = run(dialect, body, n=8, tg=8, out=9)
+    assert isinstance(fault, KernelFault) and fault.kind == "race", fault
+    d = fault.details
+    assert d["second"]["access"] == "write" and tuple(d["second"]["thread"]) == (3, 0, 0)
+    assert d["first"]["access"] == "read" and tuple(d["first"]["thread"]) != (3, 0, 0)
+
+
+def test_lock_step_lanes_lose_the_updates_of_a_split_read_modify_write(dialect):
+    """The lj mutant's shape: both halves atomic, so no data race, and in
+    every order that runs a thread's two operations back to back the count
+    is right; lanes taking turns at each access read the same count first."""
+    body = SPLIT_ADD[dialect]
+    right = [13, 13, 13, 13, 12]
+    for order in (None, RunMode(order="reversed"), RunMode(order="shuffled", order_seed=5)):
+        assert list(run(dialect, body, mode=order)[:5]) == right
+    lost = run(dialect, body, mode=RunMode(order="lockstep"))
+    # 32 lanes, bins i % 5: each simdgroup adds 1 to each bin it touches.
+    assert list(lost[:5]) == [2, 2, 2, 2, 2]
+    # One atomic operation per update loses nothing in lock-step.
+    atomic = run(dialect, ATOMIC_ADD[dialect], mode=RunMode(order="lockstep"))
+    assert list(atomic[:5]) == right
+
+
+def test_lock_step_runs_the_race_detector_without_the_flag(dialect):
+    fault = run(dialect, "y[x[i]] = y[x[i]] + 1;", races=False, mode=RunMode(order="lockstep"))
+    assert isinstance(fault, KernelFault) and fault.kind == "race", fault
+    # In lock-step every lane of the simdgroup loads before any stores back.
+    assert fault.details["first"]["access"] == "read"
+    assert fault.details["second"]["access"] == "write"
+
+
+def test_the_worker_plans_the_lock_step_run_only_where_asked():
+    backend = SimBackend(dialect="metal")
+    names = [name for name, _, _ in backend.other_orders([1], lockstep=True)]
+    assert names == ["reversed", "shuffled", "lockstep"]
+    assert [name for name, _, _ in backend.other_orders([1])] == ["reversed", "shuffled"]
