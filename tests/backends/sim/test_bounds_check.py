@@ -77,6 +77,31 @@ def test_an_index_inside_the_bound_passes_the_check():
     assert float(out[0]) == 2.0  # t[0] + x[0]
 
 
+# A private 2-D array filled and read flat through its first row, as GPU
+# kernels do: undefined in C++, the element it names on a GPU (and in the
+# plain build: sum of x[0] + k over k < 16 is 120 at x = 0).
+FLAT_2D = """//! kernel saxpy
+//! grid = (N, 1, 1)
+//! threadgroup = (64, 1, 1)
+uint i = thread_position_in_grid.x;
+if (i >= N) return;
+float t[4][4];
+for (uint k = 0; k < 16; ++k) t[0][k] = float(k);
+float s = 0.0f;
+for (uint k = 0; k < 16; ++k) s += t[k / 4][k % 4];
+y_out[i] = a * x[i] + y[i] + (s - 120.0f);
+"""
+
+
+def test_an_inner_subscript_indexed_flat_is_marked_and_passes_the_bounds_run():
+    with pytest.raises(KernelFault) as e:
+        launch("metal", FLAT_2D.split("\n", 3)[3].replace("a * x[i] + y[i]", "x[i]"))
+    assert e.value.details["inner_subscript"] is True and e.value.details["buffer"] == "t"
+    ev = smoke_eval("saxpy", FLAT_2D, dialect="metal")
+    assert ev.correct, ev.fail_reason
+    # A one-dimensional array past its end stays a failed size (the test above).
+
+
 def test_a_threadgroup_array_is_left_to_its_guard_pages():
     # The check sees threadgroup arrays too; their guard pages name them, as
     # in every build, so the fault is the usual threadgroup one.
