@@ -53,10 +53,10 @@ MLX-native pipeline must move per step: build reads pos (16 N) and scatters
 FLOP term in roofline time on a machine with < ~7 FLOP/byte, so the roofline
 fraction can be above Metal-Sci's pure FLOP fraction.
 - Unwrapped inputs: every seeded draw (what an evaluation runs, at every
-  size and distribution) puts each particle in a periodic image of the box,
-  r + L * (i, j, k) with each of i, j, k drawn from {-1, 0, 1}
-  (periodic_images), where Metal-Sci's inputs (and the fixed data here, seed
-  None) lie in [0, L). The system is the same (same pairs, forces and pair
+  size and distribution) puts particles in periodic images of the box,
+  r + L * (i, j, k), along each axis about half of them one period away on
+  a side the draw picks, +1 or -1 (periodic_images), where Metal-Sci's
+  inputs (and the fixed data here, seed None) lie in [0, L). The system is the same (same pairs, forces and pair
   count): the inputs stand for a snapshot of a run whose particles have
   crossed the box's faces, as the task's unwrapped trajectories have. Why:
   a particle that crosses a face during one of these short runs goes at
@@ -64,10 +64,11 @@ fraction can be above Metal-Sci's pure FLOP fraction.
   do), less than the margin L/M - r_cut (0.03 to 0.26) within which a
   particle clamped into the edge cell still neighbours every partner, so
   binning without the wrap r - L * floor(r / L) passed on Metal-Sci's
-  inputs; with images it fails at every size. The cost: pairs in different
-  images subtract positions up to 2L apart in fp32, so a correct kernel's
-  error rises from ~2e-6 to ~2e-5 (worst seen over 60 draws at N1728,
-  tolerance 1e-4).
+  inputs; with images it fails at every size. Images never differ by more
+  than one period, so a single-shift minimum image still passes. The cost:
+  pairs in different images subtract positions a period apart in fp32, so a
+  correct kernel's error rises from ~2e-6 to ~2e-5 (worst seen over 60
+  draws at N1728, tolerance 1e-4).
 
 Smoke sizes: N must be a perfect cube and L/M >= 2.5 with M >= 3. The first
 smoke size adds a smoke-only parameter `spacing` (lattice spacing; the
@@ -121,8 +122,9 @@ def make_inputs(p, seed=None):
 
 
 def periodic_images(n, seed):
-    """Each particle's periodic image per axis, an integer in {-1, 0, 1}
-    (uniform, its own stream), or all 0 for the fixed data (seed None:
+    """Each particle's periodic image per axis: along each axis the draw picks
+    a side, +1 or -1, and each particle is one period away on that side or
+    not, with even odds (its own stream); all 0 for the fixed data (seed None:
     Metal-Sci's positions, all in [0, L)).
 
     Why: the positions are unwrapped trajectories, so the inputs stand for a
@@ -132,10 +134,17 @@ def periodic_images(n, seed):
     Only with such images does a kernel that bins without the wrap
     r - L * floor(r / L) fail: particles that cross a face during the run
     itself go at most ~0.04 past it here, less than the margin L/M - r_cut
-    that keeps a clamped edge cell a neighbour of every partner."""
+    that keeps a clamped edge cell a neighbour of every partner. One side per
+    axis keeps any two particles' images within one period of each other, as
+    in a run too short for particles to drift a box length apart: a minimum
+    image by a single shift of L (right while |d| < 1.5 L), which kernels
+    converted from Metal-Sci use and its inputs never tell from d -=
+    L * round(d / L), stays right."""
     if seed is None:
         return np.zeros((n, 3), dtype=np.int64)
-    return input_rng(seed, 0xCA03).integers(-1, 2, size=(n, 3))
+    rng = input_rng(seed, 0xCA03)
+    side = rng.choice(np.array([-1, 1]), size=3)
+    return rng.integers(0, 2, size=(n, 3)) * side
 
 
 def _state_inputs(p, pos, vel, seed=None):
