@@ -53,10 +53,11 @@ MLX-native pipeline must move per step: build reads pos (16 N) and scatters
 FLOP term in roofline time on a machine with < ~7 FLOP/byte, so the roofline
 fraction can be above Metal-Sci's pure FLOP fraction.
 - Unwrapped inputs: every seeded draw (what an evaluation runs, at every
-  size and distribution) puts particles in periodic images of the box,
-  r + L * (i, j, k), along each axis about half of them one period away on
-  a side the draw picks, +1 or -1 (periodic_images), where Metal-Sci's
-  inputs (and the fixed data here, seed None) lie in [0, L). The system is the same (same pairs, forces and pair
+  size and distribution) re-wraps the positions into a window [o, o + L)
+  per axis whose face cuts through the particles (periodic_images): a
+  quarter to three quarters of them lie below 0 or past L on each axis, in
+  another periodic image of the box, where Metal-Sci's inputs (and the
+  fixed data here, seed None) lie in [0, L). The system is the same (same pairs, forces and pair
   count): the inputs stand for a snapshot of a run whose particles have
   crossed the box's faces, as the task's unwrapped trajectories have. Why:
   a particle that crosses a face during one of these short runs goes at
@@ -64,11 +65,9 @@ fraction can be above Metal-Sci's pure FLOP fraction.
   do), less than the margin L/M - r_cut (0.03 to 0.26) within which a
   particle clamped into the edge cell still neighbours every partner, so
   binning without the wrap r - L * floor(r / L) passed on Metal-Sci's
-  inputs; with images it fails at every size. Images never differ by more
-  than one period, so a single-shift minimum image still passes. The cost:
-  pairs in different images subtract positions a period apart in fp32, so a
-  correct kernel's error rises from ~2e-6 to ~2e-5 (worst seen over 60
-  draws at N1728, tolerance 1e-4).
+  inputs; with the window it fails at every size. Every pair's separation
+  stays within L, as in Metal-Sci's inputs, so a minimum image by one
+  conditional shift of L still passes.
 
 Smoke sizes: N must be a perfect cube and L/M >= 2.5 with M >= 3. The first
 smoke size adds a smoke-only parameter `spacing` (lattice spacing; the
@@ -121,30 +120,33 @@ def make_inputs(p, seed=None):
     return _state_inputs(p, pos, vel, seed)
 
 
-def periodic_images(n, seed):
-    """Each particle's periodic image per axis: along each axis the draw picks
-    a side, +1 or -1, and each particle is one period away on that side or
-    not, with even odds (its own stream); all 0 for the fixed data (seed None:
+def periodic_images(pos, box, seed):
+    """Each particle's periodic image per axis (integers) for positions `pos`
+    in [0, L): the positions re-wrapped into a window [o, o + L) per axis
+    instead of [0, L). The window's face cuts through the particles: o is the
+    q-quantile of their coordinates on that axis, q ~ U(0.25, 0.75), less L
+    with even odds, so a quarter to three quarters of the particles lie past
+    L (or below 0) on each axis. All 0 for the fixed data (seed None:
     Metal-Sci's positions, all in [0, L)).
 
-    Why: the positions are unwrapped trajectories, so the inputs stand for a
-    snapshot of a run that has gone on for a while, in which particles have
-    crossed the box's faces; a particle at r + L * image is the same particle
-    of the same periodic system (same pairs, same forces, same pair count).
-    Only with such images does a kernel that bins without the wrap
-    r - L * floor(r / L) fail: particles that cross a face during the run
-    itself go at most ~0.04 past it here, less than the margin L/M - r_cut
-    that keeps a clamped edge cell a neighbour of every partner. One side per
-    axis keeps any two particles' images within one period of each other, as
-    in a run too short for particles to drift a box length apart: a minimum
-    image by a single shift of L (right while |d| < 1.5 L), which kernels
-    converted from Metal-Sci use and its inputs never tell from d -=
-    L * round(d / L), stays right."""
+    Why: the positions are unwrapped trajectories, so the inputs stand for
+    the same periodic system described from a box whose faces sit elsewhere
+    (same pairs, same forces, same pair count). Only with such positions does
+    a kernel that bins without the wrap r - L * floor(r / L) fail: particles
+    that cross a face during the run itself go at most ~0.04 past it here,
+    less than the margin L/M - r_cut that keeps a clamped edge cell a
+    neighbour of every partner. One window keeps every pair's separation
+    within L, as in Metal-Sci's inputs: a minimum image by one conditional
+    shift of L, which kernels converted from Metal-Sci use, stays right."""
     if seed is None:
-        return np.zeros((n, 3), dtype=np.int64)
+        return np.zeros(pos.shape, dtype=np.int64)
     rng = input_rng(seed, 0xCA03)
-    side = rng.choice(np.array([-1, 1]), size=3)
-    return rng.integers(0, 2, size=(n, 3)) * side
+    x = pos.astype(np.float64)
+    q = rng.uniform(0.25, 0.75, size=3)
+    below = rng.integers(0, 2, size=3)  # 1: the window starts below 0
+    origin = np.array([np.quantile(x[:, a], q[a]) for a in range(3)]) - box * below
+    in_window = origin + np.mod(x - origin, box)  # x moved by whole periods into [o, o + L)
+    return np.round((in_window - x) / box).astype(np.int64)
 
 
 def _state_inputs(p, pos, vel, seed=None):
@@ -154,8 +156,8 @@ def _state_inputs(p, pos, vel, seed=None):
     n = p["N"]
     pos4 = np.zeros((n, 4), dtype=np.float32)
     vel4 = np.zeros((n, 4), dtype=np.float32)
-    images = periodic_images(n, seed)
-    pos4[:, :3] = pos.astype(np.float64) + float(np.float32(p["L"])) * images
+    box = float(np.float32(p["L"]))
+    pos4[:, :3] = pos.astype(np.float64) + box * periodic_images(pos, box, seed)
     vel4[:, :3] = vel
     return {
         "pos_in": pos4,

@@ -124,31 +124,32 @@ def test_seeded_inputs_start_in_other_periodic_images(label, p, monkeypatch):
     pos = TASK.inputs(p, seed=20261130)["pos_in"][:, :3]
     box = float(np.float32(p["L"]))
     images = np.floor(pos.astype(np.float64) / box)
-    for axis in range(3):  # one period away on the draw's side of that axis, or not
-        assert set(np.unique(images[:, axis])) in ({0.0, 1.0}, {0.0, -1.0})
-    assert (images != 0).any(axis=1).mean() > 0.75  # 7 in 8 expected
-    assert (cell_coords(pos, p) != cell_coords(pos, p, wrap=False)).any(axis=1).mean() > 0.5
+    # One window [o, o + L) per axis: every pair within L of each other per axis
+    # (a single-shift minimum image stays right), some particles outside [0, L).
+    assert (np.ptp(pos.astype(np.float64), axis=0) < box).all()
+    assert (images != 0).any(axis=1).mean() > 0.05
+    assert (cell_coords(pos, p) != cell_coords(pos, p, wrap=False)).any(axis=1).any()
     # With M = 3 the 27 cells around any cell are the whole box: nothing to lose.
     assert pairs_lost_without_wrap(pos, p) > 0 or p["M"] == 3
     # The images are whole periods of the same draw: without them, the same seed
     # gives the positions wrapped into the box (to fp32 rounding of the shifted ones).
     module = sys.modules[TASK.make_inputs.__module__]
-    monkeypatch.setattr(module, "periodic_images", lambda n, seed: np.zeros((n, 3), np.int64))
+    monkeypatch.setattr(module, "periodic_images", lambda x, box, seed: np.zeros(x.shape, int))
     in_box = TASK.inputs(p, seed=20261130)["pos_in"][:, :3].astype(np.float64)
     assert in_box.min() >= 0 and in_box.max() < box
     assert np.abs(pos.astype(np.float64) - box * images - in_box).max() < 4e-6
 
 
-def test_draws_pick_both_sides_of_each_axis():
-    # Across draws each axis gets images on both sides (negative positions test a
-    # floor-based wrap, positions past L the other side), never two periods apart.
+def test_draws_cover_both_sides_of_each_axis():
+    # Across draws each axis has particles below 0 (a floor-based wrap, not a
+    # truncating one) and past L, each draw within one window of width L.
     p = SMOKE[0].params
     box = float(np.float32(p["L"]))
     seen = set()
     for seed in range(12):
         pos = TASK.inputs(p, seed=seed)["pos_in"][:, :3].astype(np.float64)
+        assert (np.ptp(pos, axis=0) < box).all()
         images = np.floor(pos / box)
-        assert np.ptp(images, axis=0).max() <= 1
         seen |= {(axis, v) for axis in range(3) for v in np.unique(images[:, axis]) if v}
     assert seen == {(axis, v) for axis in range(3) for v in (-1.0, 1.0)}
 
@@ -277,9 +278,6 @@ def test_validate_size():
             "if (cx + dx < 0 || cx + dx >= m) {\n continue;\n }\n uint nx = uint(cx + dx);",
         ),
         ("d -= L * round(d / L);", ""),  # no minimum image
-        # cells binned without the periodic wrap: the particles that start in another
-        # image of the box (every seeded draw has them) land in clamped edge cells
-        ("float3 w = r - L * floor(r / L);", "float3 w = r;"),
         ("f += (-24.0f", "f -= (-24.0f"),  # attractive at short range
     ],
 )
@@ -326,8 +324,6 @@ CUDA_SEED = TASK.seed("cuda")
             "",
             "max_abs_pos=",
         ),
-        # cells binned without the periodic wrap in x (the build kernel's line only):
-        ("float wx = r.x - box * floorf(r.x / box);", "float wx = r.x;", "max_abs_pos="),
         # attractive at short range (the force changes sign):
         ("float coef = -24.0f", "float coef = 24.0f", "max_abs_pos="),
         # each particle bumps its cell's count by 8: the crowded cells pass 64.
@@ -337,7 +333,7 @@ CUDA_SEED = TASK.seed("cuda")
             "cell_overflow=inf",
         ),
     ],
-    ids=["no_x_wrap", "no_minimum_image", "binning_without_wrap", "attractive", "cell_overflow"],
+    ids=["no_x_wrap", "no_minimum_image", "attractive", "cell_overflow"],
 )
 @pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
 def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
@@ -346,3 +342,24 @@ def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
     assert metric in ev.fail_reason
+
+
+@pytest.mark.parametrize(
+    "dialect, old, new",
+    [
+        ("metal", "float3 w = r - L * floor(r / L);", "float3 w = r;"),
+        # the build kernel's x line only (the mutant bench/mutation_score.py makes)
+        ("cuda", "float wx = r.x - box * floorf(r.x / box);", "float wx = r.x;"),
+    ],
+)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
+def test_binning_without_the_wrap_fails(dialect, old, new):
+    # Particles of every seeded draw lie outside [0, L): binned without the wrap they
+    # land in clamped edge cells, which lose their partners (wrong positions) or
+    # crowd past 64 (cell_overflow), either way at the first smoke size.
+    seed = TASK.seed(dialect)
+    assert seed.count(old) == 1
+    ev = smoke_eval("lj", seed.replace(old, new), dialect=dialect)
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
+    assert "max_abs_pos=" in ev.fail_reason or "cell_overflow=inf" in ev.fail_reason
