@@ -1,6 +1,8 @@
 """lj: reference facts from the spec (pair counts, occupancy, displacements), the
 two-kernel pipeline, the cell-overflow rule, and wrong candidates."""
 
+import sys
+
 import numpy as np
 import pytest
 from helpers import smoke_eval
@@ -77,6 +79,100 @@ def test_inputs_follow_the_spec():
     assert inp["N"].dtype == inp["M"].dtype == inp["MAX_PER_CELL"].dtype == np.uint32
     assert int(inp["MAX_PER_CELL"]) == 64 and float(inp["rcut2"]) == 6.25
     assert float(inp["dt"]) == pytest.approx(0.005) and float(inp["L"]) == pytest.approx(13.8)
+
+
+def cell_coords(pos, p, wrap=True):
+    """The seed's cell coordinates (fp32), with or without its periodic wrap."""
+    box, m = np.float32(p["L"]), p["M"]
+    w = pos - box * np.floor(pos / box) if wrap else pos
+    return np.clip(np.floor(w / (box / np.float32(m))).astype(int), 0, m - 1)
+
+
+def pairs_lost_without_wrap(pos, p):
+    """Pairs within r_cut that a kernel binning without the wrap never sees:
+    j's clamped cell is not one of the 27 around i's (wrapped) cell on some axis."""
+    box, m = float(np.float32(p["L"])), p["M"]
+    x = pos.astype(np.float64)
+    d = x[None, :, :] - x[:, None, :] if len(x) <= 400 else None
+    if d is None:  # large sizes: candidate pairs from a periodic tree
+        from scipy.spatial import cKDTree
+
+        w = np.mod(x, box)
+        w[w >= box] = 0.0
+        i, j = cKDTree(w, boxsize=box).query_pairs(2.5, output_type="ndarray").T
+    else:
+        d -= box * np.round(d / box)
+        i, j = np.nonzero(np.triu((d * d).sum(-1) < 6.25, k=1))
+    good, bad = cell_coords(pos, p), cell_coords(pos, p, wrap=False)
+    lost = 0
+    for a, b in ((i, j), (j, i)):  # a looks for b
+        gap = np.abs(good[a] - bad[b]) % m
+        lost += int(np.count_nonzero((np.minimum(gap, m - gap) > 1).any(axis=1)))
+    return lost
+
+
+SEEDED = [(s.label, s.params) for s in TASK.size_set("all")] + [
+    ("held-out draw, " + dist, {"N": 2197, "M": 9, "L": 22.6, "n_steps": 6, "distribution": dist})
+    for dist in sorted(TASK.distributions)
+]
+
+
+@pytest.mark.parametrize("label, p", SEEDED, ids=[row[0] for row in SEEDED])
+def test_seeded_inputs_start_in_other_periodic_images(label, p, monkeypatch):
+    # An evaluation's inputs (seeded) put particles in images of the box: the same
+    # system as the draw wrapped into [0, L), but binning without the wrap loses pairs.
+    pos = TASK.inputs(p, seed=20261130)["pos_in"][:, :3]
+    box = float(np.float32(p["L"]))
+    images = np.floor(pos.astype(np.float64) / box)
+    # One window [o, o + L) per axis: every pair within L of each other per axis
+    # (a single-shift minimum image stays right), some particles outside [0, L).
+    assert (np.ptp(pos.astype(np.float64), axis=0) < box).all()
+    assert (images != 0).any(axis=1).mean() > 0.05
+    assert (cell_coords(pos, p) != cell_coords(pos, p, wrap=False)).any(axis=1).any()
+    # With M = 3 the 27 cells around any cell are the whole box: nothing to lose.
+    assert pairs_lost_without_wrap(pos, p) > 0 or p["M"] == 3
+    # The images are whole periods of the same draw: without them, the same seed
+    # gives the positions wrapped into the box (to fp32 rounding of the shifted ones).
+    module = sys.modules[TASK.make_inputs.__module__]
+    monkeypatch.setattr(module, "periodic_images", lambda x, box, seed: np.zeros(x.shape, int))
+    in_box = TASK.inputs(p, seed=20261130)["pos_in"][:, :3].astype(np.float64)
+    assert in_box.min() >= 0 and in_box.max() < box
+    assert np.abs(pos.astype(np.float64) - box * images - in_box).max() < 4e-6
+
+
+def test_draws_cover_both_sides_of_each_axis():
+    # Across draws each axis has particles below 0 (a floor-based wrap, not a
+    # truncating one) and past L, each draw within one window of width L.
+    p = SMOKE[0].params
+    box = float(np.float32(p["L"]))
+    seen = set()
+    for seed in range(12):
+        pos = TASK.inputs(p, seed=seed)["pos_in"][:, :3].astype(np.float64)
+        assert (np.ptp(pos, axis=0) < box).all()
+        images = np.floor(pos / box)
+        seen |= {(axis, v) for axis in range(3) for v in np.unique(images[:, axis]) if v}
+    assert seen == {(axis, v) for axis in range(3) for v in (-1.0, 1.0)}
+
+
+def test_fixed_data_stay_in_the_box():
+    # Metal-Sci's inputs (seed None: the spec facts above, the pair count) keep every
+    # particle in [0, L): only the seeded draws carry images.
+    for s in TASK.size_set("all"):
+        pos = TASK.make_inputs(s.params)["pos_in"][:, :3]
+        assert pos.min() >= 0 and pos.max() < np.float32(s.params["L"])
+        assert pairs_lost_without_wrap(pos, s.params) == 0
+
+
+@pytest.mark.parametrize("which", [SMOKE[0], TASK.size_set("in-dist")[0]], ids=lambda s: s.label)
+def test_particles_cross_a_face_during_the_run(which):
+    # Besides starting in other images, particles cross the box's faces while the
+    # reference integrates (the wrap is needed mid-run too, not only at step 0).
+    p = which.params
+    inp = TASK.inputs(p, seed=20261130)
+    box = float(np.float32(p["L"]))
+    start = np.floor(inp["pos_in"][:, :3].astype(np.float64) / box)
+    end = np.floor(REF.solve(inp, p)["pos"].astype(np.float64) / box)
+    assert np.count_nonzero((start != end).any(axis=1)) >= 1
 
 
 def test_smoke_sizes_have_empty_and_crowded_cells():
@@ -246,3 +342,24 @@ def test_cuda_wrong_candidates_fail_on_simulator(old, new, metric):
     assert ev.compile_ok and not ev.correct
     assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
     assert metric in ev.fail_reason
+
+
+@pytest.mark.parametrize(
+    "dialect, old, new",
+    [
+        ("metal", "float3 w = r - L * floor(r / L);", "float3 w = r;"),
+        # the build kernel's x line only (the mutant bench/mutation_score.py makes)
+        ("cuda", "float wx = r.x - box * floorf(r.x / box);", "float wx = r.x;"),
+    ],
+)
+@pytest.mark.slow  # >= 0.5 s (bench/results/sim/test_durations_2026-11-29.md)
+def test_binning_without_the_wrap_fails(dialect, old, new):
+    # Particles of every seeded draw lie outside [0, L): binned without the wrap they
+    # land in clamped edge cells, which lose their partners (wrong positions) or
+    # crowd past 64 (cell_overflow), either way at the first smoke size.
+    seed = TASK.seed(dialect)
+    assert seed.count(old) == 1
+    ev = smoke_eval("lj", seed.replace(old, new), dialect=dialect)
+    assert ev.compile_ok and not ev.correct
+    assert f"correctness failed at size {SMOKE[0].label}" in ev.fail_reason
+    assert "max_abs_pos=" in ev.fail_reason or "cell_overflow=inf" in ev.fail_reason
