@@ -236,7 +236,8 @@ def test_pipeline_builds_then_steps_and_returns_last_counts():
 def test_error_enforces_cell_overflow_before_positions():
     p = SMOKE[1].params
     ref = {"pos": np.zeros((343, 3), np.float32)}
-    counts = np.full(27, 12, np.uint32)
+    counts = np.full(27, 13, np.uint32)
+    counts[0] = 5  # every one of the 343 particles counted once
     assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p) == (
         0.0,
         True,
@@ -250,11 +251,29 @@ def test_error_enforces_cell_overflow_before_positions():
         False,
         "cell_overflow",
     )
-    counts[5] = 64
+    counts[:] = 10
+    counts[5], counts[0] = 64, 29  # a full cell, and still 343 in all
     assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p)[1]
     nan = np.full((343, 3), np.nan, np.float32)
     assert not REF.error({"pos": nan, "cell_count": counts}, ref, p)[1]
     assert not REF.error({"pos": ref["pos"]}, ref, p)[1]
+
+
+def test_error_refuses_cell_counts_that_do_not_sum_to_n():
+    """Every particle takes one slot by an atomic fetch-add, so the counts sum
+    to N in any order; an update lost to a split read-modify-write (lanes in
+    lock-step on a GPU) leaves the sum short, whatever the positions."""
+    p = SMOKE[1].params
+    ref = {"pos": np.zeros((343, 3), np.float32)}
+    counts = np.full(27, 13, np.uint32)
+    counts[0] = 4  # one update lost
+    assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p) == (
+        float("inf"),
+        False,
+        "cell_count_sum",
+    )
+    counts[0] = 5
+    assert REF.error({"pos": ref["pos"], "cell_count": counts}, ref, p)[1]
 
 
 def test_validate_size():
