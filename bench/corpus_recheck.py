@@ -4,7 +4,7 @@ race detector, the lock-step lanes, the bounds run, hmc's replay ties, lj's
 cell-count sum)?
 
     python bench/corpus_recheck.py IMPORTED [--sizes smoke] [--tasks lj,hmc]
-        [--jobs 2] [--out bench/results/sim/corpus_recheck_DATE.md]
+        [--jobs 2] [--baseline PYTHON] [--out bench/results/sim/corpus_recheck_DATE.md]
 
 IMPORTED is a folder `python -m mlxsci.import_metal_sci RUNS --out IMPORTED
 --rescore --backend sim` wrote (its rescore.json says which candidates the
@@ -12,7 +12,12 @@ simulator judged correct then; the corpus itself is not in this repository:
 docs/metal-sci.md says where to get it). Each such candidate is evaluated
 again on the simulator at the size set, with the task's fixed inputs, and
 listed with its verdict now; a candidate that fails now is printed with its
-reason. Progress goes to stderr.
+reason. The size set need not be the one the rescore used (the smoke sizes
+are far cheaper, and some candidates fail there for their own reasons: a
+row length a float4 read does not divide), so with --baseline, the Python
+of an environment holding an earlier mlxsci, each candidate that fails now
+is judged again by that version at the same sizes: one that fails there too
+is no new failure. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -59,13 +64,32 @@ def judge(job: tuple[str, str, str]) -> dict:
     return {"path": path, "task": task, "status": status, "reason": (ev.fail_reason or "")[:400]}
 
 
+def judged_by(python: str, task: str, path: str, sizes: str) -> dict:
+    """judge() run by another environment's Python (--baseline)."""
+    res = subprocess.run(
+        [python, __file__, "IGNORED", "--judge-one", task, path, sizes],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"status": "error", "reason": (res.stderr or "no answer")[-300:]}
+
+
 @click.command()
-@click.argument("imported", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("imported", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--sizes", default="smoke", show_default=True)
 @click.option("--tasks", default=None, help="Comma-separated tasks (default: all).")
 @click.option("--jobs", default=2, show_default=True, type=int)
 @click.option("--out", default=None, type=click.Path(), help="Markdown file to write.")
-def main(imported: Path, sizes: str, tasks: str | None, jobs: int, out: str | None):
+@click.option("--baseline", default=None, help="Python of an earlier mlxsci's environment.")
+@click.option("--judge-one", "judge_one", nargs=3, default=None, hidden=True)
+def main(imported, sizes, tasks, jobs, out, baseline, judge_one):
+    if judge_one:  # --baseline's child: one verdict as JSON
+        print(json.dumps(judge(tuple(judge_one))))
+        return
     wanted = set(tasks.split(",")) if tasks else None
     found = judged_correct(imported, wanted)
     print(f"{len(found)} candidates judged correct before", file=sys.stderr)
@@ -86,6 +110,12 @@ def main(imported: Path, sizes: str, tasks: str | None, jobs: int, out: str | No
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
     ).stdout.strip()
     now = [r for r in results if r["status"] != "correct"]
+    for r in now:
+        if baseline:
+            before = judged_by(baseline, r["task"], r["path"], sizes)
+            r["before"] = before["status"]
+            print(f"baseline {Path(r['path']).parent.name}: {before['status']}", file=sys.stderr)
+    new = [r for r in now if r.get("before") == "correct"]
     text = (
         "# Imported Metal-Sci candidates judged correct before, judged again\n\n"
         f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}, "
@@ -95,10 +125,18 @@ def main(imported: Path, sizes: str, tasks: str | None, jobs: int, out: str | No
             ["task", "candidates", "correct now", "incorrect now", "compile error", "error"],
             tablefmt="github",
         )
-        + "\n\n## Not correct now\n\n"
+        + (
+            f"\n\nWith --baseline `{baseline}`: {len(new)} of the {len(now)} not correct now "
+            "were correct with the earlier version at these sizes (new failures).\n"
+            if baseline
+            else "\n"
+        )
+        + "\n## Not correct now\n\n"
         + (
             "\n".join(
-                f"- `{Path(r['path']).parent.name}/{Path(r['path']).name}`: {r['reason']}"
+                f"- `{Path(r['path']).parent.name}/{Path(r['path']).name}`"
+                + (f" (earlier version: {r['before']})" if "before" in r else "")
+                + f": {r['reason']}"
                 for r in now
             )
             if now
