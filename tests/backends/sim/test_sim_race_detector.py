@@ -178,3 +178,23 @@ def test_the_worker_plans_the_lock_step_run_only_where_asked():
     names = [name for name, _, _ in backend.other_orders([1], lockstep=True)]
     assert names == ["reversed", "shuffled", "lockstep"]
     assert [name for name, _, _ in backend.other_orders([1])] == ["reversed", "shuffled"]
+
+
+def test_the_threads_are_named_in_a_partial_group_of_a_two_dimensional_grid():
+    # Grid 10 x 3 in groups of 4 x 2: group (2, 1) holds 2 x 1 threads.
+    body = """uint2 p = thread_position_in_grid.xy;
+if (p.x == 0 && p.y == 0) y[1] = y[0];
+if (p.x == 9 && p.y == 2) y[0] = 5;"""
+    backend = SimBackend(dialect="metal", launch_timeout_s=30.0)
+    backend.check_device_races = True
+    spec = KernelSpec("k", ("x",), ("y",), body, dialect="metal")
+    with pytest.raises(KernelFault) as e:
+        backend.kernel(spec)(
+            inputs=[mx.array(BINS)],
+            output_shapes=[(2,)],
+            output_dtypes=[mx.int32],
+            grid=(10, 3, 1),
+            threadgroup=(4, 2, 1),
+            init_value=0,
+        )
+    assert_race(e.value, 0, ("read", (0, 0, 0), (0, 0, 0)), ("write", (2, 1, 0), (1, 0, 0)))
