@@ -47,7 +47,7 @@ def one_run(task: str, dialect: str, sizes: list, lockstep: bool):
     """The seed's evaluation with or without the lock-step run."""
     real = SimBackend.has_lockstep_order
     if not lockstep:
-        SimBackend.has_lockstep_order = classmethod(lambda cls: False)  # type: ignore[method-assign]
+        SimBackend.has_lockstep_order = classmethod(lambda cls: False)  # type: ignore[method-assign,assignment]
     try:
         return evaluate(task, backend="sim", dialect=dialect, sizes=sizes, input_seed=12345)
     finally:

@@ -256,7 +256,8 @@ class _CudaDialect(_Dialect):
         args = [
             f"__sim_bind<__sim_fn<__F>::arg<{i}>>::get(__b[{i}])" for i in range(len(cs.params))
         ]
-        return self._entry_glue("mlx::core::cu::" + cs.kernel_name, args, ("  __sim_cu_t = __t;",))
+        prologue = ("  __sim_cu_t = __t;", "  __SIM_THREAD_SLOT(&__sim_cu_t);")
+        return self._entry_glue("mlx::core::cu::" + cs.kernel_name, args, prologue)
 
 
 DIALECTS = {"metal": _MetalDialect, "cuda": _CudaDialect}

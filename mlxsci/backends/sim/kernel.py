@@ -334,10 +334,20 @@ class SimKernel(Kernel):
         plain = not (how.counted or how.bounded)
         timing = self._timing_of(v, grid, tgc, infos, out_names) if plain else None
         # The backend's opt-in checks run in the profiled variant's hooks.
-        # The lock-step schedule switches lanes in those hooks, and runs the race detector.
-        lockstep = how.schedule == LOCKSTEP_SCHEDULE
+        # The lock-step run: the race detector in those hooks, and lanes that
+        # take turns at every device access where an atomic operation could
+        # be split in two (a kernel without atomics loses no update the
+        # detector does not report as a race: it runs in its usual order,
+        # without the switches' cost).
+        lockstep = False
+        detect = plain and how.schedule == LOCKSTEP_SCHEDULE and profile.supported()
+        if detect:
+            described = self._variant(infos, out_names, template, profiled=True).profile
+            lockstep = described is None or described.atomics
         checks = (
-            profile.checks_of(self.backend, v.tgmem_bytes, init_value, lockstep=lockstep)
+            profile.checks_of(
+                self.backend, v.tgmem_bytes, init_value, lockstep=lockstep, races=detect
+            )
             if plain
             else None
         )

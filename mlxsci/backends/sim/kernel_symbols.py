@@ -72,7 +72,13 @@ _LINKER_BOUNDS = re.compile(r"__(start|stop)_sim_\w+")
 # (profile.py: rewrite_assembly), and the names a kernel may never define:
 # those counters and the coverage hooks the profiled build's compiler calls.
 PROFILE_CALLS = frozenset(
-    {"__sim_prof_block", "__sim_prof_access", "__sim_prof_atomic_begin", "__sim_prof_atomic_end"}
+    {
+        "__sim_prof_block",
+        "__sim_prof_access",
+        "__sim_prof_atomic_begin",
+        "__sim_prof_atomic_end",
+        "__sim_prof_thread_slot",
+    }
 )
 _PROFILE_PREFIX = "__sim_prof_"
 _HOOK_NAMES = re.compile(r"(?:__sanitizer_cov_|__sim_prof_|__ubsan_)\w*")

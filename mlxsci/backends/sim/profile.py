@@ -103,9 +103,19 @@ class Profile:
     library: Path
     weights: tuple[tuple[int, ...], ...]  # per block, one count per WEIGHT_CLASSES
     sites: int  # memory access sites
+    # Whether it calls an atomic operation (the preludes' markers): only then
+    # can lanes in lock-step lose an update the detector does not see as a
+    # race (a read-modify-write split into two atomic operations).
+    atomics: bool = True
 
     def to_json(self) -> str:
-        return json.dumps({"weights": [list(w) for w in self.weights], "sites": self.sites})
+        return json.dumps(
+            {
+                "weights": [list(w) for w in self.weights],
+                "sites": self.sites,
+                "atomics": self.atomics,
+            }
+        )
 
 
 def read_description(library: Path) -> Profile:
@@ -124,22 +134,25 @@ def read_description(library: Path) -> Profile:
         data = json.loads(raw)
         weights = tuple(tuple(int(x) for x in w) for w in data["weights"])
         sites = int(data["sites"])
+        atomics = bool(data.get("atomics", True))  # unknown: take it that it has some
     except (ValueError, KeyError, TypeError) as exc:
         raise CompileError(
             f"the profiled variant's description is damaged: {exc}", None, ""
         ) from exc
     if any(len(w) != len(WEIGHT_CLASSES) for w in weights) or sites < 0:
         raise CompileError("the profiled variant's description is damaged", None, "")
-    return Profile(library, weights, sites)
+    return Profile(library, weights, sites, atomics)
 
 
 # ------------------------------------------------------------------ the rewrite
 _GUARD_CALL = re.compile(r"^\s*callq?\s+__sanitizer_cov_trace_pc_guard(?:@PLT)?\s*$")
 _GUARD_INIT = re.compile(r"^\s*(?:callq?|jmp)\s+__sanitizer_cov_trace_pc_guard_init(?:@PLT)?\s*$")
 _HOOK_CALL = re.compile(r"^(\s*)callq?\s+__sanitizer_cov_(load|store)(1|2|4|8|16)(?:@PLT)?\s*$")
-# The preludes' atomic-operation markers (this build only): bookkeeping for
-# the hooks, no GPU work.
-_ATOMIC_MARK = re.compile(r"^\s*callq?\s+__sim_prof_atomic_(?:begin|end)(?:@PLT)?\s*$")
+# The preludes' atomic-operation markers and the glue's thread slot (this
+# build only): bookkeeping for the hooks, no GPU work.
+_ATOMIC_MARK = re.compile(
+    r"^\s*callq?\s+__sim_prof_(?:atomic_begin|atomic_end|thread_slot)(?:@PLT)?\s*$"
+)
 _LABEL = re.compile(r"^(?:\.LBB[\w.]+|[A-Za-z_$][\w.$]*):")
 _BB_COMMENT = re.compile(r"^# %bb\.\d+:")
 _MATH_CALL = re.compile(
@@ -302,6 +315,7 @@ def profiled_library(
             )
             _check(res, "compiling the profiled variant")
             text, weights, sites = rewrite_assembly(asm.read_text())
+            atomics = "__sim_prof_atomic_begin" in text
             rewritten = Path(tmp, "p.s")
             rewritten.write_text(text)
             obj = Path(tmp, "p.o")
@@ -321,7 +335,7 @@ def profiled_library(
             if why:
                 raise CompileError(why, None, why)
             STATS["compiles"] += 1
-            profile = Profile(so, tuple(weights), sites)
+            profile = Profile(so, tuple(weights), sites, atomics)
             write_verified(desc, profile.to_json().encode())
             install_verified(tmp_so, so)
         return profile
@@ -341,16 +355,19 @@ WATCH_CAP = 64  # the stores to a watched element recorded with their thread
 MAX_CHECK_RUNS = 16
 
 
-def checks_of(backend, tgmem_bytes: int, init_value=None, lockstep: bool = False) -> Checks | None:
+def checks_of(
+    backend, tgmem_bytes: int, init_value=None, lockstep: bool = False, races: bool = False
+) -> Checks | None:
     """What the backend asks the hooks to check in a launch of a variant with
     `tgmem_bytes` of threadgroup memory whose outputs get `init_value` (None:
     none, they hold garbage), or None: nothing asked, a host without the
     profiled build (`supported()` False: the checks silently do nothing
     there), or the worker's coverage run (its counted variant has no hooks).
-    `lockstep`: the launch runs the lock-step schedule, which only the hooks
-    can switch lanes for; the race detector runs with it (both are the
-    lock-step verification run's: SimBackend.other_orders)."""
-    races = bool(getattr(backend, "check_device_races", False)) or lockstep
+    `lockstep`: the launch's lanes take turns at every device access, which
+    only the hooks can switch them for; `races`: the race detector on, as
+    with check_device_races (both are the lock-step verification run's:
+    SimBackend.other_orders, kernel.py)."""
+    races = races or lockstep or bool(getattr(backend, "check_device_races", False))
     tg_reads = bool(getattr(backend, "check_threadgroup_reads", False)) and tgmem_bytes > 0
     bounds = bool(getattr(backend, "check_device_bounds", False))
     # Outputs launched with init_value hold it from the start: nothing to check.

@@ -166,9 +166,16 @@ def test_lock_step_lanes_lose_the_updates_of_a_split_read_modify_write(dialect):
 
 
 def test_lock_step_runs_the_race_detector_without_the_flag(dialect):
+    # A kernel without atomics runs its lock-step run in its usual order (no
+    # split atomic operation can lose an update there that the detector
+    # would not name): thread 0 stores, thread 5 then loads.
     fault = run(dialect, "y[x[i]] = y[x[i]] + 1;", races=False, mode=RunMode(order="lockstep"))
+    assert_race(fault, 0, ("write", (0, 0, 0), (0, 0, 0)), ("read", (0, 0, 0), (5, 0, 0)))
+    # With an atomic operation in it, the lanes take turns: every lane of the
+    # simdgroup loads before any stores back.
+    body = "y[x[i]] = y[x[i]] + 1;\n" + ATOMIC_ADD[dialect].replace("y[x[i]]", "y[7]")
+    fault = run(dialect, body, races=False, mode=RunMode(order="lockstep"))
     assert isinstance(fault, KernelFault) and fault.kind == "race", fault
-    # In lock-step every lane of the simdgroup loads before any stores back.
     assert fault.details["first"]["access"] == "read"
     assert fault.details["second"]["access"] == "write"
 
@@ -198,3 +205,14 @@ if (p.x == 9 && p.y == 2) y[0] = 5;"""
             init_value=0,
         )
     assert_race(e.value, 0, ("read", (0, 0, 0), (0, 0, 0)), ("write", (2, 1, 0), (1, 0, 0)))
+
+
+def test_cuda_lanes_in_lock_step_read_their_own_thread_index():
+    # threadIdx after device accesses: CUDA's glue keeps the running thread in
+    # a pointer of its own, which the lanes' turns inside the hooks must move.
+    body = """int v = x[i];
+atomicAdd(&y[v], 1);
+if (threadIdx.x == 0) atomicAdd(&y[7], (int)blockIdx.x + 1);"""
+    forward = run("cuda", body)
+    assert list(forward) == [13, 13, 13, 13, 12, 0, 0, 3]
+    assert list(run("cuda", body, mode=RunMode(order="lockstep"))) == list(forward)

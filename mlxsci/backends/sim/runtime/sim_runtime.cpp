@@ -1272,6 +1272,7 @@ extern "C" __SIM_HIDDEN void __sim_undefined_read(const char* op, uint32_t lane,
 
 extern "C" __SIM_HIDDEN void __sim_prof_atomic_begin(const void* addr) { race_atomic_begin(addr); }
 extern "C" __SIM_HIDDEN void __sim_prof_atomic_end(void) { race_atomic_end(); }
+extern "C" __SIM_HIDDEN void __sim_prof_thread_slot(const void** slot) { g_race.thread_slot = slot; }
 
 extern "C" __SIM_HIDDEN uint32_t __sim_current_lane(void) {
     return G.cur < 0 ? 0u : (uint32_t)(G.cur & 31);

@@ -442,6 +442,17 @@ extern "C" __SIM_HIDDEN void __sim_group_end(uint32_t nthreads);
 // stores, which the hooks could not tell from a kernel's own.
 extern "C" __SIM_HIDDEN void __sim_prof_atomic_begin(const void* addr);
 extern "C" __SIM_HIDDEN void __sim_prof_atomic_end(void);
+// A dialect's own pointer to the running thread's coordinates (CUDA's
+// __sim_cu_t, which its glue sets at each thread's start and its barriers
+// restore): the lock-step schedule switches lanes inside the hooks, where no
+// dialect code runs, so the runtime repoints it when a lane resumes there.
+// Called by the glue at each thread's start, in the profiled variant only.
+extern "C" __SIM_HIDDEN void __sim_prof_thread_slot(const void** slot);
+#if defined(__SIM_PROFILED)
+#define __SIM_THREAD_SLOT(SLOT) __sim_prof_thread_slot((const void**)(SLOT))
+#else
+#define __SIM_THREAD_SLOT(SLOT) ((void)0)
+#endif
 #if defined(__SIM_PROFILED)
 struct __SimAtomicScope {
     explicit __SimAtomicScope(const void* addr) { __sim_prof_atomic_begin(addr); }
