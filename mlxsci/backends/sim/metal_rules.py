@@ -31,6 +31,7 @@ the text's lambdas.
 from __future__ import annotations
 
 from mlxsci.backends.sim.language_tokens import (
+    CodeView,
     Token,
     Violation,
     close_angle,
@@ -252,8 +253,12 @@ class _MetalChecker:
         self.declarations.local_declaration(body)
 
 
-def check_metal(text: str, regions, source_file: str = "<candidate>") -> CompileError | None:
+def check_metal(
+    text: str, regions, source_file: str = "<candidate>", view: CodeView | None = None
+) -> CompileError | None:
     """The first Metal language rule the kernel text breaks, as a CompileError
-    at the candidate's line; None where it breaks none."""
-    violations = _MetalChecker(code_only(text)).run()
-    return first_error(violations, text, regions, source_file)
+    at the candidate's line; None where it breaks none. `view`: the text as
+    Apple's compiler compiles it, macros expanded and `#if` groups not taken
+    left out (language_rules.expanded); without one, the text as written."""
+    code = view.code if view is not None else code_only(text)
+    return first_error(_MetalChecker(code).run(), text, regions, source_file, view)
