@@ -3,9 +3,11 @@
 The simulator compiles MLX's generated kernel text as C++17 with a prelude
 that defines Metal's address spaces away and gives CUDA a host C++ library,
 so it accepts kernels that Apple's Metal compiler or NVRTC reject. This module
-reads the generated text (comments and strings blanked) before it is built
-and reports the first such violation as a CompileError in clang's format,
-mapped to the candidate's own file and line through the dialect's Regions.
+reads the generated text (comments and strings blanked; for Metal, the
+candidate's lines as preprocessing leaves them: `expanded`) before it is
+built and reports the first such violation as a CompileError in clang's
+format, mapped to the candidate's own file and line through the dialect's
+Regions.
 
 Each dialect's rules live in their own module, listed there with the
 specification sections they come from:

@@ -4,7 +4,9 @@ rules (metal_rules.py, cuda_rules.py) share.
 Tokens are just enough C++ for the rules: identifiers, numbers, the
 multi-character operators the rules look at, and single characters; the
 text is first masked (comments, strings and preprocessor lines blanked) so
-offsets stay those of the kernel text. A rule reports a `Violation` (an
+offsets stay those of the kernel text. Metal's rules read a `CodeView`
+instead: the same lines, those that preprocessing changes replaced by what
+the compiler reads there (language_rules.expanded). A rule reports a `Violation` (an
 offset and a message); `first_error` turns the earliest one into a CompileError
 in clang's format at the candidate's own file and line, through the same
 parser as the simulator's compile errors (build.py).

@@ -19,6 +19,12 @@
               Vector and scalar typedef names (float2, uint, ...) are not
               keywords: C++ lets a declaration shadow them, so they are allowed.
 
+The rules judge what Apple's compiler compiles: language_rules.check hands
+`check_metal` the kernel text with the candidate's lines as preprocessing
+leaves them (macros expanded, `#if` groups not taken left out), so a
+construct hidden in a `#define` is refused at the line that uses the macro
+(docs/simulator.md, "Metal's rules read what Apple's compiler compiles").
+
 `check_metal` runs `_MetalChecker`: one pass over the tokens that tracks
 scopes and statements (this module). It holds three parts that share one
 `MetalNames` (the type names, the scopes with what each name holds, the

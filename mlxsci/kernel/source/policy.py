@@ -41,6 +41,10 @@ each macro's replacement list as written), then the text is preprocessed
 exactly as every compiler preprocesses it and the resulting tokens are
 checked again, every token a `##` forms included.
 
+The simulator's Metal rules read the same preprocessing's result
+(`expand_parts`, mlxsci/kernel/source/expansion.py), so they too judge what
+the compiler compiles.
+
 Why a preprocessor of our own (mlxsci/kernel/source/macros.py,
 mlxsci/kernel/source/preprocess.py, mlxsci/kernel/source/conditions.py) rather than clang's `-E`: the
 check runs in the parent on every backend, also where no compiler of ours is
