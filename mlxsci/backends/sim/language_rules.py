@@ -36,6 +36,10 @@ __all__ = ["check", "check_metal", "check_cuda", "expanded", "CHECKS"]
 
 
 CHECKS = {"metal": check_metal, "cuda": check_cuda}
+# The dialects whose rules read the text as the compiler compiles it
+# (`expanded`), with that check; NVRTC's rules (cuda_rules.py) still read it
+# as written.
+EXPANDED_CHECKS = {"metal": check_metal}
 
 
 def check(
@@ -52,9 +56,10 @@ def check(
     group not taken is not judged. Where the policy refuses the text there
     is no expansion to judge; the rules then read it as written, so that a
     candidate breaking both gets the rule's message first, as before."""
-    if dialect == "metal":
+    reads_expanded = EXPANDED_CHECKS.get(dialect)
+    if reads_expanded is not None:
         view, refused = expanded(dialect, text, regions, source_file, fast_math)
-        violation = check_metal(text, regions, source_file, view)
+        violation = reads_expanded(text, regions, source_file, view)
         return violation if violation is not None else refused
     violation = CHECKS[dialect](text, regions, source_file)
     if violation is not None:
