@@ -364,6 +364,13 @@ def test_a_plain_candidate_keeps_its_column():
 
 
 # ------------------------------------------------------------------ bad preprocessing
+# Ten to the eighth tokens from eight lines: the expansion the rules read is
+# bounded, so this is refused at once rather than expanded.
+BOMB = "".join(
+    f"#define A{k} " + " ".join([f"A{k - 1}" if k else "x"] * 10) + "\n" for k in range(8)
+)
+
+
 @pytest.mark.parametrize(
     "header, body, line, words",
     [
@@ -371,8 +378,9 @@ def test_a_plain_candidate_keeps_its_column():
         ('#include "/etc/hostname"\n', TID + "out[i] = x[i];\n", HEADER_LINE, "#include"),
         ("#define F(a, b) a\n", TID + "out[i] = F(x[i]);\n", BODY_LINE + 1, "takes 2 arguments"),
         ("#if 1\n", TID + "out[i] = x[i];\n", HEADER_LINE, "#endif"),
+        (BOMB, TID + "float y = A7;\nout[i] = y;\n", BODY_LINE + 1, "too much text"),
     ],
-    ids=["unended-call", "include-of-a-file", "argument-count", "unclosed-if"],
+    ids=["unended-call", "include-of-a-file", "argument-count", "unclosed-if", "macro-bomb"],
 )
 def test_preprocessing_that_fails_is_a_compile_error_at_its_line(header, body, line, words):
     err = verdict(body, header)
