@@ -4,7 +4,9 @@ rules (metal_rules.py, cuda_rules.py) share.
 Tokens are just enough C++ for the rules: identifiers, numbers, the
 multi-character operators the rules look at, and single characters; the
 text is first masked (comments, strings and preprocessor lines blanked) so
-offsets stay those of the kernel text. A rule reports a `Violation` (an
+offsets stay those of the kernel text. Metal's rules read a `CodeView`
+instead: the same lines, those that preprocessing changes replaced by what
+the compiler reads there (language_rules.expanded). A rule reports a `Violation` (an
 offset and a message); `first_error` turns the earliest one into a CompileError
 in clang's format at the candidate's own file and line, through the same
 parser as the simulator's compile errors (build.py).
@@ -13,7 +15,7 @@ parser as the simulator's compile errors (build.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlxsci.backends.sim import build
 from mlxsci.backends.sim.source_scan import mask_comments_and_strings
@@ -189,27 +191,67 @@ class Violation:
     message: str
 
 
-def _to_compile_error(v: Violation, text: str, regions, source_file: str) -> CompileError:
+@dataclass(frozen=True)
+class CodeView:
+    """The kernel text as a dialect's rules read it when they judge what the
+    compiler compiles: `code` has the kernel text's lines (comments, strings
+    and directives blanked, as `code_only` makes them) except the candidate's
+    *changed* lines, replaced by what preprocessing puts there
+    (mlxsci/kernel/source/expansion.py). `changed`: those lines of the text;
+    `moved`: text line -> (start, end, candidate line) spans of its code
+    whose tokens a macro call spread over lines brought from another line."""
+
+    code: str
+    changed: frozenset[int] = frozenset()
+    moved: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+
+
+def _to_compile_error(
+    v: Violation, text: str, regions, source_file: str, view: CodeView | None = None
+) -> CompileError:
     """A CompileError from clang-style log text at the candidate's file and
-    line, built by the same parser as the simulator's own compile errors."""
-    line = text.count("\n", 0, v.pos) + 1
-    col = v.pos - (text.rfind("\n", 0, v.pos) + 1) + 1
-    file, file_line = "<mlx-signature>", line
+    line, built by the same parser as the simulator's own compile errors.
+    `v.pos` is an offset of `view.code` where a view was read, else of `text`
+    (the two have the same lines)."""
+    code = view.code if view is not None else text
+    line = code.count("\n", 0, v.pos) + 1
+    col = v.pos - (code.rfind("\n", 0, v.pos) + 1) + 1
+    at = line  # the text line the candidate wrote the token on
+    file, file_line, region = "<mlx-signature>", line, None
     for r in regions:
         if r.first <= line <= r.last:
-            file, file_line = r.file, r.start_line + (line - r.first)
+            file, file_line, region = r.file, r.start_line + (line - r.first), r
             break
-    src_line = text.split("\n")[line - 1]
+    for start, end, origin in view.moved.get(line, ()) if view is not None else ():
+        if start <= col - 1 < end and region is not None:
+            file_line, at = origin, region.first + (origin - region.start_line)
+    src_line = text.split("\n")[at - 1]
+    name = build.line_directive_name(file)
+    where = f"{name}:{file_line}"
+    if view is None or line not in view.changed:
+        log = f"{where}:{col}: error: {v.message}\n{src_line}\n{' ' * (col - 1)}^\n"
+        return build.parse_compile_error(log, source_file)
+    # A line a macro changed: clang points into the macro's definition and
+    # notes the expansion; here the line as written comes first (its first
+    # column: where on it the macro stands is not kept), then the line as
+    # the rules read it, with the caret on the token.
+    written = len(src_line) - len(src_line.lstrip()) + 1 if src_line.strip() else 1
+    read = code.split("\n")[line - 1]
+    # the line the token stands on after expansion (a later one than the
+    # token's own where a macro call is spread over lines)
+    stands = region.start_line + (line - region.first) if region is not None else line
     log = (
-        f"{build.line_directive_name(file)}:{file_line}:{col}: error: {v.message}\n"
-        f"{src_line}\n{' ' * (col - 1)}^\n"
+        f"{where}:{written}: error: {v.message}\n{src_line}\n{' ' * (written - 1)}^\n"
+        f"{name}:{stands}:{col}: note: after macro expansion the line reads:\n"
+        f"{read}\n{' ' * (col - 1)}^\n"
     )
     return build.parse_compile_error(log, source_file)
 
 
 def first_error(
-    violations: list[Violation], text: str, regions, source_file: str
+    violations: list[Violation], text: str, regions, source_file: str, view: CodeView | None = None
 ) -> CompileError | None:
     if not violations:
         return None
-    return _to_compile_error(min(violations, key=lambda v: v.pos), text, regions, source_file)
+    first = min(violations, key=lambda v: v.pos)
+    return _to_compile_error(first, text, regions, source_file, view)

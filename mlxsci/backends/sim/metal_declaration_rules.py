@@ -74,12 +74,16 @@ class DeclarationRules:
         while k < len(toks):
             t = toks[k].text
             if t in _SPECIFIERS:
-                # an address-space keyword right before a declarator end is a name, not a specifier
+                # an address-space keyword right before a declarator end is a
+                # name, not a specifier; the end of the tokens is one too (a
+                # parameter `float device` comes without its `,` or `)`)
                 if (
                     type_word is not None
                     and t in _METAL_KEYWORDS
-                    and k + 1 < len(toks)
-                    and toks[k + 1].text in ("=", ";", ",", "[", ")", "(", "{", ":")
+                    and (
+                        k + 1 == len(toks)
+                        or toks[k + 1].text in ("=", ";", ",", "[", ")", "(", "{", ":")
+                    )
                 ):
                     break
                 k += 1

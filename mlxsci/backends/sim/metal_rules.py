@@ -19,6 +19,12 @@
               Vector and scalar typedef names (float2, uint, ...) are not
               keywords: C++ lets a declaration shadow them, so they are allowed.
 
+The rules judge what Apple's compiler compiles: language_rules.check hands
+`check_metal` the kernel text with the candidate's lines as preprocessing
+leaves them (macros expanded, `#if` groups not taken left out), so a
+construct hidden in a `#define` is refused at the line that uses the macro
+(docs/simulator.md, "Metal's rules read what Apple's compiler compiles").
+
 `check_metal` runs `_MetalChecker`: one pass over the tokens that tracks
 scopes and statements (this module). It holds three parts that share one
 `MetalNames` (the type names, the scopes with what each name holds, the
@@ -31,6 +37,7 @@ the text's lambdas.
 from __future__ import annotations
 
 from mlxsci.backends.sim.language_tokens import (
+    CodeView,
     Token,
     Violation,
     close_angle,
@@ -252,8 +259,12 @@ class _MetalChecker:
         self.declarations.local_declaration(body)
 
 
-def check_metal(text: str, regions, source_file: str = "<candidate>") -> CompileError | None:
+def check_metal(
+    text: str, regions, source_file: str = "<candidate>", view: CodeView | None = None
+) -> CompileError | None:
     """The first Metal language rule the kernel text breaks, as a CompileError
-    at the candidate's line; None where it breaks none."""
-    violations = _MetalChecker(code_only(text)).run()
-    return first_error(violations, text, regions, source_file)
+    at the candidate's line; None where it breaks none. `view`: the text as
+    Apple's compiler compiles it, macros expanded and `#if` groups not taken
+    left out (language_rules.expanded); without one, the text as written."""
+    code = view.code if view is not None else code_only(text)
+    return first_error(_MetalChecker(code).run(), text, regions, source_file, view)

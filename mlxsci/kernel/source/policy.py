@@ -41,6 +41,10 @@ each macro's replacement list as written), then the text is preprocessed
 exactly as every compiler preprocesses it and the resulting tokens are
 checked again, every token a `##` forms included.
 
+The simulator's Metal rules read the same preprocessing's result
+(`expand_parts`, mlxsci/kernel/source/expansion.py), so they too judge what
+the compiler compiles.
+
 Why a preprocessor of our own (mlxsci/kernel/source/macros.py,
 mlxsci/kernel/source/preprocess.py, mlxsci/kernel/source/conditions.py) rather than clang's `-E`: the
 check runs in the parent on every backend, also where no compiler of ours is
@@ -72,13 +76,22 @@ from dataclasses import dataclass
 
 from mlxsci.kernel import dialects
 from mlxsci.kernel.source.constructs import ATTRIBUTES, check_sequence
+from mlxsci.kernel.source.expansion import PartExpansion, part_expansion
 from mlxsci.kernel.source.lexer import Refused, Tok, lex_part
 from mlxsci.kernel.source.macros import Macro
 from mlxsci.kernel.source.preprocess import Preprocessor
 from mlxsci.kernel.source.storage import check_storage
 from mlxsci.kernel.spec import CompileError
 
-__all__ = ["check_candidate", "check_parts", "refusal", "BUILTINS", "HOST_NAMES", "HEADERS"]
+__all__ = [
+    "check_candidate",
+    "check_parts",
+    "expand_parts",
+    "refusal",
+    "BUILTINS",
+    "HOST_NAMES",
+    "HEADERS",
+]
 
 _MATH = (
     "acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 "
@@ -319,11 +332,13 @@ class _Check:
         self.names([t for ln in lines for t in ln.toks])
         return lines
 
-    def expanded(self, pp: Preprocessor, lines, program_scope: bool = False) -> None:
+    def expanded(self, pp: Preprocessor, lines, program_scope: bool = False) -> list[Tok]:
+        """The part's tokens after preprocessing, once they pass the checks."""
         toks = pp.run(lines)
         self.names(toks)
         self.sequence(toks)
         check_storage(toks, self.dialect, program_scope)
+        return toks
 
 
 def _budget(texts) -> int:
@@ -338,10 +353,23 @@ def _budget(texts) -> int:
 FAST_MATH = "__FAST_MATH__"
 
 
+@dataclass(frozen=True)
+class _Verdict:
+    """The policy's refusal, or (where it has none) what the compiler
+    compiles of the header and of each body, as their changed lines
+    (mlxsci/kernel/source/expansion.py). Kept with the verdict in one cache
+    entry: the simulator's Metal rules read the expansion of the very text
+    the policy has just passed, and preprocessing it again would double the
+    cost of a large candidate."""
+
+    error: CompileError | None
+    parts: tuple[PartExpansion, ...] = ()
+
+
 @functools.lru_cache(maxsize=32)
 def _check(
     dialect: str, header: tuple, bodies: tuple, source_file: str, fast_math: bool = False
-) -> CompileError | None:
+) -> _Verdict:
     check = _Check(dialect, _budget([header[0], *(b[0] for b in bodies)]))
     try:
         header_lines = check.raw(*header)
@@ -349,13 +377,16 @@ def _check(
         pp.predefined.add(FAST_MATH)
         if fast_math:
             pp.macros[FAST_MATH] = Macro(FAST_MATH, None, False, [Tok("num", "1", 0)], 0)
-        check.expanded(pp, header_lines, program_scope=True)
+        header_toks = check.expanded(pp, header_lines, program_scope=True)
+        parts = [part_expansion(header[0], header[1], header_lines, header_toks)]
         for body in bodies:
-            check.expanded(pp.fork(), check.raw(*body))
+            body_lines = check.raw(*body)
+            body_toks = check.expanded(pp.fork(), body_lines)
+            parts.append(part_expansion(body[0], body[1], body_lines, body_toks))
     except Refused as exc:
         where = f"{source_file}:{exc.line}: " if exc.line else f"{source_file}: "
-        return CompileError(exc.message, exc.line, f"{where}error: {exc.message}\n")
-    return None
+        return _Verdict(CompileError(exc.message, exc.line, f"{where}error: {exc.message}\n"))
+    return _Verdict(None, tuple(parts))
 
 
 def _fresh(err: CompileError | None) -> CompileError | None:
@@ -369,9 +400,27 @@ def check_parts(
     (text, first line in the candidate file), the header's first when there
     is one, then the body's. `fast_math`: the kernel is built with Metal's
     fast math mode (__FAST_MATH__ defined)."""
+    return expand_parts(dialect, parts, source_file, fast_math)[1]
+
+
+def expand_parts(
+    dialect: str, parts, source_file: str = "<candidate>", fast_math: bool = False
+) -> tuple[list[PartExpansion] | None, CompileError | None]:
+    """`check_parts`'s refusal, and where there is none, what the compiler
+    compiles of each of `parts` (in their order) as their changed lines:
+    the text the simulator's Metal rules judge (issue 41). The expansion is
+    the policy's own, not a compiler's `-E`: it is the one the policy has
+    vouched for (every `#if` it follows is decided the same by every
+    compiler, `__FAST_MATH__` as the build defines it), it is bounded in
+    time and output on hostile text, it reads no file, and it costs nothing
+    more where the policy has run (the same cache entry)."""
     parts = [(_ended(text), line) for text, line in parts]
     header = parts[0] if len(parts) > 1 else ("", 1)
-    return _fresh(_check(dialect, header, tuple(parts[-1:]), source_file, fast_math))
+    verdict = _check(dialect, header, tuple(parts[-1:]), source_file, fast_math)
+    if verdict.error is not None:
+        return None, _fresh(verdict.error)
+    got = list(verdict.parts)
+    return (got if len(parts) > 1 else got[1:]), None
 
 
 def check_candidate(c) -> CompileError | None:
@@ -379,7 +428,7 @@ def check_candidate(c) -> CompileError | None:
     bodies = tuple((_ended(k.body), k.body_line or 1) for k in c.kernels)
     header = (_ended(c.header), c.header_line or 1)
     # fast_math given as check_parts gives it: lru_cache keys on the arguments as passed
-    return _fresh(_check(c.dialect, header, bodies, c.source_file, False))
+    return _fresh(_check(c.dialect, header, bodies, c.source_file, False).error)
 
 
 def _ended(text: str) -> str:
