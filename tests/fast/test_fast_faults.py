@@ -305,7 +305,7 @@ def test_a_histogram_without_atomics_is_a_race_naming_the_element_and_both_threa
     e = exc.value
     assert (e.buffer, e.element) == ("h", 0)
     assert e.details["first"] == {"thread": [0, 0, 0], "group": [0, 0, 0], "access": "write"}
-    assert e.details["second"] == {"thread": [5, 0, 0], "group": [0, 0, 0], "access": "read"}
+    assert e.details["second"] == {"thread": [5, 0, 0], "group": [0, 0, 0], "access": "write"}
     assert "neither access atomic and no __syncthreads between them" in str(e)
     twin = fast.cuda_kernel(
         "hist",
