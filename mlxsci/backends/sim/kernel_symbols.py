@@ -165,7 +165,7 @@ def symbols(path: Path, dynamic: bool = False) -> list[Symbol] | None:
     return found
 
 
-def _allowed_call(name: str, profiled: bool = False, bounded: bool = False) -> bool:
+def allowed_call(name: str, profiled: bool = False, bounded: bool = False) -> bool:
     if name.startswith(_PROFILE_PREFIX):
         return profiled and name in PROFILE_CALLS
     if name in BOUNDS_CALLS:
@@ -193,14 +193,14 @@ def object_violation(
     runtime_uses = {s.name for s in runtime_table or () if not s.defined}
     calls = sorted({s.name for s in table if not s.defined and s.name and s.binding != 0})
     counters = [
-        n for n in calls if n.startswith(_PROFILE_PREFIX) and not _allowed_call(n, profiled)
+        n for n in calls if n.startswith(_PROFILE_PREFIX) and not allowed_call(n, profiled)
     ]
     if counters:
         return (
             f"error: undefined symbol: {', '.join(counters)} (the modelled GPU's counters "
             "belong to the simulator's runtime: a kernel may not call them)"
         )
-    refused = [n for n in calls if not _allowed_call(n, profiled, bounded)]
+    refused = [n for n in calls if not allowed_call(n, profiled, bounded)]
     if refused:
         return (
             f"error: undefined symbol: {', '.join(refused)} (a kernel can call only the "

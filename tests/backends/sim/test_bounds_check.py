@@ -196,6 +196,6 @@ def test_the_symbol_check_refuses_a_kernel_defining_the_handler(fresh_cache, mon
 
 
 def test_only_the_bounded_build_may_call_the_handler():
-    assert not kernel_symbols._allowed_call(HANDLER)
-    assert not kernel_symbols._allowed_call(HANDLER, profiled=True)
-    assert kernel_symbols._allowed_call(HANDLER, bounded=True)
+    assert not kernel_symbols.allowed_call(HANDLER)
+    assert not kernel_symbols.allowed_call(HANDLER, profiled=True)
+    assert kernel_symbols.allowed_call(HANDLER, bounded=True)
