@@ -192,9 +192,7 @@ def object_violation(
     runtime_table = symbols(runtime) if runtime is not None else None
     runtime_uses = {s.name for s in runtime_table or () if not s.defined}
     calls = sorted({s.name for s in table if not s.defined and s.name and s.binding != 0})
-    counters = [
-        n for n in calls if n.startswith(_PROFILE_PREFIX) and not allowed_call(n, profiled)
-    ]
+    counters = [n for n in calls if n.startswith(_PROFILE_PREFIX) and not allowed_call(n, profiled)]
     if counters:
         return (
             f"error: undefined symbol: {', '.join(counters)} (the modelled GPU's counters "
