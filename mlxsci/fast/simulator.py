@@ -25,9 +25,9 @@ of output bytes nobody wrote. Then:
   atomics, whose order may legitimately show) from one on memory nobody
   wrote (UninitializedReadError);
 - where nothing above fired, one more run in the profiled variant with the
-  race detector on: a data race on an input or output (two threads,
-  neither access atomic, nothing ordering them, one a store that changed
-  the element) is a RaceError naming the element and both threads
+  race detector on: a data race on an input or output (two threads'
+  stores, neither atomic, nothing ordering them, the later one changing the
+  element) is a RaceError naming the element and both threads
   (runtime/sim_race.inc). For a kernel that uses atomics that run has each
   simdgroup's lanes in lock-step, taking turns at every device-memory
   access as a GPU's lanes do: an integer output that then differs from the

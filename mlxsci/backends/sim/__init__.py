@@ -177,8 +177,8 @@ class SimBackend(Backend):
         self.check_device_bounds = False
         self.check_output_reads = False
         # check_device_races: the first data race on an input's or output's
-        # element (two threads, neither access atomic, no barrier or SIMD
-        # operation between them, one a store that changed the element)
+        # element (two threads' stores, neither atomic, no barrier or SIMD
+        # operation between them, the later one changing the element)
         # raises KernelFault("race") naming the buffer, element and threads
         # (runtime/sim_race.inc). The worker's lock-step verification run
         # checks it whatever this says (other_orders).

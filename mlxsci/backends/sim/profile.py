@@ -451,11 +451,11 @@ class Checks:
 
     Device races (SimBackend.check_device_races, and the lock-step
     verification run): the first data race on an input's or output's
-    element, two threads' accesses neither atomic nor ordered by a barrier
-    of their group or a SIMD operation of their simdgroup, one a store that
-    changed the element's bytes (runtime/sim_race.inc says what is seen and
-    what not), raises KernelFault("race") naming the buffer, the element and
-    both threads. A conflict whose store left the bytes as they were is
+    element, two threads' stores neither atomic nor ordered by a barrier of
+    their group or a SIMD operation of their simdgroup, the later one
+    changing the element's bytes (runtime/sim_race.inc says what is seen and
+    what not: loads are left to the other orders), raises KernelFault("race")
+    naming the buffer, the element and both threads. A conflict whose store left the bytes as they were is
     benign: counted (races_benign), not reported. Lock-step (the
     LOCKSTEP schedule, on fibers): each simdgroup's lanes take turns at every
     device-memory access, so a read-modify-write split into two atomic

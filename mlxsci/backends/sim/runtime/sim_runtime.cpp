@@ -1531,8 +1531,6 @@ extern "C" __SIM_HIDDEN int64_t __sim_run(__SimLaunch* L, __SimResult* R,
         }
         // A read of an output element no other thread wrote (sim_check.inc).
         if (R->kind == __SIM_OK) check_finish(R);
-        // A load that raced a store, by a thread that stored (sim_race.inc).
-        if (R->kind == __SIM_OK) race_finish(R);
     } else {
         G.active = 0;
         g_in_handler = 0;
