@@ -338,6 +338,11 @@ static __SIM_CU_ALWAYS void __brkpt() { __builtin_trap(); }
 #define __builtin_assume_aligned_cuda(p, n) (p)
 
 // ---- atomics ----------------------------------------------------------------
+// sim_runtime.h defines __SIM_ATOMIC_SCOPE for a kernel's TU; a program that
+// includes this prelude alone (its tests) marks nothing.
+#ifndef __SIM_ATOMIC_SCOPE
+#define __SIM_ATOMIC_SCOPE(ADDR) ((void)0)
+#endif
 // Fibers never switch inside a read-modify-write, so plain RMWs are atomic.
 // __SIM_ATOMIC_SCOPE tells the profiled variant's hooks that they are
 // (sim_runtime.h): the race detector and the lock-step schedule need to know.

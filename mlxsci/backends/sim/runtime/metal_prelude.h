@@ -1630,6 +1630,11 @@ enum thread_scope {
 inline void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device) {}
 
 // ---- atomics -------------------------------------------------------------------------------
+// sim_runtime.h defines __SIM_ATOMIC_SCOPE for a kernel's TU; a program that
+// includes this prelude alone (its tests) marks nothing.
+#ifndef __SIM_ATOMIC_SCOPE
+#define __SIM_ATOMIC_SCOPE(ADDR) ((void)0)
+#endif
 // Same size and layout as T; the fibers never switch inside these functions.
 // __SIM_ATOMIC_SCOPE tells the profiled variant's hooks that each is one
 // atomic access (sim_runtime.h): the race detector and the lock-step
