@@ -26,7 +26,6 @@ this build alone; the source policy refuses the names in its text.
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from pathlib import Path
 
@@ -37,8 +36,8 @@ from mlxsci.backends.sim.toolchain import (
     build_lock,
     cache_dir,
     kernel_compile_args,
+    library_key,
     run_compiler,
-    runtime_digest,
     runtime_object,
 )
 from mlxsci.kernel.spec import CompileError
@@ -58,13 +57,7 @@ def bounded_library(
     precompiled header, which was built without the check). The candidate's
     compile errors were found by its plain build first."""
     with build_lock:
-        digest = hashlib.sha256()
-        digest.update(b"bounded\0")
-        digest.update(tu.encode())
-        digest.update(b"\0")
-        digest.update(runtime_digest().encode())
-        digest.update(" ".join(extra_defines + BOUNDS_FLAGS).encode())
-        key = digest.hexdigest()[:40]
+        key = library_key(tu, extra_defines + BOUNDS_FLAGS, "bounded")
         d = cache_dir()
         so = d / f"b-{key}.so"
         if verify_file(so):

@@ -30,7 +30,6 @@ pch.py's.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import re
 import tempfile
@@ -45,7 +44,7 @@ from mlxsci.backends.sim.toolchain import (
     build_lock,
     cache_dir,
     compile_and_link,
-    runtime_digest,
+    library_key,
     runtime_object,
     zig_cache_dir,
 )
@@ -204,12 +203,7 @@ def build_library(
         return log.replace(f"{CANDIDATE_FILE}:", f"{line_directive_name(source_file)}:")
 
     with build_lock:
-        digest = hashlib.sha256()
-        digest.update(tu.encode())
-        digest.update(b"\0")
-        digest.update(runtime_digest().encode())
-        digest.update(" ".join(extra_defines).encode())
-        key = digest.hexdigest()[:40]
+        key = library_key(tu, extra_defines)
         d = cache_dir()
         so = d / f"k-{key}.so"
         err = d / f"k-{key}.err"

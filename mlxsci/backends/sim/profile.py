@@ -42,7 +42,6 @@ launch.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import platform
 import re
@@ -65,8 +64,8 @@ from mlxsci.backends.sim.toolchain import (
     build_lock,
     cache_dir,
     kernel_compile_args,
+    library_key,
     run_compiler,
-    runtime_digest,
     runtime_object,
 )
 from mlxsci.kernel.spec import CompileError
@@ -292,13 +291,7 @@ def profiled_library(
             f"the modelled GPU's clock needs an x86-64 host, not {platform.machine()}", None, ""
         )
     with build_lock:
-        digest = hashlib.sha256()
-        digest.update(b"profiled\0")
-        digest.update(tu.encode())
-        digest.update(b"\0")
-        digest.update(runtime_digest().encode())
-        digest.update(" ".join(extra_defines + PROFILE_FLAGS).encode())
-        key = digest.hexdigest()[:40]
+        key = library_key(tu, extra_defines + PROFILE_FLAGS, "profiled")
         d = cache_dir()
         so = d / f"p-{key}.so"
         desc = Path(str(so) + ".json")

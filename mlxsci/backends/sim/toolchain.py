@@ -153,6 +153,21 @@ def runtime_digest() -> str:
     return h.hexdigest()
 
 
+def library_key(tu: str, defines_and_flags: tuple[str, ...], kind: str = "") -> str:
+    """The cache key of a kernel library built from `tu` with these -D
+    defines and flags: its build `kind` (the plain build has none), the TU,
+    the runtime it links and the command line's own words, so that a change
+    to any of them builds anew."""
+    digest = hashlib.sha256()
+    if kind:
+        digest.update(kind.encode() + b"\0")
+    digest.update(tu.encode())
+    digest.update(b"\0")
+    digest.update(runtime_digest().encode())
+    digest.update(" ".join(defines_and_flags).encode())
+    return digest.hexdigest()[:40]
+
+
 def zig_cache_dir() -> Path:
     """The zig cache the simulator's builds use: one per zig version, inside
     zig's own global cache ($ZIG_GLOBAL_CACHE_DIR, else $XDG_CACHE_HOME/zig or
